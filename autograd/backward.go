@@ -1,0 +1,193 @@
+package autograd
+
+import (
+	"fmt"
+
+	"github.com/gotron/gotron/tensor"
+	"github.com/gotron/gotron/tensor/kernels"
+)
+
+// Backward propagates grad, the gradient of some scalar with respect to out,
+// through the graph that produced out. A nil grad means ones (out must then
+// hold one element). Leaf gradients are accumulated into Var.Grad; each
+// leaf's hooks run as soon as all of its contributions in this pass have
+// been added. The graph is consumed: saved tensors are released as each node
+// finishes, so a graph can be walked once.
+//
+// Backward returns the tape's error, if any (a failed collective inside a
+// Function's backward, say).
+func Backward(t *Tape, out *Var, grad *tensor.Tensor) error {
+	if err := t.Err(); err != nil {
+		return err
+	}
+	if grad == nil {
+		if out.Value.Len() != 1 {
+			return fmt.Errorf("autograd: Backward without a gradient needs a scalar output, got shape %v", out.Value.Shape())
+		}
+		grad = tensor.Full(1, out.Value.Shape()...)
+	}
+	if !tensor.SameShape(grad, out.Value) {
+		return fmt.Errorf("autograd: Backward gradient shape %v does not match output shape %v", grad.Shape(), out.Value.Shape())
+	}
+	if out.node == nil {
+		if out.requiresGrad {
+			accumulateLeaf(out, grad)
+			runHooks(out)
+		}
+		return nil
+	}
+	order, leafUses := topoOrder(out.node)
+	pending := map[*node]*pendingGrad{out.node: {g: grad}}
+	for i := len(order) - 1; i >= 0; i-- {
+		n := order[i]
+		pg := pending[n]
+		delete(pending, n)
+		if pg == nil {
+			// Nothing flowed here (every path carried a nil gradient): the
+			// leaves below still count this use as done.
+			for _, in := range n.inputs {
+				if in.node == nil && in.requiresGrad {
+					if leafUses[in]--; leafUses[in] == 0 {
+						runHooks(in)
+					}
+				}
+			}
+			release(n)
+			continue
+		}
+		fn, inputs := n.fn, n.inputs
+		grads, err := fn.Backward(n.ctx, pg.g.Contiguous())
+		release(n)
+		if err != nil {
+			t.Fail(err)
+			return t.Err()
+		}
+		if err := t.Err(); err != nil {
+			return err
+		}
+		if len(grads) != len(inputs) {
+			return fmt.Errorf("autograd: %T.Backward returned %d gradients for %d inputs", fn, len(grads), len(inputs))
+		}
+		for j, in := range inputs {
+			g := grads[j]
+			if in.node != nil {
+				if g != nil {
+					if !tensor.SameShape(g, in.Value) {
+						return fmt.Errorf("autograd: %T.Backward gradient %d has shape %v, input has %v", fn, j, g.Shape(), in.Value.Shape())
+					}
+					pending[in.node] = pending[in.node].add(g)
+				}
+				continue
+			}
+			if !in.requiresGrad {
+				continue
+			}
+			if g != nil {
+				if !tensor.SameShape(g, in.Value) {
+					return fmt.Errorf("autograd: %T.Backward gradient %d has shape %v, leaf %q has %v", fn, j, g.Shape(), in.Name, in.Value.Shape())
+				}
+				accumulateLeaf(in, g)
+			}
+			leafUses[in]--
+			if leafUses[in] == 0 {
+				runHooks(in)
+			}
+		}
+	}
+	return t.Err()
+}
+
+// pendingGrad is a gradient being summed for a node. owned says whether
+// the engine allocated g (and so may add into it in place).
+type pendingGrad struct {
+	g     *tensor.Tensor
+	owned bool
+}
+
+func (p *pendingGrad) add(g *tensor.Tensor) *pendingGrad {
+	if p == nil {
+		return &pendingGrad{g: g}
+	}
+	if !p.owned {
+		p.g = p.g.Clone()
+		p.owned = true
+	}
+	kernels.AddInto(p.g.Data(), g.Contiguous().Data())
+	return p
+}
+
+func accumulateLeaf(v *Var, g *tensor.Tensor) {
+	if v.Grad == nil {
+		v.Grad = g.Clone()
+		return
+	}
+	if v.Grad.IsContiguous() {
+		kernels.AddInto(v.Grad.Data(), g.Contiguous().Data())
+		return
+	}
+	sum := v.Grad.Clone()
+	kernels.AddInto(sum.Data(), g.Contiguous().Data())
+	v.Grad.CopyFrom(sum)
+}
+
+func runHooks(v *Var) {
+	for _, h := range v.hooks {
+		h(v)
+	}
+}
+
+func release(n *node) {
+	n.ctx.saved = nil
+	n.ctx.State = nil
+	n.fn = releasedFunction{}
+	n.out.node = nil
+	n.inputs = nil
+}
+
+// releasedFunction stands in for a node's Function once backward has run,
+// so a second walk fails clearly instead of using freed state.
+type releasedFunction struct{}
+
+func (releasedFunction) Forward(*Ctx, ...*tensor.Tensor) (*tensor.Tensor, error) {
+	return nil, fmt.Errorf("autograd: forward of a released node")
+}
+
+func (releasedFunction) Backward(*Ctx, *tensor.Tensor) ([]*tensor.Tensor, error) {
+	return nil, fmt.Errorf("autograd: backward through a graph that was already walked")
+}
+
+// topoOrder returns the nodes reachable from root, each after all of its
+// inputs' nodes (so walking it backwards visits a node only after every
+// consumer), and how many times each leaf requiring grad is used.
+func topoOrder(root *node) ([]*node, map[*Var]int) {
+	var order []*node
+	seen := map[*node]bool{}
+	leafUses := map[*Var]int{}
+	type frame struct {
+		n    *node
+		next int
+	}
+	stack := []frame{{n: root}}
+	seen[root] = true
+	for len(stack) > 0 {
+		f := &stack[len(stack)-1]
+		if f.next < len(f.n.inputs) {
+			in := f.n.inputs[f.next]
+			f.next++
+			if in.node == nil {
+				if in.requiresGrad {
+					leafUses[in]++
+				}
+				continue
+			}
+			if !seen[in.node] {
+				seen[in.node] = true
+				stack = append(stack, frame{n: in.node})
+			}
+			continue
+		}
+		order = append(order, f.n)
+		stack = stack[:len(stack)-1]
+	}
+	return order, leafUses
+}

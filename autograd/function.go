@@ -1,0 +1,107 @@
+package autograd
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gotron/gotron/tensor"
+)
+
+// Function is a differentiable operation with a Go forward and backward.
+//
+// Forward computes the output from the input values and may Save tensors on
+// c for backward. Backward receives the gradient of the output and returns
+// one gradient per input, in order; it may return nil for an input whose
+// gradient is not needed (c.NeedsGrad(i) is false) or is zero. Returned
+// gradients must not be modified by the Function afterwards; the engine
+// may keep them.
+type Function interface {
+	Forward(c *Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error)
+	Backward(c *Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error)
+}
+
+// Ctx is what a Function sees of its node: saved tensors, which inputs need
+// gradients, and the rank's context.
+type Ctx struct {
+	tape      *Tape
+	needsGrad []bool
+	saved     []*tensor.Tensor
+	// State holds any other value a Function keeps between forward and
+	// backward (index slices, masks, RNG states).
+	State any
+}
+
+// Context returns the rank's context, for collectives.
+func (c *Ctx) Context() context.Context { return c.tape.ctx }
+
+// Tape returns the tape the Function runs on.
+func (c *Ctx) Tape() *Tape { return c.tape }
+
+// NeedsGrad reports whether input i needs a gradient.
+func (c *Ctx) NeedsGrad(i int) bool { return i < len(c.needsGrad) && c.needsGrad[i] }
+
+// Recording reports whether the forward is being recorded for backward;
+// a Function may skip saving tensors when it is not.
+func (c *Ctx) Recording() bool { return c.needsGrad != nil }
+
+// Save keeps tensors for backward.
+func (c *Ctx) Save(ts ...*tensor.Tensor) { c.saved = append(c.saved, ts...) }
+
+// Saved returns the tensors kept by Save, in order.
+func (c *Ctx) Saved() []*tensor.Tensor { return c.saved }
+
+// node is a recorded application of a Function.
+type node struct {
+	fn     Function
+	ctx    *Ctx
+	inputs []*Var
+	out    *Var
+	name   string
+}
+
+// Apply runs f on the inputs' values and returns its output. The
+// application is recorded for backward when the tape is recording and some
+// input requires grad. If the tape already holds an error, or f fails, the
+// tape keeps the (first) error and the returned Var has a nil Value; callers
+// check Tape.Err once at the end.
+func Apply(t *Tape, f Function, in ...*Var) *Var {
+	if t.Err() != nil {
+		return &Var{}
+	}
+	vals := make([]*tensor.Tensor, len(in))
+	record := false
+	var needs []bool
+	if t.Recording() {
+		needs = make([]bool, len(in))
+		for i, v := range in {
+			if v.Value == nil {
+				t.Fail(fmt.Errorf("autograd: input %d of %T has no value", i, f))
+				return &Var{}
+			}
+			needs[i] = v.requiresGrad
+			record = record || v.requiresGrad
+		}
+	}
+	for i, v := range in {
+		if v.Value == nil {
+			t.Fail(fmt.Errorf("autograd: input %d of %T has no value", i, f))
+			return &Var{}
+		}
+		vals[i] = v.Value
+	}
+	if !record {
+		needs = nil
+	}
+	c := &Ctx{tape: t, needsGrad: needs}
+	y, err := f.Forward(c, vals...)
+	if err != nil {
+		t.Fail(err)
+		return &Var{}
+	}
+	out := &Var{Value: y}
+	if record {
+		out.requiresGrad = true
+		out.node = &node{fn: f, ctx: c, inputs: in, out: out}
+	}
+	return out
+}

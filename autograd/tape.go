@@ -1,0 +1,67 @@
+package autograd
+
+import (
+	"context"
+	"sync"
+)
+
+// Tape is one rank's autograd state: its context, its no-grad depth and its
+// first error. It is not safe for concurrent use by several goroutines; each
+// rank has its own.
+type Tape struct {
+	ctx     context.Context
+	noGrad  int
+	workers int
+	mu     sync.Mutex // guards err: hooks may fail from other goroutines
+	err    error
+}
+
+// NewTape returns a tape whose collectives run under ctx.
+// It starts with one worker.
+func NewTape(ctx context.Context) *Tape { return &Tape{ctx: ctx, workers: 1} }
+
+// SetWorkers sets how many goroutines the rank's fused kernels may use
+// (the cores given to the rank); n < 1 means 1.
+func (t *Tape) SetWorkers(n int) { t.workers = max(n, 1) }
+
+// Workers returns the number of goroutines the rank's kernels may use.
+func (t *Tape) Workers() int { return t.workers }
+
+// Context returns the tape's context.
+func (t *Tape) Context() context.Context { return t.ctx }
+
+// NoGrad turns off graph recording until the returned function is called
+// (as torch.no_grad). Calls nest.
+func (t *Tape) NoGrad() (restore func()) {
+	t.noGrad++
+	return func() { t.noGrad-- }
+}
+
+// Recording reports whether operations are being recorded for backward.
+func (t *Tape) Recording() bool { return t.noGrad == 0 }
+
+// Fail records err as the tape's error if it is the first one.
+func (t *Tape) Fail(err error) {
+	if err == nil {
+		return
+	}
+	t.mu.Lock()
+	if t.err == nil {
+		t.err = err
+	}
+	t.mu.Unlock()
+}
+
+// Err returns the first error recorded on the tape.
+func (t *Tape) Err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err
+}
+
+// Reset clears the tape's error, for reuse after it has been handled.
+func (t *Tape) Reset() {
+	t.mu.Lock()
+	t.err = nil
+	t.mu.Unlock()
+}

@@ -1,0 +1,181 @@
+package ckpt
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/gotron/gotron/ckpt/safetensors"
+)
+
+// TrackerFile names the file holding the latest saved iteration.
+const TrackerFile = "latest_checkpointed_iteration.txt"
+
+// State is the non-tensor part of a checkpoint.
+type State struct {
+	// Iteration is the number of completed training iterations.
+	Iteration int `json:"iteration"`
+	// ConsumedSamples is Iteration·global batch size: the data position.
+	ConsumedSamples int64 `json:"consumed_train_samples"`
+	// OptimizerSteps is Adam's step count (for bias correction).
+	OptimizerSteps int `json:"optimizer_steps"`
+	// RNG is the rank's generator state (dropout), one entry per rank.
+	RNG [][4]uint64 `json:"rng_state"`
+	// Args records the settings the run was started with, for checks on
+	// resume.
+	Args map[string]any `json:"args,omitempty"`
+}
+
+// Checkpoint is everything saved for one iteration.
+type Checkpoint struct {
+	State     State
+	Model     []safetensors.Tensor
+	Optimizer []safetensors.Tensor
+}
+
+// IterDir returns the directory of iteration it under dir.
+func IterDir(dir string, it int) string {
+	return filepath.Join(dir, fmt.Sprintf("iter_%07d", it))
+}
+
+// Save writes c under dir as iteration c.State.Iteration and points the
+// tracker at it.
+func Save(dir string, c *Checkpoint) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("save checkpoint: --save %s: %w", dir, err)
+	}
+	final := IterDir(dir, c.State.Iteration)
+	tmp, err := os.MkdirTemp(dir, filepath.Base(final)+".tmp-")
+	if err != nil {
+		return fmt.Errorf("save checkpoint: --save %s is not writable: %w", dir, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := safetensors.WriteFile(filepath.Join(tmp, "model.safetensors"), c.Model, map[string]string{"format": "gotron"}); err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	if err := safetensors.WriteFile(filepath.Join(tmp, "optimizer.safetensors"), c.Optimizer, map[string]string{"format": "gotron"}); err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	js, err := json.MarshalIndent(c.State, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	if err := writeFileSync(filepath.Join(tmp, "state.json"), append(js, '\n')); err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	if err := syncDir(tmp); err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	// An older save of the same iteration is replaced only once the new one
+	// is complete.
+	old := ""
+	if _, err := os.Stat(final); err == nil {
+		old = final + ".old"
+		os.RemoveAll(old)
+		if err := os.Rename(final, old); err != nil {
+			return fmt.Errorf("save checkpoint: %w", err)
+		}
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		if old != "" {
+			os.Rename(old, final)
+		}
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	ok = true
+	if old != "" {
+		os.RemoveAll(old)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	tracker := filepath.Join(dir, TrackerFile)
+	tt, err := os.CreateTemp(dir, TrackerFile+".tmp-")
+	if err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	_, werr := tt.WriteString(strconv.Itoa(c.State.Iteration) + "\n")
+	serr := tt.Sync()
+	cerr := tt.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		os.Remove(tt.Name())
+		return fmt.Errorf("save checkpoint: tracker: %w", err)
+	}
+	if err := os.Rename(tt.Name(), tracker); err != nil {
+		os.Remove(tt.Name())
+		return fmt.Errorf("save checkpoint: tracker: %w", err)
+	}
+	return syncDir(dir)
+}
+
+// Latest returns the iteration named by dir's tracker file.
+func Latest(dir string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, TrackerFile))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, fmt.Errorf("--load %s: no %s: the directory holds no gotron checkpoint; pass the directory given to --save", dir, TrackerFile)
+		}
+		return 0, fmt.Errorf("--load %s: %w", dir, err)
+	}
+	it, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || it < 0 {
+		return 0, fmt.Errorf("--load %s: %s holds %q, not an iteration number: the file is damaged; write the iteration to resume from into it", dir, TrackerFile, strings.TrimSpace(string(b)))
+	}
+	return it, nil
+}
+
+// Load reads the latest checkpoint under dir.
+func Load(dir string) (*Checkpoint, error) {
+	it, err := Latest(dir)
+	if err != nil {
+		return nil, err
+	}
+	d := IterDir(dir, it)
+	c := &Checkpoint{}
+	js, err := os.ReadFile(filepath.Join(d, "state.json"))
+	if err != nil {
+		return nil, fmt.Errorf("--load %s: iteration %d: %w", dir, it, err)
+	}
+	if err := json.Unmarshal(js, &c.State); err != nil {
+		return nil, fmt.Errorf("--load %s: %s is damaged: %v", dir, filepath.Join(d, "state.json"), err)
+	}
+	if c.State.Iteration != it {
+		return nil, fmt.Errorf("--load %s: the tracker names iteration %d but %s records %d", dir, it, filepath.Join(d, "state.json"), c.State.Iteration)
+	}
+	m, err := safetensors.ReadFile(filepath.Join(d, "model.safetensors"))
+	if err != nil {
+		return nil, fmt.Errorf("--load %s: %w", dir, err)
+	}
+	o, err := safetensors.ReadFile(filepath.Join(d, "optimizer.safetensors"))
+	if err != nil {
+		return nil, fmt.Errorf("--load %s: %w", dir, err)
+	}
+	c.Model, c.Optimizer = m.Tensors, o.Tensors
+	return c, nil
+}
+
+func writeFileSync(path string, b []byte) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(b)
+	return errors.Join(werr, f.Sync(), f.Close())
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}

@@ -1,0 +1,112 @@
+package config
+
+import "fmt"
+
+// Validate checks every rule of the reference's
+// DistributedDataParallelConfig.__post_init__ (megatron-semantics.md §2.2),
+// the asserts of its DDP wrapper and gradient buffers that need only this
+// config, the training layer's overlap_param_gather rules, and the settings
+// the CPU backend does not provide. It returns nil or a *ValidationError
+// listing every violation.
+//
+// Rule 3 of the reference (nccl_ub with expandable CUDA segments) is covered
+// by rejecting nccl_ub. Rules that involve the model-parallel config are in
+// ValidateTogether; rules that need the world size are in ValidateWorld.
+func (c DDPConfig) Validate() error { return NewValidationError(c.Violations()) }
+
+// Violations returns what Validate reports, as a slice (nil when c is valid).
+func (c DDPConfig) Violations() []Violation {
+	var vs violationList
+
+	// __post_init__ rule 1.
+	if c.MegatronFSDPVersion != 1 && c.MegatronFSDPVersion != 2 {
+		vs.add(fieldList("megatron_fsdp_version"),
+			"megatron_fsdp_version = %d: must be either 1 or 2 (and Megatron-FSDP is not provided: keep 1)", c.MegatronFSDPVersion)
+	}
+	// Rule 2.
+	if c.ReuseGradBufForMXFP8ParamAG && !c.FP8ParamGather {
+		vs.add(fieldList("reuse_grad_buf_for_mxfp8_param_ag", "fp8_param_gather"),
+			"reuse_grad_buf_for_mxfp8_param_ag = true needs fp8_param_gather = true: reuse the gradient buffer only when keeping parameters in MXFP8")
+	}
+	// Rule 4.
+	if n := len(c.ParamNamePatternsForFP32LocalAccumulation); n > 0 && c.GradReduceInFP32 {
+		vs.add(fieldList("param_name_patterns_for_fp32_local_accumulation", "grad_reduce_in_fp32"),
+			"param_name_patterns_for_fp32_local_accumulation has %d pattern(s), but grad_reduce_in_fp32 = true already keeps every main_grad in float32: "+
+				"remove the patterns or turn grad_reduce_in_fp32 off", n)
+	}
+	// Rule 5.
+	if c.NumBuckets != 0 && c.BucketSize != 0 {
+		vs.add(fieldList("num_buckets", "bucket_size"),
+			"num_buckets = %d and bucket_size = %d are both set: specify only one (leave the other 0)", c.NumBuckets, c.BucketSize)
+	}
+	if c.NumBuckets < 0 {
+		vs.add(fieldList("num_buckets"), "num_buckets = %d: must be greater than 0, or 0 (unset)", c.NumBuckets)
+	}
+	if c.BucketSize < 0 {
+		vs.add(fieldList("bucket_size"),
+			"bucket_size = %d elements: must be greater than 0, or 0 (unset) for the default max(40000000, 1000000·dp·cp)", c.BucketSize)
+	}
+
+	// DDP wrapper and buffers.
+	if c.NumDistributedOptimizerInstances < 1 {
+		vs.add(fieldList("num_distributed_optimizer_instances"),
+			"num_distributed_optimizer_instances = %d: must be ≥ 1 (1 shards the optimizer over the whole dp·cp group)",
+			c.NumDistributedOptimizerInstances)
+	}
+	if c.NumDistributedOptimizerInstances > 1 && !c.UseDistributedOptimizer {
+		vs.add(fieldList("num_distributed_optimizer_instances", "use_distributed_optimizer"),
+			"num_distributed_optimizer_instances = %d (partial DistOpt) needs use_distributed_optimizer = true: turn it on or set the instances to 1",
+			c.NumDistributedOptimizerInstances)
+	}
+	if c.ReduceScatterWithFP32Accumulation && c.NumDistributedOptimizerInstances > 1 {
+		vs.add(fieldList("reduce_scatter_with_fp32_accumulation", "num_distributed_optimizer_instances"),
+			"reduce_scatter_with_fp32_accumulation = true is not supported with num_distributed_optimizer_instances = %d > 1: "+
+				"turn one of them off", c.NumDistributedOptimizerInstances)
+	}
+
+	// Training layer (megatron/training/arguments.py).
+	if c.OverlapParamGather && !c.UseDistributedOptimizer {
+		vs.add(fieldList("overlap_param_gather", "use_distributed_optimizer"),
+			"overlap_param_gather = true needs use_distributed_optimizer = true (only the distributed optimizer gathers parameters): "+
+				"turn use_distributed_optimizer on or overlap_param_gather off")
+	}
+	if c.OverlapParamGather && !c.OverlapGradReduce {
+		vs.add(fieldList("overlap_param_gather", "overlap_grad_reduce"),
+			"overlap_param_gather = true needs overlap_grad_reduce = true: turn overlap_grad_reduce on or overlap_param_gather off")
+	}
+
+	c.checkNotProvided(&vs)
+	return vs
+}
+
+// checkNotProvided reports FSDP, userbuffer and low-precision-gather settings
+// with non-default values.
+func (c DDPConfig) checkNotProvided(vs *violationList) {
+	const fsdp = "Megatron-FSDP"
+	reportNotProvided(vs, []notProvided{
+		{"fp8_param_gather", c.FP8ParamGather, true, false, "fp8 parameter all-gather"},
+		{"fp4_param_gather", c.FP4ParamGather, true, false, "fp4 parameter all-gather"},
+		{"reuse_grad_buf_for_mxfp8_param_ag", c.ReuseGradBufForMXFP8ParamAG, true, false, "MXFP8 parameter all-gather"},
+		{"use_megatron_fsdp", c.UseMegatronFSDP, true, false, fsdp},
+		{"megatron_fsdp_version", c.MegatronFSDPVersion == 2, 2, 1, fsdp + " version 2"},
+		{"use_custom_fsdp", c.UseCustomFSDP, true, false, fsdp},
+		{"data_parallel_sharding_strategy", c.DataParallelShardingStrategy != "no_shard", fmt.Sprintf("%q", c.DataParallelShardingStrategy), `"no_shard"`, fsdp + " sharding"},
+		{"suggested_communication_unit_size", c.SuggestedCommunicationUnitSize != 0, c.SuggestedCommunicationUnitSize, "0 (unset)", fsdp + " communication units"},
+		{"keep_fp8_transpose_cache", c.KeepFP8TransposeCache, true, false, fsdp + " fp8 transpose caching"},
+		{"nccl_ub", c.NCCLUB, true, false, "NCCL userbuffer registration"},
+		{"fsdp_double_buffer", c.FSDPDoubleBuffer, true, false, fsdp + " double buffers"},
+		{"fsdp_db_use_persist_buf_on_alloc_fail", c.FSDPDBUsePersistBufOnAllocFail, true, false, fsdp + " persistent buffers"},
+		{"fsdp_all_gather_in_start_param_sync", !c.FSDPAllGatherInStartParamSync, false, true, fsdp + " parameter sync"},
+		{"outer_dp_sharding_strategy", c.OuterDPShardingStrategy != "no_shard", fmt.Sprintf("%q", c.OuterDPShardingStrategy), `"no_shard"`, "hybrid " + fsdp},
+		{"disable_symmetric_registration", c.DisableSymmetricRegistration, true, false, "NCCL userbuffer registration"},
+		{"fsdp_manual_registration", c.FSDPManualRegistration, true, false, fsdp + " NCCL userbuffer registration"},
+		{"delay_wgrad_compute", c.DelayWgradCompute, true, false, "delayed weight-gradient GEMMs on CUDA streams"},
+		{"megatron_fsdp_main_params_dtype", c.MegatronFSDPMainParamsDType != Float32, c.MegatronFSDPMainParamsDType, Float32, fsdp + " main parameters"},
+		{"megatron_fsdp_main_grads_dtype", c.MegatronFSDPMainGradsDType != DTypeNone, c.MegatronFSDPMainGradsDType, "none", fsdp + " main gradients"},
+		{"megatron_fsdp_grad_comm_dtype", c.MegatronFSDPGradCommDType != DTypeNone, c.MegatronFSDPGradCommDType, "none", fsdp + " gradient communication"},
+		{"megatron_fsdp_use_decoupled_grad", c.MegatronFSDPUseDecoupledGrad, true, false, fsdp + " decoupled gradients"},
+		{"megatron_fsdp_cuda_graph_mode", c.MegatronFSDPCUDAGraphMode, true, false, "CUDA graphs"},
+		{"megatron_fsdp_enable_fine_grained_param_gather", c.MegatronFSDPEnableFineGrainedParamGather, true, false, fsdp + " fine-grained parameter gather"},
+		{"megatron_fsdp_max_pool_double_buffer", c.MegatronFSDPMaxPoolDoubleBuffer, true, false, fsdp + " double buffers"},
+	})
+}

@@ -1,0 +1,152 @@
+package config
+
+import "math"
+
+// TransformerConfig is the model's configuration: the fields of
+// Megatron-Core's TransformerConfig that gotron's GPT uses, with its
+// ModelParallelConfig embedded (as the reference's class inherits it).
+type TransformerConfig struct {
+	ModelParallelConfig
+
+	// NumLayers is the number of transformer layers (num_layers).
+	NumLayers int `json:"num_layers"`
+	// HiddenSize is the model width h (hidden_size).
+	HiddenSize int `json:"hidden_size"`
+	// NumAttentionHeads is the number of attention heads n; the head
+	// dimension is h/n (num_attention_heads).
+	NumAttentionHeads int `json:"num_attention_heads"`
+	// FFNHiddenSize is the MLP's inner width; 0 means 4·h (ffn_hidden_size).
+	FFNHiddenSize int `json:"ffn_hidden_size"`
+	// SeqLength is the training sequence length s (seq_length).
+	SeqLength int `json:"seq_length"`
+	// MaxPositionEmbeddings is the number of learned absolute positions; 0
+	// means SeqLength (max_position_embeddings).
+	MaxPositionEmbeddings int `json:"max_position_embeddings"`
+	// VocabSize is the tokenizer's vocabulary (vocab_size), before padding.
+	VocabSize int `json:"vocab_size"`
+	// LayernormEpsilon is added to the variance in every LayerNorm
+	// (layernorm_epsilon, 1e-5).
+	LayernormEpsilon float32 `json:"layernorm_epsilon"`
+	// HiddenDropout is the dropout probability after linear_proj and
+	// linear_fc2 and on the embeddings (hidden_dropout, 0.1).
+	HiddenDropout float32 `json:"hidden_dropout"`
+	// AttentionDropout is the dropout probability on the attention
+	// probabilities (attention_dropout, 0.1).
+	AttentionDropout float32 `json:"attention_dropout"`
+	// InitMethodStd is the standard deviation of the normal initialisation;
+	// linear_proj and linear_fc2 use InitMethodStd/sqrt(2·NumLayers)
+	// (init_method_std, 0.02).
+	InitMethodStd float64 `json:"init_method_std"`
+	// ShareEmbeddingsAndOutputWeights ties the output layer to the word
+	// embedding (share_embeddings_and_output_weights, true for GPT).
+	ShareEmbeddingsAndOutputWeights bool `json:"share_embeddings_and_output_weights"`
+}
+
+// DefaultTransformerConfig returns Megatron's defaults for the fields above
+// with the sizes left zero.
+func DefaultTransformerConfig() TransformerConfig {
+	return TransformerConfig{
+		ModelParallelConfig:             DefaultModelParallelConfig(),
+		LayernormEpsilon:                1e-5,
+		HiddenDropout:                   0.1,
+		AttentionDropout:                0.1,
+		InitMethodStd:                   0.02,
+		ShareEmbeddingsAndOutputWeights: true,
+	}
+}
+
+// FFN returns the MLP width: FFNHiddenSize, or 4·HiddenSize when unset.
+func (c TransformerConfig) FFN() int {
+	if c.FFNHiddenSize > 0 {
+		return c.FFNHiddenSize
+	}
+	return 4 * c.HiddenSize
+}
+
+// MaxPositions returns MaxPositionEmbeddings, or SeqLength when unset.
+func (c TransformerConfig) MaxPositions() int {
+	if c.MaxPositionEmbeddings > 0 {
+		return c.MaxPositionEmbeddings
+	}
+	return c.SeqLength
+}
+
+// HeadDim returns h/n.
+func (c TransformerConfig) HeadDim() int { return c.HiddenSize / c.NumAttentionHeads }
+
+// OutputLayerInitStd returns the scaled init std of linear_proj and
+// linear_fc2: InitMethodStd/sqrt(2·NumLayers).
+func (c TransformerConfig) OutputLayerInitStd() float64 {
+	return c.InitMethodStd / math.Sqrt(2*float64(c.NumLayers))
+}
+
+// Validate reports every violated rule of the model and its parallel
+// configuration at once (nil if none).
+func (c TransformerConfig) Validate() error {
+	return NewValidationError(append(c.ModelParallelConfig.Violations(), c.modelViolations()...))
+}
+
+func (c TransformerConfig) modelViolations() []Violation {
+	var vs violationList
+	positive := []struct {
+		name string
+		v    int
+	}{
+		{"num_layers", c.NumLayers}, {"hidden_size", c.HiddenSize},
+		{"num_attention_heads", c.NumAttentionHeads}, {"seq_length", c.SeqLength},
+		{"vocab_size", c.VocabSize},
+	}
+	for _, p := range positive {
+		if p.v <= 0 {
+			vs.add(fieldList(p.name), "%s is %d: it must be a positive integer; set --%s", p.name, p.v, dashed(p.name))
+		}
+	}
+	if c.FFNHiddenSize < 0 {
+		vs.add(fieldList("ffn_hidden_size"), "ffn_hidden_size is %d: it must be positive (or 0 for 4·hidden_size); set --ffn-hidden-size", c.FFNHiddenSize)
+	}
+	if c.HiddenSize > 0 && c.NumAttentionHeads > 0 && c.HiddenSize%c.NumAttentionHeads != 0 {
+		vs.add(fieldList("hidden_size", "num_attention_heads"),
+			"hidden_size %d is not divisible by num_attention_heads %d (%d mod %d = %d): choose --hidden-size a multiple of --num-attention-heads",
+			c.HiddenSize, c.NumAttentionHeads, c.HiddenSize, c.NumAttentionHeads, c.HiddenSize%c.NumAttentionHeads)
+	}
+	if c.MaxPositionEmbeddings < 0 || c.SeqLength > c.MaxPositions() {
+		vs.add(fieldList("seq_length", "max_position_embeddings"),
+			"seq_length %d exceeds max_position_embeddings %d: the model has no position embedding beyond %d; raise --max-position-embeddings or lower --seq-length",
+			c.SeqLength, c.MaxPositionEmbeddings, c.MaxPositionEmbeddings)
+	}
+	if tp := c.TensorModelParallelSize; tp > 1 && c.NumAttentionHeads > 0 && c.NumAttentionHeads%tp != 0 {
+		vs.add(fieldList("num_attention_heads", "tensor_model_parallel_size"),
+			"num_attention_heads %d is not divisible by tensor_model_parallel_size %d: each tensor-parallel rank holds whole heads; choose heads a multiple of the TP size",
+			c.NumAttentionHeads, tp)
+	}
+	if tp := c.TensorModelParallelSize; tp > 1 && c.FFN()%tp != 0 {
+		vs.add(fieldList("ffn_hidden_size", "tensor_model_parallel_size"),
+			"ffn_hidden_size %d is not divisible by tensor_model_parallel_size %d: linear_fc1 is split by columns across TP ranks; choose --ffn-hidden-size a multiple of the TP size",
+			c.FFN(), tp)
+	}
+	if c.LayernormEpsilon <= 0 {
+		vs.add(fieldList("layernorm_epsilon"), "layernorm_epsilon is %g: it must be positive", c.LayernormEpsilon)
+	}
+	for _, d := range []struct {
+		name string
+		p    float32
+	}{{"hidden_dropout", c.HiddenDropout}, {"attention_dropout", c.AttentionDropout}} {
+		if d.p < 0 || d.p >= 1 {
+			vs.add(fieldList(d.name), "%s is %g: a dropout probability must lie in [0, 1); set --%s", d.name, d.p, dashed(d.name))
+		}
+	}
+	if c.InitMethodStd <= 0 {
+		vs.add(fieldList("init_method_std"), "init_method_std is %g: it must be positive; set --init-method-std", c.InitMethodStd)
+	}
+	return vs
+}
+
+func dashed(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c == '_' {
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,14 @@
+// Package gpt is gotron's GPT: Megatron-Core's GPTModel with the "local"
+// layer spec, parameters named as Megatron names them.
+//
+//	h = word_embeddings[ids] + position_embeddings[0:s]          [s, b, h]
+//	each layer:  h = h + linear_proj(attention(input_layernorm(h)))
+//	             h = h + linear_fc2(gelu(linear_fc1(pre_mlp_layernorm(h))))
+//	logits = final_layernorm(h) · word_embeddingsᵀ               [s, b, V]
+//	loss_t = cross_entropy(logits_t, label_t)
+//
+// Activations are sequence-first, [s, b, h], as in Megatron. The model is
+// built from a TransformerConfig and initialised from a seeded generator in a
+// fixed parameter order, each weight drawn whole, so the numbers do not
+// depend on how the model is later split across ranks.
+package gpt

@@ -1,0 +1,90 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/gotron/gotron/autograd"
+	"github.com/gotron/gotron/tensor"
+	"github.com/gotron/gotron/tensor/kernels"
+)
+
+// LinearFn computes y = x·Wᵀ (+ b): x [..., in], W [out, in], b [out],
+// y [..., out]. Backward: dx = dy·W, dW += dyᵀ·x, db += Σ_rows dy.
+//
+// The weight and bias gradients are accumulated straight into the
+// parameters' Grad tensors (allocated on first use), as Megatron's
+// gradient-accumulation fusion writes into main_grad, so no weight-sized
+// temporary is made; their hooks run as usual. Apply it with
+// Linear.
+type LinearFn struct {
+	W, B *autograd.Var // B may be nil
+}
+
+// Linear applies x·Wᵀ + b; b may be nil.
+func Linear(t *autograd.Tape, x, w, b *autograd.Var) *autograd.Var {
+	if b == nil {
+		return autograd.Apply(t, LinearFn{W: w}, x, w)
+	}
+	return autograd.Apply(t, LinearFn{W: w, B: b}, x, w, b)
+}
+
+// Forward implements autograd.Function.
+func (f LinearFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
+	x, w := in[0], in[1]
+	out, inF := w.Dim(0), w.Dim(1)
+	if x.Dim(-1) != inF {
+		return nil, fmt.Errorf("nn: linear %q: input's last dimension is %d, weight is [%d, %d]", f.W.Name, x.Dim(-1), out, inF)
+	}
+	x = x.Contiguous()
+	rows := x.Len() / inF
+	shape := append(append([]int(nil), x.Shape()[:x.Rank()-1]...), out)
+	y := tensor.New(shape...)
+	beta := float32(0)
+	if f.B != nil {
+		b := in[2].Contiguous().Data()
+		yd := y.Data()
+		for r := 0; r < rows; r++ {
+			copy(yd[r*out:(r+1)*out], b)
+		}
+		beta = 1
+	}
+	tensor.Gemm(false, true, 1, x.View(rows, inF), w, beta, y.View(rows, out))
+	if c.Recording() {
+		c.Save(x, w)
+	}
+	return y, nil
+}
+
+// Backward implements autograd.Function.
+func (f LinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
+	s := c.Saved()
+	x, w := s[0], s[1]
+	out, inF := w.Dim(0), w.Dim(1)
+	rows := x.Len() / inF
+	dy2 := dy.View(rows, out)
+	grads := make([]*tensor.Tensor, 2, 3)
+	if c.NeedsGrad(0) {
+		dx := tensor.New(x.Shape()...)
+		tensor.Gemm(false, false, 1, dy2, w, 0, dx.View(rows, inF))
+		grads[0] = dx
+	}
+	if c.NeedsGrad(1) {
+		tensor.Gemm(true, false, 1, dy2, x.View(rows, inF), 1, GradBuffer(f.W))
+	}
+	if f.B != nil {
+		grads = append(grads, nil)
+		if c.NeedsGrad(2) {
+			kernels.ColumnSumInto(GradBuffer(f.B).Data(), dy.Data(), rows, out)
+		}
+	}
+	return grads, nil
+}
+
+// GradBuffer returns v's gradient tensor, allocating a zero one on first
+// use, for Functions that accumulate into a parameter's gradient directly.
+func GradBuffer(v *autograd.Var) *tensor.Tensor {
+	if v.Grad == nil {
+		v.Grad = tensor.New(v.Value.Shape()...)
+	}
+	return v.Grad
+}

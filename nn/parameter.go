@@ -1,0 +1,37 @@
+package nn
+
+import (
+	"github.com/gotron/gotron/autograd"
+	"github.com/gotron/gotron/tensor"
+)
+
+// Parameter is a trainable tensor with Megatron's name and its parallel
+// attributes.
+type Parameter struct {
+	*autograd.Var
+
+	// TensorModelParallel says the tensor is split across the tensor-parallel
+	// group along PartitionDim with PartitionStride (Megatron's
+	// tensor_model_parallel, partition_dim, partition_stride).
+	TensorModelParallel bool
+	PartitionDim        int
+	PartitionStride     int
+	// SequenceParallel marks a parameter used in the sequence-parallel
+	// region (layer norms) whose gradient finalize_model_grads all-reduces
+	// over the tensor-parallel group.
+	SequenceParallel bool
+	// Shared marks a parameter shared between modules (the tied word
+	// embedding used as the output layer).
+	Shared bool
+}
+
+// NewParameter wraps value as a trainable parameter named name.
+func NewParameter(name string, value *tensor.Tensor) *Parameter {
+	return &Parameter{Var: autograd.NewLeaf(value, name, true), PartitionDim: -1, PartitionStride: 1}
+}
+
+// Module is anything that owns parameters.
+type Module interface {
+	// Parameters returns the module's parameters in a fixed order.
+	Parameters() []*Parameter
+}

@@ -1,0 +1,81 @@
+package optim
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gotron/gotron/nn"
+	"github.com/gotron/gotron/tensor"
+	"github.com/gotron/gotron/tensor/kernels"
+)
+
+// AdamConfig holds Adam's hyper-parameters (Megatron's --adam-beta1,
+// --adam-beta2, --adam-eps, --weight-decay).
+type AdamConfig struct {
+	Beta1, Beta2, Eps float32
+	WeightDecay       float32
+	// Decoupled selects AdamW's decoupled weight decay
+	// (p ← p·(1 − lr·wd) before the Adam update), which is what Megatron's
+	// Adam does; false adds wd·p to the gradient instead (torch.optim.Adam).
+	Decoupled bool
+}
+
+// Adam is the Adam optimizer over a list of parameters, holding fp32
+// exp_avg and exp_avg_sq per parameter.
+//
+// As in Megatron, weight decay applies only to parameters with two or more
+// dimensions: biases and LayerNorm parameters are not decayed
+// (NoWeightDecay).
+type Adam struct {
+	Config   AdamConfig
+	Params   []*nn.Parameter
+	ExpAvg   []*tensor.Tensor
+	ExpAvgSq []*tensor.Tensor
+	// Steps is the number of updates taken (torch's state["step"]).
+	Steps int
+}
+
+// NewAdam returns an optimizer with zero moments for params.
+func NewAdam(params []*nn.Parameter, cfg AdamConfig) *Adam {
+	o := &Adam{Config: cfg, Params: params}
+	for _, p := range params {
+		o.ExpAvg = append(o.ExpAvg, tensor.New(p.Value.Shape()...))
+		o.ExpAvgSq = append(o.ExpAvgSq, tensor.New(p.Value.Shape()...))
+	}
+	return o
+}
+
+// NoWeightDecay reports whether p is exempt from weight decay: biases and
+// every 1-d parameter (Megatron's default no_weight_decay_cond).
+func NoWeightDecay(p *nn.Parameter) bool {
+	return p.Value.Rank() == 1 || strings.HasSuffix(p.Name, ".bias")
+}
+
+// Step applies one update with learning rate lr to every parameter whose
+// Grad is set:
+//
+//	m ← β1·m + (1−β1)·g,  v ← β2·v + (1−β2)·g²
+//	p ← p − lr·(m/(1−β1ᵗ)) / (sqrt(v)/sqrt(1−β2ᵗ) + eps)
+//
+// with weight decay as AdamConfig says (torch.optim.Adam/AdamW order of
+// operations).
+func (o *Adam) Step(lr float32) error {
+	o.Steps++
+	for i, p := range o.Params {
+		if p.Grad == nil {
+			continue
+		}
+		if !p.Grad.IsContiguous() || p.Grad.Len() != p.Value.Len() {
+			return fmt.Errorf("optim: parameter %q has a gradient of shape %v for a value of shape %v", p.Name, p.Grad.Shape(), p.Value.Shape())
+		}
+		wd := o.Config.WeightDecay
+		if NoWeightDecay(p) {
+			wd = 0
+		}
+		kernels.AdamStep(p.Value.Data(), p.Grad.Data(), o.ExpAvg[i].Data(), o.ExpAvgSq[i].Data(), kernels.AdamHyper{
+			LR: lr, Beta1: o.Config.Beta1, Beta2: o.Config.Beta2, Eps: o.Config.Eps,
+			WeightDecay: wd, Step: o.Steps, Decoupled: o.Config.Decoupled,
+		})
+	}
+	return nil
+}

@@ -1,0 +1,15 @@
+// Package tensor holds gotron's N-dimensional float32 tensors.
+//
+// A Tensor is a strided view of a float32 storage slice: reshape (of a
+// contiguous tensor), transpose, permute, narrow and split return views that
+// share the storage, so no copy is made where a view works. Contiguous (and
+// Reshape of a non-contiguous tensor, as torch.reshape does) are the only
+// operations that copy, and they say so. Kernels run on contiguous data
+// (Data), reached through Contiguous.
+//
+// float32 is gotron's compute type. bfloat16 and float16 are storage and
+// communication types (Half), converted with round-to-nearest-even.
+//
+// Matrix products go through package blas (OpenBLAS via cgo, or gonum's
+// pure-Go BLAS with CGO_ENABLED=0).
+package tensor

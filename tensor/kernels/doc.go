@@ -1,0 +1,50 @@
+// Package kernels holds gotron's fused CPU kernels: plain functions over contiguous float32
+// slices, called by the tensor and autograd layers for everything in the GPT that is not a
+// GEMM (GEMMs go through a BLAS).
+//
+// # Families
+//
+//   - LayerNorm forward and backward ([LayerNormForward], [LayerNormBackward]).
+//   - GELU (tanh approximation), alone and fused with the preceding bias add
+//     ([GeluForward], [BiasGeluForward] and their backwards).
+//   - Cross entropy from logits with a saved log-sum-exp ([CrossEntropyForward],
+//     [CrossEntropyBackward], [LogSumExpRows]).
+//   - Causal attention softmax of one head's score matrix, with a saved log-sum-exp for
+//     recompute ([CausalSoftmaxForward], [CausalSoftmaxRecompute], [SoftmaxBackwardRows]).
+//   - Embedding gather and deterministic scatter-add ([EmbeddingForward], [EmbeddingBackward]).
+//   - Inverted dropout driven by a [rng.RNG] ([Dropout], [DropoutBackward]).
+//   - Adam/AdamW exactly as torch.optim ([AdamStep]) and the clipping factor ([ClipScale]).
+//   - Elementwise and reductions ([AddInto], [Add], [Scale], [Axpy], [SumSquares],
+//     [ColumnSumInto]).
+//   - bf16 and fp16 conversions ([F32ToBF16], [BF16ToF32], [F32ToF16], [F16ToF32]).
+//
+// # Contracts
+//
+// Shapes are row-major; each kernel's doc comment gives them as [rows, cols]. Lengths are
+// checked once per call and a mismatch panics with a message naming the kernel, the argument
+// and the expected arithmetic: wrong lengths are programmer bugs. Nothing allocates on the
+// heap.
+//
+// Outputs named d… for parameters (dw, db, dbias, dtable) and ColumnSumInto's dst are
+// ACCUMULATED (+=), so that gradients add up across microbatches; every other output is
+// overwritten. Aliasing is allowed only where a doc comment says so, and then only exactly
+// (the same start and length), never as a partial overlap.
+//
+// # Precision
+//
+// Compute is float32. Reductions whose error would otherwise grow with the row length are
+// accumulated in float64 and rounded once: LayerNorm's row statistics, the log-sum-exp of
+// cross entropy and softmax, softmax backward's row sums, SumSquares and ColumnSumInto.
+// Per-parameter accumulations across rows (LayerNorm's dw and db, BiasGelu's dbias,
+// Embedding's dtable) are float32 in row order, as torch's CPU kernels do them. Exponentials
+// use a float32 polynomial (Cephes' expf) accurate to 2 ulp. Each kernel's comment states
+// its choice; the tests compare every kernel with a float64 reference loop and every backward
+// with central finite differences.
+//
+// # Parallelism
+//
+// Each kernel is single-threaded over the slices it is given. Callers split rows across
+// goroutines with [ParallelFor]; for accumulated outputs they give each worker its own
+// partial buffer ([ParallelForWorker]) and sum the partials in worker order, so results stay
+// deterministic for a given worker count.
+package kernels

@@ -1,0 +1,132 @@
+package kernels
+
+import "math"
+
+// Constants of the float32 exponential, after Cephes' expf (S. L. Moshier): the argument is
+// reduced to r = x − n·ln2, |r| ≤ ln2/2, with a two-part (Cody–Waite) ln2; exp(r) is the
+// polynomial 1 + r + r²·P(r) with P of degree 5; 2^n goes into the exponent bits.
+const (
+	expLog2e     = 1.44269504088896341
+	expC1        = 0.693359375     // ln2's high part: few bits, so n·expC1 is exact
+	expC2        = -2.12194440e-4  // ln2 − expC1
+	expMagic     = 12582912        // 1.5·2^23: adding it rounds a small float32 to an integer
+	expMagicBits = 0x4B400000      // math.Float32bits(expMagic)
+	expP0        = 1.9875691500e-4 // minimax coefficients of P, from Cephes expf.c
+	expP1        = 1.3981999507e-3
+	expP2        = 8.3334519073e-3
+	expP3        = 4.1665795894e-2
+	expP4        = 1.6666665459e-1
+	expP5        = 5.0000001201e-1
+
+	// expMin and expMax bound the arguments expCore accepts: 2^n must be a normal float32.
+	expMin = -87.0
+	expMax = 88.0
+)
+
+// expCore returns e^x for x in [expMin, expMax] with a relative error of at most 2 ulp
+// (checked against math.Exp in the tests). Outside that range the result is garbage;
+// a NaN argument gives NaN. It is small enough to inline into the hot loops, which clamp
+// or range-check its argument first.
+func expCore(x float32) float32 {
+	t := x*expLog2e + expMagic
+	n := t - expMagic
+	r := x - n*expC1 - n*expC2
+	y := (((((expP0*r+expP1)*r+expP2)*r+expP3)*r+expP4)*r+expP5)*r*r + r + 1
+	// t's low mantissa bits hold n in two's complement (expMagic's low 9 bits are 0), so
+	// shifting them into the exponent field and adding the bias 127<<23 gives 2^n.
+	return y * math.Float32frombits(math.Float32bits(t)<<23+0x3F800000)
+}
+
+// expf returns e^x in float32: expCore inside [expMin, expMax], math.Exp (rounded to
+// float32) elsewhere, so subnormal results, overflow, ±Inf and NaN behave as math.Exp.
+func expf(x float32) float32 {
+	if x >= expMin && x <= expMax {
+		return expCore(x)
+	}
+	return expSlow(x)
+}
+
+// expSlow is expf outside the polynomial's range, kept out of line so that callers inline.
+//
+//go:noinline
+func expSlow(x float32) float32 { return float32(math.Exp(float64(x))) }
+
+// expAffine sets dst[j] = m·exp(a·x[j] − c) and returns Σ_j exp(a·x[j] − c) accumulated in
+// float64. Exponents below expMin give exactly 0 (a −Inf score is a masked one), exponents
+// above expMax saturate at e^88, NaN propagates. dst may alias x exactly.
+func expAffine(dst, x []float32, a, c, m float32) float64 {
+	dst = dst[:len(x)]
+	var s0, s1 float64
+	i := 0
+	for ; i+2 <= len(x); i += 2 {
+		v := x[i : i+2 : i+2]
+		d := dst[i : i+2 : i+2]
+		z0, z1 := a*v[0]-c, a*v[1]-c
+		e0 := expCore(min(max(z0, expMin), expMax))
+		e1 := expCore(min(max(z1, expMin), expMax))
+		if z0 < expMin {
+			e0 = 0
+		}
+		if z1 < expMin {
+			e1 = 0
+		}
+		s0 += float64(e0)
+		s1 += float64(e1)
+		d[0], d[1] = m*e0, m*e1
+	}
+	if i < len(x) {
+		z := a*x[i] - c
+		e := expCore(min(max(z, expMin), expMax))
+		if z < expMin {
+			e = 0
+		}
+		s0 += float64(e)
+		dst[i] = m * e
+	}
+	return s0 + s1
+}
+
+// sumExpAffine returns Σ_j exp(a·x[j] − c) in float64, with expAffine's conventions.
+func sumExpAffine(x []float32, a, c float32) float64 {
+	var s0, s1 float64
+	i := 0
+	for ; i+2 <= len(x); i += 2 {
+		v := x[i : i+2 : i+2]
+		z0, z1 := a*v[0]-c, a*v[1]-c
+		e0 := expCore(min(max(z0, expMin), expMax))
+		e1 := expCore(min(max(z1, expMin), expMax))
+		if z0 < expMin {
+			e0 = 0
+		}
+		if z1 < expMin {
+			e1 = 0
+		}
+		s0 += float64(e0)
+		s1 += float64(e1)
+	}
+	if i < len(x) {
+		z := a*x[i] - c
+		if z >= expMin {
+			s0 += float64(expCore(min(z, expMax)))
+		} else if z != z {
+			s0 += float64(z)
+		}
+	}
+	return s0 + s1
+}
+
+// maxScaled returns max_j a·x[j] (a > 0 or not: the products are compared), −Inf for an
+// empty x, NaN if any product is NaN.
+func maxScaled(x []float32, a float32) float32 {
+	m0, m1 := float32(math.Inf(-1)), float32(math.Inf(-1))
+	i := 0
+	for ; i+2 <= len(x); i += 2 {
+		v := x[i : i+2 : i+2]
+		m0 = max(m0, a*v[0])
+		m1 = max(m1, a*v[1])
+	}
+	if i < len(x) {
+		m0 = max(m0, a*x[i])
+	}
+	return max(m0, m1)
+}

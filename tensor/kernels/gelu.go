@@ -1,0 +1,119 @@
+package kernels
+
+// GELU, tanh approximation (Hendrycks and Gimpel 2016; torch.nn.functional.gelu with
+// approximate='tanh'):
+//
+//	gelu(x) = 0.5·x·(1 + tanh(u)),   u = √(2/π)·(x + 0.044715·x³)
+//
+// The kernels use the identity 0.5·(1 + tanh(u)) = σ(2u) = 1/(1 + e^(−2u)), so
+//
+//	gelu(x)  = x·s,                          s = 1/(1 + e),  e = e^(−2u)
+//	gelu'(x) = s + x·s·(1−s)·2u' = s·(1 + 2·x·(e·s)·√(2/π)·(1 + 3·0.044715·x²))
+//
+// which needs one float32 exponential per element (expCore, ≤ 2 ulp) and has no
+// cancellation: 1 − s is formed as e·s. Everything is float32. The exponent −2u is clamped to
+// [−87, 80], where s and 1 − s are already 1 or below 2^-115 in float32 rounding, so the
+// exponential never overflows; NaN inputs give NaN.
+
+const (
+	geluA = -2 * 0.7978845608028654            // −2·√(2/π): −2u = x·(geluA + geluB·x²)
+	geluB = -2 * 0.7978845608028654 * 0.044715 // −2·√(2/π)·0.044715
+	geluK = 2 * 0.7978845608028654             // 2·√(2/π)
+	geluC = 3 * 0.044715                       // 3·0.044715
+	geluZ = 80.0                               // upper clamp of −2u
+)
+
+// GeluForward sets y[i] = gelu(x[i]) (tanh approximation, see the package's GELU note).
+// y may alias x exactly. Panics if the lengths differ (a programmer bug).
+func GeluForward(y, x []float32) {
+	needLen("GeluForward", "y", len(y), len(x), "len(x)")
+	y = y[:len(x)]
+	for i, v := range x {
+		z := v * (geluA + geluB*v*v)
+		z = min(max(z, expMin), geluZ)
+		y[i] = v / (1 + expCore(z))
+	}
+}
+
+// GeluBackward sets dx[i] = dy[i]·gelu'(x[i]) (tanh approximation), overwriting dx.
+// dx may alias dy or x exactly. Panics if the lengths differ (a programmer bug).
+func GeluBackward(dx, dy, x []float32) {
+	needLen("GeluBackward", "dy", len(dy), len(x), "len(x)")
+	needLen("GeluBackward", "dx", len(dx), len(x), "len(x)")
+	dx, dy = dx[:len(x)], dy[:len(x)]
+	for i, v := range x {
+		v2 := v * v
+		z := v * (geluA + geluB*v2)
+		z = min(max(z, expMin), geluZ)
+		e := expCore(z)
+		s := 1 / (1 + e)
+		dx[i] = dy[i] * (s * (1 + v*(e*s)*(geluK+geluK*geluC*v2)))
+	}
+}
+
+// BiasGeluForward sets y[r,j] = gelu(x[r,j] + bias[j]) for x, y [rows, cols] and bias [cols]:
+// the bias add of linear_fc1 fused with the activation, storing nothing else (the backward
+// recomputes x + bias). The sum is rounded to float32 before the activation, as an unfused
+// add followed by gelu would. y may alias x exactly. Panics on a length mismatch (a
+// programmer bug).
+func BiasGeluForward(y, x, bias []float32, rows, cols int) {
+	const op = "BiasGeluForward"
+	needShape(op, rows, cols)
+	needLen(op, "x", len(x), rows*cols, "rows·cols")
+	needLen(op, "y", len(y), rows*cols, "rows·cols")
+	needLen(op, "bias", len(bias), cols, "cols")
+	for r := 0; r < rows; r++ {
+		yr := y[r*cols : r*cols+cols]
+		Add(yr, x[r*cols:r*cols+cols], bias) // y = x + b, the row stays in L1 ...
+		GeluForward(yr, yr)                  // ... for the activation in place
+	}
+}
+
+// BiasGeluBackward is the gradient of [BiasGeluForward]: with u = x + bias (rounded to
+// float32),
+//
+//	dx[r,j]   = dy[r,j]·gelu'(u[r,j])        (overwritten)
+//	dbias[j] += Σ_r dx[r,j]                   (accumulated in float32, in row order)
+//
+// Shapes: dx, dy, x [rows, cols]; bias, dbias [cols]. dx may alias dy or x exactly; dbias
+// must not overlap an input. Callers splitting rows across goroutines give each worker its own
+// dbias. Panics on a length mismatch (a programmer bug).
+func BiasGeluBackward(dx, dbias, dy, x, bias []float32, rows, cols int) {
+	const op = "BiasGeluBackward"
+	needShape(op, rows, cols)
+	needLen(op, "x", len(x), rows*cols, "rows·cols")
+	needLen(op, "dy", len(dy), rows*cols, "rows·cols")
+	needLen(op, "dx", len(dx), rows*cols, "rows·cols")
+	needLen(op, "bias", len(bias), cols, "cols")
+	needLen(op, "dbias", len(dbias), cols, "cols")
+	if cols == 0 {
+		return
+	}
+	for r := 0; r < rows; r++ {
+		dxr := dx[r*cols : r*cols+cols]
+		dyr := dy[r*cols : r*cols+cols]
+		if &dxr[0] == &dyr[0] {
+			// dx aliases dy: the sum x + b needs its own row, so fall back to
+			// the element loop that reads dy before writing dx.
+			biasGeluBackwardRow(dxr, dyr, x[r*cols:r*cols+cols], bias)
+		} else {
+			Add(dxr, x[r*cols:r*cols+cols], bias) // dx = x + b, the row stays in L1 ...
+			GeluBackward(dxr, dyr, dxr)           // ... and becomes dy·gelu'(x + b)
+		}
+		AddInto(dbias, dxr)
+	}
+}
+
+// biasGeluBackwardRow is one row of BiasGeluBackward when dx aliases dy.
+func biasGeluBackwardRow(dx, dy, x, bias []float32) {
+	dx, dy, bias = dx[:len(x)], dy[:len(x)], bias[:len(x)]
+	for i, xv := range x {
+		v := xv + bias[i]
+		v2 := v * v
+		z := v * (geluA + geluB*v2)
+		z = min(max(z, expMin), geluZ)
+		e := expCore(z)
+		s := 1 / (1 + e)
+		dx[i] = dy[i] * (s * (1 + v*(e*s)*(geluK+geluK*geluC*v2)))
+	}
+}

@@ -1,0 +1,135 @@
+package kernels
+
+import "math"
+
+// LayerNormForward normalizes each row of x over its cols elements (Ba, Kiros and Hinton
+// 2016, as torch.nn.LayerNorm over the last dimension):
+//
+//	mean[r] = Σ_j x[r,j] / cols
+//	var     = Σ_j (x[r,j] − mean[r])² / cols             (biased, as torch)
+//	rstd[r] = 1 / sqrt(var + eps)
+//	y[r,j]  = (x[r,j] − mean[r]) · rstd[r] · w[j] + b[j]
+//
+// Shapes: x, y [rows, cols]; w, b [cols]; mean, rstd [rows], saved for [LayerNormBackward].
+//
+// Accuracy: the row statistics are computed in one pass in float64 on values shifted by the
+// row's first element, Σ(x−x₀) and Σ(x−x₀)²; since (x₀−mean)² ≤ cols·var the cancellation in
+// var = E[(x−x₀)²] − E[x−x₀]² costs at most a factor cols, far inside float32 rounding for
+// any realistic cols. y is computed in float32 from the rounded mean and rstd.
+//
+// Aliasing: y may alias x exactly; mean and rstd must not overlap anything else.
+// Panics if a length does not match the shape (a programmer bug).
+func LayerNormForward(y, mean, rstd, x, w, b []float32, rows, cols int, eps float32) {
+	const op = "LayerNormForward"
+	needShape(op, rows, cols)
+	needLen(op, "x", len(x), rows*cols, "rows·cols")
+	needLen(op, "y", len(y), rows*cols, "rows·cols")
+	needLen(op, "mean", len(mean), rows, "rows")
+	needLen(op, "rstd", len(rstd), rows, "rows")
+	needLen(op, "w", len(w), cols, "cols")
+	needLen(op, "b", len(b), cols, "cols")
+	if cols == 0 {
+		return
+	}
+	mean, rstd = mean[:rows], rstd[:rows]
+	for r := range mean {
+		xr := x[r*cols : r*cols+cols]
+		mu, variance := rowMoments(xr)
+		m := float32(mu)
+		rs := float32(1 / math.Sqrt(variance+float64(eps)))
+		mean[r], rstd[r] = m, rs
+		yr := y[r*cols : r*cols+cols]
+		yr, wr, br := yr[:len(xr)], w[:len(xr)], b[:len(xr)]
+		for j, v := range xr {
+			yr[j] = (v-m)*rs*wr[j] + br[j]
+		}
+	}
+}
+
+// rowMoments returns the mean and biased variance of a non-empty row in float64, in one
+// pass over values shifted by the first element (see LayerNormForward).
+func rowMoments(x []float32) (mean, variance float64) {
+	k := float64(x[0])
+	var s0, s1, q0, q1 float64
+	i := 0
+	for ; i+2 <= len(x); i += 2 {
+		v := x[i : i+2 : i+2]
+		a, b := float64(v[0])-k, float64(v[1])-k
+		s0 += a
+		s1 += b
+		q0 += a * a
+		q1 += b * b
+	}
+	if i < len(x) {
+		a := float64(x[i]) - k
+		s0 += a
+		q0 += a * a
+	}
+	n := float64(len(x))
+	d := (s0 + s1) / n
+	variance = (q0+q1)/n - d*d
+	if variance < 0 {
+		variance = 0
+	}
+	return k + d, variance
+}
+
+// LayerNormBackward is the gradient of [LayerNormForward]. With x̂ = (x − mean)·rstd and
+// g = dy ⊙ w, for each row:
+//
+//	dx[r,j] = rstd[r] · (g[j] − mean_j(g) − x̂[j] · mean_j(g ⊙ x̂))   (overwritten)
+//	dw[j]  += Σ_r dy[r,j] · x̂[r,j]                                  (accumulated)
+//	db[j]  += Σ_r dy[r,j]                                           (accumulated)
+//
+// Shapes: dx, dy, x [rows, cols]; w, dw, db [cols]; mean, rstd [rows] from the forward.
+// dw and db are added to, so callers zero them first or accumulate across microbatches;
+// callers splitting rows across goroutines give each worker its own dw, db (see
+// [ParallelForWorker]).
+//
+// Accuracy: the two row sums are accumulated in float64; dx is computed in float32; dw and db
+// are accumulated in float32 row by row, in row order (as torch's CPU kernel does).
+//
+// Aliasing: dx may alias dy or x exactly (each row is read fully before it is written);
+// dw, db must not overlap any input. Panics if a length does not match (a programmer bug).
+func LayerNormBackward(dx, dw, db, dy, x, mean, rstd, w []float32, rows, cols int) {
+	const op = "LayerNormBackward"
+	needShape(op, rows, cols)
+	needLen(op, "x", len(x), rows*cols, "rows·cols")
+	needLen(op, "dy", len(dy), rows*cols, "rows·cols")
+	needLen(op, "dx", len(dx), rows*cols, "rows·cols")
+	needLen(op, "mean", len(mean), rows, "rows")
+	needLen(op, "rstd", len(rstd), rows, "rows")
+	needLen(op, "w", len(w), cols, "cols")
+	needLen(op, "dw", len(dw), cols, "cols")
+	needLen(op, "db", len(db), cols, "cols")
+	if cols == 0 {
+		return
+	}
+	inv := 1 / float64(cols)
+	mean, rstd = mean[:rows], rstd[:rows]
+	for r := range mean {
+		m, rs := mean[r], rstd[r]
+		xr := x[r*cols : r*cols+cols]
+		dyr := dy[r*cols : r*cols+cols]
+		dyr, wr, dwr, dbr := dyr[:len(xr)], w[:len(xr)], dw[:len(xr)], db[:len(xr)]
+		var sg, sgx float64
+		for j, v := range xr {
+			xh := (v - m) * rs
+			d := dyr[j]
+			g := d * wr[j]
+			sg += float64(g)
+			sgx += float64(g) * float64(xh)
+			dwr[j] += d * xh
+			dbr[j] += d
+		}
+		mg := float32(sg * inv)
+		mgx := float32(sgx * inv)
+		dxr := dx[r*cols : r*cols+cols]
+		dxr = dxr[:len(xr)]
+		for j, v := range xr {
+			xh := (v - m) * rs
+			g := dyr[j] * wr[j]
+			dxr[j] = (g - mg - xh*mgx) * rs
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+)
+
+// Causal attention softmax over one head's s×s score matrix, stored row-major with row
+// stride ld ≥ s (so a head can be a column block of a larger matrix). Row i attends to
+// columns 0..i; columns i+1..s−1 are masked and written as zeros. Scores are raw (QKᵀ);
+// the kernels apply the softmax scale themselves (1/sqrt(head_dim) in the GPT).
+
+// checkSquare panics unless p can hold s rows of stride ld and lse (if non-nil) s values.
+func checkSquare(op, name string, p []float32, ld, s int) {
+	if s < 0 || ld < s {
+		panic(fmt.Sprintf("kernels.%s: s = %d, ld = %d: want 0 ≤ s ≤ ld", op, s, ld))
+	}
+	if s > 0 && len(p) < (s-1)*ld+s {
+		panic(fmt.Sprintf("kernels.%s: len(%s) = %d, want ≥ (s−1)·ld + s = %d for s = %d, ld = %d",
+			op, name, len(p), (s-1)*ld+s, s, ld))
+	}
+}
+
+// CausalSoftmaxForward turns p's raw scores into causal attention probabilities in place:
+// for each row i,
+//
+//	lse[i]  = log Σ_{j≤i} exp(scale·p[i,j])       (natural log of the scaled scores)
+//	p[i,j]  = exp(scale·p[i,j] − lse[i])  for j ≤ i,   0 for i < j < s
+//
+// computed stably: m = max_{j≤i} scale·p[i,j], e_j = exp(scale·p[i,j] − m), and
+// p[i,j] = e_j·(1/Σe) with the sum accumulated in float64; lse[i] = m + log Σe. lse
+// [s] is saved for [CausalSoftmaxRecompute]. One exponential per element.
+//
+// Panics if p cannot hold the s×s block with stride ld or len(lse) ≠ s (programmer bugs).
+func CausalSoftmaxForward(p []float32, ld int, s int, scale float32, lse []float32) {
+	const op = "CausalSoftmaxForward"
+	checkSquare(op, "p", p, ld, s)
+	needLen(op, "lse", len(lse), s, "s")
+	for i := range lse {
+		row := p[i*ld : i*ld+s]
+		live := row[:i+1]
+		m := maxScaled(live, scale)
+		if math.IsInf(float64(m), 0) || m != m {
+			// Every score −Inf (or a +Inf/NaN score): no finite normalizer exists.
+			lse[i] = m
+			for j := range live {
+				live[j] = float32(math.NaN())
+			}
+			clear(row[i+1:])
+			continue
+		}
+		sum := expAffine(live, live, scale, m, 1)
+		lse[i] = float32(float64(m) + math.Log(sum))
+		Scale(live, float32(1/sum))
+		clear(row[i+1:])
+	}
+}
+
+// CausalSoftmaxRecompute turns p's raw scores into the probabilities of
+// [CausalSoftmaxForward] from the saved lse, without the row reductions:
+//
+//	p[i,j] = exp(scale·p[i,j] − lse[i])  for j ≤ i,   0 for i < j < s
+//
+// This is the recompute of the backward of memory-saving attention. It agrees with the
+// forward's probabilities to a few ulp, not bitwise: lse is a float32, so the result carries
+// a relative error up to about (|lse|+1)·2^-23. Panics if the shapes do not fit (a programmer
+// bug).
+func CausalSoftmaxRecompute(p []float32, ld, s int, scale float32, lse []float32) {
+	const op = "CausalSoftmaxRecompute"
+	checkSquare(op, "p", p, ld, s)
+	needLen(op, "lse", len(lse), s, "s")
+	for i, l := range lse {
+		row := p[i*ld : i*ld+s]
+		expAffine(row[:i+1], row[:i+1], scale, l, 1)
+		clear(row[i+1:])
+	}
+}
+
+// SoftmaxBackwardRows is the gradient of the causal softmax with respect to the raw scores:
+// with probabilities p and their gradient dp (both s×s, stride ld), for each row i,
+//
+//	ds[i,j] = scale · p[i,j] · (dp[i,j] − Σ_{k≤i} p[i,k]·dp[i,k])   for j ≤ i
+//	ds[i,j] = 0                                                     for i < j < s
+//
+// The row sum is accumulated in float64, the rest is float32. ds may alias dp exactly (the
+// usual in-place use); it must not alias p. Panics if the shapes do not fit (a programmer
+// bug).
+func SoftmaxBackwardRows(ds, p, dp []float32, ld, s int, scale float32) {
+	const op = "SoftmaxBackwardRows"
+	checkSquare(op, "ds", ds, ld, s)
+	checkSquare(op, "p", p, ld, s)
+	checkSquare(op, "dp", dp, ld, s)
+	for i := 0; i < s; i++ {
+		pr := p[i*ld : i*ld+i+1]
+		dpr := dp[i*ld : i*ld+i+1]
+		dpr = dpr[:len(pr)]
+		var d0, d1 float64
+		j := 0
+		for ; j+2 <= len(pr); j += 2 {
+			a, b := pr[j:j+2:j+2], dpr[j:j+2:j+2]
+			d0 += float64(a[0]) * float64(b[0])
+			d1 += float64(a[1]) * float64(b[1])
+		}
+		if j < len(pr) {
+			d0 += float64(pr[j]) * float64(dpr[j])
+		}
+		d := float32(d0 + d1)
+		dsr := ds[i*ld : i*ld+s]
+		live := dsr[:len(pr)]
+		for j, pv := range pr {
+			live[j] = scale * pv * (dpr[j] - d)
+		}
+		clear(dsr[i+1:])
+	}
+}

@@ -1,0 +1,16 @@
+// Package rng is gotron's pseudo-random number generator: xoshiro256** (Blackman and Vigna,
+// "Scrambled linear pseudorandom number generators", ACM TOMS 2021) seeded through
+// SplitMix64 (Steele, Lea and Flood, OOPSLA 2014).
+//
+// The whole state of a generator is a [State], a plain array that can be copied, saved in a
+// checkpoint and restored: after r.SetState(s) the generator replays exactly the stream it
+// produced after s was taken. This is what the RNG tracker (named streams such as
+// "model-parallel-rng"), dropout and activation recompute build on.
+//
+// An [RNG] is not safe for concurrent use; give each goroutine its own. The package has no
+// global generator and no package-level mutable state.
+//
+// Streams are fixed by this package's documentation, not by an implementation detail:
+// Uint64 is xoshiro256** output, Float32 and Float64 use its top 24 and 53 bits, and
+// NormFloat64 and FillNormal use the Box–Muller transform as documented on each.
+package rng

@@ -1,0 +1,148 @@
+package tensor
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Tensor is an N-dimensional strided view of float32 storage.
+//
+// Element (i0, i1, ...) lives at storage[offset + Σ ik·strides[k]]. Views made
+// by Reshape, Transpose, Permute, Narrow and Split share storage with their
+// source: writing through one is visible through the other.
+type Tensor struct {
+	storage []float32
+	offset  int
+	shape   []int
+	strides []int
+}
+
+// New returns a zero-filled contiguous tensor of the given shape.
+func New(shape ...int) *Tensor {
+	return FromSlice(make([]float32, numel(shape)), shape...)
+}
+
+// FromSlice wraps data (not copied) as a contiguous tensor of the given
+// shape. It panics if len(data) differs from the shape's element count.
+func FromSlice(data []float32, shape ...int) *Tensor {
+	if n := numel(shape); n != len(data) {
+		panic(fmt.Sprintf("tensor: FromSlice: shape %v has %d elements, data has %d", shape, n, len(data)))
+	}
+	sh := append([]int(nil), shape...)
+	return &Tensor{storage: data, shape: sh, strides: contiguousStrides(sh)}
+}
+
+// Scalar returns a 0-dimensional tensor holding v.
+func Scalar(v float32) *Tensor { return FromSlice([]float32{v}) }
+
+func numel(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		if d < 0 {
+			panic(fmt.Sprintf("tensor: negative dimension in shape %v", shape))
+		}
+		n *= d
+	}
+	return n
+}
+
+func contiguousStrides(shape []int) []int {
+	st := make([]int, len(shape))
+	s := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		st[i] = s
+		s *= shape[i]
+	}
+	return st
+}
+
+// Shape returns the tensor's shape. The caller must not modify it.
+func (t *Tensor) Shape() []int { return t.shape }
+
+// Dim returns the size of dimension i; negative i counts from the end.
+func (t *Tensor) Dim(i int) int { return t.shape[t.axis(i)] }
+
+// Rank returns the number of dimensions.
+func (t *Tensor) Rank() int { return len(t.shape) }
+
+// Len returns the number of elements.
+func (t *Tensor) Len() int { return numel(t.shape) }
+
+// Strides returns the element strides of each dimension. The caller must not
+// modify them.
+func (t *Tensor) Strides() []int { return t.strides }
+
+func (t *Tensor) axis(i int) int {
+	if i < 0 {
+		i += len(t.shape)
+	}
+	if i < 0 || i >= len(t.shape) {
+		panic(fmt.Sprintf("tensor: dimension %d out of range for shape %v", i, t.shape))
+	}
+	return i
+}
+
+// IsContiguous reports whether the elements are laid out densely in
+// row-major order.
+func (t *Tensor) IsContiguous() bool {
+	s := 1
+	for i := len(t.shape) - 1; i >= 0; i-- {
+		if t.shape[i] != 1 && t.strides[i] != s {
+			return false
+		}
+		s *= t.shape[i]
+	}
+	return true
+}
+
+// Data returns the elements of a contiguous tensor as a slice sharing its
+// storage. It panics on a non-contiguous tensor (call Contiguous first).
+func (t *Tensor) Data() []float32 {
+	if !t.IsContiguous() {
+		panic(fmt.Sprintf("tensor: Data of a non-contiguous tensor %v (strides %v): call Contiguous", t.shape, t.strides))
+	}
+	return t.storage[t.offset : t.offset+t.Len()]
+}
+
+// SameShape reports whether a and b have equal shapes.
+func SameShape(a, b *Tensor) bool {
+	if len(a.shape) != len(b.shape) {
+		return false
+	}
+	for i := range a.shape {
+		if a.shape[i] != b.shape[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// At returns the element at the given index.
+func (t *Tensor) At(idx ...int) float32 { return t.storage[t.index(idx)] }
+
+// Set stores v at the given index.
+func (t *Tensor) Set(v float32, idx ...int) { t.storage[t.index(idx)] = v }
+
+func (t *Tensor) index(idx []int) int {
+	if len(idx) != len(t.shape) {
+		panic(fmt.Sprintf("tensor: index %v for shape %v", idx, t.shape))
+	}
+	o := t.offset
+	for i, v := range idx {
+		if v < 0 || v >= t.shape[i] {
+			panic(fmt.Sprintf("tensor: index %v out of range for shape %v", idx, t.shape))
+		}
+		o += v * t.strides[i]
+	}
+	return o
+}
+
+// String formats the shape and, for small tensors, the values.
+func (t *Tensor) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Tensor%v", t.shape)
+	if n := t.Len(); n <= 16 {
+		fmt.Fprintf(&b, "%v", t.Contiguous().Data())
+	}
+	return b.String()
+}
