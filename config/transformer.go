@@ -40,6 +40,11 @@ type TransformerConfig struct {
 	// ShareEmbeddingsAndOutputWeights ties the output layer to the word
 	// embedding (share_embeddings_and_output_weights, true for GPT).
 	ShareEmbeddingsAndOutputWeights bool `json:"share_embeddings_and_output_weights"`
+	// CalculatePerTokenLoss normalises the loss by the number of tokens of
+	// the whole global batch (summed over micro-batches and data-parallel
+	// ranks) instead of averaging per micro-batch means
+	// (calculate_per_token_loss, false).
+	CalculatePerTokenLoss bool `json:"calculate_per_token_loss"`
 }
 
 // DefaultTransformerConfig returns Megatron's defaults for the fields above

@@ -28,11 +28,14 @@ import (
 // FlashAttention does (Dao et al. 2022, arXiv 2205.14135 §3.1). The cost is
 // one extra s×s×d GEMM per (row, head) in backward.
 //
-// Attention dropout, when p > 0, draws one 64-bit seed from g per call; the
+// Attention dropout, when p > 0 and the tape is recording, draws one 64-bit seed from g per call; the
 // mask of (row, head) k comes from a generator seeded by splitmix64(seed+k),
 // so backward regenerates it and the result does not depend on how the
 // pairs are spread over workers.
 func CausalAttention(t *autograd.Tape, qkv *autograd.Var, heads int, dropout float32, g *rng.RNG) *autograd.Var {
+	if !t.Recording() {
+		dropout = 0 // evaluation: no dropout
+	}
 	f := &attentionFn{heads: heads, p: dropout}
 	if dropout > 0 {
 		f.seed = g.Uint64()

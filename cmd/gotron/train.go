@@ -1,0 +1,109 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+
+	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/train"
+)
+
+func newTrainCmd() *cobra.Command {
+	a := train.DefaultArgs()
+	var dataPath string
+	cmd := &cobra.Command{
+		Use:   "train",
+		Short: "Pretrain a GPT (Megatron's pretrain_gpt.py)",
+		Long: `Pretrain a GPT with Megatron's flags.
+
+Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
+(text files or directories of them, comma-separated, byte-level tokens), or
+--go-stdlib-corpus (the *.go files of the Go standard library on this machine).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dataPath != "" {
+				a.DataPath = strings.Split(dataPath, ",")
+			}
+			if cmd.Flags().Changed("world-size") && a.WorldSize < 1 {
+				return fmt.Errorf("--world-size %d: must be at least 1", a.WorldSize)
+			}
+			o := train.Options{Out: os.Stdout}
+			if term.IsTerminal(int(os.Stderr.Fd())) {
+				o.Progress = os.Stderr
+			}
+			res, err := train.Run(cmd.Context(), a, o)
+			if err != nil {
+				return err
+			}
+			if res.Sample != "" {
+				fmt.Printf("\n--- sample from the trained model (%d bytes, temperature %g) ---\n%s\n--- end of sample ---\n", a.Sample, a.SampleTemperature, res.Sample)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.SortFlags = false
+	addModelFlags(f, &a.Model)
+	addParallelFlags(f, &a)
+	f.IntVar(&a.MicroBatchSize, "micro-batch-size", a.MicroBatchSize, "rows per micro-batch on each rank")
+	f.IntVar(&a.GlobalBatchSize, "global-batch-size", a.GlobalBatchSize, "rows per iteration over all data-parallel ranks (gradient accumulation fills the rest; 0: micro-batch-size × data-parallel size)")
+	f.IntVar(&a.TrainIters, "train-iters", a.TrainIters, "iterations to train")
+	f.Float64Var(&a.LR, "lr", a.LR, "peak learning rate")
+	f.Float64Var(&a.MinLR, "min-lr", a.MinLR, "learning rate at the end of decay")
+	f.StringVar(&a.LRDecayStyle, "lr-decay-style", a.LRDecayStyle, "constant, linear, cosine or inverse-square-root")
+	f.IntVar(&a.LRWarmupIters, "lr-warmup-iters", a.LRWarmupIters, "iterations of linear warmup")
+	f.IntVar(&a.LRDecayIters, "lr-decay-iters", a.LRDecayIters, "iterations over which the learning rate decays (0: --train-iters)")
+	f.Float64Var(&a.WeightDecay, "weight-decay", a.WeightDecay, "decoupled weight decay of the 2-d weights")
+	f.Float64Var(&a.AdamBeta1, "adam-beta1", a.AdamBeta1, "Adam's β1")
+	f.Float64Var(&a.AdamBeta2, "adam-beta2", a.AdamBeta2, "Adam's β2")
+	f.Float64Var(&a.AdamEps, "adam-eps", a.AdamEps, "Adam's ε")
+	f.Float64Var(&a.ClipGrad, "clip-grad", a.ClipGrad, "clip the global gradient norm to this (0: off)")
+	f.Uint64Var(&a.Seed, "seed", a.Seed, "seed of initialisation, data order and dropout")
+	f.IntVar(&a.LogInterval, "log-interval", a.LogInterval, "print an iteration line every this many iterations")
+	f.IntVar(&a.EvalInterval, "eval-interval", a.EvalInterval, "evaluate on held-out data every this many iterations (and at the end)")
+	f.IntVar(&a.EvalIters, "eval-iters", a.EvalIters, "global batches per evaluation")
+	f.StringVar(&a.Save, "save", a.Save, "checkpoint directory to save into")
+	f.StringVar(&a.Load, "load", a.Load, "checkpoint directory to resume from")
+	f.IntVar(&a.SaveInterval, "save-interval", a.SaveInterval, "save a checkpoint every this many iterations (and at the end)")
+	f.BoolVar(&a.MockData, "mock-data", false, "train on synthetic mock data")
+	f.StringVar(&dataPath, "data-path", "", "text files or directories (comma-separated)")
+	f.BoolVar(&a.GoStdlibCorpus, "go-stdlib-corpus", false, "train on the Go standard library's source (go env GOROOT)/src")
+	f.Float64Var(&a.SplitValid, "split-valid", a.SplitValid, "fraction of text files held out for validation")
+	f.StringVar(&a.LoadInit, "load-init", "", "initial weights (safetensors, Megatron names)")
+	f.StringVar(&a.DumpGrads, "dump-grads", "", "write the first iteration's gradients (safetensors) here")
+	f.StringVar(&a.LogJSON, "log-json", "", "write one JSON object per iteration here")
+	f.IntVar(&a.Threads, "threads", 0, "cores to use (0: all)")
+	f.IntVar(&a.Sample, "sample", 0, "after training, generate this many bytes of text")
+	f.StringVar(&a.SamplePrompt, "sample-prompt", a.SamplePrompt, "text the sample starts from")
+	f.Float64Var(&a.SampleTemperature, "sample-temperature", a.SampleTemperature, "sampling temperature")
+	return cmd
+}
+
+func addModelFlags(f *pflag.FlagSet, m *config.TransformerConfig) {
+	f.IntVar(&m.NumLayers, "num-layers", m.NumLayers, "transformer layers")
+	f.IntVar(&m.HiddenSize, "hidden-size", m.HiddenSize, "model width")
+	f.IntVar(&m.NumAttentionHeads, "num-attention-heads", m.NumAttentionHeads, "attention heads")
+	f.IntVar(&m.FFNHiddenSize, "ffn-hidden-size", m.FFNHiddenSize, "MLP width (0: 4 × hidden size)")
+	f.IntVar(&m.SeqLength, "seq-length", m.SeqLength, "sequence length")
+	f.IntVar(&m.MaxPositionEmbeddings, "max-position-embeddings", m.MaxPositionEmbeddings, "learned positions (0: seq length)")
+	f.IntVar(&m.VocabSize, "vocab-size", m.VocabSize, "vocabulary size (mock data; 256 for byte-level text)")
+	f.Float32Var(&m.HiddenDropout, "hidden-dropout", m.HiddenDropout, "dropout after attention and MLP outputs and on embeddings")
+	f.Float32Var(&m.AttentionDropout, "attention-dropout", m.AttentionDropout, "dropout on attention probabilities")
+	f.Float64Var(&m.InitMethodStd, "init-method-std", m.InitMethodStd, "standard deviation of weight initialisation")
+	f.Float32Var(&m.LayernormEpsilon, "layernorm-epsilon", m.LayernormEpsilon, "LayerNorm ε")
+	f.BoolVar(&m.CalculatePerTokenLoss, "calculate-per-token-loss", m.CalculatePerTokenLoss, "normalise the loss by the global batch's token count")
+}
+
+func addParallelFlags(f *pflag.FlagSet, a *train.Args) {
+	f.IntVar(&a.WorldSize, "world-size", a.WorldSize, "ranks, run as goroutines of this process")
+	f.IntVar(&a.Model.TensorModelParallelSize, "tensor-model-parallel-size", a.Model.TensorModelParallelSize, "tensor-parallel size")
+	f.IntVar(&a.Model.PipelineModelParallelSize, "pipeline-model-parallel-size", a.Model.PipelineModelParallelSize, "pipeline-parallel size")
+	f.IntVar(&a.Model.ContextParallelSize, "context-parallel-size", a.Model.ContextParallelSize, "context-parallel size")
+	f.Float64Var(&a.DistributedTimeoutMinutes, "distributed-timeout-minutes", a.DistributedTimeoutMinutes, "fail a collective that waits longer than this")
+	f.BoolVar(&a.DDP.AverageInCollective, "average-in-collective", a.DDP.AverageInCollective, "average gradients inside the all-reduce instead of pre-scaling by 1/dp")
+}

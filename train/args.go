@@ -1,0 +1,202 @@
+package train
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/optim"
+)
+
+// Args are the training settings, named as Megatron's command-line
+// arguments (in Go form).
+type Args struct {
+	// Model is the transformer and its parallel layout.
+	Model config.TransformerConfig
+	// DDP configures data-parallel gradient reduction.
+	DDP config.DDPConfig
+
+	// WorldSize is the number of ranks run as goroutines of this process
+	// (ignored when a world group is passed to Run).
+	WorldSize int
+
+	MicroBatchSize  int // --micro-batch-size
+	GlobalBatchSize int // --global-batch-size: micro·dp·accumulation steps
+	TrainIters      int // --train-iters
+
+	LR            float64 // --lr
+	MinLR         float64 // --min-lr
+	LRDecayStyle  string  // --lr-decay-style
+	LRWarmupIters int     // --lr-warmup-iters
+	LRDecayIters  int     // --lr-decay-iters (0: TrainIters)
+	WeightDecay   float64 // --weight-decay
+	AdamBeta1     float64 // --adam-beta1
+	AdamBeta2     float64 // --adam-beta2
+	AdamEps       float64 // --adam-eps
+	ClipGrad      float64 // --clip-grad (0 disables)
+	Seed          uint64  // --seed
+
+	LogInterval  int // --log-interval
+	EvalInterval int // --eval-interval (0: only at the end)
+	EvalIters    int // --eval-iters
+	SaveInterval int // --save-interval
+
+	Save string // --save: checkpoint directory
+	Load string // --load: checkpoint directory to resume from
+
+	LoadInit  string // --load-init: initial weights (safetensors)
+	DumpGrads string // --dump-grads: first step's gradients (safetensors)
+	LogJSON   string // --log-json: one JSON object per iteration
+
+	// Data: exactly one source.
+	MockData       bool     // --mock-data
+	DataPath       []string // --data-path: text files or directories
+	GoStdlibCorpus bool     // --go-stdlib-corpus: the Go standard library's source
+	SplitValid     float64  // --split-valid: held-out fraction of files for validation
+
+	// DistributedTimeoutMinutes bounds every collective wait.
+	DistributedTimeoutMinutes float64
+	// Threads is the number of cores the process uses (0: all).
+	Threads int
+
+	// Sample is the number of bytes of text to generate after training (0:
+	// none); SamplePrompt starts it; SampleTemperature scales the logits.
+	Sample            int
+	SamplePrompt      string
+	SampleTemperature float64
+}
+
+// DefaultArgs returns Megatron's defaults where it has them.
+func DefaultArgs() Args {
+	return Args{
+		Model:                     config.DefaultTransformerConfig(),
+		DDP:                       config.DefaultDDPConfig(),
+		WorldSize:                 1,
+		MicroBatchSize:            1,
+		TrainIters:                0,
+		LR:                        1e-4,
+		LRDecayStyle:              "linear",
+		WeightDecay:               0.01,
+		AdamBeta1:                 0.9,
+		AdamBeta2:                 0.999,
+		AdamEps:                   1e-8,
+		ClipGrad:                  1.0,
+		Seed:                      1234,
+		LogInterval:               100,
+		EvalInterval:              1000,
+		EvalIters:                 100,
+		SplitValid:                0.02,
+		DistributedTimeoutMinutes: 10,
+		SampleTemperature:         0.8,
+		SamplePrompt:              "func ",
+	}
+}
+
+// DataParallelSize returns dp = world/(tp·pp·cp).
+func (a Args) DataParallelSize(world int) int {
+	mp := a.Model.TensorModelParallelSize * a.Model.PipelineModelParallelSize * a.Model.ContextParallelSize
+	if mp <= 0 {
+		return 0
+	}
+	return world / mp
+}
+
+// NumMicroBatches returns the gradient-accumulation steps per iteration:
+// global / (micro · dp).
+func (a Args) NumMicroBatches(dp int) int { return a.GlobalBatchSize / (a.MicroBatchSize * dp) }
+
+// Schedule returns the learning-rate schedule.
+func (a Args) Schedule() optim.Schedule {
+	decay := a.LRDecayIters
+	if decay == 0 {
+		decay = a.TrainIters
+	}
+	return optim.Schedule{MaxLR: a.LR, MinLR: a.MinLR, Style: a.LRDecayStyle, WarmupIters: a.LRWarmupIters, DecayIters: decay}
+}
+
+// Validate reports every problem with the settings at once, each naming
+// the flag and the fix. world is the number of ranks.
+func (a Args) Validate(world int) error {
+	var errs []string
+	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if err := a.Model.Validate(); err != nil {
+		if ve, ok := err.(*config.ValidationError); ok {
+			for _, v := range ve.Violations {
+				errs = append(errs, v.Msg)
+			}
+		} else {
+			errs = append(errs, err.Error())
+		}
+	}
+	if err := a.DDP.Validate(); err != nil {
+		if ve, ok := err.(*config.ValidationError); ok {
+			for _, v := range ve.Violations {
+				errs = append(errs, v.Msg)
+			}
+		} else {
+			errs = append(errs, err.Error())
+		}
+	}
+	if err := config.ValidateWorld(world, a.Model.ModelParallelConfig, a.DDP); err != nil {
+		errs = append(errs, err.Error())
+	}
+	dp := a.DataParallelSize(world)
+	if a.MicroBatchSize <= 0 {
+		add("--micro-batch-size %d: must be at least 1", a.MicroBatchSize)
+	}
+	if a.GlobalBatchSize == 0 && a.MicroBatchSize > 0 {
+		// Megatron's default: one micro-batch per data-parallel rank.
+	} else if a.MicroBatchSize > 0 && dp > 0 && a.GlobalBatchSize%(a.MicroBatchSize*dp) != 0 {
+		add("--global-batch-size %d is not divisible by --micro-batch-size × data-parallel size = %d × %d = %d: choose a global batch that is a multiple of %d",
+			a.GlobalBatchSize, a.MicroBatchSize, dp, a.MicroBatchSize*dp, a.MicroBatchSize*dp)
+	}
+	if a.TrainIters <= 0 {
+		add("--train-iters %d: set the number of iterations to train (at least 1)", a.TrainIters)
+	}
+	if a.LogInterval <= 0 {
+		add("--log-interval %d: must be at least 1", a.LogInterval)
+	}
+	if a.EvalIters < 0 || a.EvalInterval < 0 || a.SaveInterval < 0 {
+		add("--eval-iters %d, --eval-interval %d, --save-interval %d: must not be negative", a.EvalIters, a.EvalInterval, a.SaveInterval)
+	}
+	if a.SaveInterval > 0 && a.Save == "" {
+		add("--save-interval %d without --save: pass the checkpoint directory with --save", a.SaveInterval)
+	}
+	if err := a.Schedule().Validate(); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if a.AdamBeta1 < 0 || a.AdamBeta1 >= 1 || a.AdamBeta2 < 0 || a.AdamBeta2 >= 1 {
+		add("--adam-beta1 %g, --adam-beta2 %g: each must lie in [0, 1)", a.AdamBeta1, a.AdamBeta2)
+	}
+	if a.AdamEps <= 0 {
+		add("--adam-eps %g: must be positive", a.AdamEps)
+	}
+	if a.WeightDecay < 0 || a.ClipGrad < 0 {
+		add("--weight-decay %g, --clip-grad %g: must not be negative", a.WeightDecay, a.ClipGrad)
+	}
+	sources := 0
+	for _, b := range []bool{a.MockData, len(a.DataPath) > 0, a.GoStdlibCorpus} {
+		if b {
+			sources++
+		}
+	}
+	if sources != 1 {
+		add("give exactly one data source: --mock-data, --data-path PATH, or --go-stdlib-corpus (got %d)", sources)
+	}
+	if a.SplitValid < 0 || a.SplitValid >= 1 {
+		add("--split-valid %g: the held-out fraction must lie in [0, 1)", a.SplitValid)
+	}
+	if a.DistributedTimeoutMinutes <= 0 {
+		add("--distributed-timeout-minutes %g: must be positive", a.DistributedTimeoutMinutes)
+	}
+	if a.Sample < 0 || a.SampleTemperature <= 0 {
+		add("--sample %d, --sample-temperature %g: the sample length must not be negative and the temperature must be positive", a.Sample, a.SampleTemperature)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	if len(errs) == 1 {
+		return fmt.Errorf("invalid arguments: %s", errs[0])
+	}
+	return fmt.Errorf("invalid arguments (%d):\n  - %s", len(errs), strings.Join(errs, "\n  - "))
+}

@@ -1,0 +1,157 @@
+package train
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/comm/local"
+	"github.com/gotron/gotron/tensor/blas"
+)
+
+// BenchOptions select what Bench measures.
+type BenchOptions struct {
+	Configs []string // "small", "medium"
+	Iters   int      // timed iterations after one warm-up
+	Threads int      // cores (0: all)
+}
+
+// BenchConfig is a benchmark model.
+type BenchConfig struct {
+	Name                              string
+	Layers, Hidden, Heads, Seq, Vocab int
+	MicroBatch                        int
+}
+
+// BenchConfigs are the benchmark models: small and medium.
+var benchConfigs = map[string]BenchConfig{
+	"small":  {Name: "small", Layers: 4, Hidden: 256, Heads: 8, Seq: 256, Vocab: 1024, MicroBatch: 8},
+	"medium": {Name: "medium", Layers: 6, Hidden: 512, Heads: 8, Seq: 512, Vocab: 8192, MicroBatch: 4},
+}
+
+// FLOPs returns the training FLOPs of one iteration over T tokens:
+// 6·T·(12·L·h² + V·h) + 12·L·h·s·T (Narayanan et al. 2021, arXiv
+// 2104.04473, with the logit layer and the full s×s attention square).
+func (c BenchConfig) FLOPs(tokens int) float64 {
+	T, L, h, s, V := float64(tokens), float64(c.Layers), float64(c.Hidden), float64(c.Seq), float64(c.Vocab)
+	return 6*T*(12*L*h*h+V*h) + 12*L*h*s*T
+}
+
+// BenchResult is one configuration's measurement.
+type BenchResult struct {
+	Config     BenchConfig
+	TokensPerS float64
+	GFLOPs     float64
+	PeakRSS    int64 // bytes, the process's peak resident set during the run
+	StepMS     float64
+}
+
+// Bench trains each configuration on mock data on one rank for o.Iters
+// timed iterations and prints tokens/s, achieved GFLOP/s and peak memory.
+func Bench(ctx context.Context, w io.Writer, o BenchOptions) error {
+	fmt.Fprintf(w, "gotron bench: one rank, %d core(s), BLAS %s (OPENBLAS_CORETYPE=%q), %s\n",
+		threadsOr(o.Threads), blas.Kernel(), os.Getenv("OPENBLAS_CORETYPE"), time.Now().Format("2006-01-02"))
+	fmt.Fprintf(w, "%-8s %7s %7s %6s %5s %6s %5s %12s %10s %12s %10s\n", "config", "layers", "hidden", "heads", "seq", "vocab", "micro", "tokens/s", "GFLOP/s", "peak MiB", "step ms")
+	for _, name := range o.Configs {
+		c, ok := benchConfigs[name]
+		if !ok {
+			return fmt.Errorf("--configs: unknown configuration %q (known: small, medium)", name)
+		}
+		r, err := benchOne(ctx, c, o)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%-8s %7d %7d %6d %5d %6d %5d %12.0f %10.1f %12.0f %10.1f\n", c.Name, c.Layers, c.Hidden, c.Heads, c.Seq, c.Vocab, c.MicroBatch,
+			r.TokensPerS, r.GFLOPs, float64(r.PeakRSS)/(1<<20), r.StepMS)
+	}
+	return nil
+}
+
+func threadsOr(n int) int {
+	if n > 0 {
+		return n
+	}
+	return runtime.NumCPU()
+}
+
+func benchOne(ctx context.Context, c BenchConfig, o BenchOptions) (BenchResult, error) {
+	a := DefaultArgs()
+	a.Model.NumLayers, a.Model.HiddenSize, a.Model.NumAttentionHeads = c.Layers, c.Hidden, c.Heads
+	a.Model.SeqLength, a.Model.MaxPositionEmbeddings, a.Model.VocabSize = c.Seq, c.Seq, c.Vocab
+	a.Model.HiddenDropout, a.Model.AttentionDropout = 0, 0
+	a.MicroBatchSize, a.GlobalBatchSize = c.MicroBatch, c.MicroBatch
+	a.TrainIters = 1 + max(o.Iters, 1)
+	a.MockData = true
+	a.EvalIters = 0
+	a.Threads = o.Threads
+	a.LogInterval = a.TrainIters
+	if err := a.Validate(1); err != nil {
+		return BenchResult{}, err
+	}
+	runtime.GC()
+	debug.FreeOSMemory()
+	resetPeakRSS()
+	var steps []time.Duration
+	world := local.NewWorld(1, comm.Options{Timeout: time.Hour})
+	err := world.Run(ctx, func(ctx context.Context, g comm.Group) error {
+		ds, err := openData(a)
+		if err != nil {
+			return err
+		}
+		t, err := newTrainer(ctx, g, a, ds, 1, nil)
+		if err != nil {
+			return err
+		}
+		for t.iteration < a.TrainIters {
+			r, err := t.step(ctx)
+			if err != nil {
+				return err
+			}
+			if t.iteration > 1 { // the first iteration warms up
+				steps = append(steps, r.elapsed)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return BenchResult{}, err
+	}
+	var total time.Duration
+	for _, s := range steps {
+		total += s
+	}
+	avg := total / time.Duration(len(steps))
+	tokens := c.MicroBatch * c.Seq
+	return BenchResult{Config: c, TokensPerS: float64(tokens) / avg.Seconds(), GFLOPs: c.FLOPs(tokens) / avg.Seconds() / 1e9,
+		PeakRSS: peakRSS(), StepMS: float64(avg.Microseconds()) / 1000}, nil
+}
+
+// resetPeakRSS resets the kernel's record of the process's peak resident
+// set (Linux: writing 5 to /proc/self/clear_refs). Elsewhere it does nothing.
+func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+// peakRSS returns the process's peak resident set size (VmHWM) in bytes, or
+// 0 where /proc is not available.
+func peakRSS() int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}

@@ -1,0 +1,122 @@
+package train
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+)
+
+// logger writes rank 0's iteration lines, the JSON log and the progress bar.
+type logger struct {
+	out   io.Writer
+	json  *os.File
+	enc   *json.Encoder
+	bar   *progressbar.ProgressBar
+	start time.Time
+
+	// Accumulated since the last printed line.
+	sumLoss  float64
+	sumTime  time.Duration
+	count    int
+	lastNorm float64
+}
+
+// Record is one line of --log-json.
+type Record struct {
+	Iteration  int     `json:"iteration"`
+	Loss       float64 `json:"loss"`
+	LR         float64 `json:"lr"`
+	GradNorm   float64 `json:"grad_norm"`
+	TokensPerS float64 `json:"tokens_per_s"`
+	StepMS     float64 `json:"step_ms"`
+}
+
+func newLogger(out io.Writer, progress io.Writer, jsonPath string, total int) (*logger, error) {
+	l := &logger{out: out, start: time.Now()}
+	if jsonPath != "" {
+		f, err := os.Create(jsonPath)
+		if err != nil {
+			return nil, fmt.Errorf("--log-json: %w", err)
+		}
+		l.json, l.enc = f, json.NewEncoder(f)
+	}
+	if progress != nil {
+		l.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(progress),
+			progressbar.OptionSetDescription("training"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionClearOnFinish(),
+			progressbar.OptionThrottle(100*time.Millisecond))
+	}
+	return l, nil
+}
+
+// printf writes a line, keeping the progress bar below it.
+func (l *logger) printf(format string, args ...any) {
+	if l.bar != nil {
+		l.bar.Clear()
+	}
+	fmt.Fprintf(l.out, format, args...)
+}
+
+// iteration records one iteration and prints a Megatron-style line every
+// interval iterations.
+func (l *logger) iteration(a Args, it int, r stepResult, interval int) error {
+	tokens := float64(a.GlobalBatchSize * a.Model.SeqLength)
+	rec := Record{Iteration: it, Loss: r.loss, LR: r.lr, GradNorm: r.gradNorm,
+		TokensPerS: tokens / r.elapsed.Seconds(), StepMS: float64(r.elapsed.Microseconds()) / 1000}
+	if l.enc != nil {
+		if err := l.enc.Encode(rec); err != nil {
+			return fmt.Errorf("--log-json: %w", err)
+		}
+	}
+	l.sumLoss += r.loss
+	l.sumTime += r.elapsed
+	l.count++
+	if it%interval == 0 || it == a.TrainIters {
+		avg := l.sumTime / time.Duration(l.count)
+		l.printf(" [%s] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | throughput (tokens/s): %.0f | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | grad norm: %.3f | elapsed: %s |\n",
+			time.Now().Format("2006-01-02 15:04:05"), it, a.TrainIters, int64(it)*int64(a.GlobalBatchSize),
+			float64(avg.Microseconds())/1000, tokens/avg.Seconds(), r.lr, a.GlobalBatchSize,
+			l.sumLoss/float64(l.count), r.gradNorm, time.Since(l.start).Round(time.Second))
+		l.sumLoss, l.sumTime, l.count = 0, 0, 0
+	}
+	if l.bar != nil {
+		l.bar.Describe(fmt.Sprintf("loss %.3f", r.loss))
+		l.bar.Set(it)
+	}
+	return nil
+}
+
+// validation prints Megatron's validation line.
+func (l *logger) validation(it int, loss float64) error {
+	l.printf("-----------------------------------------------------------------------------------------\n")
+	l.printf(" validation loss at iteration %d | lm loss value: %.6E | lm loss PPL: %.6E |\n", it, loss, math.Exp(loss))
+	l.printf("-----------------------------------------------------------------------------------------\n")
+	if l.enc != nil {
+		v := loss
+		if err := l.enc.Encode(struct {
+			Iteration int      `json:"iteration"`
+			ValidLoss *float64 `json:"valid_loss"`
+		}{it, &v}); err != nil {
+			return fmt.Errorf("--log-json: %w", err)
+		}
+	}
+	return nil
+}
+
+func (l *logger) close() error {
+	if l.bar != nil {
+		l.bar.Finish()
+	}
+	if l.json != nil {
+		return l.json.Close()
+	}
+	return nil
+}

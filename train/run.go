@@ -1,0 +1,162 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/comm/local"
+	"github.com/gotron/gotron/tensor/blas"
+)
+
+// Options say where a run's output goes.
+type Options struct {
+	// Out receives the iteration and validation lines (rank 0's).
+	Out io.Writer
+	// Progress, if set, receives a progress bar (a terminal).
+	Progress io.Writer
+}
+
+// Result is what a run reports (rank 0's view).
+type Result struct {
+	// Losses holds the training loss of each iteration run, in order.
+	Losses []float64
+	// GradNorms holds each iteration's gradient norm before clipping.
+	GradNorms []float64
+	// ValidLoss is the last validation loss (NaN if none was computed).
+	ValidLoss float64
+	// Sample is the text generated after training (empty if none).
+	Sample string
+	// StartIteration is the iteration the run resumed from.
+	StartIteration int
+}
+
+// Run trains with a.WorldSize ranks as goroutines of this process.
+func Run(ctx context.Context, a Args, o Options) (*Result, error) {
+	if a.WorldSize < 1 {
+		return nil, fmt.Errorf("invalid arguments: --world-size %d: must be at least 1", a.WorldSize)
+	}
+	a = normalise(a, a.WorldSize)
+	if err := a.Validate(a.WorldSize); err != nil {
+		return nil, err
+	}
+	world := local.NewWorld(a.WorldSize, comm.Options{Timeout: timeout(a)})
+	results := make([]*Result, a.WorldSize)
+	err := world.Run(ctx, func(ctx context.Context, g comm.Group) error {
+		r, err := RunRank(ctx, g, a, o, a.WorldSize)
+		results[g.Rank()] = r
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results[0], nil
+}
+
+// RunRank runs one rank of a training job on its world group; under mpirun
+// every process calls it. localRanks is how many ranks share this process
+// (the cores are divided among them).
+func RunRank(ctx context.Context, world comm.Group, a Args, o Options, localRanks int) (*Result, error) {
+	a = normalise(a, world.Size())
+	if err := a.Validate(world.Size()); err != nil {
+		return nil, err
+	}
+	ds, err := openData(a)
+	if err != nil {
+		return nil, err
+	}
+	if ds.vocab > a.Model.VocabSize {
+		return nil, fmt.Errorf("invalid arguments: --vocab-size %d is smaller than the data's vocabulary %d: raise --vocab-size", a.Model.VocabSize, ds.vocab)
+	}
+	var log *logger
+	if world.Rank() == 0 {
+		out := o.Out
+		if out == nil {
+			out = io.Discard
+		}
+		if log, err = newLogger(out, o.Progress, a.LogJSON, a.TrainIters); err != nil {
+			return nil, err
+		}
+		defer log.close()
+	}
+	t, err := newTrainer(ctx, world, a, ds, localRanks, log)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{ValidLoss: math.NaN(), StartIteration: t.iteration}
+	if log != nil {
+		log.printf("gotron: %d parameters; world %d (data parallel %d, %d micro-batches of %d per rank per iteration); %s; BLAS %s, %d thread(s) per rank\n",
+			t.model.NumParameters(), world.Size(), t.dp, t.micro, a.MicroBatchSize, ds.desc, blas.Kernel(), t.tape.Workers())
+		if t.iteration > 0 {
+			log.printf("gotron: resumed from %s at iteration %d\n", a.Load, t.iteration)
+		}
+	}
+	for t.iteration < a.TrainIters {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		r, err := t.step(ctx)
+		if err != nil {
+			return res, err
+		}
+		res.Losses = append(res.Losses, r.loss)
+		res.GradNorms = append(res.GradNorms, r.gradNorm)
+		if log != nil {
+			if err := log.iteration(a, t.iteration, r, a.LogInterval); err != nil {
+				return res, err
+			}
+		}
+		last := t.iteration == a.TrainIters
+		if a.EvalInterval > 0 && t.iteration%a.EvalInterval == 0 || last {
+			v, err := t.evaluate(ctx)
+			if err != nil {
+				return res, err
+			}
+			res.ValidLoss = v
+			if log != nil && !math.IsNaN(v) {
+				if err := log.validation(t.iteration, v); err != nil {
+					return res, err
+				}
+			}
+		}
+		if a.Save != "" && (a.SaveInterval > 0 && t.iteration%a.SaveInterval == 0 || last) {
+			if err := t.save(ctx); err != nil {
+				return res, err
+			}
+			if log != nil {
+				log.printf("gotron: saved checkpoint at iteration %d to %s\n", t.iteration, a.Save)
+			}
+		}
+	}
+	if a.Sample > 0 && world.Rank() == 0 {
+		s, err := t.generate(a.SamplePrompt, a.Sample, a.SampleTemperature)
+		if err != nil {
+			return res, err
+		}
+		res.Sample = s
+	}
+	return res, nil
+}
+
+// normalise fills defaults that depend on the world: the global batch is
+// one micro-batch per data-parallel rank when unset, and the vocabulary of
+// byte-level text is 256 when unset.
+func normalise(a Args, world int) Args {
+	if a.GlobalBatchSize == 0 {
+		a.GlobalBatchSize = a.MicroBatchSize * max(1, a.DataParallelSize(world))
+	}
+	if a.Model.VocabSize == 0 && !a.MockData {
+		a.Model.VocabSize = 256
+	}
+	if a.Model.MaxPositionEmbeddings == 0 {
+		a.Model.MaxPositionEmbeddings = a.Model.SeqLength
+	}
+	return a
+}
+
+func timeout(a Args) time.Duration {
+	return time.Duration(a.DistributedTimeoutMinutes * float64(time.Minute))
+}

@@ -1,0 +1,178 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The fixture in testdata/gpt_ref comes from an independent PyTorch model
+// (tools/torchref). Regenerate it with
+//
+//	/usr/bin/python3 tools/torchref/gpt_ref.py --out testdata/gpt_ref
+const fixtureDir = "../testdata/gpt_ref"
+
+// fixtureArgs returns the arguments that reproduce the fixture's run.
+func fixtureArgs(t *testing.T) (Args, []float64, []float64) {
+	t.Helper()
+	var fc struct {
+		NumLayers             int     `json:"num_layers"`
+		HiddenSize            int     `json:"hidden_size"`
+		NumAttentionHeads     int     `json:"num_attention_heads"`
+		FFNHiddenSize         int     `json:"ffn_hidden_size"`
+		SeqLength             int     `json:"seq_length"`
+		MaxPositionEmbeddings int     `json:"max_position_embeddings"`
+		VocabSize             int     `json:"vocab_size"`
+		MicroBatchSize        int     `json:"micro_batch_size"`
+		GlobalBatchSize       int     `json:"global_batch_size"`
+		Seed                  uint64  `json:"seed"`
+		LR                    float64 `json:"lr"`
+		Beta1                 float64 `json:"adam_beta1"`
+		Beta2                 float64 `json:"adam_beta2"`
+		Eps                   float64 `json:"adam_eps"`
+		WeightDecay           float64 `json:"weight_decay"`
+		ClipGrad              float64 `json:"clip_grad"`
+		TrainIters            int     `json:"train_iters"`
+	}
+	readJSON(t, filepath.Join(fixtureDir, "config.json"), &fc)
+	var fl struct {
+		Losses    []float64 `json:"losses"`
+		GradNorms []float64 `json:"grad_norms"`
+	}
+	readJSON(t, filepath.Join(fixtureDir, "losses.json"), &fl)
+	a := DefaultArgs()
+	a.Model.NumLayers, a.Model.HiddenSize, a.Model.NumAttentionHeads = fc.NumLayers, fc.HiddenSize, fc.NumAttentionHeads
+	a.Model.FFNHiddenSize, a.Model.SeqLength, a.Model.MaxPositionEmbeddings = fc.FFNHiddenSize, fc.SeqLength, fc.MaxPositionEmbeddings
+	a.Model.VocabSize = fc.VocabSize
+	a.Model.HiddenDropout, a.Model.AttentionDropout = 0, 0
+	a.MicroBatchSize, a.GlobalBatchSize, a.TrainIters = fc.MicroBatchSize, fc.GlobalBatchSize, fc.TrainIters
+	a.Seed, a.LR, a.LRDecayStyle = fc.Seed, fc.LR, "constant"
+	a.AdamBeta1, a.AdamBeta2, a.AdamEps, a.WeightDecay, a.ClipGrad = fc.Beta1, fc.Beta2, fc.Eps, fc.WeightDecay, fc.ClipGrad
+	a.MockData = true
+	a.EvalIters = 0
+	a.LoadInit = filepath.Join(fixtureDir, "init.safetensors")
+	return a, fl.Losses, fl.GradNorms
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+func relErr(got, want float64) float64 { return math.Abs(got-want) / math.Abs(want) }
+
+// TestLossesMatchPyTorch trains the fixture's 10 steps (two accumulated
+// micro-batches, AdamW with weight decay 0.1 on 2-d weights, clipping at
+// 1.0) from the fixture's initial weights and compares every loss with
+// PyTorch's to 1e-5 relative, and every pre-clip gradient norm to 1e-4.
+func TestLossesMatchPyTorch(t *testing.T) {
+	a, want, wantNorms := fixtureArgs(t)
+	res, err := Run(context.Background(), a, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Losses) != len(want) {
+		t.Fatalf("%d losses, want %d", len(res.Losses), len(want))
+	}
+	worst := 0.0
+	for i := range want {
+		e := relErr(res.Losses[i], want[i])
+		worst = math.Max(worst, e)
+		if e > 1e-5 {
+			t.Errorf("step %d: loss %.9f, PyTorch %.9f (relative error %.2g > 1e-5)", i, res.Losses[i], want[i], e)
+		}
+		if e := relErr(res.GradNorms[i], wantNorms[i]); e > 1e-4 {
+			t.Errorf("step %d: grad norm %.7f, PyTorch %.7f (relative error %.2g > 1e-4)", i, res.GradNorms[i], wantNorms[i], e)
+		}
+	}
+	t.Logf("largest relative loss difference from PyTorch over %d steps: %.3g", len(want), worst)
+}
+
+// mockArgs is a small mock-data run.
+func mockArgs(iters int) Args {
+	a := DefaultArgs()
+	a.Model.NumLayers, a.Model.HiddenSize, a.Model.NumAttentionHeads = 2, 32, 4
+	a.Model.SeqLength, a.Model.VocabSize = 16, 64
+	a.Model.HiddenDropout, a.Model.AttentionDropout = 0, 0
+	a.MicroBatchSize, a.GlobalBatchSize, a.TrainIters = 1, 8, iters
+	a.LR, a.LRWarmupIters, a.LRDecayStyle, a.MinLR = 3e-3, 2, "cosine", 3e-4
+	a.MockData = true
+	a.EvalIters = 0
+	return a
+}
+
+// TestDataParallelMatchesSingleRank trains 20 steps of the same global
+// batch on 1, 2 and 4 data-parallel ranks: every loss must equal the
+// single-rank loss to 1e-6 relative.
+func TestDataParallelMatchesSingleRank(t *testing.T) {
+	ref, err := Run(context.Background(), mockArgs(20), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, world := range []int{2, 4} {
+		for _, avg := range []bool{false, true} {
+			a := mockArgs(20)
+			a.WorldSize = world
+			a.DDP.AverageInCollective = avg
+			res, err := Run(context.Background(), a, Options{})
+			if err != nil {
+				t.Fatalf("world %d: %v", world, err)
+			}
+			for i := range ref.Losses {
+				if e := relErr(res.Losses[i], ref.Losses[i]); e > 1e-6 {
+					t.Errorf("world %d (average_in_collective=%v), step %d: loss %.9f, single rank %.9f (relative error %.2g > 1e-6)", world, avg, i, res.Losses[i], ref.Losses[i], e)
+				}
+			}
+		}
+	}
+	if ref.Losses[len(ref.Losses)-1] >= ref.Losses[0] {
+		t.Errorf("the loss did not fall over 20 steps: %.4f → %.4f", ref.Losses[0], ref.Losses[len(ref.Losses)-1])
+	}
+}
+
+// TestResumeReproducesLosses stops a run with dropout at iteration 5,
+// resumes it from the checkpoint, and checks that iterations 6..10 give
+// bitwise the losses of a run that never stopped (weights, Adam moments,
+// step count, data position and dropout generator all restored).
+func TestResumeReproducesLosses(t *testing.T) {
+	for _, world := range []int{1, 2} {
+		a := mockArgs(10)
+		a.WorldSize = world
+		a.Model.HiddenDropout, a.Model.AttentionDropout = 0.1, 0.1
+		full, err := Run(context.Background(), a, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		first := a
+		first.TrainIters, first.Save = 5, dir
+		first.LRDecayIters = 10
+		a.LRDecayIters = 10
+		if _, err := Run(context.Background(), first, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		second := a
+		second.Load = dir
+		res, err := Run(context.Background(), second, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StartIteration != 5 || len(res.Losses) != 5 {
+			t.Fatalf("world %d: resumed at %d with %d losses, want 5 and 5", world, res.StartIteration, len(res.Losses))
+		}
+		for i, l := range res.Losses {
+			if l != full.Losses[5+i] {
+				t.Errorf("world %d, iteration %d: resumed loss %.9f, uninterrupted %.9f", world, 6+i, l, full.Losses[5+i])
+			}
+		}
+	}
+}
