@@ -44,7 +44,14 @@ func IterDir(dir string, it int) string {
 
 // Save writes c under dir as iteration c.State.Iteration and points the
 // tracker at it.
-func Save(dir string, c *Checkpoint) error {
+func Save(dir string, c *Checkpoint) error { return save(dir, c, nil) }
+
+// save is Save with a fault hook for tests: fail(stage) is called before
+// each stage and a non-nil result aborts the save there.
+func save(dir string, c *Checkpoint, fail func(stage string) error) error {
+	if fail == nil {
+		fail = func(string) error { return nil }
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("save checkpoint: --save %s: %w", dir, err)
 	}
@@ -59,8 +66,14 @@ func Save(dir string, c *Checkpoint) error {
 			os.RemoveAll(tmp)
 		}
 	}()
+	if err := fail("model"); err != nil {
+		return err
+	}
 	if err := safetensors.WriteFile(filepath.Join(tmp, "model.safetensors"), c.Model, map[string]string{"format": "gotron"}); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	if err := fail("optimizer"); err != nil {
+		return err
 	}
 	if err := safetensors.WriteFile(filepath.Join(tmp, "optimizer.safetensors"), c.Optimizer, map[string]string{"format": "gotron"}); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
@@ -68,6 +81,9 @@ func Save(dir string, c *Checkpoint) error {
 	js, err := json.MarshalIndent(c.State, "", "  ")
 	if err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	if err := fail("state"); err != nil {
+		return err
 	}
 	if err := writeFileSync(filepath.Join(tmp, "state.json"), append(js, '\n')); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
@@ -77,6 +93,9 @@ func Save(dir string, c *Checkpoint) error {
 	}
 	// An older save of the same iteration is replaced only once the new one
 	// is complete.
+	if err := fail("rename"); err != nil {
+		return err
+	}
 	old := ""
 	if _, err := os.Stat(final); err == nil {
 		old = final + ".old"
@@ -97,6 +116,9 @@ func Save(dir string, c *Checkpoint) error {
 	}
 	if err := syncDir(dir); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	if err := fail("tracker"); err != nil {
+		return err
 	}
 	tracker := filepath.Join(dir, TrackerFile)
 	tt, err := os.CreateTemp(dir, TrackerFile+".tmp-")

@@ -140,6 +140,20 @@ func (a Args) Validate(world int) error {
 	if err := config.ValidateWorld(world, a.Model.ModelParallelConfig, a.DDP); err != nil {
 		errs = append(errs, err.Error())
 	}
+	mp := a.Model.ModelParallelConfig
+	for _, x := range []struct {
+		flag string
+		v    int
+	}{
+		{"--tensor-model-parallel-size", mp.TensorModelParallelSize},
+		{"--pipeline-model-parallel-size", mp.PipelineModelParallelSize},
+		{"--context-parallel-size", mp.ContextParallelSize},
+		{"--expert-model-parallel-size", mp.ExpertModelParallelSize},
+	} {
+		if x.v > 1 {
+			add("%s %d: this gotron trains with data parallelism only so far; tensor, pipeline, context and expert parallel training are not built yet: use %s 1", x.flag, x.v, x.flag)
+		}
+	}
 	dp := a.DataParallelSize(world)
 	if a.MicroBatchSize <= 0 {
 		add("--micro-batch-size %d: must be at least 1", a.MicroBatchSize)

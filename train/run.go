@@ -43,10 +43,15 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 	if err := a.Validate(a.WorldSize); err != nil {
 		return nil, err
 	}
+	// The ranks of this process share one copy of the data.
+	ds, err := openData(a)
+	if err != nil {
+		return nil, err
+	}
 	world := local.NewWorld(a.WorldSize, comm.Options{Timeout: timeout(a)})
 	results := make([]*Result, a.WorldSize)
-	err := world.Run(ctx, func(ctx context.Context, g comm.Group) error {
-		r, err := RunRank(ctx, g, a, o, a.WorldSize)
+	err = world.Run(ctx, func(ctx context.Context, g comm.Group) error {
+		r, err := runRank(ctx, g, a, o, ds, a.WorldSize)
 		results[g.Rank()] = r
 		return err
 	})
@@ -68,6 +73,12 @@ func RunRank(ctx context.Context, world comm.Group, a Args, o Options, localRank
 	if err != nil {
 		return nil, err
 	}
+	return runRank(ctx, world, a, o, ds, localRanks)
+}
+
+// runRank runs one rank with the arguments validated and the data open.
+func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datasets, localRanks int) (*Result, error) {
+	var err error
 	if ds.vocab > a.Model.VocabSize {
 		return nil, fmt.Errorf("invalid arguments: --vocab-size %d is smaller than the data's vocabulary %d: raise --vocab-size", a.Model.VocabSize, ds.vocab)
 	}

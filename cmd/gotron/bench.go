@@ -1,6 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"runtime/pprof"
+
 	"github.com/spf13/cobra"
 
 	"github.com/gotron/gotron/train"
@@ -8,11 +12,23 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var o train.BenchOptions
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure training throughput: tokens/s, GFLOP/s and peak memory of the small and medium GPTs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
 			return train.Bench(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
@@ -20,5 +36,6 @@ func newBenchCmd() *cobra.Command {
 	f.StringSliceVar(&o.Configs, "configs", []string{"small", "medium"}, "model configurations to measure (small, medium)")
 	f.IntVar(&o.Iters, "iters", 5, "timed iterations per configuration (after one warm-up)")
 	f.IntVar(&o.Threads, "threads", 0, "cores to use (0: all)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) here")
 	return cmd
 }

@@ -41,7 +41,7 @@ func LoadTensors(params []*nn.Parameter, f *safetensors.File, source string) err
 		want[p.Name] = p.Value.Shape()
 	}
 	if err := f.Check(want); err != nil {
-		return fmt.Errorf("%s does not fit the model: %w", source, err)
+		return fmt.Errorf("%s: %w", source, err)
 	}
 	for _, p := range params {
 		t, _ := f.Get(p.Name)

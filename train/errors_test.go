@@ -1,0 +1,55 @@
+package train
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestDivergenceIsAnError trains with an absurd learning rate and no
+// clipping: the run must stop with an error naming the iteration and the
+// fix, not train on NaNs.
+func TestDivergenceIsAnError(t *testing.T) {
+	a := mockArgs(30)
+	a.WorldSize = 2
+	a.LR, a.LRWarmupIters, a.ClipGrad, a.LRDecayStyle = 1e6, 0, 0, "constant"
+	_, err := Run(context.Background(), a, Options{})
+	if err == nil || !strings.Contains(err.Error(), "training diverged") || !strings.Contains(err.Error(), "--lr") {
+		t.Fatalf("got %v, want a divergence error naming --lr", err)
+	}
+}
+
+// TestFailedSaveStopsEveryRank points --save at a regular file: rank 0
+// cannot save, and both ranks stop with the cause.
+func TestFailedSaveStopsEveryRank(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := mockArgs(3)
+	a.WorldSize = 2
+	a.Save = file
+	_, err := Run(context.Background(), a, Options{})
+	if err == nil || !strings.Contains(err.Error(), "save checkpoint") || !strings.Contains(err.Error(), file) {
+		t.Fatalf("got %v, want a save error naming %s", err, file)
+	}
+}
+
+func TestBadArgumentsAreReportedTogether(t *testing.T) {
+	a := mockArgs(1)
+	a.Model.HiddenSize = 30 // not divisible by 4 heads
+	a.GlobalBatchSize = 3   // not divisible by micro-batch × dp = 2
+	a.WorldSize = 2
+	a.MockData, a.DataPath = true, []string{"x"}
+	_, err := Run(context.Background(), a, Options{})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{"--hidden-size", "--global-batch-size 3", "exactly one data source"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %q:\n%v", want, err)
+		}
+	}
+}
