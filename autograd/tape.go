@@ -12,8 +12,8 @@ type Tape struct {
 	ctx     context.Context
 	noGrad  int
 	workers int
-	mu     sync.Mutex // guards err: hooks may fail from other goroutines
-	err    error
+	mu      sync.Mutex // guards err: hooks may fail from other goroutines
+	err     error
 }
 
 // NewTape returns a tape whose collectives run under ctx.

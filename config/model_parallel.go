@@ -169,15 +169,14 @@ type ModelParallelConfig struct {
 	// and align_param_gather). nil: no schedule-driven all-gather.
 	ParamSyncFunc ChunkSyncFunc `json:"-"`
 
-	// DeterministicMode chooses deterministic kernels where there is a choice
-	// (VocabParallelEmbedding gathers rows by index). gotron's kernels are
-	// deterministic either way; the flag is accepted.
+	// DeterministicMode chooses deterministic kernels where the reference
+	// has a choice (VocabParallelEmbedding looks its rows up by index).
 	DeterministicMode bool `json:"deterministic_mode"`
 
-	// EnableAutocast runs the forward step under AutocastDType, as the
-	// reference runs it under torch.autocast. gotron computes in float32
-	// (DESIGN.md, "Numbers"); only kernels that have a lower-precision path
-	// use AutocastDType.
+	// EnableAutocast asks the schedules to run the forward step under
+	// AutocastDType, as the reference runs it under torch.autocast. gotron
+	// computes in float32 (DESIGN.md, "Numbers"), so the setting matters
+	// only to kernels that offer a lower-precision path.
 	EnableAutocast bool `json:"enable_autocast"`
 
 	// AutocastDType is the autocast type. DTypeNone (unset) means
@@ -303,8 +302,8 @@ type ModelParallelConfig struct {
 	BatchP2PComm bool `json:"batch_p2p_comm"`
 
 	// BatchP2PSync synchronises the device after a batched exchange, a
-	// workaround for old PyTorch. Accepted and a no-op: a gotron exchange is
-	// complete when its wait returns. Default true.
+	// workaround for old PyTorch. Accepted and a no-op (DECISIONS.md:
+	// perf-only knobs without a CPU meaning). Default true.
 	BatchP2PSync bool `json:"batch_p2p_sync"`
 
 	// UseRingExchangeP2P uses the custom torch.distributed.ring_exchange
@@ -374,9 +373,9 @@ type ModelParallelConfig struct {
 
 	// ---- Timing ----
 
-	// BarrierWithL1Time makes level-1 timers wait on a world barrier before
-	// starting. Accepted and a no-op: gotron's timers measure each rank on
-	// its own. Default true.
+	// BarrierWithL1Time asks level-1 timers to wait on a world barrier before
+	// starting. Accepted and a no-op (DECISIONS.md: perf-only knobs without a
+	// CPU meaning). Default true.
 	BarrierWithL1Time bool `json:"barrier_with_L1_time"`
 }
 

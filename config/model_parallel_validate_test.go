@@ -170,7 +170,10 @@ func TestModelParallelReferenceRules(t *testing.T) {
 func TestModelParallelPipelineRules(t *testing.T) {
 	runMPCases(t, []mpCase{
 		{"overlap_p2p_comm with batch_p2p_comm",
-			func(c *ModelParallelConfig) { c.OverlapP2PComm, c.VirtualPipelineModelParallelSize = true, 2; withPP(c, 4) },
+			func(c *ModelParallelConfig) {
+				c.OverlapP2PComm, c.VirtualPipelineModelParallelSize = true, 2
+				withPP(c, 4)
+			},
 			[][]string{{"overlap_p2p_comm", "batch_p2p_comm"}}, []string{"batch_p2p_comm = false"}},
 		{"overlap_p2p_comm without the interleaved schedule",
 			func(c *ModelParallelConfig) { c.OverlapP2PComm, c.BatchP2PComm = true, false; withPP(c, 4) },
@@ -205,14 +208,20 @@ func TestModelParallelPipelineRules(t *testing.T) {
 func TestModelParallelContextParallel(t *testing.T) {
 	runMPCases(t, []mpCase{
 		{"hierarchical sizes do not multiply to cp",
-			func(c *ModelParallelConfig) { c.ContextParallelSize, c.HierarchicalContextParallelSizes = 8, []int{2, 2} },
+			func(c *ModelParallelConfig) {
+				c.ContextParallelSize, c.HierarchicalContextParallelSizes = 8, []int{2, 2}
+			},
 			[][]string{{"hierarchical_context_parallel_sizes", "context_parallel_size"}},
 			[]string{"2·2 = 4", "context_parallel_size = 8"}},
 		{"hierarchical level below 1",
-			func(c *ModelParallelConfig) { c.ContextParallelSize, c.HierarchicalContextParallelSizes = 4, []int{4, 0} },
+			func(c *ModelParallelConfig) {
+				c.ContextParallelSize, c.HierarchicalContextParallelSizes = 4, []int{4, 0}
+			},
 			[][]string{{"hierarchical_context_parallel_sizes"}}, []string{"[1] = 0"}},
 		{"hierarchical sizes multiplying to cp are valid",
-			func(c *ModelParallelConfig) { c.ContextParallelSize, c.HierarchicalContextParallelSizes = 8, []int{2, 4} },
+			func(c *ModelParallelConfig) {
+				c.ContextParallelSize, c.HierarchicalContextParallelSizes = 8, []int{2, 4}
+			},
 			nil, nil},
 	})
 }

@@ -14,7 +14,7 @@ type Groups struct {
 	// World is the group of all ranks.
 	World comm.Group
 	// Rank is this rank's global rank.
-	Rank int
+	Rank   int
 	byName map[string]comm.Group
 }
 

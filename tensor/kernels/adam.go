@@ -5,11 +5,11 @@ import (
 	"math"
 )
 
-// AdamHyper holds the hyperparameters of one Adam step. Step is the 1-based step count after
-// this update (torch's state['step']). Decoupled selects AdamW's weight decay (Loshchilov and
-// Hutter 2019) instead of Adam's L2 term (Kingma and Ba 2015). The float32 fields are taken
-// at their decimal values (LR = 1e-3 is the double 1e-3) when derived scalars are computed in
-// float64, as Python computes them.
+// AdamHyper holds the hyperparameters of one Adam step. Step is the 1-based step count
+// including this update (torch's state['step'] after its increment). Decoupled selects
+// AdamW's weight decay (Loshchilov and Hutter 2019) instead of Adam's L2 term (Kingma and Ba
+// 2015). Where torch derives scalars in Python doubles (1 − β, β^step, lr/bc1, 1 − lr·wd),
+// the float32 fields are taken at their decimal values (LR = 1e-3 is the double 1e-3).
 type AdamHyper struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float32
 	Step                               int
@@ -18,24 +18,28 @@ type AdamHyper struct {
 
 // AdamStep applies one update of torch.optim.Adam (Decoupled = false) or torch.optim.AdamW
 // (Decoupled = true) to param in place, reading grad and updating the moment estimates
-// expAvg (m) and expAvgSq (v), all of the same length. It follows torch's single-tensor CPU
-// implementation (torch/optim/adam.py, _single_tensor_adam) operation by operation:
+// expAvg (m) and expAvgSq (v); all four slices have the same length. It repeats torch's
+// single-tensor CPU step (torch/optim/adam.py and adamw.py, _single_tensor_adam[w]) operation
+// by operation, with fma(a, b, c) = a·b + c rounded once, as torch's CPU kernels evaluate
+// add(alpha=) and addcmul:
 //
-//	Adam:   g = grad + wd·param                        (grad itself is not modified)
-//	AdamW:  param = param · float32(1 − lr·wd)          (the factor computed in float64)
-//	m = m + w·(g − m),  w = float32(1−β1)               (torch's lerp for w < 0.5;
-//	                                                     m = g − (g − m)·(1−w) otherwise)
-//	v = v·β2 + ((1−β2)·g)·g                             (mul_, addcmul_)
-//	bc1 = 1 − β1^step, bc2 = 1 − β2^step                (float64)
-//	denom = sqrt(v) / float32(sqrt(bc2)) + eps
-//	param = param + (float32(−lr/bc1)·m) / denom        (addcdiv_)
+//	Adam:   g = fma(wd, param, grad)                   grad.add(param, alpha=wd); grad kept
+//	AdamW:  param = param · float32(1 − lr·wd)         param.mul_(1 − lr·wd)
+//	m = fma(float32(1−β1), g, m·β1)                    exp_avg.mul_(β1).add_(g, alpha=1−β1)
+//	v = fma(float32(1−β2)·g, g, v·β2)                  exp_avg_sq.mul_(β2).addcmul_(g, g, value=1−β2)
+//	bc1 = 1 − β1^step, bc2 = 1 − β2^step               float64
+//	denom = sqrt(v) / float32(sqrt(bc2)) + eps         (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
+//	param = param + (float32(−lr/bc1) · m) / denom     param.addcdiv_(m, denom, value=−lr/bc1)
 //
-// Every operation is rounded to float32 in that order (explicit conversions forbid fused
-// multiply-adds), so on a given platform the result is reproducible bit for bit; torch's
-// vectorized kernels may fuse some of these, which differs in the last bit at most per
-// operation. The loop is elementwise: callers may split the slices across goroutines.
+// Every other operation is rounded to float32 in that order (explicit conversions forbid the
+// compiler's own fusing), so results are the same on every platform, and they equal
+// torch 1.13's bit for bit (testdata/torch_reference.json, several steps of Adam, Adam with
+// L2 and AdamW). The float32 fma is computed as a float64 fma rounded to float32, which can
+// differ from a true float32 fma only by double rounding in rare exact-tie cases. torch ≥ 2.0
+// forms m with lerp_, which can differ in the last bit.
 //
-// Panics if the lengths differ or Step < 1 (programmer bugs).
+// The loop is elementwise: callers may split the slices across goroutines. Panics if the
+// lengths differ or Step < 1 (programmer bugs).
 func AdamStep(param, grad, expAvg, expAvgSq []float32, h AdamHyper) {
 	const op = "AdamStep"
 	needLen(op, "grad", len(grad), len(param), "len(param)")
@@ -48,12 +52,11 @@ func AdamStep(param, grad, expAvg, expAvgSq []float32, h AdamHyper) {
 	bc1 := 1 - math.Pow(b1, float64(h.Step))
 	bc2 := 1 - math.Pow(b2, float64(h.Step))
 	var (
-		w1       = float32(1 - b1) // lerp weight
-		omw1     = 1 - w1          // float32, as torch's lerp forms it
-		small    = w1 < 0.5
+		beta1    = float32(b1)
+		omb1     = float32(1 - b1)
 		beta2    = float32(b2)
 		omb2     = float32(1 - b2)
-		bc2sqrt  = float32(math.Sqrt(bc2))
+		bc2sqrt  = float32(bc2)
 		negStep  = float32(-(lr / bc1))
 		eps      = h.Eps
 		wd32     = h.WeightDecay
@@ -65,22 +68,23 @@ func AdamStep(param, grad, expAvg, expAvgSq []float32, h AdamHyper) {
 	for i, p := range param {
 		g := grad[i]
 		if l2 {
-			g += float32(wd32 * p)
+			g = fmaf(wd32, p, g)
 		}
 		if decouple {
 			p *= decay
 		}
-		m := expAvg[i]
-		if small {
-			m += float32(w1 * (g - m))
-		} else {
-			m = g - float32((g-m)*omw1)
-		}
-		v := float32(expAvgSq[i]*beta2) + float32(float32(omb2*g)*g)
+		m := fmaf(omb1, g, float32(expAvg[i]*beta1))
+		v := fmaf(float32(omb2*g), g, float32(expAvgSq[i]*beta2))
 		denom := float32(float32(math.Sqrt(float64(v)))/bc2sqrt) + eps
 		expAvg[i], expAvgSq[i] = m, v
 		param[i] = p + float32(negStep*m)/denom
 	}
+}
+
+// fmaf returns a·b + c for float32 operands with one rounding of the exact product-sum to
+// float64 and one to float32 (the product of two float32 values is exact in float64).
+func fmaf(a, b, c float32) float32 {
+	return float32(math.FMA(float64(a), float64(b), float64(c)))
 }
 
 // ClipScale returns the factor by which gradients are multiplied when clipping to maxNorm,

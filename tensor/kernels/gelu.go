@@ -1,5 +1,7 @@
 package kernels
 
+import "math"
+
 // GELU, tanh approximation (Hendrycks and Gimpel 2016; torch.nn.functional.gelu with
 // approximate='tanh'):
 //
@@ -11,16 +13,16 @@ package kernels
 //	gelu'(x) = s + x·s·(1−s)·2u' = s·(1 + 2·x·(e·s)·√(2/π)·(1 + 3·0.044715·x²))
 //
 // which needs one float32 exponential per element (expCore, ≤ 2 ulp) and has no
-// cancellation: 1 − s is formed as e·s. Everything is float32. The exponent −2u is clamped to
-// [−87, 80], where s and 1 − s are already 1 or below 2^-115 in float32 rounding, so the
-// exponential never overflows; NaN inputs give NaN.
+// cancellation: 1 − s is formed as e·s. Everything is float32. Where −2u < −87 (x > 17),
+// s is 1 to float32 precision. Where −2u > 88 (x < −10), gelu is returned as −0 and gelu'
+// as 0: their true magnitudes there are below 1e-35. NaN gives NaN; gelu(+Inf) = +Inf and
+// gelu(−Inf) = NaN, as 0.5·x·(1 + tanh u) evaluates.
 
 const (
 	geluA = -2 * 0.7978845608028654            // −2·√(2/π): −2u = x·(geluA + geluB·x²)
 	geluB = -2 * 0.7978845608028654 * 0.044715 // −2·√(2/π)·0.044715
 	geluK = 2 * 0.7978845608028654             // 2·√(2/π)
 	geluC = 3 * 0.044715                       // 3·0.044715
-	geluZ = 80.0                               // upper clamp of −2u
 )
 
 // GeluForward sets y[i] = gelu(x[i]) (tanh approximation, see the package's GELU note).
@@ -30,8 +32,11 @@ func GeluForward(y, x []float32) {
 	y = y[:len(x)]
 	for i, v := range x {
 		z := v * (geluA + geluB*v*v)
-		z = min(max(z, expMin), geluZ)
-		y[i] = v / (1 + expCore(z))
+		e := expCore(min(max(z, expMin), expMax))
+		if z > expMax {
+			e = float32(math.Inf(1)) // σ below 2^-127: y = x/Inf = −0
+		}
+		y[i] = v / (1 + e)
 	}
 }
 
@@ -44,10 +49,13 @@ func GeluBackward(dx, dy, x []float32) {
 	for i, v := range x {
 		v2 := v * v
 		z := v * (geluA + geluB*v2)
-		z = min(max(z, expMin), geluZ)
-		e := expCore(z)
+		e := expCore(min(max(z, expMin), expMax))
 		s := 1 / (1 + e)
-		dx[i] = dy[i] * (s * (1 + v*(e*s)*(geluK+geluK*geluC*v2)))
+		d := s * (1 + v*(e*s)*(geluK+geluK*geluC*v2))
+		if z > expMax {
+			d = 0 // |gelu'| < 1e-35 here
+		}
+		dx[i] = dy[i] * d
 	}
 }
 
@@ -111,9 +119,12 @@ func biasGeluBackwardRow(dx, dy, x, bias []float32) {
 		v := xv + bias[i]
 		v2 := v * v
 		z := v * (geluA + geluB*v2)
-		z = min(max(z, expMin), geluZ)
-		e := expCore(z)
+		e := expCore(min(max(z, expMin), expMax))
 		s := 1 / (1 + e)
-		dx[i] = dy[i] * (s * (1 + v*(e*s)*(geluK+geluK*geluC*v2)))
+		d := s * (1 + v*(e*s)*(geluK+geluK*geluC*v2))
+		if z > expMax {
+			d = 0 // |gelu'| < 1e-35 here
+		}
+		dx[i] = dy[i] * d
 	}
 }

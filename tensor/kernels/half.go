@@ -77,7 +77,8 @@ func f32ToF16(b uint32) uint16 {
 	}
 }
 
-// F16ToF32 widens each IEEE binary16 exactly, subnormals included; NaN payloads are kept.
+// F16ToF32 widens each IEEE binary16 exactly, subnormals included; a NaN keeps its sign and
+// payload and is made quiet.
 func F16ToF32(dst []float32, src []uint16) {
 	needLen("F16ToF32", "dst", len(dst), len(src), "len(src)")
 	dst = dst[:len(src)]
@@ -95,7 +96,10 @@ func f16ToF32(h uint16) float32 {
 	case 0: // zero or subnormal: m·2^-24, exact in float32
 		f := float32(m) * (1.0 / (1 << 24))
 		return math.Float32frombits(math.Float32bits(f) | sign)
-	case 0x1F: // Inf or NaN
+	case 0x1F: // Inf, or NaN made quiet (as x86's vcvtph2ps and x448/float16 do)
+		if m != 0 {
+			m |= 0x200
+		}
 		return math.Float32frombits(sign | 0x7F800000 | m<<13)
 	default:
 		return math.Float32frombits(sign | (e+112)<<23 | m<<13)

@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gotron/gotron/tensor/rng"
@@ -67,19 +68,12 @@ func checkClose(t *testing.T, what string, got []float32, want []float64, rtol, 
 // checkClose64 is checkClose for two float64 slices (reference against finite differences).
 func checkClose64(t *testing.T, what string, got, want []float64, rtol, atol float64) {
 	t.Helper()
-	g32 := make([]float32, len(got))
-	for i, v := range got {
-		g32[i] = float32(v)
-	}
-	// Compare in float64 directly: float32 rounding would hide nothing here, but keep
-	// precision by checking the float64 values themselves.
 	for i := range got {
 		if d := math.Abs(got[i] - want[i]); d > atol+rtol*math.Abs(want[i]) {
 			t.Errorf("%s[%d] = %v, want %v (|diff| %.3g > %.3g)", what, i, got[i], want[i], d, atol+rtol*math.Abs(want[i]))
 			return
 		}
 	}
-	_ = g32
 }
 
 // centralDiff returns the gradient of f at x by central differences with step h·max(1,|x_i|):
@@ -117,18 +111,9 @@ func mustPanic(t *testing.T, want string, fn func()) {
 		if r == nil {
 			t.Fatalf("no panic, want one mentioning %q", want)
 		}
-		if msg := fmt.Sprint(r); !contains(msg, want) {
+		if msg := fmt.Sprint(r); !strings.Contains(msg, want) {
 			t.Fatalf("panic %q does not mention %q", msg, want)
 		}
 	}()
 	fn()
-}
-
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
 }

@@ -15,7 +15,9 @@ import "math"
 // Accuracy: the row statistics are computed in one pass in float64 on values shifted by the
 // row's first element, Σ(x−x₀) and Σ(x−x₀)²; since (x₀−mean)² ≤ cols·var the cancellation in
 // var = E[(x−x₀)²] − E[x−x₀]² costs at most a factor cols, far inside float32 rounding for
-// any realistic cols. y is computed in float32 from the rounded mean and rstd.
+// any realistic cols; rstd is formed in float64 with eps at its decimal value (1e-5f is the
+// double 1e-5, as torch receives it). y is computed in float32 from the rounded mean and
+// rstd.
 //
 // Aliasing: y may alias x exactly; mean and rstd must not overlap anything else.
 // Panics if a length does not match the shape (a programmer bug).
@@ -31,12 +33,13 @@ func LayerNormForward(y, mean, rstd, x, w, b []float32, rows, cols int, eps floa
 	if cols == 0 {
 		return
 	}
+	epsw := widen(eps)
 	mean, rstd = mean[:rows], rstd[:rows]
 	for r := range mean {
 		xr := x[r*cols : r*cols+cols]
 		mu, variance := rowMoments(xr)
 		m := float32(mu)
-		rs := float32(1 / math.Sqrt(variance+float64(eps)))
+		rs := float32(1 / math.Sqrt(variance+epsw))
 		mean[r], rstd[r] = m, rs
 		yr := y[r*cols : r*cols+cols]
 		yr, wr, br := yr[:len(xr)], w[:len(xr)], b[:len(xr)]
