@@ -1,0 +1,166 @@
+package config
+
+import "testing"
+
+type ddpCase = ruleCase[DDPConfig]
+
+func runDDPCases(t *testing.T, cases []ddpCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultDDPConfig()
+			tc.change(&c)
+			checkViolations(t, c.Violations(), tc.want, tc.msg)
+			if err := c.Validate(); (err == nil) != (len(tc.want) == 0) {
+				t.Fatalf("Validate() = %v, want %d violations", err, len(tc.want))
+			}
+		})
+	}
+}
+
+// TestDDPReferenceRules covers megatron-semantics.md §2.2: the
+// __post_init__ rules, the DDP wrapper's and buffers' asserts, and the
+// training layer's overlap_param_gather rules.
+func TestDDPReferenceRules(t *testing.T) {
+	runDDPCases(t, []ddpCase{
+		{"rule 1: megatron_fsdp_version not 1 or 2",
+			func(c *DDPConfig) { c.MegatronFSDPVersion = 3 },
+			[][]string{{"megatron_fsdp_version"}}, []string{"= 3", "either 1 or 2"}},
+		{"rule 2: reuse grad buffer without fp8 param gather",
+			func(c *DDPConfig) { c.ReuseGradBufForMXFP8ParamAG = true },
+			[][]string{{"reuse_grad_buf_for_mxfp8_param_ag", "fp8_param_gather"}, {"reuse_grad_buf_for_mxfp8_param_ag"}},
+			[]string{"fp8_param_gather = true"}},
+		{"rule 4: fp32 local accumulation patterns with grad_reduce_in_fp32",
+			func(c *DDPConfig) {
+				c.ParamNamePatternsForFP32LocalAccumulation = []string{"*.weight", "all"}
+				c.GradReduceInFP32 = true
+			},
+			[][]string{{"param_name_patterns_for_fp32_local_accumulation", "grad_reduce_in_fp32"}},
+			[]string{"2 pattern(s)"}},
+		{"rule 4: patterns without grad_reduce_in_fp32 are valid",
+			func(c *DDPConfig) { c.ParamNamePatternsForFP32LocalAccumulation = []string{"all"} }, nil, nil},
+		{"rule 5: num_buckets with bucket_size",
+			func(c *DDPConfig) { c.NumBuckets, c.BucketSize = 4, 1000 },
+			[][]string{{"num_buckets", "bucket_size"}}, []string{"num_buckets = 4", "bucket_size = 1000", "only one"}},
+		{"rule 5: num_buckets not positive",
+			func(c *DDPConfig) { c.NumBuckets = -2 },
+			[][]string{{"num_buckets"}}, []string{"= -2", "greater than 0"}},
+		{"bucket_size not positive",
+			func(c *DDPConfig) { c.BucketSize = -1 },
+			[][]string{{"bucket_size"}}, []string{"= -1"}},
+		{"instances below 1",
+			func(c *DDPConfig) { c.NumDistributedOptimizerInstances = 0 },
+			[][]string{{"num_distributed_optimizer_instances"}}, []string{"= 0"}},
+		{"partial DistOpt without DistOpt",
+			func(c *DDPConfig) { c.NumDistributedOptimizerInstances = 2 },
+			[][]string{{"num_distributed_optimizer_instances", "use_distributed_optimizer"}},
+			[]string{"= 2", "use_distributed_optimizer = true"}},
+		{"partial DistOpt with DistOpt is valid",
+			func(c *DDPConfig) { c.NumDistributedOptimizerInstances, c.UseDistributedOptimizer = 2, true }, nil, nil},
+		{"fp32-accumulating reduce-scatter with partial DistOpt",
+			func(c *DDPConfig) {
+				c.ReduceScatterWithFP32Accumulation = true
+				c.NumDistributedOptimizerInstances, c.UseDistributedOptimizer = 2, true
+			},
+			[][]string{{"reduce_scatter_with_fp32_accumulation", "num_distributed_optimizer_instances"}},
+			[]string{"= 2 > 1"}},
+		{"overlap_param_gather without DistOpt",
+			func(c *DDPConfig) { c.OverlapParamGather, c.OverlapGradReduce = true, true },
+			[][]string{{"overlap_param_gather", "use_distributed_optimizer"}}, nil},
+		{"overlap_param_gather without overlap_grad_reduce",
+			func(c *DDPConfig) { c.OverlapParamGather, c.UseDistributedOptimizer = true, true },
+			[][]string{{"overlap_param_gather", "overlap_grad_reduce"}}, nil},
+		{"overlap_param_gather, fully set up, is valid",
+			func(c *DDPConfig) {
+				c.OverlapParamGather, c.UseDistributedOptimizer, c.OverlapGradReduce = true, true, true
+			}, nil, nil},
+		{"gradient_reduce_div_fusion off is an accepted no-op",
+			func(c *DDPConfig) { c.GradientReduceDivFusion = false }, nil, nil},
+	})
+}
+
+func TestDDPNotProvided(t *testing.T) {
+	changes := map[string]func(*DDPConfig){
+		"fp8_param_gather":                  func(c *DDPConfig) { c.FP8ParamGather = true },
+		"fp4_param_gather":                  func(c *DDPConfig) { c.FP4ParamGather = true },
+		"use_megatron_fsdp":                 func(c *DDPConfig) { c.UseMegatronFSDP = true },
+		"megatron_fsdp_version":             func(c *DDPConfig) { c.MegatronFSDPVersion = 2 },
+		"use_custom_fsdp":                   func(c *DDPConfig) { c.UseCustomFSDP = true },
+		"data_parallel_sharding_strategy":   func(c *DDPConfig) { c.DataParallelShardingStrategy = "optim_grads_params" },
+		"suggested_communication_unit_size": func(c *DDPConfig) { c.SuggestedCommunicationUnitSize = 1 << 20 },
+		"keep_fp8_transpose_cache":          func(c *DDPConfig) { c.KeepFP8TransposeCache = true },
+		"nccl_ub":                           func(c *DDPConfig) { c.NCCLUB = true },
+		"fsdp_double_buffer":                func(c *DDPConfig) { c.FSDPDoubleBuffer = true },
+		"fsdp_db_use_persist_buf_on_alloc_fail": func(c *DDPConfig) {
+			c.FSDPDBUsePersistBufOnAllocFail = true
+		},
+		"fsdp_all_gather_in_start_param_sync":  func(c *DDPConfig) { c.FSDPAllGatherInStartParamSync = false },
+		"outer_dp_sharding_strategy":           func(c *DDPConfig) { c.OuterDPShardingStrategy = "optim" },
+		"disable_symmetric_registration":       func(c *DDPConfig) { c.DisableSymmetricRegistration = true },
+		"fsdp_manual_registration":             func(c *DDPConfig) { c.FSDPManualRegistration = true },
+		"delay_wgrad_compute":                  func(c *DDPConfig) { c.DelayWgradCompute = true },
+		"megatron_fsdp_main_params_dtype":      func(c *DDPConfig) { c.MegatronFSDPMainParamsDType = BFloat16 },
+		"megatron_fsdp_main_grads_dtype":       func(c *DDPConfig) { c.MegatronFSDPMainGradsDType = Float32 },
+		"megatron_fsdp_grad_comm_dtype":        func(c *DDPConfig) { c.MegatronFSDPGradCommDType = BFloat16 },
+		"megatron_fsdp_use_decoupled_grad":     func(c *DDPConfig) { c.MegatronFSDPUseDecoupledGrad = true },
+		"megatron_fsdp_cuda_graph_mode":        func(c *DDPConfig) { c.MegatronFSDPCUDAGraphMode = true },
+		"megatron_fsdp_max_pool_double_buffer": func(c *DDPConfig) { c.MegatronFSDPMaxPoolDoubleBuffer = true },
+		"megatron_fsdp_enable_fine_grained_param_gather": func(c *DDPConfig) {
+			c.MegatronFSDPEnableFineGrainedParamGather = true
+		},
+	}
+	var cases []ddpCase
+	for name, change := range changes {
+		cases = append(cases, ddpCase{name, change, [][]string{{name}}, []string{"CPU backend does not provide"}})
+	}
+	// reuse_grad_buf_for_mxfp8_param_ag with its required fp8_param_gather.
+	cases = append(cases, ddpCase{"reuse_grad_buf_for_mxfp8_param_ag",
+		func(c *DDPConfig) { c.ReuseGradBufForMXFP8ParamAG, c.FP8ParamGather = true, true },
+		[][]string{{"reuse_grad_buf_for_mxfp8_param_ag"}, {"fp8_param_gather"}},
+		[]string{"CPU backend does not provide"}})
+	runDDPCases(t, cases)
+}
+
+// TestValidateTogether covers the rules that join the model-parallel config,
+// the DDP config and the transformer config's calculate_per_token_loss.
+func TestValidateTogether(t *testing.T) {
+	interleaved := DefaultModelParallelConfig()
+	interleaved.VirtualPipelineModelParallelSize = 2
+	withPP(&interleaved, 4)
+
+	cases := []struct {
+		name     string
+		mp       ModelParallelConfig
+		ddp      func(*DDPConfig)
+		perToken bool
+		want     [][]string
+		msg      []string
+	}{
+		{"per-token loss with average in collective", DefaultModelParallelConfig(),
+			func(c *DDPConfig) { c.AverageInCollective = true }, true,
+			[][]string{{"calculate_per_token_loss", "average_in_collective"}}, []string{"turn average_in_collective off"}},
+		{"average in collective without per-token loss is valid", DefaultModelParallelConfig(),
+			func(c *DDPConfig) { c.AverageInCollective = true }, false, nil, nil},
+		{"align_param_gather without the interleaved schedule", DefaultModelParallelConfig(),
+			func(c *DDPConfig) { c.AlignParamGather = true }, false,
+			[][]string{{"align_param_gather", "virtual_pipeline_model_parallel_size"}}, []string{"unset (0)"}},
+		{"align_param_gather with the interleaved schedule is valid", interleaved,
+			func(c *DDPConfig) {
+				c.AlignParamGather, c.OverlapParamGather, c.OverlapGradReduce, c.UseDistributedOptimizer = true, true, true, true
+			}, false, nil, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ddp := DefaultDDPConfig()
+			tc.ddp(&ddp)
+			err := ValidateTogether(tc.mp, ddp, tc.perToken)
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("ValidateTogether() = %v, want nil", err)
+				}
+				return
+			}
+			checkViolations(t, asValidationError(t, err).Violations, tc.want, tc.msg)
+		})
+	}
+}
