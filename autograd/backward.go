@@ -140,7 +140,10 @@ func release(n *node) {
 	n.ctx.saved = nil
 	n.ctx.State = nil
 	n.fn = releasedFunction{}
-	n.out.node = nil
+	// The output keeps pointing at its released node (not nil, which would
+	// make it look like a leaf), so a later walk through it meets
+	// releasedFunction and fails instead of silently stopping there.
+	n.out = nil
 	n.inputs = nil
 }
 

@@ -23,6 +23,9 @@ type embeddingFn struct {
 
 func (f embeddingFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
 	w := in[0]
+	if err := checkParam(f.table, "embedding table"); err != nil {
+		return nil, err
+	}
 	v, h := w.Dim(0), w.Dim(1)
 	n := 1
 	for _, d := range f.shape {
@@ -58,6 +61,9 @@ type addPositionsFn struct{ pos *autograd.Var }
 
 func (f addPositionsFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
 	x, p := in[0].Contiguous(), in[1]
+	if err := checkParam(f.pos, "position embedding"); err != nil {
+		return nil, err
+	}
 	if x.Rank() != 3 || x.Dim(2) != p.Dim(1) {
 		return nil, fmt.Errorf("nn: position embedding: input %v, table %v", x.Shape(), p.Shape())
 	}
@@ -76,11 +82,13 @@ func (f addPositionsFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.
 }
 
 func (f addPositionsFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
-	s, b, h := dy.Dim(0), dy.Dim(1), dy.Dim(2)
-	dp := GradBuffer(f.pos).Data()
-	dd := dy.Data()
-	for i := 0; i < s; i++ {
-		kernels.ColumnSumInto(dp[i*h:(i+1)*h], dd[i*b*h:(i+1)*b*h], b, h)
+	if c.NeedsGrad(1) { // a frozen (or constant) table gets no gradient
+		s, b, h := dy.Dim(0), dy.Dim(1), dy.Dim(2)
+		dp := GradBuffer(f.pos).Data()
+		dd := dy.Data()
+		for i := 0; i < s; i++ {
+			kernels.ColumnSumInto(dp[i*h:(i+1)*h], dd[i*b*h:(i+1)*b*h], b, h)
+		}
 	}
 	return []*tensor.Tensor{dy, nil}, nil
 }

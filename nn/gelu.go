@@ -20,6 +20,9 @@ type biasGELUFn struct{ b *autograd.Var }
 
 func (f biasGELUFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
 	x, b := in[0].Contiguous(), in[1]
+	if err := checkParam(f.b, "bias"); err != nil {
+		return nil, err
+	}
 	n := b.Len()
 	if x.Dim(-1) != n {
 		return nil, fmt.Errorf("nn: bias-GELU: input %v, bias [%d]", x.Shape(), n)
@@ -49,9 +52,11 @@ func (f biasGELUFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tens
 		part[k] = make([]float32, n)
 		kernels.BiasGeluBackward(dxd[lo*n:hi*n], part[k], dyd[lo*n:hi*n], xd[lo*n:hi*n], bd, hi-lo, n)
 	})
-	db := GradBuffer(f.b).Data()
-	for _, p := range part {
-		kernels.AddInto(db, p)
+	if c.NeedsGrad(1) { // a frozen (or constant) bias gets no gradient
+		db := GradBuffer(f.b).Data()
+		for _, p := range part {
+			kernels.AddInto(db, p)
+		}
 	}
 	return []*tensor.Tensor{dx, nil}, nil
 }

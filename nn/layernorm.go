@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gotron/gotron/autograd"
@@ -24,6 +25,9 @@ type layerNormState struct{ mean, rstd []float32 }
 
 func (f layerNormFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
 	x, w, b := in[0].Contiguous(), in[1], in[2]
+	if err := errors.Join(checkParam(f.w, "layer norm weight"), checkParam(f.b, "layer norm bias")); err != nil {
+		return nil, err
+	}
 	h := w.Len()
 	if x.Dim(-1) != h || b.Len() != h {
 		return nil, fmt.Errorf("nn: layer norm %q: input %v, weight [%d], bias [%d]", f.w.Name, x.Shape(), h, b.Len())
@@ -49,7 +53,6 @@ func (f layerNormFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Ten
 	h := w.Len()
 	rows := x.Len() / h
 	dx := tensor.New(x.Shape()...)
-	dw, db := GradBuffer(f.w).Data(), GradBuffer(f.b).Data()
 	nw := split(c, rows, h)
 	// Each worker accumulates its rows' dw, db privately; the partial sums are
 	// then added in worker order, so the result does not depend on timing.
@@ -60,9 +63,18 @@ func (f layerNormFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Ten
 		pdw[k], pdb[k] = make([]float32, h), make([]float32, h)
 		kernels.LayerNormBackward(dxd[lo*h:hi*h], pdw[k], pdb[k], dyd[lo*h:hi*h], xd[lo*h:hi*h], st.mean[lo:hi], st.rstd[lo:hi], wd, hi-lo, h)
 	})
-	for k := range pdw {
-		kernels.AddInto(dw, pdw[k])
-		kernels.AddInto(db, pdb[k])
+	// A frozen (or constant) w or b gets no gradient.
+	if c.NeedsGrad(1) {
+		dw := GradBuffer(f.w).Data()
+		for _, p := range pdw {
+			kernels.AddInto(dw, p)
+		}
+	}
+	if c.NeedsGrad(2) {
+		db := GradBuffer(f.b).Data()
+		for _, p := range pdb {
+			kernels.AddInto(db, p)
+		}
 	}
 	return []*tensor.Tensor{dx, nil, nil}, nil
 }

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gotron/gotron/autograd"
@@ -31,6 +32,9 @@ func Linear(t *autograd.Tape, x, w, b *autograd.Var) *autograd.Var {
 // Forward implements autograd.Function.
 func (f LinearFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
 	x, w := in[0], in[1]
+	if err := errors.Join(checkParam(f.W, "linear weight"), checkParam(f.B, "linear bias")); err != nil {
+		return nil, err
+	}
 	out, inF := w.Dim(0), w.Dim(1)
 	if x.Dim(-1) != inF {
 		return nil, fmt.Errorf("nn: linear %q: input's last dimension is %d, weight is [%d, %d]", f.W.Name, x.Dim(-1), out, inF)
@@ -78,6 +82,22 @@ func (f LinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor
 		}
 	}
 	return grads, nil
+}
+
+// checkParam verifies that v can receive its gradient directly: a leaf
+// (a parameter, not the output of another operation, whose gradient would
+// otherwise never reach the parameter) whose Grad, if set, is contiguous.
+func checkParam(v *autograd.Var, what string) error {
+	if v == nil {
+		return nil
+	}
+	if !v.IsLeaf() {
+		return fmt.Errorf("nn: %s %q is the output of another operation; pass the parameter itself (its gradient is accumulated into the parameter directly)", what, v.Name)
+	}
+	if v.Grad != nil && !v.Grad.IsContiguous() {
+		return fmt.Errorf("nn: %s %q has a non-contiguous gradient tensor %v; gradient buffers must be contiguous", what, v.Name, v.Grad.Shape())
+	}
+	return nil
 }
 
 // GradBuffer returns v's gradient tensor, allocating a zero one on first
