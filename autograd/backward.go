@@ -75,7 +75,7 @@ func Backward(t *Tape, out *Var, grad *tensor.Tensor) error {
 					if !tensor.SameShape(g, in.Value) {
 						return fmt.Errorf("autograd: %T.Backward gradient %d has shape %v, input has %v", fn, j, g.Shape(), in.Value.Shape())
 					}
-					pending[in.node] = pending[in.node].add(g)
+					pending[in.node] = pending[in.node].add(t, g)
 				}
 				continue
 			}
@@ -104,7 +104,7 @@ type pendingGrad struct {
 	owned bool
 }
 
-func (p *pendingGrad) add(g *tensor.Tensor) *pendingGrad {
+func (p *pendingGrad) add(t *Tape, g *tensor.Tensor) *pendingGrad {
 	if p == nil {
 		return &pendingGrad{g: g}
 	}
@@ -112,7 +112,10 @@ func (p *pendingGrad) add(g *tensor.Tensor) *pendingGrad {
 		p.g = p.g.Clone()
 		p.owned = true
 	}
-	kernels.AddInto(p.g.Data(), g.Contiguous().Data())
+	dst, src := p.g.Data(), g.Contiguous().Data()
+	kernels.ParallelFor(len(dst), elementWorkers(t, len(dst)), func(lo, hi int) {
+		kernels.AddInto(dst[lo:hi], src[lo:hi])
+	})
 	return p
 }
 

@@ -18,13 +18,24 @@ func (addFn) Forward(c *Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
 		return nil, fmt.Errorf("autograd: Add of shapes %v and %v", a.Shape(), b.Shape())
 	}
 	y := tensor.New(a.Shape()...)
-	kernels.Add(y.Data(), a.Contiguous().Data(), b.Contiguous().Data())
+	yd, ad, bd := y.Data(), a.Contiguous().Data(), b.Contiguous().Data()
+	kernels.ParallelFor(len(yd), elementWorkers(c.Tape(), len(yd)), func(lo, hi int) {
+		kernels.Add(yd[lo:hi], ad[lo:hi], bd[lo:hi])
+	})
 	return y, nil
 }
 
 func (addFn) Backward(c *Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
 	return []*tensor.Tensor{dy, dy}, nil
 }
+
+// minElementWork is the least number of elements worth a goroutine in an
+// elementwise loop.
+const minElementWork = 1 << 15
+
+// elementWorkers returns how many goroutines an elementwise loop over n
+// elements should use on tape t.
+func elementWorkers(t *Tape, n int) int { return max(1, min(t.Workers(), n/minElementWork)) }
 
 // Scale returns s·x.
 func Scale(t *Tape, x *Var, s float32) *Var { return Apply(t, scaleFn{s}, x) }

@@ -28,6 +28,9 @@ type DDP struct {
 	// token count later).
 	GradientScalingFactor float32
 
+	// Workers is the number of goroutines buffer-wide loops may use.
+	Workers int
+
 	syncEnabled bool
 	pending     bool
 }
@@ -70,7 +73,9 @@ func (d *DDP) Parameters() []*nn.Parameter { return d.params }
 
 // ZeroGradBuffer zeroes every gradient (zero_grad_buffer).
 func (d *DDP) ZeroGradBuffer() {
-	clear(d.GradData)
+	kernels.ParallelFor(len(d.GradData), max(1, min(d.Workers, len(d.GradData)>>16)), func(lo, hi int) {
+		clear(d.GradData[lo:hi])
+	})
 	d.pending = false
 }
 

@@ -217,4 +217,3 @@ func TestDeadRankStopsOthers(t *testing.T) {
 		}
 	}
 }
-

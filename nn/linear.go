@@ -52,7 +52,7 @@ func (f LinearFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor
 		}
 		beta = 1
 	}
-	tensor.Gemm(false, true, 1, x.View(rows, inF), w, beta, y.View(rows, out))
+	tensor.GemmParallel(c.Tape().Workers(), false, true, 1, x.View(rows, inF), w, beta, y.View(rows, out))
 	if c.Recording() {
 		c.Save(x, w)
 	}
@@ -69,11 +69,11 @@ func (f LinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor
 	grads := make([]*tensor.Tensor, 2, 3)
 	if c.NeedsGrad(0) {
 		dx := tensor.New(x.Shape()...)
-		tensor.Gemm(false, false, 1, dy2, w, 0, dx.View(rows, inF))
+		tensor.GemmParallel(c.Tape().Workers(), false, false, 1, dy2, w, 0, dx.View(rows, inF))
 		grads[0] = dx
 	}
 	if c.NeedsGrad(1) {
-		tensor.Gemm(true, false, 1, dy2, x.View(rows, inF), 1, GradBuffer(f.W))
+		tensor.GemmParallel(c.Tape().Workers(), true, false, 1, dy2, x.View(rows, inF), 1, GradBuffer(f.W))
 	}
 	if f.B != nil {
 		grads = append(grads, nil)

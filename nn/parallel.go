@@ -1,9 +1,8 @@
 package nn
 
 import (
-	"sync"
-
 	"github.com/gotron/gotron/autograd"
+	"github.com/gotron/gotron/tensor/kernels"
 )
 
 // minRowWork is the least number of elements worth a goroutine.
@@ -20,22 +19,9 @@ func split(c *autograd.Ctx, rows, cols int) int {
 }
 
 // parallelRows runs fn(k, lo, hi) for k = 0..n−1 over the rows [lo, hi) of
-// the k-th of n near-equal chunks, on n goroutines (the caller's included),
-// and waits. Chunk k always covers the same rows for the same (rows, n), so
-// per-chunk partial sums combined in k order are deterministic.
+// the k-th of n near-equal chunks, on n goroutines, and waits. Chunk k always
+// covers the same rows for the same (rows, n), so per-chunk partial sums
+// combined in k order are deterministic.
 func parallelRows(rows, n int, fn func(k, lo, hi int)) {
-	if n <= 1 {
-		fn(0, 0, rows)
-		return
-	}
-	var wg sync.WaitGroup
-	for k := 1; k < n; k++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(k, k*rows/n, (k+1)*rows/n)
-		}()
-	}
-	fn(0, 0, rows/n)
-	wg.Wait()
+	kernels.ParallelForWorker(rows, n, fn)
 }

@@ -33,6 +33,9 @@ type Adam struct {
 	ExpAvgSq []*tensor.Tensor
 	// Steps is the number of updates taken (torch's state["step"]).
 	Steps int
+	// Workers is the number of goroutines an update may use (0 or 1: the
+	// caller's only).
+	Workers int
 }
 
 // NewAdam returns an optimizer with zero moments for params.
@@ -44,6 +47,9 @@ func NewAdam(params []*nn.Parameter, cfg AdamConfig) *Adam {
 	}
 	return o
 }
+
+// minAdamWork is the least number of elements worth a goroutine in Step.
+const minAdamWork = 1 << 15
 
 // NoWeightDecay reports whether p is exempt from weight decay: biases and
 // every 1-d parameter (Megatron's default no_weight_decay_cond).
@@ -72,9 +78,13 @@ func (o *Adam) Step(lr float32) error {
 		if NoWeightDecay(p) {
 			wd = 0
 		}
-		kernels.AdamStep(p.Value.Data(), p.Grad.Data(), o.ExpAvg[i].Data(), o.ExpAvgSq[i].Data(), kernels.AdamHyper{
+		h := kernels.AdamHyper{
 			LR: lr, Beta1: o.Config.Beta1, Beta2: o.Config.Beta2, Eps: o.Config.Eps,
 			WeightDecay: wd, Step: o.Steps, Decoupled: o.Config.Decoupled,
+		}
+		pd, gd, m, v := p.Value.Data(), p.Grad.Data(), o.ExpAvg[i].Data(), o.ExpAvgSq[i].Data()
+		kernels.ParallelFor(len(pd), max(1, min(o.Workers, len(pd)/minAdamWork)), func(lo, hi int) {
+			kernels.AdamStep(pd[lo:hi], gd[lo:hi], m[lo:hi], v[lo:hi], h)
 		})
 	}
 	return nil

@@ -89,3 +89,60 @@ func (t *Tensor) Scale(s float32) {
 		d[i] *= s
 	}
 }
+
+// minParallelFLOPs is the least work (2·m·n·k) worth splitting a GEMM over
+// goroutines.
+const minParallelFLOPs = 1 << 21
+
+// GemmParallel is Gemm split over up to workers goroutines, each calling a
+// single-threaded BLAS on its own block of rows (or, for a short wide
+// result, columns) of c. Each element of c is computed by one call with the
+// same k-loop as Gemm's, so the result does not depend on workers when the
+// BLAS kernel's per-element arithmetic does not depend on the block shape.
+// The BLAS library's own thread pool should be 1 (blas.SetThreads(1)) so
+// the goroutines do not oversubscribe the cores.
+func GemmParallel(workers int, transA, transB bool, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
+	m, n := c.Dim(0), c.Dim(1)
+	k := a.Dim(1)
+	if transA {
+		k = a.Dim(0)
+	}
+	w := min(workers, max(1, 2*m*n*k/minParallelFLOPs))
+	if w <= 1 {
+		Gemm(transA, transB, alpha, a, b, beta, c)
+		return
+	}
+	byRows := m >= n
+	size := n
+	if byRows {
+		size = m
+	}
+	w = min(w, size)
+	done := make(chan struct{}, w)
+	for i := 0; i < w; i++ {
+		lo, hi := i*size/w, (i+1)*size/w
+		go func() {
+			defer func() { done <- struct{}{} }()
+			if byRows {
+				var ai *Tensor
+				if transA {
+					ai = a.Narrow(1, lo, hi-lo)
+				} else {
+					ai = a.Narrow(0, lo, hi-lo)
+				}
+				Gemm(transA, transB, alpha, ai, b, beta, c.Narrow(0, lo, hi-lo))
+				return
+			}
+			var bi *Tensor
+			if transB {
+				bi = b.Narrow(0, lo, hi-lo)
+			} else {
+				bi = b.Narrow(1, lo, hi-lo)
+			}
+			Gemm(transA, transB, alpha, a, bi, beta, c.Narrow(1, lo, hi-lo))
+		}()
+	}
+	for i := 0; i < w; i++ {
+		<-done
+	}
+}

@@ -62,7 +62,9 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *datasets, loc
 	perRank := max(1, threads/localRanks)
 	t.tape = autograd.NewTape(ctx)
 	t.tape.SetWorkers(perRank)
-	blas.SetThreads(perRank)
+	// gotron splits GEMMs and kernels over the rank's cores itself, each
+	// goroutine calling a single-threaded BLAS.
+	blas.SetThreads(1)
 
 	// Every rank draws the same initial weights from the seed; the dropout
 	// generator is distinct per data-parallel rank.
@@ -88,6 +90,8 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *datasets, loc
 		Beta1: float32(a.AdamBeta1), Beta2: float32(a.AdamBeta2), Eps: float32(a.AdamEps),
 		WeightDecay: float32(a.WeightDecay), Decoupled: true,
 	})
+	t.opt.Workers = perRank
+	t.ddp.Workers = perRank
 	t.sched = a.Schedule()
 	if a.Load != "" {
 		if err := t.resume(); err != nil {

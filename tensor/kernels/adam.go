@@ -38,8 +38,8 @@ type AdamHyper struct {
 // differ from a true float32 fma only by double rounding in rare exact-tie cases. torch ≥ 2.0
 // forms m with lerp_, which can differ in the last bit.
 //
-// The loop is elementwise: callers may split the slices across goroutines. Panics if the
-// lengths differ or Step < 1 (programmer bugs).
+// The loop is elementwise: callers may split the slices across goroutines. The four slices
+// must not overlap. Panics if the lengths differ or Step < 1 (programmer bugs).
 func AdamStep(param, grad, expAvg, expAvgSq []float32, h AdamHyper) {
 	const op = "AdamStep"
 	needLen(op, "grad", len(grad), len(param), "len(param)")
@@ -56,7 +56,7 @@ func AdamStep(param, grad, expAvg, expAvgSq []float32, h AdamHyper) {
 		omb1     = float32(1 - b1)
 		beta2    = float32(b2)
 		omb2     = float32(1 - b2)
-		bc2sqrt  = float32(bc2)
+		bc2sqrt  = float32(math.Sqrt(bc2))
 		negStep  = float32(-(lr / bc1))
 		eps      = h.Eps
 		wd32     = h.WeightDecay

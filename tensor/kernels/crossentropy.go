@@ -9,7 +9,8 @@ import (
 // with M the row's maximum, lse = M + log Σ exp(x − M). The sum is accumulated in float64
 // and the result rounded once. −Inf entries contribute nothing (a row of −Inf gives −Inf).
 // On a vocab-parallel split each rank's lse of its columns combines into the global one as
-// M' + log Σ_ranks exp(lse − M'). Panics on a length mismatch (a programmer bug).
+// M' + log Σ_ranks exp(lse − M'), and [SoftmaxWithLSE] then gives each rank its columns of
+// the softmax. lse must not overlap x. Panics on a length mismatch (a programmer bug).
 func LogSumExpRows(lse, x []float32, rows, cols int) {
 	const op = "LogSumExpRows"
 	needShape(op, rows, cols)
@@ -39,12 +40,14 @@ func rowLSE(x []float32) float64 {
 //	loss[r] = lse[r] − logits[r, labels[r]]
 //
 // lse [rows] is saved for [CrossEntropyBackward]. The loss is formed in float64 from the
-// float64 log-sum-exp before rounding, so a small loss keeps its relative precision.
+// float64 log-sum-exp before rounding, so a small loss keeps its relative precision. −Inf
+// logits (padded vocabulary entries) take no probability and get a zero gradient.
 //
-// A negative label means that the row's target lies outside these columns (as on the other
-// ranks of a vocab-parallel split): loss[r] = lse[r]. There is no ignore index; the loss mask
-// is applied by callers through dloss and the loss reduction. A label ≥ vocab panics, as does
-// a length mismatch (programmer bugs).
+// Every label must be in [0, vocab): there is no ignore index; the loss mask is applied by
+// callers through dloss and the loss reduction. (A vocab-parallel split combines
+// [LogSumExpRows] and [SoftmaxWithLSE] instead.) loss and lse must not overlap logits. A bad
+// label or a length mismatch panics (programmer bugs: labels are validated where data is
+// read).
 func CrossEntropyForward(loss, lse, logits []float32, labels []int32, rows, vocab int) {
 	const op = "CrossEntropyForward"
 	needShape(op, rows, vocab)
@@ -57,11 +60,9 @@ func CrossEntropyForward(loss, lse, logits []float32, labels []int32, rows, voca
 		row := logits[r*vocab : r*vocab+vocab]
 		l := rowLSE(row)
 		lse[r] = float32(l)
-		if t := labels[r]; t >= 0 {
-			checkLabel(op, r, t, vocab)
-			l -= float64(row[t])
-		}
-		loss[r] = float32(l)
+		t := labels[r]
+		checkLabel(op, r, t, vocab)
+		loss[r] = float32(l - float64(row[t]))
 	}
 }
 
@@ -69,10 +70,11 @@ func CrossEntropyForward(loss, lse, logits []float32, labels []int32, rows, voca
 //
 //	dlogits[r,j] = (softmax(logits[r])[j] − [j = labels[r]]) · dloss[r]
 //
-// with softmax(logits[r])[j] = exp(logits[r,j] − lse[r]) from the saved lse (probabilities
-// below e^-87 are flushed to 0). A row with dloss[r] = 0 (a masked token) is written as zeros
-// without evaluating exponentials. Negative labels mean "not among these columns", as in the
-// forward. Shapes: dlogits, logits [rows, vocab]; lse, labels, dloss [rows].
+// The saved lse is the stabilizing shift: e_j = exp(logits[r,j] − lse[r]) and the softmax is
+// e_j/Σe with Σe accumulated in float64 (≈ 1), so the probabilities do not carry lse's float32
+// rounding. Then dlogits[r,j] = e_j·(dloss[r]/Σe), and the label's entry is
+// (e_t/Σe − 1)·dloss[r]. A row with dloss[r] = 0 (a masked token) is written as zeros without
+// evaluating exponentials. Shapes: dlogits, logits [rows, vocab]; lse, labels, dloss [rows].
 //
 // Aliasing: dlogits may alias logits exactly (the gradient overwrites the logits in place).
 // Panics on a label ≥ vocab or a length mismatch (programmer bugs).
@@ -90,27 +92,54 @@ func CrossEntropyBackward(dlogits, logits, lse []float32, labels []int32, dloss 
 		drow := dlogits[r*vocab : r*vocab+vocab]
 		d := dloss[r]
 		t := labels[r]
-		if t >= 0 {
-			checkLabel(op, r, t, vocab)
-		}
+		checkLabel(op, r, t, vocab)
 		if d == 0 {
 			clear(drow)
 			continue
 		}
-		var pt float32
-		if t >= 0 {
-			pt = expf(row[t] - lse[r]) // read before an aliased write overwrites it
-		}
-		expAffine(drow, row, 1, lse[r], d)
-		if t >= 0 {
-			drow[t] = (pt - 1) * d
-		}
+		// e_j = exp(x_j − lse) sums to 1 up to lse's float32 rounding; dividing by the actual
+		// sum removes that rounding from the probabilities.
+		sum := expAffine(drow, row, 1, lse[r], 1)
+		pt := float32(float64(drow[t]) / sum)
+		Scale(drow, float32(float64(d)/sum))
+		drow[t] = (pt - 1) * d
 	}
 }
 
-// checkLabel panics if label t of row r is not below vocab.
+// SoftmaxWithLSE sets p[r,j] = exp(x[r,j] − lse[r]) · mul[r] for x, p [rows, cols] and lse,
+// mul [rows], from a log-sum-exp computed elsewhere: on a vocab-parallel split, the global
+// lse of [LogSumExpRows]' combined shards gives each rank its columns of the softmax, and
+// with mul = dloss the cross-entropy gradient of those columns (the rank owning a row's label
+// then subtracts dloss[r] at it). The exponentials are not renormalized, so p carries lse's
+// float32 rounding (relative error up to about |lse|·2^-24). mul may be nil (all 1). A row
+// with mul[r] = 0 is written as zeros. p may alias x exactly. Panics on a length mismatch (a
+// programmer bug).
+func SoftmaxWithLSE(p, x, lse, mul []float32, rows, cols int) {
+	const op = "SoftmaxWithLSE"
+	needShape(op, rows, cols)
+	needLen(op, "x", len(x), rows*cols, "rows·cols")
+	needLen(op, "p", len(p), rows*cols, "rows·cols")
+	needLen(op, "lse", len(lse), rows, "rows")
+	if mul != nil {
+		needLen(op, "mul", len(mul), rows, "rows")
+	}
+	for r, l := range lse {
+		m := float32(1)
+		if mul != nil {
+			m = mul[r]
+		}
+		pr := p[r*cols : r*cols+cols]
+		if m == 0 {
+			clear(pr)
+			continue
+		}
+		expAffine(pr, x[r*cols:r*cols+cols], 1, l, m)
+	}
+}
+
+// checkLabel panics unless 0 ≤ t < vocab for label t of row r.
 func checkLabel(op string, r int, t int32, vocab int) {
-	if int(t) >= vocab {
-		panic(fmt.Sprintf("kernels.%s: labels[%d] = %d, want < vocab = %d (negative means not in these columns)", op, r, t, vocab))
+	if t < 0 || int(t) >= vocab {
+		panic(fmt.Sprintf("kernels.%s: labels[%d] = %d, want 0 ≤ label < vocab = %d (no ignore index: mask through dloss)", op, r, t, vocab))
 	}
 }

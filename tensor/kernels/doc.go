@@ -8,7 +8,8 @@
 //   - GELU (tanh approximation), alone and fused with the preceding bias add
 //     ([GeluForward], [BiasGeluForward] and their backwards).
 //   - Cross entropy from logits with a saved log-sum-exp ([CrossEntropyForward],
-//     [CrossEntropyBackward], [LogSumExpRows]).
+//     [CrossEntropyBackward]), and its pieces for a vocab-parallel split ([LogSumExpRows],
+//     [SoftmaxWithLSE]).
 //   - Causal attention softmax of one head's score matrix, with a saved log-sum-exp for
 //     recompute ([CausalSoftmaxForward], [CausalSoftmaxRecompute], [SoftmaxBackwardRows]).
 //   - Embedding gather and deterministic scatter-add ([EmbeddingForward], [EmbeddingBackward]).
@@ -36,10 +37,12 @@
 // accumulated in float64 and rounded once: LayerNorm's row statistics, the log-sum-exp of
 // cross entropy and softmax, softmax backward's row sums, SumSquares and ColumnSumInto.
 // Per-parameter accumulations across rows (LayerNorm's dw and db, BiasGelu's dbias,
-// Embedding's dtable) are float32 in row order, as torch's CPU kernels do them. Exponentials
-// use a float32 polynomial (Cephes' expf) accurate to 2 ulp. Each kernel's comment states
-// its choice; the tests compare every kernel with a float64 reference loop and every backward
-// with central finite differences.
+// Embedding's dtable) are float32 in row order, deterministic for a given split. Exponentials
+// use a float32 polynomial (Cephes' expf) accurate to about 1 ulp. Each kernel's comment states
+// its choice; the tests compare every kernel with a float64 reference loop, every backward
+// reference with central finite differences, and the kernels with PyTorch's outputs
+// (testdata/torch_reference.json; AdamStep, Dropout's scale and the half conversions bit for
+// bit).
 //
 // # Parallelism
 //

@@ -10,12 +10,12 @@ import (
 // training): each element is kept with probability 1 − p and scaled by 1/(1 − p), else set
 // to zero:
 //
-//	y[i] = x[i] · mask[i] · scale,  scale = float32(1/(1 − p))
+//	y[i] = x[i] · mask[i] · scale,  scale = 1 / float32(1 − p)
 //
-// with 1/(1 − p) computed in float64 from the decimal value of p (0.1f is taken as 0.1), as
-// Python computes it.
-// mask[i] is 1 for a kept element and 0 for a dropped one; the product keeps torch's
-// semantics for special values (a dropped NaN stays NaN, a dropped −x gives −0).
+// with 1 − p formed in float64 from the decimal value of p (0.1f is taken as 0.1) and the
+// division in float32, as torch's CPU dropout forms its noise tensor (checked against torch
+// in the tests). mask[i] is 1 for a kept element and 0 for a dropped one; the product keeps
+// torch's semantics for special values (a dropped NaN stays NaN, a dropped −x gives −0).
 //
 // Random stream: one g.Uint64() per pair of elements; its low 32 bits decide element 2k and
 // its high 32 bits element 2k+1 (an odd tail uses the low half of one more draw). Element i is
@@ -51,7 +51,7 @@ func Dropout(y []float32, mask []byte, x []float32, p float32, g *rng.RNG) {
 	mask = mask[:len(x)]
 	pw := widen(p)
 	thresh := uint64(pw*(1<<32) + 0.5)
-	scale := float32(1 / (1 - pw))
+	scale := dropoutScale(pw)
 	i := 0
 	for ; i+2 <= len(x); i += 2 {
 		u := g.Uint64()
@@ -70,8 +70,8 @@ func Dropout(y []float32, mask []byte, x []float32, p float32, g *rng.RNG) {
 	}
 }
 
-// DropoutBackward is the gradient of [Dropout]: dx[i] = dy[i] · mask[i] · scale with [Dropout]'s scale,
-// overwriting dx; for p = 0 it copies dy (mask may be nil) and for p = 1 it writes dy·0.
+// DropoutBackward is the gradient of [Dropout]: dx[i] = dy[i] · mask[i] · scale with
+// [Dropout]'s scale, overwriting dx; for p = 0 it copies dy (mask may be nil) and for p = 1 it writes dy·0.
 // dx may alias dy exactly. Panics if p is outside [0, 1] or a length differs (programmer
 // bugs).
 func DropoutBackward(dx, dy []float32, mask []byte, p float32) {
@@ -91,10 +91,16 @@ func DropoutBackward(dx, dy []float32, mask []byte, p float32) {
 	}
 	needLen(op, "mask", len(mask), len(dy), "len(dy)")
 	mask = mask[:len(dy)]
-	scale := float32(1 / (1 - widen(p)))
+	scale := dropoutScale(widen(p))
 	for i, v := range dy {
 		dx[i] = v * float32(mask[i]) * scale
 	}
+}
+
+// dropoutScale returns 1/(1 − p) as torch computes it: 1 − p in float64, rounded to
+// float32, then a float32 division.
+func dropoutScale(p float64) float32 {
+	return 1 / float32(1-p)
 }
 
 // checkP panics unless 0 ≤ p ≤ 1.

@@ -65,6 +65,7 @@ const columnBlock = 256
 // length cols: the bias gradient of a linear layer. Each column is summed in float64 over
 // the rows in order and rounded once when added to dst, so the result does not depend on
 // how many rows there are beyond that rounding. No heap allocation (a 2 KiB stack buffer).
+// dst must not overlap x.
 func ColumnSumInto(dst, x []float32, rows, cols int) {
 	needShape("ColumnSumInto", rows, cols)
 	needLen("ColumnSumInto", "dst", len(dst), cols, "cols")

@@ -4,8 +4,8 @@ import "math"
 
 // Half-precision conversions: bf16 (bfloat16: float32's sign and exponent, 7 mantissa bits)
 // and IEEE 754 binary16. Storage and communication types in gotron; compute stays float32.
-// Each function converts len(src) values and panics if len(dst) ≠ len(src) (a programmer
-// bug). They are bit manipulations on integers, so they behave the same on every platform.
+// Each function converts len(src) values into dst (of another element type, so the two do
+// not overlap) and panics if len(dst) ≠ len(src) (a programmer bug). They are bit manipulations on integers, so they behave the same on every platform.
 
 // F32ToBF16 rounds each float32 to the nearest bfloat16, ties to even. Overflow rounds to
 // ±Inf as IEEE rounding does; a NaN stays a NaN with its sign and top payload bits, made

@@ -53,28 +53,32 @@ func LayerNormForward(y, mean, rstd, x, w, b []float32, rows, cols int, eps floa
 // pass over values shifted by the first element (see LayerNormForward).
 func rowMoments(x []float32) (mean, variance float64) {
 	k := float64(x[0])
-	var s0, s1, q0, q1 float64
+	var s0, s1, s2, s3, q0, q1, q2, q3 float64 // four lanes break the add latency chains
 	i := 0
-	for ; i+2 <= len(x); i += 2 {
-		v := x[i : i+2 : i+2]
-		a, b := float64(v[0])-k, float64(v[1])-k
+	for ; i+4 <= len(x); i += 4 {
+		v := x[i : i+4 : i+4]
+		a, b, c, d := float64(v[0])-k, float64(v[1])-k, float64(v[2])-k, float64(v[3])-k
 		s0 += a
 		s1 += b
+		s2 += c
+		s3 += d
 		q0 += a * a
 		q1 += b * b
+		q2 += c * c
+		q3 += d * d
 	}
-	if i < len(x) {
+	for ; i < len(x); i++ {
 		a := float64(x[i]) - k
 		s0 += a
 		q0 += a * a
 	}
 	n := float64(len(x))
-	d := (s0 + s1) / n
-	variance = (q0+q1)/n - d*d
+	dm := ((s0 + s1) + (s2 + s3)) / n
+	variance = ((q0+q1)+(q2+q3))/n - dm*dm
 	if variance < 0 {
 		variance = 0
 	}
-	return k + d, variance
+	return k + dm, variance
 }
 
 // LayerNormBackward is the gradient of [LayerNormForward]. With x̂ = (x − mean)·rstd and
@@ -90,7 +94,7 @@ func rowMoments(x []float32) (mean, variance float64) {
 // [ParallelForWorker]).
 //
 // Accuracy: the two row sums are accumulated in float64; dx is computed in float32; dw and db
-// are accumulated in float32 row by row, in row order (as torch's CPU kernel does).
+// are accumulated in float32 row by row, in row order.
 //
 // Aliasing: dx may alias dy or x exactly (each row is read fully before it is written);
 // dw, db must not overlap any input. Panics if a length does not match (a programmer bug).
@@ -115,18 +119,32 @@ func LayerNormBackward(dx, dw, db, dy, x, mean, rstd, w []float32, rows, cols in
 		xr := x[r*cols : r*cols+cols]
 		dyr := dy[r*cols : r*cols+cols]
 		dyr, wr, dwr, dbr := dyr[:len(xr)], w[:len(xr)], dw[:len(xr)], db[:len(xr)]
-		var sg, sgx float64
-		for j, v := range xr {
-			xh := (v - m) * rs
-			d := dyr[j]
-			g := d * wr[j]
-			sg += float64(g)
-			sgx += float64(g) * float64(xh)
-			dwr[j] += d * xh
-			dbr[j] += d
+		var sg0, sg1, sgx0, sgx1 float64 // two lanes break the add latency chains
+		j := 0
+		for ; j+2 <= len(xr); j += 2 {
+			v, dv, wv := xr[j:j+2:j+2], dyr[j:j+2:j+2], wr[j:j+2:j+2]
+			dwv, dbv := dwr[j:j+2:j+2], dbr[j:j+2:j+2]
+			xh0, xh1 := (v[0]-m)*rs, (v[1]-m)*rs
+			g0, g1 := dv[0]*wv[0], dv[1]*wv[1]
+			sg0 += float64(g0)
+			sg1 += float64(g1)
+			sgx0 += float64(g0) * float64(xh0)
+			sgx1 += float64(g1) * float64(xh1)
+			dwv[0] += dv[0] * xh0
+			dwv[1] += dv[1] * xh1
+			dbv[0] += dv[0]
+			dbv[1] += dv[1]
 		}
-		mg := float32(sg * inv)
-		mgx := float32(sgx * inv)
+		if j < len(xr) {
+			xh := (xr[j] - m) * rs
+			g := dyr[j] * wr[j]
+			sg0 += float64(g)
+			sgx0 += float64(g) * float64(xh)
+			dwr[j] += dyr[j] * xh
+			dbr[j] += dyr[j]
+		}
+		mg := float32((sg0 + sg1) * inv)
+		mgx := float32((sgx0 + sgx1) * inv)
 		dxr := dx[r*cols : r*cols+cols]
 		dxr = dxr[:len(xr)]
 		for j, v := range xr {

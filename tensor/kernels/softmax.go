@@ -28,10 +28,11 @@ func checkSquare(op, name string, p []float32, ld, s int) {
 //	p[i,j]  = exp(scale·p[i,j] − lse[i])  for j ≤ i,   0 for i < j < s
 //
 // computed stably: m = max_{j≤i} scale·p[i,j], e_j = exp(scale·p[i,j] − m), and
-// p[i,j] = e_j·(1/Σe) with the sum accumulated in float64; lse[i] = m + log Σe. lse
-// [s] is saved for [CausalSoftmaxRecompute]. One exponential per element.
+// p[i,j] = e_j·(1/Σe) with the sum accumulated in float64; lse[i] = m + log Σe. lse,
+// of length s, is saved for [CausalSoftmaxRecompute]. One exponential per element.
 //
-// Panics if p cannot hold the s×s block with stride ld or len(lse) ≠ s (programmer bugs).
+// p is overwritten in place; lse must not overlap it. Panics if p cannot hold the s×s block
+// with stride ld or len(lse) ≠ s (programmer bugs).
 func CausalSoftmaxForward(p []float32, ld int, s int, scale float32, lse []float32) {
 	const op = "CausalSoftmaxForward"
 	checkSquare(op, "p", p, ld, s)
@@ -57,13 +58,14 @@ func CausalSoftmaxForward(p []float32, ld int, s int, scale float32, lse []float
 }
 
 // CausalSoftmaxRecompute turns p's raw scores into the probabilities of
-// [CausalSoftmaxForward] from the saved lse, without the row reductions:
+// [CausalSoftmaxForward] from the saved lse, without the max pass:
 //
-//	p[i,j] = exp(scale·p[i,j] − lse[i])  for j ≤ i,   0 for i < j < s
+//	e_j    = exp(scale·p[i,j] − lse[i])
+//	p[i,j] = e_j · (1/Σ_{k≤i} e_k)  for j ≤ i,   0 for i < j < s
 //
-// This is the recompute of the backward of memory-saving attention. It agrees with the
-// forward's probabilities to a few ulp, not bitwise: lse is a float32, so the result carries
-// a relative error up to about (|lse|+1)·2^-23. Panics if the shapes do not fit (a programmer
+// The sum (≈ 1, accumulated in float64) removes lse's float32 rounding from the result, which
+// agrees with the forward's probabilities to about 2 ulp, not bitwise. This is the recompute
+// of the backward of memory-saving attention. Panics if the shapes do not fit (a programmer
 // bug).
 func CausalSoftmaxRecompute(p []float32, ld, s int, scale float32, lse []float32) {
 	const op = "CausalSoftmaxRecompute"
@@ -71,7 +73,9 @@ func CausalSoftmaxRecompute(p []float32, ld, s int, scale float32, lse []float32
 	needLen(op, "lse", len(lse), s, "s")
 	for i, l := range lse {
 		row := p[i*ld : i*ld+s]
-		expAffine(row[:i+1], row[:i+1], scale, l, 1)
+		live := row[:i+1]
+		sum := expAffine(live, live, scale, l, 1)
+		Scale(live, float32(1/sum))
 		clear(row[i+1:])
 	}
 }

@@ -11,6 +11,8 @@
 // global generator and no package-level mutable state.
 //
 // Streams are fixed by this package's documentation, not by an implementation detail:
-// Uint64 is xoshiro256** output, Float32 and Float64 use its top 24 and 53 bits, and
-// NormFloat64 and FillNormal use the Box–Muller transform as documented on each.
+// Uint64 is xoshiro256** output, Float32 and Float64 use its top 24 and 53 bits (integer
+// arithmetic: the same bits on every platform), and NormFloat64 and FillNormal use the
+// Box–Muller transform as documented on each (Go's math.Log and math.Sincos: the same bits
+// for a given architecture).
 package rng

@@ -1,0 +1,61 @@
+package tensor
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestGemmParallelMatchesGemm splits GEMMs by rows and by columns over
+// several workers, with every transpose combination, and compares with one
+// Gemm call: equal to 1e-6 relative (each element is one BLAS dot product
+// over the same k, so in practice bitwise).
+func TestGemmParallelMatchesGemm(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	fill := func(rows, cols int) *Tensor {
+		x := New(rows, cols)
+		for i := range x.Data() {
+			x.Data()[i] = float32(r.NormFloat64())
+		}
+		return x
+	}
+	for _, sz := range []struct{ m, n, k int }{{300, 70, 129}, {37, 513, 200}, {257, 257, 64}} {
+		for _, ta := range []bool{false, true} {
+			for _, tb := range []bool{false, true} {
+				var a, b *Tensor
+				if ta {
+					a = fill(sz.k, sz.m)
+				} else {
+					a = fill(sz.m, sz.k)
+				}
+				if tb {
+					b = fill(sz.n, sz.k)
+				} else {
+					b = fill(sz.k, sz.n)
+				}
+				c0 := fill(sz.m, sz.n)
+				want := c0.Clone()
+				Gemm(ta, tb, 0.5, a, b, 1, want)
+				for _, w := range []int{2, 3, 7} {
+					got := c0.Clone()
+					GemmParallel(w, ta, tb, 0.5, a, b, 1, got)
+					for i, v := range got.Data() {
+						d := v - want.Data()[i]
+						if d < 0 {
+							d = -d
+						}
+						if float64(d) > 1e-6*(1+float64(abs32(want.Data()[i]))) {
+							t.Fatalf("%v ta=%v tb=%v workers=%d: element %d = %v, Gemm gives %v", sz, ta, tb, w, i, v, want.Data()[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func abs32(x float32) float32 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
