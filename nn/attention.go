@@ -81,12 +81,12 @@ func (f *attentionFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Te
 		for k := lo; k < hi; k++ {
 			bi, head := k/st.n, k%st.n
 			q := qkv[st.qkvOffset(bi, head):]
-			blas.Sgemm(false, true, s, s, d, 1, q, ldq, q[d:], ldq, 0, p, s)
+			causalScores(p, q, q[d:], s, d, ldq)
 			kernels.CausalSoftmaxForward(p, s, s, scale, st.lse[k*s:(k+1)*s])
 			if f.p > 0 {
 				dropoutRows(p, mask, s, f.p, f.seed, k)
 			}
-			blas.Sgemm(false, false, s, d, s, 1, p, s, q[2*d:], ldq, 0, od[st.outOffset(bi, head):], ldo)
+			causalRowsTimes(od[st.outOffset(bi, head):], ldo, p, q[2*d:], ldq, s, d)
 		}
 	})
 	if c.Recording() {
@@ -109,35 +109,76 @@ func (f *attentionFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Te
 		p := make([]float32, s*s)
 		dp := make([]float32, s*s)
 		var mask []byte
+		var pd []float32
 		if f.p > 0 {
 			mask = make([]byte, s*s)
+			pd = make([]float32, s*s)
 		}
 		for k := lo; k < hi; k++ {
 			bi, head := k/st.n, k%st.n
 			off := st.qkvOffset(bi, head)
 			q, dq := qkv[off:], dqkv[off:]
 			do := dod[st.outOffset(bi, head):]
-			blas.Sgemm(false, true, s, s, d, 1, q, ldq, q[d:], ldq, 0, p, s)
+			causalScores(p, q, q[d:], s, d, ldq)
 			kernels.CausalSoftmaxRecompute(p, s, s, scale, st.lse[k*s:(k+1)*s])
 			// dP' = dO·Vᵀ, where P' is the (dropped-out) matrix multiplying V.
-			blas.Sgemm(false, true, s, s, d, 1, do, ldo, q[2*d:], ldq, 0, dp, s)
+			causalScores(dp, do, q[2*d:], s, d, ldo, ldq)
 			if f.p > 0 {
 				// dV = P'ᵀ·dO with P' = P⊙mask/(1−p); then dP = dP'⊙mask/(1−p).
-				pd := make([]float32, s*s)
 				copy(pd, p)
 				dropoutRows(pd, mask, s, f.p, f.seed, k)
-				blas.Sgemm(true, false, s, d, s, 1, pd, s, do, ldo, 0, dq[2*d:], ldq)
+				causalColsTimes(dq[2*d:], ldq, pd, do, ldo, s, d)
 				kernels.DropoutBackward(dp, dp, mask, f.p)
 			} else {
-				blas.Sgemm(true, false, s, d, s, 1, p, s, do, ldo, 0, dq[2*d:], ldq)
+				causalColsTimes(dq[2*d:], ldq, p, do, ldo, s, d)
 			}
 			kernels.SoftmaxBackwardRows(dp, p, dp, s, s, scale)
 			// dQ = dS·K, dK = dSᵀ·Q.
-			blas.Sgemm(false, false, s, d, s, 1, dp, s, q[d:], ldq, 0, dq, ldq)
-			blas.Sgemm(true, false, s, d, s, 1, dp, s, q, ldq, 0, dq[d:], ldq)
+			causalRowsTimes(dq, ldq, dp, q[d:], ldq, s, d)
+			causalColsTimes(dq[d:], ldq, dp, q, ldq, s, d)
 		}
 	})
 	return []*tensor.Tensor{dx}, nil
+}
+
+// causalBlock is the row-block size of the causal GEMMs: blocks of rows
+// [r0, r0+causalBlock) only touch key columns [0, r0+causalBlock), which
+// skips about half of the s×s products above the diagonal.
+const causalBlock = 64
+
+// causalScores sets the lower-triangle blocks of the s×s matrix p (row
+// stride s) to A·Bᵀ, for A and B s×d with row strides lda (and ldb, if
+// given; else lda). Entries strictly above the diagonal's blocks are left
+// untouched: the softmax kernels never read them.
+func causalScores(p, a, b []float32, s, d, lda int, ldb ...int) {
+	lb := lda
+	if len(ldb) > 0 {
+		lb = ldb[0]
+	}
+	for r0 := 0; r0 < s; r0 += causalBlock {
+		r1 := min(s, r0+causalBlock)
+		blas.Sgemm(false, true, r1-r0, r1, d, 1, a[r0*lda:], lda, b, lb, 0, p[r0*s:], s)
+	}
+}
+
+// causalRowsTimes sets out (s×d, row stride ldo) to P·B for a lower-
+// triangular s×s P (row stride s) and B s×d (row stride ldb), by row
+// blocks that only read P's columns up to the block's end.
+func causalRowsTimes(out []float32, ldo int, p, b []float32, ldb, s, d int) {
+	for r0 := 0; r0 < s; r0 += causalBlock {
+		r1 := min(s, r0+causalBlock)
+		blas.Sgemm(false, false, r1-r0, d, r1, 1, p[r0*s:], s, b, ldb, 0, out[r0*ldo:], ldo)
+	}
+}
+
+// causalColsTimes sets out (s×d, row stride ldo) to Pᵀ·B for a lower-
+// triangular s×s P (row stride s) and B s×d (row stride ldb): output rows
+// [c0, c1) read only P's rows from c0 down.
+func causalColsTimes(out []float32, ldo int, p, b []float32, ldb, s, d int) {
+	for c0 := 0; c0 < s; c0 += causalBlock {
+		c1 := min(s, c0+causalBlock)
+		blas.Sgemm(true, false, c1-c0, d, s-c0, 1, p[c0*s+c0:], s, b[c0*ldb:], ldb, 0, out[c0*ldo:], ldo)
+	}
 }
 
 // dropoutRows applies inverted dropout to the s×s matrix p of (row, head)
