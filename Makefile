@@ -14,7 +14,7 @@ TRAIN_FLAGS ?= --go-stdlib-corpus \
 	--log-interval 10 --eval-interval 100 --eval-iters 4 \
 	--sample 400 --sample-prompt "func "
 
-.PHONY: all build train test test-go test-mpi bench reference vet fmt clean deps
+.PHONY: all build build-mpi train test test-go test-mpi bench reference vet fmt clean deps
 
 all: build
 
@@ -23,6 +23,11 @@ deps:
 
 build: deps
 	$(GO) build -o $(BIN) ./cmd/gotron
+
+# bin/gotron-mpi runs under mpirun: mpirun -np N bin/gotron-mpi train --backend mpi ...
+build-mpi: deps
+	@scripts/deps.sh mpi
+	$(GO) build -tags mpi -o bin/gotron-mpi ./cmd/gotron
 
 train: build
 	$(BIN) train $(TRAIN_FLAGS)
@@ -36,6 +41,7 @@ test-go: deps
 test-mpi: deps
 	@scripts/deps.sh mpi
 	comm/mpi/run_tests.sh
+	$(GO) test -tags mpi -run TestMPITrain ./cmd/gotron
 
 bench: build
 	@echo "bench: OPENBLAS_CORETYPE is unset for this command so OpenBLAS picks the machine's own kernel"

@@ -15,7 +15,7 @@ import (
 
 func newTrainCmd() *cobra.Command {
 	a := train.DefaultArgs()
-	var dataPath string
+	var dataPath, backend string
 	cmd := &cobra.Command{
 		Use:   "train",
 		Short: "Pretrain a GPT (Megatron's pretrain_gpt.py)",
@@ -36,9 +36,24 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 			if term.IsTerminal(int(os.Stderr.Fd())) {
 				o.Progress = os.Stderr
 			}
-			res, err := train.Run(cmd.Context(), a, o)
+			var res *train.Result
+			var err error
+			switch backend {
+			case "local":
+				res, err = train.Run(cmd.Context(), a, o)
+			case "mpi":
+				if cmd.Flags().Changed("world-size") {
+					return fmt.Errorf("--world-size with --backend mpi: the world is the mpirun job (mpirun -np N); drop --world-size")
+				}
+				res, err = runMPI(cmd.Context(), a, o)
+			default:
+				return fmt.Errorf("--backend %q: choose local (ranks as goroutines) or mpi (one process per rank under mpirun)", backend)
+			}
 			if err != nil {
 				return err
+			}
+			if res == nil {
+				return nil
 			}
 			if res.Sample != "" {
 				fmt.Printf("\n--- sample from the trained model (%d bytes, temperature %g) ---\n%s\n--- end of sample ---\n", a.Sample, a.SampleTemperature, res.Sample)
@@ -50,6 +65,7 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 	f.SortFlags = false
 	addModelFlags(f, &a.Model)
 	addParallelFlags(f, &a)
+	f.StringVar(&backend, "backend", "local", "local: --world-size ranks as goroutines of this process; mpi: this process is one rank of an mpirun job")
 	f.IntVar(&a.MicroBatchSize, "micro-batch-size", a.MicroBatchSize, "rows per micro-batch on each rank")
 	f.IntVar(&a.GlobalBatchSize, "global-batch-size", a.GlobalBatchSize, "rows per iteration over all data-parallel ranks (gradient accumulation fills the rest; 0: micro-batch-size × data-parallel size)")
 	f.IntVar(&a.TrainIters, "train-iters", a.TrainIters, "iterations to train")

@@ -1,0 +1,42 @@
+//go:build mpi
+
+package main
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/comm/mpi"
+	"github.com/gotron/gotron/train"
+)
+
+// mpiBuilt says whether this binary can run under mpirun.
+const mpiBuilt = true
+
+// runMPI runs this process as one rank of an mpirun job. The cores of a
+// machine are divided among the job's processes on it
+// (OMPI_COMM_WORLD_LOCAL_SIZE).
+func runMPI(ctx context.Context, a train.Args, o train.Options) (*train.Result, error) {
+	local := 1
+	if n, err := strconv.Atoi(os.Getenv("OMPI_COMM_WORLD_LOCAL_SIZE")); err == nil && n > 0 {
+		local = n
+	}
+	if a.Threads == 0 {
+		a.Threads = runtime.NumCPU()
+	}
+	var res *train.Result
+	timeout := time.Duration(a.DistributedTimeoutMinutes * float64(time.Minute))
+	err := mpi.Run(ctx, comm.Options{Timeout: timeout}, func(ctx context.Context, g comm.Group) error {
+		if g.Rank() != 0 {
+			o.Out, o.Progress = nil, nil
+		}
+		r, err := train.RunRank(ctx, g, a, o, local)
+		res = r
+		return err
+	})
+	return res, err
+}
