@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -27,9 +26,9 @@ func newInspectGroupsCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return l.WriteJSON(os.Stdout)
+				return l.WriteJSON(cmd.OutOrStdout())
 			}
-			return l.WriteTable(os.Stdout)
+			return l.WriteTable(cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()

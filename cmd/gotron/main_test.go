@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+// TestInspectGroupsJSON checks the JSON of the spec's worked example (world
+// 16, tp 2, pp 2: dp 4), typed here from the spec.
+func TestInspectGroupsJSON(t *testing.T) {
+	out, err := run(t, "inspect", "groups", "--world-size", "16", "--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		WorldSize int                `json:"world_size"`
+		Order     string             `json:"order"`
+		Groups    map[string][][]int `json:"groups"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if doc.WorldSize != 16 || doc.Order != "tp-cp-ep-dp-pp" {
+		t.Errorf("world_size %d, order %q", doc.WorldSize, doc.Order)
+	}
+	want := map[string][][]int{
+		"tp":    {{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}},
+		"dp":    {{0, 2, 4, 6}, {1, 3, 5, 7}, {8, 10, 12, 14}, {9, 11, 13, 15}},
+		"pp":    {{0, 8}, {1, 9}, {2, 10}, {3, 11}, {4, 12}, {5, 13}, {6, 14}, {7, 15}},
+		"tp-pp": {{0, 1, 8, 9}, {2, 3, 10, 11}, {4, 5, 12, 13}, {6, 7, 14, 15}},
+	}
+	for name, g := range want {
+		if !reflect.DeepEqual(doc.Groups[name], g) {
+			t.Errorf("%s: %v, want %v", name, doc.Groups[name], g)
+		}
+	}
+}
+
+func TestInspectGroupsTableAndErrors(t *testing.T) {
+	out, err := run(t, "inspect", "groups", "--world-size", "8", "--tensor-model-parallel-size", "2")
+	if err != nil || !strings.Contains(out, "tp") {
+		t.Fatalf("table: %v\n%s", err, out)
+	}
+	_, err = run(t, "inspect", "groups", "--world-size", "6", "--tensor-model-parallel-size", "4")
+	if err == nil || !strings.Contains(err.Error(), "6") || !strings.Contains(err.Error(), "4") {
+		t.Fatalf("world 6 with tp 4: %v, want an error showing the arithmetic", err)
+	}
+}
+
+func TestTrainFlagErrors(t *testing.T) {
+	_, err := run(t, "train", "--mock-data", "--vocab-size", "64", "--num-layers", "1", "--hidden-size", "30",
+		"--num-attention-heads", "4", "--seq-length", "8", "--train-iters", "1")
+	if err == nil || !strings.Contains(err.Error(), "--hidden-size") {
+		t.Fatalf("got %v, want an error naming --hidden-size", err)
+	}
+	_, err = run(t, "train", "--backend", "nccl", "--mock-data")
+	if err == nil || !strings.Contains(err.Error(), "--backend") {
+		t.Fatalf("got %v, want an error naming --backend", err)
+	}
+}
