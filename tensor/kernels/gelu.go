@@ -27,8 +27,16 @@ const (
 func GeluForward(y, x []float32) {
 	needLen("GeluForward", "y", len(y), len(x), "len(x)")
 	y = y[:len(x)]
+	n := geluForwardSIMD(y, x)
+	geluForwardGo(y[n:], x[n:])
+}
+
+// geluForwardGo is GeluForward's scalar loop. Products are rounded before they are added (the
+// explicit conversions forbid fused multiply-adds), so it gives the vector paths' bits.
+func geluForwardGo(y, x []float32) {
+	y = y[:len(x)]
 	for i, v := range x {
-		z := v * (geluA + geluB*v*v)
+		z := v * (geluA + float32(float32(geluB*v)*v))
 		var e float32
 		if z >= expMin && z <= expMax {
 			e = expCore(z)
@@ -46,14 +54,21 @@ func GeluBackward(dx, dy, x []float32) {
 	needLen("GeluBackward", "dy", len(dy), len(x), "len(x)")
 	needLen("GeluBackward", "dx", len(dx), len(x), "len(x)")
 	dx, dy = dx[:len(x)], dy[:len(x)]
+	n := geluBackwardSIMD(dx, dy, x)
+	geluBackwardGo(dx[n:], dy[n:], x[n:])
+}
+
+// geluBackwardGo is GeluBackward's scalar loop, rounded as geluForwardGo.
+func geluBackwardGo(dx, dy, x []float32) {
+	dx, dy = dx[:len(x)], dy[:len(x)]
 	for i, v := range x {
 		v2 := v * v
-		z := v * (geluA + geluB*v2)
+		z := v * (geluA + float32(geluB*v2))
 		var d float32
 		if z >= expMin && z <= expMax {
 			e := expCore(z)
 			s := 1 / (1 + e)
-			d = s * (1 + v*(e*s)*(geluK+geluK*geluC*v2))
+			d = s * (1 + float32(float32(v*(e*s))*(geluK+float32(geluK*geluC*v2))))
 		} else {
 			d = geluGradOutside(z)
 		}

@@ -86,7 +86,7 @@ func CausalSoftmaxRecompute(p []float32, ld, s int, scale float32, lse []float32
 //	ds[i,j] = scale · p[i,j] · (dp[i,j] − Σ_{k≤i} p[i,k]·dp[i,k])   for j ≤ i
 //	ds[i,j] = 0                                                     for i < j < s
 //
-// The row sum is accumulated in float64, the rest is float32. ds may alias dp exactly (the
+// The row sum is accumulated in float64 (in the lanes of [sum8]), the rest is float32. ds may alias dp exactly (the
 // usual in-place use); it must not alias p. Panics if the shapes do not fit (a programmer
 // bug).
 func SoftmaxBackwardRows(ds, p, dp []float32, ld, s int, scale float32) {
@@ -97,23 +97,34 @@ func SoftmaxBackwardRows(ds, p, dp []float32, ld, s int, scale float32) {
 	for i := 0; i < s; i++ {
 		pr := p[i*ld : i*ld+i+1]
 		dpr := dp[i*ld : i*ld+i+1]
-		dpr = dpr[:len(pr)]
-		var d0, d1 float64
-		j := 0
-		for ; j+2 <= len(pr); j += 2 {
-			a, b := pr[j:j+2:j+2], dpr[j:j+2:j+2]
-			d0 += float64(a[0]) * float64(b[0])
-			d1 += float64(a[1]) * float64(b[1])
-		}
-		if j < len(pr) {
-			d0 += float64(pr[j]) * float64(dpr[j])
-		}
-		d := float32(d0 + d1)
+		d := float32(dotWide(pr, dpr))
 		dsr := ds[i*ld : i*ld+s]
-		live := dsr[:len(pr)]
-		for j, pv := range pr {
-			live[j] = scale * pv * (dpr[j] - d)
-		}
+		softmaxGradRow(dsr[:len(pr)], pr, dpr, scale, d)
 		clear(dsr[i+1:])
+	}
+}
+
+// dotWide returns Σ_j float64(a[j])·float64(b[j]) for len(b) = len(a), in the lanes of [sum8]
+// (the products are exact in float64).
+func dotWide(a, b []float32) float64 {
+	b = b[:len(a)]
+	n, s := dotWideSIMD(a, b)
+	a, b = a[n:], b[n:]
+	b = b[:len(a)]
+	for j, v := range a {
+		s[j%8] += float64(v) * float64(b[j])
+	}
+	return s.total()
+}
+
+// softmaxGradRow sets ds[j] = (scale·p[j])·(dp[j] − d) for len(ds) = len(dp) = len(p).
+// ds may alias dp exactly.
+func softmaxGradRow(ds, p, dp []float32, scale, d float32) {
+	ds, dp = ds[:len(p)], dp[:len(p)]
+	n := softmaxGradRowSIMD(ds, p, dp, scale, d)
+	ds, p, dp = ds[n:], p[n:], dp[n:]
+	ds, dp = ds[:len(p)], dp[:len(p)]
+	for j, pv := range p {
+		ds[j] = scale * pv * (dp[j] - d)
 	}
 }
