@@ -50,12 +50,22 @@ func AdamStep(param, grad, expAvg, expAvgSq []float32, h AdamHyper) {
 	}
 	k := adamScalarsOf(h)
 	grad, expAvg, expAvgSq = grad[:len(param)], expAvg[:len(param)], expAvgSq[:len(param)]
-	n := adamSIMD(param, grad, expAvg, expAvgSq, &k)
-	adamGo(param[n:], grad[n:], expAvg[n:], expAvgSq[n:], &k)
+	if adamSIMD(param, grad, expAvg, expAvgSq, &k) {
+		return
+	}
+	adamGo(param, grad, expAvg, expAvgSq, &k)
 }
 
-// adamScalarsOf derives one step's float32 scalars from h, in float64 from the decimal values
-// of h's fields (see [AdamHyper]).
+// adamScalars are the float32 scalars of one Adam step, derived once per call.
+type adamScalars struct {
+	beta1, omb1, beta2, omb2 float32 // β1, 1 − β1, β2, 1 − β2
+	bc2sqrt, negStep         float32 // sqrt(1 − β2^step), −lr/(1 − β1^step)
+	eps, wd, decay           float32 // eps, weight decay, 1 − lr·wd
+	l2, decouple             bool    // Adam's L2 term; AdamW's decoupled decay (wd ≠ 0)
+}
+
+// adamScalarsOf derives one step's scalars from h in float64, from the decimal values of h's
+// fields (see [AdamHyper]), each rounded once to float32.
 func adamScalarsOf(h AdamHyper) adamScalars {
 	lr, b1, b2, wd := widen(h.LR), widen(h.Beta1), widen(h.Beta2), widen(h.WeightDecay)
 	bc1 := 1 - math.Pow(b1, float64(h.Step))
@@ -75,24 +85,16 @@ func adamScalarsOf(h AdamHyper) adamScalars {
 	}
 }
 
-// adamScalars are the float32 scalars of one Adam step, derived once per call.
-type adamScalars struct {
-	beta1, omb1, beta2, omb2 float32 // β1, 1 − β1, β2, 1 − β2
-	bc2sqrt, negStep         float32 // sqrt(1 − β2^step), −lr/(1 − β1^step)
-	eps, wd, decay           float32 // eps, weight decay, 1 − lr·wd
-	l2, decouple             bool    // Adam's L2 term; AdamW's decoupled decay (wd ≠ 0)
-}
-
 // adamGo is AdamStep's scalar loop.
 func adamGo(param, grad, expAvg, expAvgSq []float32, k *adamScalars) {
 	beta1, omb1, beta2, omb2 := k.beta1, k.omb1, k.beta2, k.omb2
-	bc2sqrt, negStep, eps, wd, decay := k.bc2sqrt, k.negStep, k.eps, k.wd, k.decay
+	bc2sqrt, negStep, eps, wd32, decay := k.bc2sqrt, k.negStep, k.eps, k.wd, k.decay
 	l2, decouple := k.l2, k.decouple
 	grad, expAvg, expAvgSq = grad[:len(param)], expAvg[:len(param)], expAvgSq[:len(param)]
 	for i, p := range param {
 		g := grad[i]
 		if l2 {
-			g = fmaf(wd, p, g)
+			g = fmaf(wd32, p, g)
 		}
 		if decouple {
 			p *= decay

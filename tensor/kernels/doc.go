@@ -44,6 +44,21 @@
 // (testdata/torch_reference.json; AdamStep, Dropout's scale and the half conversions bit for
 // bit).
 //
+// # Vector paths
+//
+// Built with GOEXPERIMENT=simd on amd64 (Go 1.26's simd/archsimd), the kernels run their hot
+// loops on 16-lane AVX-512 or 8-lane AVX2 vectors, chosen per call from the CPU features the
+// runtime detected at start-up; other builds and CPUs run the scalar loops, which stay the
+// portable definition (simd_amd64.go has the details). The vector code repeats the scalar
+// arithmetic operation by operation (no fused multiply-adds in float32, the same Cephes
+// exponential), so elementwise results — GELU and BiasGELU, the elementwise kernels,
+// ColumnSumInto, LayerNorm's y and dx given its row statistics, the softmax and cross-entropy
+// probabilities given their normalizers, AdamStep — are bit for bit those of the scalar
+// build (at the default GOAMD64 level; from v3 on the compiler may fuse the scalar loops). The float64 reductions accumulate in eight lanes instead of two or four, so a
+// log-sum-exp, a row statistic or SumSquares may differ from the scalar build's in its last
+// float64 bits, and a float32 result rounded from it by one ulp; every accuracy bound above
+// holds in both builds.
+//
 // # Parallelism
 //
 // Each kernel is single-threaded over the slices it is given. Callers split rows across

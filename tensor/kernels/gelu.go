@@ -27,16 +27,17 @@ const (
 func GeluForward(y, x []float32) {
 	needLen("GeluForward", "y", len(y), len(x), "len(x)")
 	y = y[:len(x)]
-	n := geluForwardSIMD(y, x)
-	geluForwardGo(y[n:], x[n:])
+	if geluForwardSIMD(y, x) {
+		return
+	}
+	geluForwardGo(y, x)
 }
 
-// geluForwardGo is GeluForward's scalar loop. Products are rounded before they are added (the
-// explicit conversions forbid fused multiply-adds), so it gives the vector paths' bits.
+// geluForwardGo is GeluForward's scalar loop.
 func geluForwardGo(y, x []float32) {
 	y = y[:len(x)]
 	for i, v := range x {
-		z := v * (geluA + float32(float32(geluB*v)*v))
+		z := v * (geluA + geluB*v*v)
 		var e float32
 		if z >= expMin && z <= expMax {
 			e = expCore(z)
@@ -54,21 +55,23 @@ func GeluBackward(dx, dy, x []float32) {
 	needLen("GeluBackward", "dy", len(dy), len(x), "len(x)")
 	needLen("GeluBackward", "dx", len(dx), len(x), "len(x)")
 	dx, dy = dx[:len(x)], dy[:len(x)]
-	n := geluBackwardSIMD(dx, dy, x)
-	geluBackwardGo(dx[n:], dy[n:], x[n:])
+	if geluBackwardSIMD(dx, dy, x) {
+		return
+	}
+	geluBackwardGo(dx, dy, x)
 }
 
-// geluBackwardGo is GeluBackward's scalar loop, rounded as geluForwardGo.
+// geluBackwardGo is GeluBackward's scalar loop.
 func geluBackwardGo(dx, dy, x []float32) {
 	dx, dy = dx[:len(x)], dy[:len(x)]
 	for i, v := range x {
 		v2 := v * v
-		z := v * (geluA + float32(geluB*v2))
+		z := v * (geluA + geluB*v2)
 		var d float32
 		if z >= expMin && z <= expMax {
 			e := expCore(z)
 			s := 1 / (1 + e)
-			d = s * (1 + float32(float32(v*(e*s))*(geluK+float32(geluK*geluC*v2))))
+			d = s * (1 + v*(e*s)*(geluK+geluK*geluC*v2))
 		} else {
 			d = geluGradOutside(z)
 		}
@@ -87,6 +90,9 @@ func BiasGeluForward(y, x, bias []float32, rows, cols int) {
 	needLen(op, "x", len(x), rows*cols, "rows·cols")
 	needLen(op, "y", len(y), rows*cols, "rows·cols")
 	needLen(op, "bias", len(bias), cols, "cols")
+	if biasGeluForwardSIMD(y, x, bias, rows, cols) {
+		return
+	}
 	for r := 0; r < rows; r++ {
 		yr := y[r*cols : r*cols+cols]
 		Add(yr, x[r*cols:r*cols+cols], bias) // y = x + b, the row stays in L1 ...
@@ -112,6 +118,9 @@ func BiasGeluBackward(dx, dbias, dy, x, bias []float32, rows, cols int) {
 	needLen(op, "dx", len(dx), rows*cols, "rows·cols")
 	needLen(op, "bias", len(bias), cols, "cols")
 	needLen(op, "dbias", len(dbias), cols, "cols")
+	if biasGeluBackwardSIMD(dx, dbias, dy, x, bias, rows, cols) {
+		return
+	}
 	var buf [columnBlock]float32
 	for r := 0; r < rows; r++ {
 		for c0 := 0; c0 < cols; c0 += columnBlock {

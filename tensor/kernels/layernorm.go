@@ -41,73 +41,57 @@ func LayerNormForward(y, mean, rstd, x, w, b []float32, rows, cols int, eps floa
 		m := float32(mu)
 		rs := float32(1 / math.Sqrt(variance+epsw))
 		mean[r], rstd[r] = m, rs
-		layerNormRow(y[r*cols:r*cols+cols], xr, w, b, m, rs)
-	}
-}
-
-// layerNormRow sets y[j] = ((x[j] − m)·rs)·w[j] + b[j] in float32, each product rounded
-// before the add, for len(y) = len(w) = len(b) = len(x).
-func layerNormRow(y, x, w, b []float32, m, rs float32) {
-	y, w, b = y[:len(x)], w[:len(x)], b[:len(x)]
-	n := layerNormRowSIMD(y, x, w, b, m, rs)
-	y, x, w, b = y[n:], x[n:], w[n:], b[n:]
-	y, w, b = y[:len(x)], w[:len(x)], b[:len(x)]
-	for j, v := range x {
-		y[j] = float32((v-m)*rs*w[j]) + b[j]
+		yr := y[r*cols : r*cols+cols]
+		yr, wr, br := yr[:len(xr)], w[:len(xr)], b[:len(xr)]
+		if layerNormRowSIMD(yr, xr, wr, br, m, rs) {
+			continue
+		}
+		for j, v := range xr {
+			yr[j] = (v-m)*rs*wr[j] + br[j]
+		}
 	}
 }
 
 // rowMoments returns the mean and biased variance of a non-empty row in float64, in one
-// pass over values shifted by the first element (see LayerNormForward), both sums in the
-// lanes of [sum8].
+// pass over values shifted by the first element (see LayerNormForward).
 func rowMoments(x []float32) (mean, variance float64) {
 	k := float64(x[0])
-	n, s, q := rowMomentsSIMD(x, k)
-	sum, sumSq := rowMomentsGo(&s, &q, x[n:], k)
-	nf := float64(len(x))
-	dm := sum / nf
-	variance = sumSq/nf - dm*dm
+	s, q, ok := rowSumsSIMD(x, k)
+	if !ok {
+		s, q = rowSums(x, k)
+	}
+	n := float64(len(x))
+	dm := s / n
+	variance = q/n - dm*dm
 	if variance < 0 {
 		variance = 0
 	}
 	return k + dm, variance
 }
 
-// rowMomentsGo returns Σ(x−k) and Σ(x−k)² continuing the lanes s and q from an element with
-// index ≡ 0 (mod 8). The squares are rounded before they are added (never fused).
-func rowMomentsGo(s, q *sum8, x []float32, k float64) (sum, sumSq float64) {
-	s0, s1, s2, s3, s4, s5, s6, s7 := s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]
-	q0, q1, q2, q3, q4, q5, q6, q7 := q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]
+// rowSums returns Σ(x−k) and Σ(x−k)² in float64 (four interleaved partial sums each; eight
+// lanes on the vector paths).
+func rowSums(x []float32, k float64) (sum, sumSq float64) {
+	var s0, s1, s2, s3, q0, q1, q2, q3 float64 // four lanes break the add latency chains
 	i := 0
-	for ; i+8 <= len(x); i += 8 {
-		v := x[i : i+8 : i+8]
+	for ; i+4 <= len(x); i += 4 {
+		v := x[i : i+4 : i+4]
 		a, b, c, d := float64(v[0])-k, float64(v[1])-k, float64(v[2])-k, float64(v[3])-k
 		s0 += a
 		s1 += b
 		s2 += c
 		s3 += d
-		q0 += float64(a * a)
-		q1 += float64(b * b)
-		q2 += float64(c * c)
-		q3 += float64(d * d)
-		a, b, c, d = float64(v[4])-k, float64(v[5])-k, float64(v[6])-k, float64(v[7])-k
-		s4 += a
-		s5 += b
-		s6 += c
-		s7 += d
-		q4 += float64(a * a)
-		q5 += float64(b * b)
-		q6 += float64(c * c)
-		q7 += float64(d * d)
+		q0 += a * a
+		q1 += b * b
+		q2 += c * c
+		q3 += d * d
 	}
-	*s = sum8{s0, s1, s2, s3, s4, s5, s6, s7}
-	*q = sum8{q0, q1, q2, q3, q4, q5, q6, q7}
-	for j, v := range x[i:] {
-		a := float64(v) - k
-		s[j] += a
-		q[j] += float64(a * a)
+	for ; i < len(x); i++ {
+		a := float64(x[i]) - k
+		s0 += a
+		q0 += a * a
 	}
-	return s.total(), q.total()
+	return (s0 + s1) + (s2 + s3), (q0 + q1) + (q2 + q3)
 }
 
 // LayerNormBackward is the gradient of [LayerNormForward]. With x̂ = (x − mean)·rstd and
@@ -122,8 +106,8 @@ func rowMomentsGo(s, q *sum8, x []float32, k float64) (sum, sumSq float64) {
 // callers splitting rows across goroutines give each worker its own dw, db (see
 // [ParallelForWorker]).
 //
-// Accuracy: the two row sums are accumulated in float64 (in the lanes of [sum8]); dx is
-// computed in float32; dw and db are accumulated in float32 row by row, in row order.
+// Accuracy: the two row sums are accumulated in float64; dx is computed in float32; dw and db
+// are accumulated in float32 row by row, in row order.
 //
 // Aliasing: dx may alias dy or x exactly (each row is read fully before it is written);
 // dw, db must not overlap any input. Panics if a length does not match (a programmer bug).
@@ -147,41 +131,54 @@ func LayerNormBackward(dx, dw, db, dy, x, mean, rstd, w []float32, rows, cols in
 		m, rs := mean[r], rstd[r]
 		xr := x[r*cols : r*cols+cols]
 		dyr := dy[r*cols : r*cols+cols]
-		n, sg, sgx := layerNormGradSIMD(dw, db, dyr, xr, w, m, rs)
-		sumG, sumGX := layerNormGradGo(&sg, &sgx, dw[n:], db[n:], dyr[n:], xr[n:], w[n:], m, rs)
+		dyr, wr, dwr, dbr := dyr[:len(xr)], w[:len(xr)], dw[:len(xr)], db[:len(xr)]
+		sumG, sumGX, ok := layerNormGradSIMD(dwr, dbr, dyr, xr, wr, m, rs)
+		if !ok {
+			sumG, sumGX = layerNormGradGo(dwr, dbr, dyr, xr, wr, m, rs)
+		}
 		mg := float32(sumG * inv)
 		mgx := float32(sumGX * inv)
-		layerNormDx(dx[r*cols:r*cols+cols], dyr, xr, w, m, rs, mg, mgx)
+		dxr := dx[r*cols : r*cols+cols]
+		dxr = dxr[:len(xr)]
+		if layerNormDxSIMD(dxr, dyr, xr, wr, m, rs, mg, mgx) {
+			continue
+		}
+		for j, v := range xr {
+			xh := (v - m) * rs
+			g := dyr[j] * wr[j]
+			dxr[j] = (g - mg - xh*mgx) * rs
+		}
 	}
 }
 
-// layerNormGradGo is the first pass of LayerNormBackward over one row from an element with
-// index ≡ 0 (mod 8): with x̂ = (x − m)·rs and g = dy·w, it adds dy·x̂ to dw and dy to db and
-// returns Σg and Σg·x̂, continuing the lanes sg and sgx (the products g·x̂ are exact in
-// float64).
-func layerNormGradGo(sg, sgx *sum8, dw, db, dy, x, w []float32, m, rs float32) (sumG, sumGX float64) {
-	dy, w, dw, db = dy[:len(x)], w[:len(x)], dw[:len(x)], db[:len(x)]
-	for j, v := range x {
-		xh := (v - m) * rs
-		g := dy[j] * w[j]
-		sg[j%8] += float64(g)
-		sgx[j%8] += float64(g) * float64(xh)
-		dw[j] += float32(dy[j] * xh)
-		db[j] += dy[j]
+// layerNormGradGo is the first pass of LayerNormBackward over one row: with x̂ = (x − m)·rs
+// and g = dy·w it adds dy·x̂ to dw and dy to db, and returns Σg and Σg·x̂ in float64 (two
+// interleaved partial sums each; eight lanes on the vector paths).
+func layerNormGradGo(dwr, dbr, dyr, xr, wr []float32, m, rs float32) (sumG, sumGX float64) {
+	dyr, wr, dwr, dbr = dyr[:len(xr)], wr[:len(xr)], dwr[:len(xr)], dbr[:len(xr)]
+	var sg0, sg1, sgx0, sgx1 float64 // two lanes break the add latency chains
+	j := 0
+	for ; j+2 <= len(xr); j += 2 {
+		v, dv, wv := xr[j:j+2:j+2], dyr[j:j+2:j+2], wr[j:j+2:j+2]
+		dwv, dbv := dwr[j:j+2:j+2], dbr[j:j+2:j+2]
+		xh0, xh1 := (v[0]-m)*rs, (v[1]-m)*rs
+		g0, g1 := dv[0]*wv[0], dv[1]*wv[1]
+		sg0 += float64(g0)
+		sg1 += float64(g1)
+		sgx0 += float64(g0) * float64(xh0)
+		sgx1 += float64(g1) * float64(xh1)
+		dwv[0] += dv[0] * xh0
+		dwv[1] += dv[1] * xh1
+		dbv[0] += dv[0]
+		dbv[1] += dv[1]
 	}
-	return sg.total(), sgx.total()
-}
-
-// layerNormDx sets dx[j] = ((g − mg) − x̂·mgx)·rs with x̂ = (x[j] − m)·rs, g = dy[j]·w[j], the
-// product x̂·mgx rounded before the subtraction.
-func layerNormDx(dx, dy, x, w []float32, m, rs, mg, mgx float32) {
-	dx, dy, w = dx[:len(x)], dy[:len(x)], w[:len(x)]
-	n := layerNormDxSIMD(dx, dy, x, w, m, rs, mg, mgx)
-	dx, dy, x, w = dx[n:], dy[n:], x[n:], w[n:]
-	dx, dy, w = dx[:len(x)], dy[:len(x)], w[:len(x)]
-	for j, v := range x {
-		xh := (v - m) * rs
-		g := dy[j] * w[j]
-		dx[j] = (g - mg - float32(xh*mgx)) * rs
+	if j < len(xr) {
+		xh := (xr[j] - m) * rs
+		g := dyr[j] * wr[j]
+		sg0 += float64(g)
+		sgx0 += float64(g) * float64(xh)
+		dwr[j] += dyr[j] * xh
+		dbr[j] += dyr[j]
 	}
+	return sg0 + sg1, sgx0 + sgx1
 }

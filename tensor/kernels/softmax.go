@@ -86,7 +86,7 @@ func CausalSoftmaxRecompute(p []float32, ld, s int, scale float32, lse []float32
 //	ds[i,j] = scale · p[i,j] · (dp[i,j] − Σ_{k≤i} p[i,k]·dp[i,k])   for j ≤ i
 //	ds[i,j] = 0                                                     for i < j < s
 //
-// The row sum is accumulated in float64 (in the lanes of [sum8]), the rest is float32. ds may alias dp exactly (the
+// The row sum is accumulated in float64, the rest is float32. ds may alias dp exactly (the
 // usual in-place use); it must not alias p. Panics if the shapes do not fit (a programmer
 // bug).
 func SoftmaxBackwardRows(ds, p, dp []float32, ld, s int, scale float32) {
@@ -97,34 +97,36 @@ func SoftmaxBackwardRows(ds, p, dp []float32, ld, s int, scale float32) {
 	for i := 0; i < s; i++ {
 		pr := p[i*ld : i*ld+i+1]
 		dpr := dp[i*ld : i*ld+i+1]
-		d := float32(dotWide(pr, dpr))
+		dpr = dpr[:len(pr)]
+		d, ok := dotWideSIMD(pr, dpr)
+		if !ok {
+			d = dotWide(pr, dpr)
+		}
 		dsr := ds[i*ld : i*ld+s]
-		softmaxGradRow(dsr[:len(pr)], pr, dpr, scale, d)
+		live := dsr[:len(pr)]
+		if !softmaxGradRowSIMD(live, pr, dpr, scale, d) {
+			for j, pv := range pr {
+				live[j] = scale * pv * (dpr[j] - d)
+			}
+		}
 		clear(dsr[i+1:])
 	}
 }
 
-// dotWide returns Σ_j float64(a[j])·float64(b[j]) for len(b) = len(a), in the lanes of [sum8]
-// (the products are exact in float64).
-func dotWide(a, b []float32) float64 {
+// dotWide returns float32(Σ_j float64(a[j])·float64(b[j])) for len(b) = len(a), accumulated in
+// float64 (two interleaved partial sums; eight lanes on the vector paths). The products are
+// exact in float64.
+func dotWide(a, b []float32) float32 {
 	b = b[:len(a)]
-	n, s := dotWideSIMD(a, b)
-	a, b = a[n:], b[n:]
-	b = b[:len(a)]
-	for j, v := range a {
-		s[j%8] += float64(v) * float64(b[j])
+	var d0, d1 float64
+	j := 0
+	for ; j+2 <= len(a); j += 2 {
+		u, v := a[j:j+2:j+2], b[j:j+2:j+2]
+		d0 += float64(u[0]) * float64(v[0])
+		d1 += float64(u[1]) * float64(v[1])
 	}
-	return s.total()
-}
-
-// softmaxGradRow sets ds[j] = (scale·p[j])·(dp[j] − d) for len(ds) = len(dp) = len(p).
-// ds may alias dp exactly.
-func softmaxGradRow(ds, p, dp []float32, scale, d float32) {
-	ds, dp = ds[:len(p)], dp[:len(p)]
-	n := softmaxGradRowSIMD(ds, p, dp, scale, d)
-	ds, p, dp = ds[n:], p[n:], dp[n:]
-	ds, dp = ds[:len(p)], dp[:len(p)]
-	for j, pv := range p {
-		ds[j] = scale * pv * (dp[j] - d)
+	if j < len(a) {
+		d0 += float64(a[j]) * float64(b[j])
 	}
+	return float32(d0 + d1)
 }
