@@ -106,7 +106,7 @@ func benchOne(ctx context.Context, c BenchConfig, o BenchOptions) (BenchResult, 
 		if err != nil {
 			return err
 		}
-		t, err := newTrainer(ctx, g, a, ds, 1, nil)
+		t, err := newTrainer(ctx, g, a, ds, 1)
 		if err != nil {
 			return err
 		}

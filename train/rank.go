@@ -35,14 +35,13 @@ type trainer struct {
 	sched optim.Schedule
 	gen   *rng.RNG // dropout
 	data  *datasets
-	log   *logger // nil on ranks that do not log
 
 	iteration int
 }
 
 // newTrainer builds the rank's model, optimizer and data, loading initial
 // weights or a checkpoint as the arguments say.
-func newTrainer(ctx context.Context, world comm.Group, a Args, ds *datasets, localRanks int, log *logger) (*trainer, error) {
+func newTrainer(ctx context.Context, world comm.Group, a Args, ds *datasets, localRanks int) (*trainer, error) {
 	mp := a.Model.ModelParallelConfig
 	groups, err := mesh.Initialize(ctx, world, mesh.Sizes{
 		TP: mp.TensorModelParallelSize, PP: mp.PipelineModelParallelSize, CP: mp.ContextParallelSize,
@@ -52,7 +51,7 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *datasets, loc
 	if err != nil {
 		return nil, err
 	}
-	t := &trainer{a: a, groups: groups, dpg: groups.DPCP(), data: ds, log: log}
+	t := &trainer{a: a, groups: groups, dpg: groups.DPCP(), data: ds}
 	t.dp, t.dpRank = t.dpg.Size(), t.dpg.Rank()
 	t.micro = a.NumMicroBatches(t.dp)
 	threads := a.Threads

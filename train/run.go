@@ -93,7 +93,7 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 		}
 		defer log.close()
 	}
-	t, err := newTrainer(ctx, world, a, ds, localRanks, log)
+	t, err := newTrainer(ctx, world, a, ds, localRanks)
 	if err != nil {
 		return nil, err
 	}

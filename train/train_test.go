@@ -2,47 +2,26 @@ package train
 
 import (
 	"context"
-	"encoding/json"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/gotron/gotron/internal/gptref"
 )
 
 // The fixture in testdata/gpt_ref comes from an independent PyTorch model
 // (tools/torchref). Regenerate it with
 //
 //	/usr/bin/python3 tools/torchref/gpt_ref.py --out testdata/gpt_ref
-const fixtureDir = "../testdata/gpt_ref"
-
-// fixtureArgs returns the arguments that reproduce the fixture's run.
+//
+// fixtureArgs returns the arguments that reproduce the fixture's run, and
+// PyTorch's losses and gradient norms.
 func fixtureArgs(t *testing.T) (Args, []float64, []float64) {
 	t.Helper()
-	var fc struct {
-		NumLayers             int     `json:"num_layers"`
-		HiddenSize            int     `json:"hidden_size"`
-		NumAttentionHeads     int     `json:"num_attention_heads"`
-		FFNHiddenSize         int     `json:"ffn_hidden_size"`
-		SeqLength             int     `json:"seq_length"`
-		MaxPositionEmbeddings int     `json:"max_position_embeddings"`
-		VocabSize             int     `json:"vocab_size"`
-		MicroBatchSize        int     `json:"micro_batch_size"`
-		GlobalBatchSize       int     `json:"global_batch_size"`
-		Seed                  uint64  `json:"seed"`
-		LR                    float64 `json:"lr"`
-		Beta1                 float64 `json:"adam_beta1"`
-		Beta2                 float64 `json:"adam_beta2"`
-		Eps                   float64 `json:"adam_eps"`
-		WeightDecay           float64 `json:"weight_decay"`
-		ClipGrad              float64 `json:"clip_grad"`
-		TrainIters            int     `json:"train_iters"`
+	f, err := gptref.Load("../testdata/gpt_ref")
+	if err != nil {
+		t.Fatal(err)
 	}
-	readJSON(t, filepath.Join(fixtureDir, "config.json"), &fc)
-	var fl struct {
-		Losses    []float64 `json:"losses"`
-		GradNorms []float64 `json:"grad_norms"`
-	}
-	readJSON(t, filepath.Join(fixtureDir, "losses.json"), &fl)
+	fc := f.Config
 	a := DefaultArgs()
 	a.Model.NumLayers, a.Model.HiddenSize, a.Model.NumAttentionHeads = fc.NumLayers, fc.HiddenSize, fc.NumAttentionHeads
 	a.Model.FFNHiddenSize, a.Model.SeqLength, a.Model.MaxPositionEmbeddings = fc.FFNHiddenSize, fc.SeqLength, fc.MaxPositionEmbeddings
@@ -50,22 +29,11 @@ func fixtureArgs(t *testing.T) (Args, []float64, []float64) {
 	a.Model.HiddenDropout, a.Model.AttentionDropout = 0, 0
 	a.MicroBatchSize, a.GlobalBatchSize, a.TrainIters = fc.MicroBatchSize, fc.GlobalBatchSize, fc.TrainIters
 	a.Seed, a.LR, a.LRDecayStyle = fc.Seed, fc.LR, "constant"
-	a.AdamBeta1, a.AdamBeta2, a.AdamEps, a.WeightDecay, a.ClipGrad = fc.Beta1, fc.Beta2, fc.Eps, fc.WeightDecay, fc.ClipGrad
+	a.AdamBeta1, a.AdamBeta2, a.AdamEps, a.WeightDecay, a.ClipGrad = fc.AdamBeta1, fc.AdamBeta2, fc.AdamEps, fc.WeightDecay, fc.ClipGrad
 	a.MockData = true
 	a.EvalIters = 0
-	a.LoadInit = filepath.Join(fixtureDir, "init.safetensors")
-	return a, fl.Losses, fl.GradNorms
-}
-
-func readJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
+	a.LoadInit = f.Init()
+	return a, f.Losses.Losses, f.Losses.GradNorms
 }
 
 func relErr(got, want float64) float64 { return math.Abs(got-want) / math.Abs(want) }

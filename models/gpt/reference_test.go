@@ -2,16 +2,14 @@ package gpt
 
 import (
 	"context"
-	"encoding/json"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/ckpt/safetensors"
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/data"
+	"github.com/gotron/gotron/internal/gptref"
 	"github.com/gotron/gotron/tensor/rng"
 )
 
@@ -19,54 +17,32 @@ import (
 // (tools/torchref). Regenerate it with
 //
 //	/usr/bin/python3 tools/torchref/gpt_ref.py --out testdata/gpt_ref
-const fixtureDir = "../../testdata/gpt_ref"
-
-// fixtureConfig mirrors testdata/gpt_ref/config.json.
-type fixtureConfig struct {
-	NumLayers             int     `json:"num_layers"`
-	HiddenSize            int     `json:"hidden_size"`
-	NumAttentionHeads     int     `json:"num_attention_heads"`
-	FFNHiddenSize         int     `json:"ffn_hidden_size"`
-	SeqLength             int     `json:"seq_length"`
-	MaxPositionEmbeddings int     `json:"max_position_embeddings"`
-	VocabSize             int     `json:"vocab_size"`
-	MicroBatchSize        int     `json:"micro_batch_size"`
-	GlobalBatchSize       int     `json:"global_batch_size"`
-	Seed                  uint64  `json:"seed"`
-	LR                    float64 `json:"lr"`
-	WeightDecay           float64 `json:"weight_decay"`
-	ClipGrad              float64 `json:"clip_grad"`
-	TrainIters            int     `json:"train_iters"`
-}
-
-func readFixture(t *testing.T) (fixtureConfig, config.TransformerConfig) {
+func readFixture(t *testing.T) (gptref.Fixture, config.TransformerConfig) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixtureDir, "config.json"))
+	f, err := gptref.Load("../../testdata/gpt_ref")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var fc fixtureConfig
-	if err := json.Unmarshal(b, &fc); err != nil {
-		t.Fatal(err)
-	}
+	fc := f.Config
 	cfg := config.DefaultTransformerConfig()
 	cfg.NumLayers, cfg.HiddenSize, cfg.NumAttentionHeads = fc.NumLayers, fc.HiddenSize, fc.NumAttentionHeads
 	cfg.FFNHiddenSize, cfg.SeqLength, cfg.MaxPositionEmbeddings = fc.FFNHiddenSize, fc.SeqLength, fc.MaxPositionEmbeddings
 	cfg.VocabSize = fc.VocabSize
 	cfg.HiddenDropout, cfg.AttentionDropout = 0, 0
-	return fc, cfg
+	return f, cfg
 }
 
 // TestGradientsMatchPyTorch runs the fixture's first global batch (two
 // micro-batches) and compares every parameter's gradient with PyTorch's:
 // ‖g − g_ref‖/‖g_ref‖ ≤ 1e-4 per parameter.
 func TestGradientsMatchPyTorch(t *testing.T) {
-	fc, cfg := readFixture(t)
+	f, cfg := readFixture(t)
+	fc := f.Config
 	m, err := New(cfg, rng.New(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	init, err := safetensors.ReadFile(filepath.Join(fixtureDir, "init.safetensors"))
+	init, err := safetensors.ReadFile(f.Init())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +63,7 @@ func TestGradientsMatchPyTorch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want, err := safetensors.ReadFile(filepath.Join(fixtureDir, "grads.safetensors"))
+	want, err := safetensors.ReadFile(f.Grads())
 	if err != nil {
 		t.Fatal(err)
 	}
