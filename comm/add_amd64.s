@@ -1,9 +1,12 @@
 #include "textflag.h"
 
-// func addTo(dst, x, y []float32)
-// dst[i] = x[i] + y[i] for i < len(dst); x and y are at least as long.
-// Each group of elements is loaded before it is stored, so dst may be x or y.
-TEXT ·addTo(SB), NOSPLIT, $0-72
+// The float32 addition kernels of add_amd64.go: an SSE form (any amd64) and
+// an AVX2 form. Each group of elements is loaded before it is stored, so a
+// destination may be the same memory as an input (not a shifted overlap).
+// Registers: DI, R8 destinations; SI, DX inputs; AX index; CX length.
+
+// func addToSSE(dst, x, y []float32)
+TEXT ·addToSSE(SB), NOSPLIT, $0-72
 	MOVQ dst_base+0(FP), DI
 	MOVQ dst_len+8(FP), CX
 	MOVQ x_base+24(FP), SI
@@ -46,11 +49,8 @@ to_tail:
 to_done:
 	RET
 
-// func addDup(d0, d1, x, y []float32)
-// d0[i] = d1[i] = x[i] + y[i] for i < len(d0); d1, x and y are at least as
-// long. Each group of elements is loaded before it is stored, so d0 and d1
-// may be x and y.
-TEXT ·addDup(SB), NOSPLIT, $0-96
+// func addDupSSE(d0, d1, x, y []float32)
+TEXT ·addDupSSE(SB), NOSPLIT, $0-96
 	MOVQ d0_base+0(FP), DI
 	MOVQ d0_len+8(FP), CX
 	MOVQ d1_base+24(FP), R8
@@ -97,4 +97,143 @@ dup_tail:
 	JMP   dup_tail
 
 dup_done:
+	RET
+
+// func addToAVX2(dst, x, y []float32)
+TEXT ·addToAVX2(SB), NOSPLIT, $0-72
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ x_base+24(FP), SI
+	MOVQ y_base+48(FP), DX
+	XORQ AX, AX
+	MOVQ CX, BX
+	SHRQ $5, BX
+	JZ   vto_by8
+
+vto_loop32:
+	VMOVUPS (SI)(AX*4), Y0
+	VMOVUPS 32(SI)(AX*4), Y1
+	VMOVUPS 64(SI)(AX*4), Y2
+	VMOVUPS 96(SI)(AX*4), Y3
+	VADDPS  (DX)(AX*4), Y0, Y0
+	VADDPS  32(DX)(AX*4), Y1, Y1
+	VADDPS  64(DX)(AX*4), Y2, Y2
+	VADDPS  96(DX)(AX*4), Y3, Y3
+	VMOVUPS Y0, (DI)(AX*4)
+	VMOVUPS Y1, 32(DI)(AX*4)
+	VMOVUPS Y2, 64(DI)(AX*4)
+	VMOVUPS Y3, 96(DI)(AX*4)
+	ADDQ    $32, AX
+	DECQ    BX
+	JNZ     vto_loop32
+
+vto_by8:
+	MOVQ CX, BX
+	SUBQ AX, BX
+	SHRQ $3, BX
+	JZ   vto_tail
+
+vto_loop8:
+	VMOVUPS (SI)(AX*4), Y0
+	VADDPS  (DX)(AX*4), Y0, Y0
+	VMOVUPS Y0, (DI)(AX*4)
+	ADDQ    $8, AX
+	DECQ    BX
+	JNZ     vto_loop8
+
+vto_tail:
+	VZEROUPPER
+
+vto_tail1:
+	CMPQ  AX, CX
+	JGE   vto_done
+	MOVSS (SI)(AX*4), X0
+	ADDSS (DX)(AX*4), X0
+	MOVSS X0, (DI)(AX*4)
+	INCQ  AX
+	JMP   vto_tail1
+
+vto_done:
+	RET
+
+// func addDupAVX2(d0, d1, x, y []float32)
+TEXT ·addDupAVX2(SB), NOSPLIT, $0-96
+	MOVQ d0_base+0(FP), DI
+	MOVQ d0_len+8(FP), CX
+	MOVQ d1_base+24(FP), R8
+	MOVQ x_base+48(FP), SI
+	MOVQ y_base+72(FP), DX
+	XORQ AX, AX
+	MOVQ CX, BX
+	SHRQ $5, BX
+	JZ   vdup_by8
+
+vdup_loop32:
+	VMOVUPS (SI)(AX*4), Y0
+	VMOVUPS 32(SI)(AX*4), Y1
+	VMOVUPS 64(SI)(AX*4), Y2
+	VMOVUPS 96(SI)(AX*4), Y3
+	VADDPS  (DX)(AX*4), Y0, Y0
+	VADDPS  32(DX)(AX*4), Y1, Y1
+	VADDPS  64(DX)(AX*4), Y2, Y2
+	VADDPS  96(DX)(AX*4), Y3, Y3
+	VMOVUPS Y0, (DI)(AX*4)
+	VMOVUPS Y1, 32(DI)(AX*4)
+	VMOVUPS Y2, 64(DI)(AX*4)
+	VMOVUPS Y3, 96(DI)(AX*4)
+	VMOVUPS Y0, (R8)(AX*4)
+	VMOVUPS Y1, 32(R8)(AX*4)
+	VMOVUPS Y2, 64(R8)(AX*4)
+	VMOVUPS Y3, 96(R8)(AX*4)
+	ADDQ    $32, AX
+	DECQ    BX
+	JNZ     vdup_loop32
+
+vdup_by8:
+	MOVQ CX, BX
+	SUBQ AX, BX
+	SHRQ $3, BX
+	JZ   vdup_tail
+
+vdup_loop8:
+	VMOVUPS (SI)(AX*4), Y0
+	VADDPS  (DX)(AX*4), Y0, Y0
+	VMOVUPS Y0, (DI)(AX*4)
+	VMOVUPS Y0, (R8)(AX*4)
+	ADDQ    $8, AX
+	DECQ    BX
+	JNZ     vdup_loop8
+
+vdup_tail:
+	VZEROUPPER
+
+vdup_tail1:
+	CMPQ  AX, CX
+	JGE   vdup_done
+	MOVSS (SI)(AX*4), X0
+	ADDSS (DX)(AX*4), X0
+	MOVSS X0, (DI)(AX*4)
+	MOVSS X0, (R8)(AX*4)
+	INCQ  AX
+	JMP   vdup_tail1
+
+vdup_done:
+	RET
+
+// func cpuid(leaf, sub uint32) (a, b, c, d uint32)
+TEXT ·cpuid(SB), NOSPLIT, $0-24
+	MOVL leaf+0(FP), AX
+	MOVL sub+4(FP), CX
+	CPUID
+	MOVL AX, a+8(FP)
+	MOVL BX, b+12(FP)
+	MOVL CX, c+16(FP)
+	MOVL DX, d+20(FP)
+	RET
+
+// func xgetbv0() (eax uint32)
+TEXT ·xgetbv0(SB), NOSPLIT, $0-4
+	XORL CX, CX
+	XGETBV
+	MOVL AX, eax+0(FP)
 	RET

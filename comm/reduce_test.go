@@ -130,34 +130,71 @@ func randF32(rng *rand.Rand, n int) []float32 {
 	return s
 }
 
+// addImpl is one implementation of the addition kernels.
+type addImpl struct {
+	name string
+	to   func(dst, x, y []float32)
+	dup  func(d0, d1, x, y []float32)
+}
+
+// TestAddKernels checks every addition kernel against plainAdd for every
+// length through the unrolled loops and the tails, at every alignment of
+// a float32 within 16 bytes, out of place and in place. It also checks that
+// no element past len(dst) is written.
 func TestAddKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for n := range 70 {
-		x, y := randF32(rng, n), randF32(rng, n)
-		want := plainAdd(x, y)
-		dst := make([]float32, n)
-		addTo(dst, x, y)
-		if err := sameF32(dst, want); err != nil {
-			t.Fatalf("addTo, n=%d: %v", n, err)
-		}
-		d0, d1 := make([]float32, n), make([]float32, n)
-		addDup(d0, d1, x, y)
-		if err := sameF32(d0, want); err != nil {
-			t.Fatalf("addDup d0, n=%d: %v", n, err)
-		}
-		if err := sameF32(d1, want); err != nil {
-			t.Fatalf("addDup d1, n=%d: %v", n, err)
-		}
-		// In place, as an all-reduce of two ranks runs it.
-		xa, ya := append([]float32(nil), x...), append([]float32(nil), y...)
-		addDup(xa, ya, xa, ya)
-		if err := sameF32(xa, want); err != nil {
-			t.Fatalf("addDup in place, n=%d: %v", n, err)
-		}
-		if err := sameF32(ya, want); err != nil {
-			t.Fatalf("addDup in place, n=%d: %v", n, err)
+	impls := addImpls()
+	for _, impl := range impls {
+		for n := range 100 {
+			for off := range 4 {
+				x, y := randF32(rng, n+off)[off:], randF32(rng, n+off)[off:]
+				want := plainAdd(x, y)
+				const guard = 3
+				dst := make([]float32, off+n+guard)[off:]
+				impl.to(dst[:n], x, y)
+				if err := sameF32(dst, want); err != nil {
+					t.Fatalf("%s addTo, n=%d, offset %d: %v", impl.name, n, off, err)
+				}
+				if err := zeroF32(dst[n:]); err != nil {
+					t.Fatalf("%s addTo, n=%d, offset %d, past the end: %v", impl.name, n, off, err)
+				}
+				d0 := make([]float32, off+n+guard)[off:]
+				d1 := make([]float32, n+guard)
+				impl.dup(d0[:n], d1, x, y)
+				for _, d := range [][]float32{d0, d1} {
+					if err := sameF32(d, want); err != nil {
+						t.Fatalf("%s addDup, n=%d, offset %d: %v", impl.name, n, off, err)
+					}
+					if err := zeroF32(d[n:]); err != nil {
+						t.Fatalf("%s addDup, n=%d, offset %d, past the end: %v", impl.name, n, off, err)
+					}
+				}
+				// In place, as an all-reduce of two ranks runs it.
+				xa, ya := append([]float32(nil), x...), append([]float32(nil), y...)
+				impl.dup(xa, ya, xa, ya)
+				if err := sameF32(xa, want); err != nil {
+					t.Fatalf("%s addDup in place, n=%d: %v", impl.name, n, err)
+				}
+				if err := sameF32(ya, want); err != nil {
+					t.Fatalf("%s addDup in place, n=%d: %v", impl.name, n, err)
+				}
+				xa = append([]float32(nil), x...)
+				impl.to(xa, xa, y)
+				if err := sameF32(xa, want); err != nil {
+					t.Fatalf("%s addTo in place, n=%d: %v", impl.name, n, err)
+				}
+			}
 		}
 	}
+}
+
+func zeroF32(s []float32) error {
+	for i, v := range s {
+		if v != 0 {
+			return fmt.Errorf("element %d is %g, want it untouched (0)", i, v)
+		}
+	}
+	return nil
 }
 
 func sameF32(got, want []float32) error {

@@ -14,10 +14,14 @@
 // buffers, waits until all members have arrived, does its share reading and
 // writing the other members' buffers directly, and waits until all are done
 // before returning. AllReduce is a reduce-scatter and an all-gather in one
-// pass: member p reduces chunk p of every member's buffer, in rank order,
-// and writes the result into every buffer, so n members reduce in parallel
-// and the result is bitwise the same whatever the timing. A point-to-point
-// message is copied by its receiver straight from the sender's buffer.
+// pass: the buffers are cut into one chunk per member and the chunks into
+// 64 KiB blocks; member p reduces the blocks of chunk p of every member's
+// buffer, in rank order, writing each result into every buffer while it is
+// in registers, then helps with the blocks left in the other chunks. So n
+// members reduce in parallel, a member that is late to start does not hold
+// up the others, and the result is bitwise the same whatever the timing. A
+// point-to-point message is copied by its receiver straight from the
+// sender's buffer.
 //
 // Waits block on channels and end with the call's context,
 // comm.Options.Timeout, or a failure anywhere in the world. When the world

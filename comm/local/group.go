@@ -145,7 +145,7 @@ func (g *group) async(ctx context.Context, k opKind, a args) (comm.Work, error) 
 	if err := c.arrive(&a); err != nil {
 		return nil, err
 	}
-	return startWork([]call{c}), nil
+	return startWork(g.c.w, []call{c}), nil
 }
 
 func (g *group) NewSubgroups(ctx context.Context, name string, partition [][]int) (comm.Group, error) {

@@ -141,3 +141,33 @@ func TestContextCancelledOnFailure(t *testing.T) {
 		t.Errorf("Run returned %v", err)
 	}
 }
+
+// TestWaitReportsPeerFailure checks that Work.Wait, given the context Run
+// passed to the rank, returns the *comm.PeerError of a world that failed
+// while the operation was pending, not the error of that context (which the
+// failure cancels too).
+func TestWaitReportsPeerFailure(t *testing.T) {
+	boom := errors.New("boom")
+	for round := range 20 {
+		var got error
+		issued := make(chan struct{})
+		NewWorld(2, comm.Options{}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
+			if g.Rank() == 1 {
+				<-issued
+				return boom
+			}
+			wk, err := g.AllReduceAsync(ctx, comm.F32(make([]float32, 8)), comm.Sum)
+			close(issued)
+			if err != nil {
+				got = err
+				return err
+			}
+			got = wk.Wait(ctx)
+			return got
+		})
+		var pe *comm.PeerError
+		if !errors.As(got, &pe) || pe.FailedRank != 1 || !errors.Is(got, boom) {
+			t.Fatalf("round %d: Wait returned %v, want a *comm.PeerError naming rank 1 and its error", round, got)
+		}
+	}
+}

@@ -25,7 +25,8 @@ import (
 //	            parties' buffers directly (zero copy)
 //	depart      say so (never blocks)
 //	awaitDone   wait until every party has departed, so no one still
-//	            touches this party's buffers
+//	            touches this party's buffers (AllReduce: until every
+//	            block is reduced, see call.allReduce)
 //
 // Only awaitReady can wait on a peer that is late; it is bounded by the
 // context, Options.Timeout and the world's failures. awaitDone waits only on
@@ -67,6 +68,7 @@ type meet struct {
 	wake                []chan struct{} // per party, capacity 1
 	timers              []*time.Timer   // per party, made on first use
 	scratch             [][]comm.Buffer // per party, for Reduce
+	share               arShare         // AllReduce: the blocks the parties share
 	result              []*core         // NewSubgroups: the subgroups made
 }
 
@@ -83,7 +85,8 @@ func (t *table) get(seq uint64) *meet {
 		t.free = t.free[:n-1]
 	} else {
 		p := t.parties()
-		m = &meet{args: make([]args, p), wake: make([]chan struct{}, p), timers: make([]*time.Timer, p), scratch: make([][]comm.Buffer, p)}
+		m = &meet{args: make([]args, p), wake: make([]chan struct{}, p), timers: make([]*time.Timer, p), scratch: make([][]comm.Buffer, p),
+			share: newARShare(p)}
 		for k := range m.wake {
 			m.wake[k] = make(chan struct{}, 1)
 		}
@@ -104,6 +107,7 @@ func (t *table) recycle(m *meet) {
 	for k := range m.scratch {
 		clear(m.scratch[k])
 	}
+	m.share.reset()
 	t.mu.Lock()
 	delete(t.live, m.seq)
 	t.free = append(t.free, m)
@@ -260,6 +264,11 @@ func (c *call) hopeless() error {
 		}
 		wr := c.t.worldRank(k)
 		if _, exited := c.w.rankStatus(wr); exited {
+			// A rank that returned an error failed the world as it
+			// exited (both are recorded at once): report that failure.
+			if pe := c.w.failure(); pe != nil {
+				return c.peerError(pe)
+			}
 			return c.peerError(&comm.PeerError{FailedRank: wr,
 				Cause: fmt.Errorf("its Run function returned without issuing %s", c.describe())})
 		}
@@ -280,8 +289,19 @@ func (c *call) depart() {
 	m.mu.Unlock()
 }
 
-// awaitDone waits until every party has departed; the last to leave
-// recycles the meet.
+// finishEarly marks the meet done before every party has departed: the
+// work that touches the parties' buffers is complete (see call.allReduce).
+// Party p wakes the others.
+func (m *meet) finishEarly(p int) {
+	m.mu.Lock()
+	m.done = true
+	m.doneFlag.Store(true)
+	m.wakeOthers(p)
+	m.mu.Unlock()
+}
+
+// awaitDone waits until the meet is done (every party has departed, or
+// finishEarly was called); the last to leave recycles the meet.
 func (c *call) awaitDone() {
 	m := c.m
 	if c.w.spin {

@@ -102,18 +102,7 @@ func (c *call) compute() {
 	me := &as[p]
 	switch c.kind {
 	case opAllReduce:
-		// Reduce-scatter and all-gather in one pass: party p reduces chunk p
-		// of every buffer and writes the result into every buffer.
-		l := me.a.Len()
-		lo, hi := l*p/n, l*(p+1)/n
-		if n == 1 || lo == hi {
-			return
-		}
-		bufs := c.scratch(n)
-		for k := range as {
-			bufs[k] = as[k].a.Slice(lo, hi)
-		}
-		comm.Reduce(me.rop, bufs, bufs)
+		c.allReduce()
 	case opReduceScatter:
 		cnt := me.a.Len()
 		c.reduceChunk(me.rop, me.a, p*cnt)

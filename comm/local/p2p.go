@@ -53,7 +53,7 @@ func (g *group) SendAsync(ctx context.Context, buf comm.Buffer, dst int) (comm.W
 	if err != nil {
 		return nil, err
 	}
-	return startWork([]call{c}), nil
+	return startWork(g.c.w, []call{c}), nil
 }
 
 func (g *group) RecvAsync(ctx context.Context, buf comm.Buffer, src int) (comm.Work, error) {
@@ -64,7 +64,7 @@ func (g *group) RecvAsync(ctx context.Context, buf comm.Buffer, src int) (comm.W
 	if err != nil {
 		return nil, err
 	}
-	return startWork([]call{c}), nil
+	return startWork(g.c.w, []call{c}), nil
 }
 
 // BatchP2P publishes every op before waiting on any, so a batch that sends
@@ -88,7 +88,7 @@ func (g *group) BatchP2P(ctx context.Context, ops []comm.P2POp) (comm.Work, erro
 		}
 		calls = append(calls, c)
 	}
-	return startWork(calls), nil
+	return startWork(g.c.w, calls), nil
 }
 
 // abandon leaves a published call that will not be finished: it withdraws

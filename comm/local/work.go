@@ -9,13 +9,14 @@ import (
 // work is the comm.Work of published calls finishing on their own
 // goroutine.
 type work struct {
+	w     *World
 	done  chan struct{}
 	err   error
 	calls []call
 }
 
-func startWork(calls []call) *work {
-	wk := &work{done: make(chan struct{}), calls: calls}
+func startWork(w *World, calls []call) *work {
+	wk := &work{w: w, done: make(chan struct{}), calls: calls}
 	go wk.run()
 	return wk
 }
@@ -73,7 +74,10 @@ func finishAll(cs []call) error {
 	return first
 }
 
-// Wait implements comm.Work.
+// Wait implements comm.Work. ctx bounds only this wait, except when the
+// world has failed: the failure cancels Run's context too, and Wait then
+// returns the operation's own error (a *comm.PeerError unless it completed
+// first), which every waiter is woken to report at once.
 func (wk *work) Wait(ctx context.Context) error {
 	select {
 	case <-wk.done:
@@ -84,6 +88,10 @@ func (wk *work) Wait(ctx context.Context) error {
 	case <-wk.done:
 		return wk.err
 	case <-ctx.Done():
+		if wk.w.failure() != nil {
+			<-wk.done
+			return wk.err
+		}
 		return fmt.Errorf("local: Wait for %s gave up: %w; the operation goes on and keeps its buffers", wk.describe(), ctx.Err())
 	}
 }
