@@ -227,3 +227,22 @@ type ArgError struct {
 func (e *ArgError) Error() string {
 	return fmt.Sprintf("comm: %s on group %s at rank %d: %s", e.Op, GroupLabel(e.Group, e.GlobalRanks), e.Rank, e.Msg)
 }
+
+// PanicError is the error of a rank whose function panicked, in any backend:
+// the panic is recovered and the rank fails with this error, so its peers
+// stop with the cause instead of hanging.
+type PanicError struct {
+	Rank  int    // world rank
+	Value any    // the value passed to panic
+	Stack []byte // the goroutine's stack at the panic
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("rank %d panicked: %v\n%s", e.Rank, e.Value, e.Stack)
+}
+
+// Unwrap returns the panic value when it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+
+	"github.com/gotron/gotron/comm"
 )
 
 // work is the comm.Work of published calls finishing on their own
@@ -27,7 +29,7 @@ func (wk *work) run() {
 		if v := recover(); v != nil {
 			c := &wk.calls[0]
 			r := c.t.worldRank(c.party)
-			wk.err = &PanicError{Rank: r, Value: v, Stack: debug.Stack()}
+			wk.err = &comm.PanicError{Rank: r, Value: v, Stack: debug.Stack()}
 			c.w.fail(r, wk.err)
 		}
 	}()

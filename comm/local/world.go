@@ -72,7 +72,7 @@ func (w *World) Size() int { return w.n }
 // returned. A World runs once; a second Run returns an error.
 //
 // When a rank's fn returns an error or panics (the panic is recovered and
-// its stack kept in a *PanicError), the world fails: every other rank's
+// its stack kept in a *comm.PanicError), the world fails: every other rank's
 // pending and later calls return a *comm.PeerError naming that rank and its
 // error, and the context given to fn is cancelled with such a
 // *comm.PeerError as its cause.
@@ -112,7 +112,7 @@ func (w *World) Run(ctx context.Context, fn func(ctx context.Context, g comm.Gro
 func runRank(ctx context.Context, r int, g comm.Group, fn func(context.Context, comm.Group) error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &PanicError{Rank: r, Value: v, Stack: debug.Stack()}
+			err = &comm.PanicError{Rank: r, Value: v, Stack: debug.Stack()}
 		}
 	}()
 	return fn(ctx, g)
@@ -236,20 +236,3 @@ func (e *RunError) Error() string {
 
 // Unwrap returns the root cause, Err.
 func (e *RunError) Unwrap() error { return e.Err }
-
-// PanicError is the error of a rank whose fn panicked.
-type PanicError struct {
-	Rank  int    // world rank
-	Value any    // the value passed to panic
-	Stack []byte // the goroutine's stack at the panic
-}
-
-func (e *PanicError) Error() string {
-	return fmt.Sprintf("rank %d panicked: %v\n%s", e.Rank, e.Value, e.Stack)
-}
-
-// Unwrap returns the panic value when it is an error.
-func (e *PanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
-}

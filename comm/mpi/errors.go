@@ -42,20 +42,3 @@ func (e *RunError) Error() string {
 
 // Unwrap returns the root cause, Err.
 func (e *RunError) Unwrap() error { return e.Err }
-
-// PanicError is the error of a rank whose fn panicked.
-type PanicError struct {
-	Rank  int    // world rank
-	Value any    // the value passed to panic
-	Stack []byte // the goroutine's stack at the panic
-}
-
-func (e *PanicError) Error() string {
-	return fmt.Sprintf("rank %d panicked: %v\n%s", e.Rank, e.Value, e.Stack)
-}
-
-// Unwrap returns the panic value when it is an error.
-func (e *PanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
-}

@@ -17,7 +17,7 @@ import (
 // data: its text, the texts of the errors it wraps (so that errors.Is
 // matches sentinel errors, which have the same text in every process of one
 // program), and the first error of its chain that is one of comm's error
-// types or *PanicError, field by field (so that errors.As finds it on every
+// types or *comm.PanicError, field by field (so that errors.As finds it on every
 // rank).
 
 const (
@@ -34,7 +34,7 @@ type RemoteError struct {
 	// longer than 512 bytes left out).
 	Texts []string
 	// Err is the first error of its chain that is a *comm.TimeoutError,
-	// *comm.PeerError, *comm.MismatchError, *comm.ArgError or *PanicError,
+	// *comm.PeerError, *comm.MismatchError, *comm.ArgError or *comm.PanicError,
 	// rebuilt field by field (errors held inside it are RemoteErrors), or
 	// nil.
 	Err error
@@ -201,7 +201,7 @@ func encodeError(err error) *wireError {
 			w.Mismatch = x
 		case *comm.ArgError:
 			w.Arg = x
-		case *PanicError:
+		case *comm.PanicError:
 			w.Panic = &wirePanic{Rank: x.Rank, Value: fmtValue(x.Value), Stack: string(x.Stack)}
 		default:
 			typed = false
@@ -270,7 +270,7 @@ func (w *wireError) decode(rank int) *RemoteError {
 	case w.Arg != nil:
 		e.Err = w.Arg
 	case w.Panic != nil:
-		e.Err = &PanicError{Rank: w.Panic.Rank, Value: w.Panic.Value, Stack: []byte(w.Panic.Stack)}
+		e.Err = &comm.PanicError{Rank: w.Panic.Rank, Value: w.Panic.Value, Stack: []byte(w.Panic.Stack)}
 	}
 	return e
 }

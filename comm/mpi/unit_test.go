@@ -97,7 +97,7 @@ func TestWireErrors(t *testing.T) {
 		{"timeout", fmt.Errorf("train: %w", te), []error{comm.ErrTimeout, context.DeadlineExceeded}},
 		{"ctx", &comm.TimeoutError{Op: comm.OpBarrier, Cause: context.Canceled}, []error{context.Canceled}},
 		{"peer", pe, []error{errSentinel}},
-		{"panic", &PanicError{Rank: 1, Value: "kaboom", Stack: []byte("stack")}, nil},
+		{"panic", &comm.PanicError{Rank: 1, Value: "kaboom", Stack: []byte("stack")}, nil},
 		{"joined", errors.Join(errors.New("a"), errSentinel), []error{errSentinel}},
 	}
 	for _, c := range cases {
@@ -127,7 +127,7 @@ func TestWireErrors(t *testing.T) {
 	if !errors.Is(again, errSentinel) {
 		t.Errorf("a RemoteError passed on lost its chain: %#v", again)
 	}
-	w := encodeError(&PanicError{Rank: 1, Value: "x", Stack: make([]byte, 1<<20)})
+	w := encodeError(&comm.PanicError{Rank: 1, Value: "x", Stack: make([]byte, 1<<20)})
 	w.fit(4096)
 	if b, _ := json.Marshal(w); len(b) > 4096 {
 		t.Errorf("fit(4096) left %d bytes", len(b))

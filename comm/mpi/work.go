@@ -30,7 +30,7 @@ func (wk *work) run(cs []*call) {
 	defer close(wk.done)
 	defer func() {
 		if v := recover(); v != nil {
-			wk.err = &PanicError{Rank: wk.w.rank, Value: v, Stack: debug.Stack()}
+			wk.err = &comm.PanicError{Rank: wk.w.rank, Value: v, Stack: debug.Stack()}
 			wk.w.failLocal(wk.err)
 		}
 	}()

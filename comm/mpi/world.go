@@ -119,7 +119,7 @@ func (w *World) Size() int { return w.size }
 // Run returns an error.
 //
 // When this rank's fn returns an error or panics (the panic is recovered
-// into a *PanicError), or one of its calls gives up waiting, the rank tells
+// into a *comm.PanicError), or one of its calls gives up waiting, the rank tells
 // every other process at once, on a communicator of its own that each
 // process watches: their pending and later calls return a *comm.PeerError
 // naming the rank and its error, and the context given to fn is cancelled
@@ -157,7 +157,7 @@ func (w *World) Run(ctx context.Context, fn func(ctx context.Context, g comm.Gro
 func runRank(ctx context.Context, r int, g comm.Group, fn func(context.Context, comm.Group) error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &PanicError{Rank: r, Value: v, Stack: debug.Stack()}
+			err = &comm.PanicError{Rank: r, Value: v, Stack: debug.Stack()}
 		}
 	}()
 	return fn(ctx, g)
