@@ -1,6 +1,7 @@
 package blas
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -95,11 +96,22 @@ func TestSgemmShortSlicePanics(t *testing.T) {
 	Sgemm(false, false, 2, 2, 2, 1, make([]float32, 3), 2, make([]float32, 4), 2, 0, make([]float32, 4), 2)
 }
 
-func BenchmarkSgemm512(b *testing.B) {
+// BenchmarkSgemm runs a 512×512×512 GEMM with the BLAS's own pool at 1 and
+// at 2 threads, and reports GFLOP/s (2·n³ per call).
+func BenchmarkSgemm(b *testing.B) {
 	const n = 512
-	x, y, z := make([]float32, n*n), make([]float32, n*n), make([]float32, n*n)
-	b.SetBytes(2 * n * n * n) // FLOPs, reported as "MB/s" = MFLOP/s
-	for b.Loop() {
-		Sgemm(false, false, n, n, n, 1, x, n, y, n, 0, z, n)
+	defer SetThreads(Threads())
+	for _, th := range []int{1, 2} {
+		b.Run(fmt.Sprintf("n=%d/threads=%d", n, th), func(b *testing.B) {
+			SetThreads(th)
+			x, y, z := make([]float32, n*n), make([]float32, n*n), make([]float32, n*n)
+			for i := range x {
+				x[i], y[i] = float32(i%7), float32(i%5)
+			}
+			for b.Loop() {
+				Sgemm(false, false, n, n, n, 1, x, n, y, n, 0, z, n)
+			}
+			b.ReportMetric(2*n*n*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
 	}
 }
