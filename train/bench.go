@@ -31,7 +31,7 @@ type BenchConfig struct {
 	MicroBatch                        int
 }
 
-// BenchConfigs are the benchmark models: small and medium.
+// benchConfigs are the benchmark models: small and medium.
 var benchConfigs = map[string]BenchConfig{
 	"small":  {Name: "small", Layers: 4, Hidden: 256, Heads: 8, Seq: 256, Vocab: 1024, MicroBatch: 8},
 	"medium": {Name: "medium", Layers: 6, Hidden: 512, Heads: 8, Seq: 512, Vocab: 8192, MicroBatch: 4},
