@@ -49,6 +49,9 @@ func openData(a Args) (*datasets, error) {
 	if err != nil {
 		return nil, err
 	}
+	if v := train.Vocab(); v > a.Model.VocabSize {
+		return nil, fmt.Errorf("invalid arguments: --vocab-size %d is smaller than the data's vocabulary %d: raise --vocab-size (or leave it unset for byte-level text)", a.Model.VocabSize, v)
+	}
 	d := &datasets{train: train, vocab: train.Vocab(),
 		desc: fmt.Sprintf("%s: %d files, %d bytes for training, %d samples of %d tokens", c.Source, len(tr.Docs), tr.NumBytes(), train.NumSamples(), seq)}
 	if va != nil {

@@ -53,3 +53,20 @@ func TestBadArgumentsAreReportedTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestVocabularyTooSmallForText: byte-level text needs 256 token ids; a
+// smaller --vocab-size is one error before any rank starts.
+func TestVocabularyTooSmallForText(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.go"), []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := mockArgs(3)
+	a.MockData, a.DataPath, a.SplitValid = false, []string{dir}, 0
+	a.Model.SeqLength = 4
+	a.WorldSize = 2
+	_, err := Run(context.Background(), a, Options{})
+	if err == nil || !strings.Contains(err.Error(), "--vocab-size 64 is smaller than the data's vocabulary 256") || strings.Contains(err.Error(), "rank") {
+		t.Fatalf("got %v, want one vocabulary error naming --vocab-size", err)
+	}
+}

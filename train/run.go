@@ -79,9 +79,6 @@ func RunRank(ctx context.Context, world comm.Group, a Args, o Options, localRank
 // runRank runs one rank with the arguments validated and the data open.
 func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datasets, localRanks int) (*Result, error) {
 	var err error
-	if ds.vocab > a.Model.VocabSize {
-		return nil, fmt.Errorf("invalid arguments: --vocab-size %d is smaller than the data's vocabulary %d: raise --vocab-size", a.Model.VocabSize, ds.vocab)
-	}
 	var log *logger
 	if world.Rank() == 0 {
 		out := o.Out
