@@ -1,0 +1,28 @@
+// Package tp is gotron's tensor_parallel package: the layers, mappings,
+// loss, random-number streams and activation checkpointing that split a
+// transformer's weights and activations across a tensor-parallel group.
+//
+// It follows Megatron-Core's megatron/core/tensor_parallel (restated in
+// megatron-semantics.md §1.4 and §2.9–2.14) in Go form:
+//
+//   - mappings: forward/backward collective pairs as autograd Functions
+//     (CopyToTensorModelParallelRegion, ReduceFromTensorModelParallelRegion,
+//     ScatterToSequenceParallelRegion, ...). Each takes its group
+//     explicitly and is the identity on a group of one rank (or a nil
+//     group). The reference's old "_to_moe"/"_from_moe" variants are the same
+//     functions called with the expert tensor-parallel group.
+//   - layers: ColumnParallelLinear, RowParallelLinear, VocabParallelEmbedding
+//     and LinearWithGradAccumulationAndAsyncAllreduce, whose input-gradient
+//     all-reduce (or reduce-scatter under sequence parallelism) runs while
+//     the weight-gradient GEMM computes.
+//   - VocabParallelCrossEntropy, with label smoothing by the global formula
+//     (the same loss for every TP size; see docs/DECISIONS.md).
+//   - RNGStatesTracker, ModelParallelManualSeed, Checkpoint and
+//     CheckpointWithoutOutput.
+//   - BroadcastData, VocabUtility, SplitTensorAlongLastDim,
+//     SplitTensorInto1DEqualChunks, GatherSplit1DTensor and the parameter
+//     attribute helpers.
+//
+// Activations are sequence-first, [s, b, h]; under sequence parallelism a
+// rank holds [s/tp, b, h]. Shapes in comments use tp for the group's size.
+package tp
