@@ -23,11 +23,15 @@ type Parameter struct {
 	// Shared marks a parameter shared between modules (the tied word
 	// embedding used as the output layer).
 	Shared bool
+	// Allreduce says the gradient is reduced over the dense data-parallel
+	// group (true, the default); expert parameters reduced over the
+	// expert data-parallel group have it false (Megatron's param.allreduce).
+	Allreduce bool
 }
 
 // NewParameter wraps value as a trainable parameter named name.
 func NewParameter(name string, value *tensor.Tensor) *Parameter {
-	return &Parameter{Var: autograd.NewLeaf(value, name, true), PartitionDim: -1, PartitionStride: 1}
+	return &Parameter{Var: autograd.NewLeaf(value, name, true), PartitionDim: -1, PartitionStride: 1, Allreduce: true}
 }
 
 // Module is anything that owns parameters.
