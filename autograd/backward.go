@@ -52,12 +52,12 @@ func Backward(t *Tape, out *Var, grad *tensor.Tensor) error {
 					}
 				}
 			}
-			release(n)
+			release(t, n)
 			continue
 		}
 		fn, inputs := n.fn, n.inputs
 		grads, err := fn.Backward(n.ctx, pg.g.Contiguous())
-		release(n)
+		release(t, n)
 		if err != nil {
 			t.Fail(err)
 			return t.Err()
@@ -139,7 +139,8 @@ func runHooks(v *Var) {
 	}
 }
 
-func release(n *node) {
+func release(t *Tape, n *node) {
+	t.mem.forget(n.ctx, n.inputs)
 	n.ctx.saved = nil
 	n.ctx.State = nil
 	n.fn = releasedFunction{}

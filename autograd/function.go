@@ -27,8 +27,12 @@ type Ctx struct {
 	needsGrad []bool
 	saved     []*tensor.Tensor
 	// State holds any other value a Function keeps between forward and
-	// backward (index slices, masks, RNG states).
+	// backward (index slices, masks, RNG states). Its size counts toward
+	// the tape's activation memory for the common slice types, a
+	// *tensor.Tensor, or a StateSizer.
 	State any
+
+	stateBytes int64 // State's size as accounted at record time
 }
 
 // Context returns the rank's context, for collectives.
@@ -102,6 +106,7 @@ func Apply(t *Tape, f Function, in ...*Var) *Var {
 	if record {
 		out.requiresGrad = true
 		out.node = &node{fn: f, ctx: c, inputs: in, out: out}
+		t.mem.account(c, in)
 	}
 	return out
 }

@@ -14,6 +14,7 @@ type Tape struct {
 	workers int
 	mu      sync.Mutex // guards err: hooks may fail from other goroutines
 	err     error
+	mem     activationMemory
 }
 
 // NewTape returns a tape whose collectives run under ctx.

@@ -146,3 +146,13 @@ func (t *Tensor) String() string {
 	}
 	return b.String()
 }
+
+// Storage returns the identity of t's underlying storage (shared by all its
+// views) and its size in bytes, for memory accounting: two tensors with
+// the same identity share memory.
+func (t *Tensor) Storage() (id *float32, bytes int64) {
+	if cap(t.storage) == 0 {
+		return nil, 0
+	}
+	return &t.storage[:1][0], int64(cap(t.storage)) * 4
+}

@@ -1,0 +1,104 @@
+package autograd
+
+import "github.com/gotron/gotron/tensor"
+
+// activationMemory counts the bytes a tape keeps for backward: the
+// storage of tensors saved by recorded Functions (each storage once, however
+// many nodes save it or views of it; parameters' values excluded) and the
+// sizes of their States. It is the activation memory of Korthikanti et al.
+// 2022 (arXiv 2205.05198): what the forward pass holds until backward.
+type activationMemory struct {
+	live, peak int64
+	refs       map[*float32]int
+}
+
+// StateSizer is implemented by a Function's State that is not one of the
+// common slice types, to report the bytes it holds for backward.
+type StateSizer interface {
+	StateBytes() int64
+}
+
+// ActivationBytes returns the bytes currently held for backward by
+// recorded operations on the tape.
+func (t *Tape) ActivationBytes() int64 { return t.mem.live }
+
+// PeakActivationBytes returns the largest ActivationBytes since the tape
+// was made or ResetPeakActivationBytes was last called.
+func (t *Tape) PeakActivationBytes() int64 { return t.mem.peak }
+
+// ResetPeakActivationBytes restarts peak tracking from the current live
+// bytes.
+func (t *Tape) ResetPeakActivationBytes() { t.mem.peak = t.mem.live }
+
+// account adds a recorded node's saved tensors and State to the live
+// bytes. params holds the storage of the node's inputs that are leaves
+// requiring grad (parameters), which are not activations.
+func (m *activationMemory) account(c *Ctx, inputs []*Var) {
+	var n int64
+	for _, s := range c.saved {
+		id, b := s.Storage()
+		if id == nil || isParamStorage(id, inputs) {
+			continue
+		}
+		if m.refs == nil {
+			m.refs = map[*float32]int{}
+		}
+		if m.refs[id] == 0 {
+			n += b
+		}
+		m.refs[id]++
+	}
+	c.stateBytes = stateBytes(c.State)
+	n += c.stateBytes
+	m.live += n
+	m.peak = max(m.peak, m.live)
+}
+
+// forget removes a node's saved tensors and State from the live bytes.
+func (m *activationMemory) forget(c *Ctx, inputs []*Var) {
+	for _, s := range c.saved {
+		id, b := s.Storage()
+		if id == nil || isParamStorage(id, inputs) {
+			continue
+		}
+		if m.refs[id]--; m.refs[id] == 0 {
+			delete(m.refs, id)
+			m.live -= b
+		}
+	}
+	m.live -= c.stateBytes
+}
+
+func isParamStorage(id *float32, inputs []*Var) bool {
+	for _, in := range inputs {
+		if in.node == nil && in.requiresGrad && in.Value != nil {
+			if pid, _ := in.Value.Storage(); pid == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// stateBytes is the size of the common State types. Shapes ([]int) are
+// metadata, not activations, and count nothing.
+func stateBytes(s any) int64 {
+	switch v := s.(type) {
+	case nil:
+		return 0
+	case StateSizer:
+		return v.StateBytes()
+	case []byte:
+		return int64(cap(v))
+	case []float32:
+		return 4 * int64(cap(v))
+	case []int32:
+		return 4 * int64(cap(v))
+	case []uint16:
+		return 2 * int64(cap(v))
+	case *tensor.Tensor:
+		_, b := v.Storage()
+		return b
+	}
+	return 0
+}

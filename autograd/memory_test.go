@@ -1,0 +1,55 @@
+package autograd
+
+import (
+	"context"
+	"testing"
+
+	"github.com/gotron/gotron/tensor"
+)
+
+// saveFn saves its input and a byte mask of its size, and a parameter.
+type saveFn struct{}
+
+func (saveFn) Forward(c *Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
+	if c.Recording() {
+		c.Save(in...)
+		c.State = make([]byte, in[0].Len())
+	}
+	return in[0].Clone(), nil
+}
+
+func (saveFn) Backward(c *Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
+	return make([]*tensor.Tensor, len(c.Saved())), nil
+}
+
+func TestActivationBytes(t *testing.T) {
+	tape := NewTape(context.Background())
+	x := Const(tensor.New(10))                // an input: counted
+	w := NewLeaf(tensor.New(1000), "w", true) // a parameter: not counted
+	a := Apply(tape, saveFn{}, x, w)          // saves x (40 B) + mask 10 B
+	b := Apply(tape, saveFn{}, a)             // saves a (40 B) + mask 10 B
+	v := View(tape, b, 2, 5)                  // saves nothing
+	c := Apply(tape, saveFn{}, v, b)          // v and b share storage: 40 B once + 10 B
+	if got, want := tape.ActivationBytes(), int64(3*(40+10)); got != want {
+		t.Fatalf("after forward: %d bytes live, want %d", got, want)
+	}
+	if err := Backward(tape, Sum(tape, c), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := tape.ActivationBytes(); got != 0 {
+		t.Fatalf("after backward: %d bytes live, want 0", got)
+	}
+	if got, want := tape.PeakActivationBytes(), int64(150); got != want {
+		t.Fatalf("peak %d, want %d", got, want)
+	}
+	tape.ResetPeakActivationBytes()
+	if tape.PeakActivationBytes() != 0 {
+		t.Fatalf("peak after reset %d", tape.PeakActivationBytes())
+	}
+	restore := tape.NoGrad()
+	Apply(tape, saveFn{}, x)
+	restore()
+	if tape.ActivationBytes() != 0 {
+		t.Fatalf("a no-grad forward kept %d bytes", tape.ActivationBytes())
+	}
+}
