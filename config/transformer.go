@@ -24,6 +24,10 @@ type TransformerConfig struct {
 	MaxPositionEmbeddings int `json:"max_position_embeddings"`
 	// VocabSize is the tokenizer's vocabulary (vocab_size), before padding.
 	VocabSize int `json:"vocab_size"`
+	// MakeVocabSizeDivisibleBy pads the vocabulary to a multiple of this
+	// times the TP size (make_vocab_size_divisible_by, 128); see
+	// PaddedVocabSize.
+	MakeVocabSizeDivisibleBy int `json:"make_vocab_size_divisible_by"`
 	// LayernormEpsilon is added to the variance in every LayerNorm
 	// (layernorm_epsilon, 1e-5).
 	LayernormEpsilon float32 `json:"layernorm_epsilon"`
@@ -45,6 +49,9 @@ type TransformerConfig struct {
 	// ranks) instead of averaging per micro-batch means
 	// (calculate_per_token_loss, false).
 	CalculatePerTokenLoss bool `json:"calculate_per_token_loss"`
+
+	// Recompute holds the activation-recompute settings.
+	Recompute
 }
 
 // DefaultTransformerConfig returns Megatron's defaults for the fields above
@@ -57,6 +64,7 @@ func DefaultTransformerConfig() TransformerConfig {
 		AttentionDropout:                0.1,
 		InitMethodStd:                   0.02,
 		ShareEmbeddingsAndOutputWeights: true,
+		MakeVocabSizeDivisibleBy:        128,
 	}
 }
 
@@ -143,6 +151,15 @@ func (c TransformerConfig) modelViolations() []Violation {
 	if c.InitMethodStd <= 0 {
 		vs.add(fieldList("init_method_std"), "init_method_std is %g: it must be positive; set --init-method-std", c.InitMethodStd)
 	}
+	if c.MakeVocabSizeDivisibleBy < 1 {
+		vs.add(fieldList("make_vocab_size_divisible_by"), "make_vocab_size_divisible_by is %d: it must be at least 1; set --make-vocab-size-divisible-by", c.MakeVocabSizeDivisibleBy)
+	}
+	if tp := c.TensorModelParallelSize; c.SequenceParallel && tp > 1 && c.SeqLength > 0 && c.SeqLength%tp != 0 {
+		vs.add(fieldList("seq_length", "sequence_parallel", "tensor_model_parallel_size"),
+			"seq_length %d is not divisible by tensor_model_parallel_size %d: sequence parallelism splits the sequence across the TP ranks; choose --seq-length a multiple of %d or set sequence_parallel = false (drop --sequence-parallel)",
+			c.SeqLength, tp, tp)
+	}
+	c.recomputeViolations(&vs)
 	return vs
 }
 
