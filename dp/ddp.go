@@ -139,21 +139,76 @@ func (d *DDP) BroadcastParams(ctx context.Context) error {
 	return nil
 }
 
-// FinalizeModelGrads is the data-parallel part of Megatron's
-// finalize_model_grads: finish every chunk's gradient synchronisation.
-// With numTokens set (calculate_per_token_loss), the caller has all-reduced
-// the token count and the gradients are then scaled by 1/max(numTokens, 1).
-func FinalizeModelGrads(ctx context.Context, chunks []*DDP, numTokens *int64) error {
+// FinalizeOptions are the groups and settings FinalizeModelGrads needs
+// beyond the model chunks (Megatron's pg_collection, num_tokens and the
+// config's sequence_parallel).
+type FinalizeOptions struct {
+	// NumTokens, when set (calculate_per_token_loss), is the global token
+	// count, already all-reduced by the caller: the gradients are scaled by
+	// 1/max(NumTokens, 1).
+	NumTokens *int64
+	// TP is the tensor-parallel group; nil or size 1 skips the TP step.
+	TP comm.Group
+	// SequenceParallel is the model config's sequence_parallel: the
+	// gradients of parameters marked SequenceParallel (layer norms, and
+	// row-parallel biases) are partial sums over the TP ranks' sequence
+	// shards, and are all-reduced over TP.
+	SequenceParallel bool
+}
+
+// FinalizeModelGrads is Megatron's finalize_model_grads for the dimensions
+// gotron builds so far (megatron-semantics.md §2.17): finish every chunk's
+// data-parallel gradient synchronisation; under sequence parallelism
+// all-reduce (SUM) the gradients of SequenceParallel parameters over the
+// tensor-parallel group, coalesced into one buffer; scale by the global
+// token count when o.NumTokens is set. Afterwards every tensor-parallel
+// rank holds identical gradients for the parameters it replicates.
+func FinalizeModelGrads(ctx context.Context, chunks []*DDP, o FinalizeOptions) error {
 	for _, d := range chunks {
 		if err := d.FinishGradSync(ctx); err != nil {
 			return err
 		}
 	}
-	if numTokens != nil {
-		s := float32(1 / float64(max(*numTokens, 1)))
+	if o.SequenceParallel && o.TP != nil && o.TP.Size() > 1 {
+		if err := allReduceSequenceParallelGrads(ctx, chunks, o.TP); err != nil {
+			return err
+		}
+	}
+	if o.NumTokens != nil {
+		s := float32(1 / float64(max(*o.NumTokens, 1)))
 		for _, d := range chunks {
 			d.ScaleGradients(s)
 		}
+	}
+	return nil
+}
+
+// allReduceSequenceParallelGrads sums the gradients of every
+// SequenceParallel parameter over tp in one coalesced all-reduce.
+func allReduceSequenceParallelGrads(ctx context.Context, chunks []*DDP, tp comm.Group) error {
+	var ps []*nn.Parameter
+	n := 0
+	for _, d := range chunks {
+		for _, p := range d.params {
+			if p.SequenceParallel && p.Grad != nil {
+				ps = append(ps, p)
+				n += p.Grad.Len()
+			}
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	buf := make([]float32, 0, n)
+	for _, p := range ps {
+		buf = append(buf, p.Grad.Data()...)
+	}
+	if err := tp.AllReduce(ctx, comm.F32(buf), comm.Sum); err != nil {
+		return fmt.Errorf("dp: all-reduce of the sequence-parallel gradients (%d parameters) over %s: %w", len(ps), tp.Name(), err)
+	}
+	off := 0
+	for _, p := range ps {
+		off += copy(p.Grad.Data(), buf[off:off+p.Grad.Len()])
 	}
 	return nil
 }

@@ -90,7 +90,7 @@ func TestGradientsMatchSingleRank(t *testing.T) {
 				if err := d.StartGradSync(ctx); err != nil {
 					return err
 				}
-				if err := FinalizeModelGrads(ctx, []*DDP{d}, nil); err != nil {
+				if err := FinalizeModelGrads(ctx, []*DDP{d}, FinalizeOptions{}); err != nil {
 					return err
 				}
 				for _, p := range m.Parameters() {

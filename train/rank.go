@@ -151,7 +151,7 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 		numTokens = &total
 		loss = sum / float64(max(total, 1))
 	}
-	if err := dp.FinalizeModelGrads(ctx, []*dp.DDP{t.ddp}, numTokens); err != nil {
+	if err := dp.FinalizeModelGrads(ctx, []*dp.DDP{t.ddp}, dp.FinalizeOptions{NumTokens: numTokens}); err != nil {
 		return stepResult{}, err
 	}
 	if !perToken {
