@@ -54,10 +54,21 @@ func (f embeddingFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Ten
 // [s, b, h] and pos [max_pos, h] (learned absolute position embeddings).
 // pos accumulates its gradient directly: dpos[i] += Σ_b dy[i, b].
 func AddPositions(t *autograd.Tape, x, pos *autograd.Var) *autograd.Var {
-	return autograd.Apply(t, addPositionsFn{pos: pos}, x, pos)
+	return AddPositionsAt(t, x, pos, 0)
 }
 
-type addPositionsFn struct{ pos *autograd.Var }
+// AddPositionsAt returns x + pos[start:start+s] broadcast over the batch:
+// the positions of a sequence shard [s, b, h] that begins at position
+// start (a sequence-parallel rank's tokens). pos accumulates its gradient
+// directly into rows [start, start+s).
+func AddPositionsAt(t *autograd.Tape, x, pos *autograd.Var, start int) *autograd.Var {
+	return autograd.Apply(t, addPositionsFn{pos: pos, start: start}, x, pos)
+}
+
+type addPositionsFn struct {
+	pos   *autograd.Var
+	start int
+}
 
 func (f addPositionsFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
 	x, p := in[0].Contiguous(), in[1]
@@ -68,11 +79,11 @@ func (f addPositionsFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.
 		return nil, fmt.Errorf("nn: position embedding: input %v, table %v", x.Shape(), p.Shape())
 	}
 	s, b, h := x.Dim(0), x.Dim(1), x.Dim(2)
-	if s > p.Dim(0) {
-		return nil, fmt.Errorf("nn: position embedding: sequence length %d exceeds max_position_embeddings %d", s, p.Dim(0))
+	if f.start < 0 || f.start+s > p.Dim(0) {
+		return nil, fmt.Errorf("nn: position embedding: positions [%d, %d) exceed max_position_embeddings %d", f.start, f.start+s, p.Dim(0))
 	}
 	y := x.Clone()
-	yd, pd := y.Data(), p.Data()
+	yd, pd := y.Data(), p.Data()[f.start*h:]
 	for i := 0; i < s; i++ {
 		for j := 0; j < b; j++ {
 			kernels.AddInto(yd[(i*b+j)*h:(i*b+j+1)*h], pd[i*h:(i+1)*h])
@@ -84,7 +95,7 @@ func (f addPositionsFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.
 func (f addPositionsFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
 	if c.NeedsGrad(1) { // a frozen (or constant) table gets no gradient
 		s, b, h := dy.Dim(0), dy.Dim(1), dy.Dim(2)
-		dp := GradBuffer(f.pos).Data()
+		dp := GradBuffer(f.pos).Data()[f.start*h:]
 		dd := dy.Data()
 		for i := 0; i < s; i++ {
 			kernels.ColumnSumInto(dp[i*h:(i+1)*h], dd[i*b*h:(i+1)*b*h], b, h)

@@ -100,13 +100,38 @@ func TestAddPositionsGradcheck(t *testing.T) {
 	}
 }
 
+// TestAddPositionsAtGradcheck: a sequence shard starting at position start
+// adds rows [start, start+s) and accumulates their gradient only.
+func TestAddPositionsAtGradcheck(t *testing.T) {
+	s, b, maxPos, h, start := 2, 3, 7, 4, 3
+	err := gradcheck.Check(gradcheck.Case{
+		Inputs: []*tensor.Tensor{gradcheck.Randn(11, 1, s, b, h), gradcheck.Randn(12, 1, maxPos, h)},
+		Grad:   []bool{true, true},
+		Op: func(t *autograd.Tape, in []*autograd.Var) *autograd.Var {
+			return nn.AddPositionsAt(t, in[0], in[1], start)
+		},
+		Ref: func(in [][]float64) []float64 {
+			return refAddPositions(in[0], in[1][start*h:], s, b, h)
+		},
+		Seed: 13,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tape := autograd.NewTape(context.Background())
+	nn.AddPositionsAt(tape, autograd.Const(tensor.New(s, b, h)), autograd.NewLeaf(tensor.New(maxPos, h), "pos", true), 6)
+	if err := tape.Err(); err == nil || !strings.Contains(err.Error(), "positions [6, 8) exceed max_position_embeddings 7") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 func TestAddPositionsErrors(t *testing.T) {
 	pos := autograd.NewLeaf(tensor.New(4, 3), "position_embeddings.weight", true)
 	for _, c := range []struct {
 		x    []int
 		want string
 	}{
-		{[]int{5, 1, 3}, "sequence length 5 exceeds max_position_embeddings 4"},
+		{[]int{5, 1, 3}, "positions [0, 5) exceed max_position_embeddings 4"},
 		{[]int{2, 1, 2}, "input [2 1 2]"},
 		{[]int{2, 3}, "input [2 3]"},
 	} {
