@@ -123,8 +123,12 @@ func TestBufferViewsAndZeroing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(d.GradData) != m.NumParameters() {
-		t.Fatalf("buffer has %d elements, model %d", len(d.GradData), m.NumParameters())
+	local := 0
+	for _, p := range m.Parameters() {
+		local += p.Value.Len()
+	}
+	if len(d.GradData) != local {
+		t.Fatalf("buffer has %d elements, the rank's parameters %d", len(d.GradData), local)
 	}
 	// The last parameter comes first in the buffer (backward order).
 	last := m.Parameters()[len(m.Parameters())-1]

@@ -187,3 +187,7 @@ func dropoutRows(p []float32, mask []byte, s int, prob float32, seed uint64, k i
 	g := rng.New(rng.SplitMix64(seed + uint64(k)))
 	kernels.Dropout(p, mask, p, prob, g)
 }
+
+// StateBytes reports the log-sum-exp rows attention keeps for backward
+// (autograd's activation-memory accounting).
+func (st attentionState) StateBytes() int64 { return 4 * int64(cap(st.lse)) }

@@ -78,3 +78,7 @@ func (f layerNormFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Ten
 	}
 	return []*tensor.Tensor{dx, nil, nil}, nil
 }
+
+// StateBytes reports the per-row mean and 1/σ LayerNorm keeps for
+// backward (autograd's activation-memory accounting).
+func (st layerNormState) StateBytes() int64 { return 4 * int64(cap(st.mean)+cap(st.rstd)) }

@@ -145,13 +145,12 @@ func (a Args) Validate(world int) error {
 		flag string
 		v    int
 	}{
-		{"--tensor-model-parallel-size", mp.TensorModelParallelSize},
 		{"--pipeline-model-parallel-size", mp.PipelineModelParallelSize},
 		{"--context-parallel-size", mp.ContextParallelSize},
 		{"--expert-model-parallel-size", mp.ExpertModelParallelSize},
 	} {
 		if x.v > 1 {
-			add("%s %d: this gotron trains with data parallelism only so far; tensor, pipeline, context and expert parallel training are not built yet: use %s 1", x.flag, x.v, x.flag)
+			add("%s %d: this gotron trains with data, tensor and sequence parallelism so far; pipeline, context and expert parallel training are not built yet: use %s 1", x.flag, x.v, x.flag)
 		}
 	}
 	dp := a.DataParallelSize(world)

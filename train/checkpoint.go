@@ -3,11 +3,14 @@ package train
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/gotron/gotron/ckpt"
 	"github.com/gotron/gotron/ckpt/safetensors"
 	"github.com/gotron/gotron/comm"
-	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/nn"
+	"github.com/gotron/gotron/tensor"
+	"github.com/gotron/gotron/tensor/rng"
 )
 
 // Optimizer tensors are saved as exp_avg.NAME and exp_avg_sq.NAME.
@@ -16,17 +19,37 @@ const (
 	expAvgSqPrefix = "exp_avg_sq."
 )
 
-// save writes a checkpoint of the current iteration. Rank 0 writes it (every
-// data-parallel replica holds the same weights and moments; the dropout
-// generator states of all ranks are gathered first), and its outcome is
-// broadcast so that a failed save ends every rank with the same error.
+// save writes a checkpoint of the current iteration. The weights and
+// Adam moments are gathered to whole tensors over the tensor-parallel group
+// (so a checkpoint does not depend on the TP size it was written with) and
+// the generator states of every rank are gathered; rank 0 writes, and its
+// outcome is broadcast so that a failed save ends every rank with the same
+// error.
 func (t *trainer) save(ctx context.Context) error {
 	w := t.groups.World
-	st := t.gen.State()
-	mine := []int64{int64(st[0]), int64(st[1]), int64(st[2]), int64(st[3])}
-	all := make([]int64, 4*w.Size())
+	mine := t.rngStates()
+	all := make([]int64, len(mine)*w.Size())
 	if err := w.AllGather(ctx, comm.I64(all), comm.I64(mine)); err != nil {
 		return fmt.Errorf("save checkpoint: gathering generator states: %w", err)
+	}
+	model, err := t.model.WeightTensors(ctx)
+	if err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	var moments []safetensors.Tensor
+	for _, m := range []struct {
+		prefix string
+		of     []*tensor.Tensor
+	}{{expAvgPrefix, t.opt.ExpAvg}, {expAvgSqPrefix, t.opt.ExpAvgSq}} {
+		index := t.paramIndex()
+		ts, err := t.model.FullTensors(ctx, func(p *nn.Parameter) *tensor.Tensor { return m.of[index[p]] })
+		if err != nil {
+			return fmt.Errorf("save checkpoint: %w", err)
+		}
+		for _, x := range ts {
+			x.Name = m.prefix + x.Name
+			moments = append(moments, x)
+		}
 	}
 	status := []int64{0}
 	var saveErr error
@@ -38,19 +61,11 @@ func (t *trainer) save(ctx context.Context) error {
 				OptimizerSteps:  t.opt.Steps,
 				Args:            argsRecord(t.a, w.Size()),
 			},
-			Model: gpt.WeightTensors(t.model.Parameters()),
+			Model:     model,
+			Optimizer: moments,
 		}
-		for r := 0; r < w.Size(); r++ {
-			var s [4]uint64
-			for k := range s {
-				s[k] = uint64(all[4*r+k])
-			}
-			c.State.RNG = append(c.State.RNG, s)
-		}
-		for i, p := range t.opt.Params {
-			c.Optimizer = append(c.Optimizer,
-				safetensors.F32(expAvgPrefix+p.Name, p.Value.Shape(), t.opt.ExpAvg[i].Data()),
-				safetensors.F32(expAvgSqPrefix+p.Name, p.Value.Shape(), t.opt.ExpAvgSq[i].Data()))
+		for k := 0; k < len(all)/4; k++ {
+			c.State.RNG = append(c.State.RNG, [4]uint64{uint64(all[4*k]), uint64(all[4*k+1]), uint64(all[4*k+2]), uint64(all[4*k+3])})
 		}
 		if saveErr = ckpt.Save(t.a.Save, c); saveErr != nil {
 			status[0] = 1
@@ -68,6 +83,46 @@ func (t *trainer) save(ctx context.Context) error {
 	return nil
 }
 
+// paramIndex maps each parameter to its index in the optimizer's lists.
+func (t *trainer) paramIndex() map[*nn.Parameter]int {
+	m := make(map[*nn.Parameter]int, len(t.opt.Params))
+	for i, p := range t.opt.Params {
+		m[p] = i
+	}
+	return m
+}
+
+// rngStates returns the rank's generator states, flattened: the default
+// stream, then the tracker's streams in name order (rngPerRank states).
+func (t *trainer) rngStates() []int64 {
+	states := []rng.State{t.rand.Default.State()}
+	tracked := t.rand.Tracker.GetStates()
+	for _, name := range t.rand.Tracker.Names() {
+		states = append(states, tracked[name])
+	}
+	out := make([]int64, 0, 4*len(states))
+	for _, s := range states {
+		for _, x := range s {
+			out = append(out, int64(x))
+		}
+	}
+	return out
+}
+
+// setRNGStates restores what rngStates gave.
+func (t *trainer) setRNGStates(states [][4]uint64) error {
+	names := t.rand.Tracker.Names()
+	if len(states) != 1+len(names) {
+		return fmt.Errorf("%d generator states for %d streams", len(states), 1+len(names))
+	}
+	t.rand.Default.SetState(states[0])
+	tracked := map[string]rng.State{}
+	for i, name := range names {
+		tracked[name] = states[1+i]
+	}
+	return t.rand.Tracker.SetStates(tracked)
+}
+
 // argsRecord is what a checkpoint records of the run's settings; resume
 // refuses a checkpoint whose model differs.
 func argsRecord(a Args, world int) map[string]any {
@@ -80,36 +135,34 @@ func argsRecord(a Args, world int) map[string]any {
 }
 
 // resume loads the latest checkpoint under --load into the model, the
-// optimizer, the iteration count and the generator.
+// optimizer, the iteration count and the generators. Each rank keeps its
+// tensor-parallel partition of the whole tensors the checkpoint holds.
 func (t *trainer) resume() error {
 	c, err := ckpt.Load(t.a.Load)
 	if err != nil {
 		return err
 	}
 	f := &safetensors.File{Name: t.a.Load, Tensors: c.Model}
-	if err := gpt.LoadTensors(t.model.Parameters(), f, fmt.Sprintf("--load %s (iteration %d)", t.a.Load, c.State.Iteration)); err != nil {
+	if err := t.model.LoadTensors(f, fmt.Sprintf("--load %s (iteration %d)", t.a.Load, c.State.Iteration)); err != nil {
 		return err
 	}
 	opt := &safetensors.File{Name: t.a.Load, Tensors: c.Optimizer}
-	want := map[string][]int{}
-	for _, p := range t.opt.Params {
-		want[expAvgPrefix+p.Name] = p.Value.Shape()
-		want[expAvgSqPrefix+p.Name] = p.Value.Shape()
-	}
-	if err := opt.Check(want); err != nil {
-		return fmt.Errorf("--load %s: the optimizer state does not fit the model: %w", t.a.Load, err)
-	}
-	for i, p := range t.opt.Params {
-		for _, x := range []struct {
-			prefix string
-			dst    []float32
-		}{{expAvgPrefix, t.opt.ExpAvg[i].Data()}, {expAvgSqPrefix, t.opt.ExpAvgSq[i].Data()}} {
-			ts, _ := opt.Get(x.prefix + p.Name)
-			v, err := ts.Float32()
-			if err != nil {
-				return fmt.Errorf("--load %s: %w", t.a.Load, err)
+	index := t.paramIndex()
+	for _, m := range []struct {
+		prefix string
+		into   []*tensor.Tensor
+	}{{expAvgPrefix, t.opt.ExpAvg}, {expAvgSqPrefix, t.opt.ExpAvgSq}} {
+		// LoadInto checks the moments of one prefix; the other prefix's
+		// tensors are skipped by filtering the file.
+		part := &safetensors.File{Name: opt.Name}
+		for _, x := range opt.Tensors {
+			if strings.HasPrefix(x.Name, m.prefix) {
+				part.Tensors = append(part.Tensors, x)
 			}
-			copy(x.dst, v)
+		}
+		if err := t.model.LoadInto(part, fmt.Sprintf("--load %s: the optimizer state does not fit the model", t.a.Load), m.prefix,
+			func(p *nn.Parameter) *tensor.Tensor { return m.into[index[p]] }); err != nil {
+			return err
 		}
 	}
 	if gbs, ok := c.State.Args["global_batch_size"].(float64); ok && int(gbs) != t.a.GlobalBatchSize {
@@ -117,13 +170,16 @@ func (t *trainer) resume() error {
 	}
 	t.iteration = c.State.Iteration
 	t.opt.Steps = c.State.OptimizerSteps
-	r := t.groups.Rank
-	if r < len(c.State.RNG) && len(c.State.RNG) == t.groups.World.Size() {
-		t.gen.SetState(c.State.RNG[r])
+	r, world := t.groups.Rank, t.groups.World.Size()
+	per := len(t.rngStates()) / 4
+	if len(c.State.RNG) == per*world {
+		if err := t.setRNGStates(c.State.RNG[r*per : (r+1)*per]); err != nil {
+			return fmt.Errorf("--load %s: %w", t.a.Load, err)
+		}
 	} else if len(c.State.RNG) > 0 {
-		// A different world size: dropout streams cannot continue exactly;
-		// each rank continues from a fresh stream derived from the iteration.
-		t.gen.Seed(c.State.RNG[0][0] ^ uint64(r) ^ uint64(c.State.Iteration))
+		// A different layout: dropout streams cannot continue exactly;
+		// each rank continues from fresh streams derived from the iteration.
+		t.rand.Default.Seed(c.State.RNG[0][0] ^ uint64(r) ^ uint64(c.State.Iteration))
 	}
 	return nil
 }

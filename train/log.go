@@ -34,6 +34,10 @@ type Record struct {
 	GradNorm   float64 `json:"grad_norm"`
 	TokensPerS float64 `json:"tokens_per_s"`
 	StepMS     float64 `json:"step_ms"`
+	// PeakActivationBytes is, per global rank, the peak of the activation
+	// memory the rank held for backward during the iteration (bytes
+	// saved by the forward pass; see docs/MEMORY.md).
+	PeakActivationBytes []int64 `json:"peak_activation_bytes"`
 }
 
 func newLogger(out io.Writer, progress io.Writer, jsonPath string, total int) (*logger, error) {
@@ -70,7 +74,8 @@ func (l *logger) printf(format string, args ...any) {
 func (l *logger) iteration(a Args, it int, r stepResult, interval int) error {
 	tokens := float64(a.GlobalBatchSize * a.Model.SeqLength)
 	rec := Record{Iteration: it, Loss: r.loss, LR: r.lr, GradNorm: r.gradNorm,
-		TokensPerS: tokens / r.elapsed.Seconds(), StepMS: float64(r.elapsed.Microseconds()) / 1000}
+		TokensPerS: tokens / r.elapsed.Seconds(), StepMS: float64(r.elapsed.Microseconds()) / 1000,
+		PeakActivationBytes: r.peakActivations}
 	if l.enc != nil {
 		if err := l.enc.Encode(rec); err != nil {
 			return fmt.Errorf("--log-json: %w", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/blas"
 	"github.com/gotron/gotron/tensor/rng"
+	"github.com/gotron/gotron/tp"
 )
 
 // trainer is one rank's training state.
@@ -33,8 +34,10 @@ type trainer struct {
 	ddp   *dp.DDP
 	opt   *optim.Adam
 	sched optim.Schedule
-	gen   *rng.RNG // dropout
+	rand  *gpt.Randomness // dropout: the default stream and the tracker's
 	data  *datasets
+	tp    comm.Group // the tensor-parallel group
+	mp    comm.Group // the model-parallel group (gradient norm)
 
 	iteration int
 }
@@ -65,9 +68,10 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *datasets, loc
 	// goroutine calling a single-threaded BLAS.
 	blas.SetThreads(1)
 
-	// Every rank draws the same initial weights from the seed; the dropout
-	// generator is distinct per data-parallel rank.
-	t.model, err = gpt.New(a.Model, rng.New(a.Seed))
+	// Every rank draws the same initial master weights from the seed and
+	// keeps its tensor-parallel partition.
+	t.tp, t.mp = groups.TP(), groups.Get(mesh.GroupMP)
+	t.model, err = gpt.NewParallel(a.Model, rng.New(a.Seed), t.tp)
 	if err != nil {
 		return nil, err
 	}
@@ -76,11 +80,18 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *datasets, loc
 		if err != nil {
 			return nil, fmt.Errorf("--load-init: %w", err)
 		}
-		if err := gpt.LoadTensors(t.model.Parameters(), f, "--load-init "+a.LoadInit); err != nil {
+		if err := t.model.LoadTensors(f, "--load-init "+a.LoadInit); err != nil {
 			return nil, err
 		}
 	}
-	t.gen = rng.New(rng.SplitMix64(a.Seed + 1 + uint64(groups.Rank)))
+	// Dropout streams: the default one is shared by the TP ranks of a
+	// data-parallel replica and distinct per replica; the tracker's
+	// model-parallel stream is distinct per TP rank (seed+2718+tp_rank).
+	tracker, def, err := tp.ModelParallelManualSeed(rng.SplitMix64(a.Seed+1+uint64(t.dpRank)), t.tp.Rank(), 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	t.rand = &gpt.Randomness{Default: def, Tracker: tracker}
 	t.ddp, err = dp.New(t.model.Parameters(), t.dpg, a.DDP, a.Model.CalculatePerTokenLoss)
 	if err != nil {
 		return nil, err
@@ -106,6 +117,22 @@ type stepResult struct {
 	gradNorm float64
 	lr       float64
 	elapsed  time.Duration
+	// peakActivation is the rank's largest activation memory (bytes saved
+	// for backward) during the iteration; peakActivations holds every
+	// rank's, gathered when --log-json asks for them.
+	peakActivation  int64
+	peakActivations []int64
+}
+
+// gatherPeaks collects every rank's peak activation memory (a collective
+// over the world, run when --log-json is set).
+func (t *trainer) gatherPeaks(ctx context.Context, r *stepResult) error {
+	w := t.groups.World
+	r.peakActivations = make([]int64, w.Size())
+	if err := w.AllGather(ctx, comm.I64(r.peakActivations), comm.I64([]int64{r.peakActivation})); err != nil {
+		return fmt.Errorf("gathering peak activation memory: %w", err)
+	}
+	return nil
 }
 
 // step runs one iteration: micro-batches with gradient accumulation, the
@@ -115,13 +142,14 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 	a := t.a
 	mbs := a.MicroBatchSize
 	t.ddp.ZeroGradBuffer()
+	t.tape.ResetPeakActivationBytes()
 	perToken := a.Model.CalculatePerTokenLoss
 	var loss float64
 	var tokens int64
 	for k := 0; k < t.micro; k++ {
 		row0 := t.dpRank*mbs*t.micro + k*mbs
 		b := t.data.train.Batch(t.iteration, a.GlobalBatchSize, row0, mbs)
-		losses, err := t.model.Forward(t.tape, b.InputIDs, b.Labels, b.Rows, b.Seq, t.gen)
+		losses, err := t.model.Forward(t.tape, b.InputIDs, b.Labels, b.Rows, b.Seq, t.rand)
 		if err != nil {
 			return stepResult{}, fmt.Errorf("iteration %d, micro-batch %d: %w", t.iteration+1, k, err)
 		}
@@ -151,7 +179,9 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 		numTokens = &total
 		loss = sum / float64(max(total, 1))
 	}
-	if err := dp.FinalizeModelGrads(ctx, []*dp.DDP{t.ddp}, dp.FinalizeOptions{NumTokens: numTokens}); err != nil {
+	if err := dp.FinalizeModelGrads(ctx, []*dp.DDP{t.ddp}, dp.FinalizeOptions{
+		NumTokens: numTokens, TP: t.tp, SequenceParallel: a.Model.SequenceParallel,
+	}); err != nil {
 		return stepResult{}, err
 	}
 	if !perToken {
@@ -160,12 +190,15 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 			return stepResult{}, err
 		}
 	}
-	if t.iteration == 0 && a.DumpGrads != "" && t.groups.Rank == 0 {
-		if err := safetensors.WriteFile(a.DumpGrads, gpt.GradTensors(t.model.Parameters()), map[string]string{"iteration": "1"}); err != nil {
-			return stepResult{}, fmt.Errorf("--dump-grads: %w", err)
+	if t.iteration == 0 && a.DumpGrads != "" {
+		if err := t.dumpGrads(ctx); err != nil {
+			return stepResult{}, err
 		}
 	}
-	norm := optim.GradNorm(t.model.Parameters())
+	norm, err := optim.GradNormModelParallel(ctx, t.model.Parameters(), t.mp, t.tp.Rank())
+	if err != nil {
+		return stepResult{}, err
+	}
 	if math.IsNaN(loss) || math.IsInf(loss, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
 		return stepResult{}, fmt.Errorf("iteration %d: the loss is %g and the gradient norm %g: training diverged; lower --lr, raise --lr-warmup-iters, or set --clip-grad", t.iteration+1, loss, norm)
 	}
@@ -175,7 +208,23 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 		return stepResult{}, err
 	}
 	t.iteration++
-	return stepResult{loss: loss, gradNorm: norm, lr: lr, elapsed: time.Since(start)}, nil
+	return stepResult{loss: loss, gradNorm: norm, lr: lr, elapsed: time.Since(start), peakActivation: t.tape.PeakActivationBytes()}, nil
+}
+
+// dumpGrads writes the first step's gradients, gathered to whole tensors
+// over the tensor-parallel group (every rank takes part; rank 0 writes).
+func (t *trainer) dumpGrads(ctx context.Context) error {
+	grads, err := t.model.GradTensors(ctx)
+	if err != nil {
+		return fmt.Errorf("--dump-grads: %w", err)
+	}
+	if t.groups.Rank != 0 {
+		return nil
+	}
+	if err := safetensors.WriteFile(t.a.DumpGrads, grads, map[string]string{"iteration": "1"}); err != nil {
+		return fmt.Errorf("--dump-grads: %w", err)
+	}
+	return nil
 }
 
 // sumTokensOverDP sums the token count and the loss sum over the

@@ -96,8 +96,8 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 	}
 	res := &Result{ValidLoss: math.NaN(), StartIteration: t.iteration}
 	if log != nil {
-		log.printf("gotron: %d parameters; world %d (data parallel %d, %d micro-batches of %d per rank per iteration); %s; BLAS %s, %d thread(s) per rank\n",
-			t.model.NumParameters(), world.Size(), t.dp, t.micro, a.MicroBatchSize, ds.desc, blas.Kernel(), t.tape.Workers())
+		log.printf("gotron: %d parameters; world %d (%s, %d micro-batches of %d per rank per iteration); %s; BLAS %s, %d thread(s) per rank\n",
+			t.model.NumParameters(), world.Size(), layoutDesc(a, t.dp), t.micro, a.MicroBatchSize, ds.desc, blas.Kernel(), t.tape.Workers())
 		if t.iteration > 0 {
 			log.printf("gotron: resumed from %s at iteration %d\n", a.Load, t.iteration)
 		}
@@ -109,6 +109,11 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 		r, err := t.step(ctx)
 		if err != nil {
 			return res, err
+		}
+		if a.LogJSON != "" {
+			if err := t.gatherPeaks(ctx, &r); err != nil {
+				return res, err
+			}
 		}
 		res.Losses = append(res.Losses, r.loss)
 		res.GradNorms = append(res.GradNorms, r.gradNorm)
@@ -139,12 +144,16 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 			}
 		}
 	}
-	if a.Sample > 0 && world.Rank() == 0 {
+	if a.Sample > 0 {
+		// Every rank generates: the model's forward is a collective over
+		// its tensor-parallel group. Rank 0 reports the text.
 		s, err := t.generate(a.SamplePrompt, a.Sample, a.SampleTemperature)
 		if err != nil {
 			return res, err
 		}
-		res.Sample = s
+		if world.Rank() == 0 {
+			res.Sample = s
+		}
 	}
 	return res, nil
 }
@@ -163,6 +172,25 @@ func normalise(a Args, world int) Args {
 		a.Model.MaxPositionEmbeddings = a.Model.SeqLength
 	}
 	return a
+}
+
+// layoutDesc describes the parallel layout for the start-up line.
+func layoutDesc(a Args, dp int) string {
+	m := a.Model
+	s := fmt.Sprintf("data parallel %d", dp)
+	if tp := m.TensorModelParallelSize; tp > 1 {
+		s = fmt.Sprintf("tensor parallel %d, %s", tp, s)
+		if m.SequenceParallel {
+			s = "sequence and " + s
+		}
+	}
+	if g := m.RecomputeGranularity; g != "" {
+		s += ", " + g + " recompute"
+	}
+	if m.PaddedVocabSize() != m.VocabSize {
+		s += fmt.Sprintf(", vocabulary %d padded to %d", m.VocabSize, m.PaddedVocabSize())
+	}
+	return s
 }
 
 func timeout(a Args) time.Duration {

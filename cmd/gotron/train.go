@@ -113,11 +113,17 @@ func addModelFlags(f *pflag.FlagSet, m *config.TransformerConfig) {
 	f.Float64Var(&m.InitMethodStd, "init-method-std", m.InitMethodStd, "standard deviation of weight initialisation")
 	f.Float32Var(&m.LayernormEpsilon, "layernorm-epsilon", m.LayernormEpsilon, "LayerNorm ε")
 	f.BoolVar(&m.CalculatePerTokenLoss, "calculate-per-token-loss", m.CalculatePerTokenLoss, "normalise the loss by the global batch's token count")
+	f.IntVar(&m.MakeVocabSizeDivisibleBy, "make-vocab-size-divisible-by", m.MakeVocabSizeDivisibleBy, "pad the vocabulary to a multiple of this × the tensor-parallel size (padding changes no loss or gradient)")
+	f.StringVar(&m.RecomputeGranularity, "recompute-granularity", m.RecomputeGranularity, "activation recompute: full (whole layers) or selective (the attention core); empty: none")
+	f.StringVar(&m.RecomputeMethod, "recompute-method", m.RecomputeMethod, "with full recompute: uniform (chunks of --recompute-num-layers layers) or block (the first --recompute-num-layers layers)")
+	f.IntVar(&m.RecomputeNumLayers, "recompute-num-layers", m.RecomputeNumLayers, "layers per recomputed chunk (uniform) or recomputed layers per stage (block)")
+	f.BoolVar(&m.DistributeSavedActivations, "distribute-saved-activations", m.DistributeSavedActivations, "with full recompute, keep each recomputed chunk's input split across the tensor-parallel ranks")
 }
 
 func addParallelFlags(f *pflag.FlagSet, a *train.Args) {
 	f.IntVar(&a.WorldSize, "world-size", a.WorldSize, "ranks, run as goroutines of this process")
-	f.IntVar(&a.Model.TensorModelParallelSize, "tensor-model-parallel-size", a.Model.TensorModelParallelSize, "tensor-parallel size")
+	f.IntVar(&a.Model.TensorModelParallelSize, "tensor-model-parallel-size", a.Model.TensorModelParallelSize, "tensor-parallel size: attention heads, MLP and vocabulary split across this many ranks")
+	f.BoolVar(&a.Model.SequenceParallel, "sequence-parallel", a.Model.SequenceParallel, "split the layer-norm and dropout regions along the sequence across the tensor-parallel ranks")
 	f.IntVar(&a.Model.PipelineModelParallelSize, "pipeline-model-parallel-size", a.Model.PipelineModelParallelSize, "pipeline-parallel size")
 	f.IntVar(&a.Model.ContextParallelSize, "context-parallel-size", a.Model.ContextParallelSize, "context-parallel size")
 	f.Float64Var(&a.DistributedTimeoutMinutes, "distributed-timeout-minutes", a.DistributedTimeoutMinutes, "fail a collective that waits longer than this")

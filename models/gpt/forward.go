@@ -6,15 +6,44 @@ import (
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor/rng"
+	"github.com/gotron/gotron/tp"
 )
+
+// Randomness holds the generators dropout draws from.
+//
+// Default is the rank's default stream: identical on the ranks of a
+// tensor-parallel group, it drives dropout on activations every TP rank
+// holds whole (the embeddings and the residual stream without sequence
+// parallelism), so the replicas stay equal. Tracker's model-parallel-rng
+// stream differs per TP rank and drives dropout on what each rank holds
+// alone: attention probabilities of its heads, and under sequence
+// parallelism its sequence shard. With Tracker nil, Default drives all.
+//
+// A nil *Randomness means no dropout (evaluation).
+type Randomness struct {
+	Default *rng.RNG
+	Tracker *tp.RNGStatesTracker
+}
+
+// modelParallel returns the generator of the model-parallel stream.
+func (r *Randomness) modelParallel() (*rng.RNG, error) {
+	if r == nil {
+		return nil, nil
+	}
+	if r.Tracker == nil {
+		return r.Default, nil
+	}
+	return r.Tracker.Get(tp.ModelParallelRNG)
+}
 
 // Forward runs the model on a micro-batch of token ids [b, s] (row-major,
 // as data batches hold them) and returns the per-token losses against labels
 // [b, s], as a [s·b] vector in sequence-first order (token (i, j) of row j at
-// position i is element i·b + j). With labels nil it returns the logits
-// [s, b, V] instead. g drives dropout (ignored when the tape is not
-// recording or dropout is 0).
-func (m *Model) Forward(t *autograd.Tape, ids, labels []int32, b, s int, g *rng.RNG) (*autograd.Var, error) {
+// position i is element i·b + j); under sequence parallelism too, every TP
+// rank returns all s·b losses. With labels nil it returns the logits
+// [s, b, V] over the real vocabulary instead, gathered over TP. r drives
+// dropout (nil: none; ignored when the tape is not recording).
+func (m *Model) Forward(t *autograd.Tape, ids, labels []int32, b, s int, r *Randomness) (*autograd.Var, error) {
 	cfg := m.Config
 	if len(ids) != b*s || labels != nil && len(labels) != b*s {
 		return nil, fmt.Errorf("gpt: %d ids and %d labels for a [%d, %d] micro-batch", len(ids), len(labels), b, s)
@@ -22,34 +51,160 @@ func (m *Model) Forward(t *autograd.Tape, ids, labels []int32, b, s int, g *rng.
 	if s > cfg.MaxPositions() {
 		return nil, fmt.Errorf("gpt: sequence length %d exceeds max_position_embeddings %d", s, cfg.MaxPositions())
 	}
-	x := nn.Embedding(t, m.WordEmbeddings.Var, SequenceFirst(ids, b, s), s, b)
-	x = nn.AddPositions(t, x, m.PositionEmbeddings.Var)
-	x = nn.Dropout(t, x, cfg.HiddenDropout, g)
-	for _, l := range m.Layers {
-		x = l.forward(t, x, cfg.NumAttentionHeads, cfg.LayernormEpsilon, cfg.HiddenDropout, cfg.AttentionDropout, g)
+	ws, sp := m.tpSize(), m.sequenceParallel()
+	if sp && s%ws != 0 {
+		return nil, fmt.Errorf("gpt: sequence length %d is not divisible by the %d tensor-parallel ranks that sequence parallelism splits it over", s, ws)
 	}
+	if !t.Recording() {
+		r = nil
+	}
+	mp, err := r.modelParallel()
+	if err != nil {
+		return nil, err
+	}
+	stats := m.Stats
+	if !t.Recording() {
+		stats = nil
+	}
+	if stats != nil {
+		*stats = ActivationStats{Start: t.ActivationBytes()}
+	}
+	// Dropout on what every TP rank holds whole uses the default stream;
+	// on a rank's own sequence shard, the model-parallel one.
+	var hidden *rng.RNG
+	if r != nil {
+		hidden = r.Default
+		if sp {
+			hidden = mp
+		}
+	}
+	x, err := m.Embedding.Forward(t, SequenceFirst(ids, b, s), s, b) // [s, b, h], or [s/tp, b, h] under SP
+	if err != nil {
+		return nil, err
+	}
+	start := 0
+	if sp {
+		start = m.tpRank() * s / ws
+	}
+	x = nn.AddPositionsAt(t, x, m.PositionEmbeddings.Var, start)
+	x = nn.Dropout(t, x, cfg.HiddenDropout, hidden)
+	if stats != nil {
+		stats.AfterEmbedding = t.ActivationBytes()
+	}
+	x = m.decoder(t, x, r, hidden, mp, stats)
 	x = nn.LayerNorm(t, x, m.FinalLayernormW.Var, m.FinalLayernormB.Var, cfg.LayernormEpsilon)
-	logits := nn.Linear(t, x, m.WordEmbeddings.Var, nil)
-	if labels == nil {
-		return logits, t.Err()
+	logits, _, err := m.Output.Forward(t, x, m.WordEmbeddings.Var, nil) // [s, b, V_pad/tp]
+	if err != nil {
+		return nil, err
 	}
-	logits = autograd.View(t, logits, s*b, cfg.VocabSize)
-	losses := nn.CrossEntropy(t, logits, SequenceFirst(labels, b, s))
+	if labels == nil {
+		full := tp.GatherFromTensorModelParallelRegion(t, logits, m.TP) // [s, b, V_pad]
+		if cfg.PaddedVocabSize() != cfg.VocabSize {
+			full = autograd.Narrow(t, full, 2, 0, cfg.VocabSize)
+		}
+		return full, t.Err()
+	}
+	logits = autograd.View(t, logits, s*b, logits.Value.Dim(2))
+	losses := tp.VocabParallelCrossEntropy(t, logits, SequenceFirst(labels, b, s), tp.CrossEntropyOptions{
+		Group: m.TP, VocabSize: cfg.VocabSize,
+	})
+	if stats != nil {
+		stats.AfterLoss = t.ActivationBytes()
+	}
 	return losses, t.Err()
 }
 
-func (l *Layer) forward(t *autograd.Tape, x *autograd.Var, heads int, eps, hidden, attn float32, g *rng.RNG) *autograd.Var {
+// sequenceParallel reports whether the model runs sequence parallel.
+func (m *Model) sequenceParallel() bool { return m.Config.SequenceParallel && m.tpSize() > 1 }
+
+// decoder runs the transformer layers, checkpointing them as the recompute
+// settings say.
+func (m *Model) decoder(t *autograd.Tape, x *autograd.Var, r *Randomness, hidden, mp *rng.RNG, stats *ActivationStats) *autograd.Var {
+	cfg := m.Config
+	n := len(m.Layers)
+	record := func(k int) {
+		if stats != nil {
+			for ; k > 0; k-- {
+				stats.AfterLayer = append(stats.AfterLayer, t.ActivationBytes())
+			}
+		}
+	}
+	for i := 0; i < n; {
+		start, chunk := cfg.RecomputeLayer(i, n)
+		if !start || !t.Recording() {
+			x = m.Layers[i].forward(t, x, m, r, hidden, mp)
+			record(1)
+			i++
+			continue
+		}
+		layers := m.Layers[i : i+chunk]
+		x = tp.Checkpoint(t, func(t *autograd.Tape, args []*autograd.Var) (*autograd.Var, error) {
+			y := args[0]
+			for _, l := range layers {
+				y = l.forward(t, y, m, r, hidden, mp)
+			}
+			return y, t.Err()
+		}, m.checkpointOptions(r), x)
+		record(chunk)
+		i += chunk
+	}
+	return x
+}
+
+// checkpointOptions are the recompute settings of a checkpointed region:
+// every generator dropout may draw from is snapshotted and replayed.
+func (m *Model) checkpointOptions(r *Randomness) tp.CheckpointOptions {
+	o := tp.CheckpointOptions{
+		DistributeSavedActivations: m.Config.DistributeSavedActivations,
+		Group:                      m.TP,
+	}
+	if r != nil {
+		o.Tracker, o.Default = r.Tracker, r.Default
+	}
+	return o
+}
+
+// forward runs one layer on x ([s, b, h], or [s/tp, b, h] under sequence
+// parallelism). hidden drives dropout after linear_proj and linear_fc2, mp
+// attention dropout; r's generators are what selective recompute replays.
+func (l *Layer) forward(t *autograd.Tape, x *autograd.Var, m *Model, r *Randomness, hidden, mp *rng.RNG) *autograd.Var {
+	cfg := m.Config
+	eps := cfg.LayernormEpsilon
+	heads := cfg.NumAttentionHeads / m.tpSize()
 	y := nn.LayerNorm(t, x, l.InputLayernormW.Var, l.InputLayernormB.Var, eps)
-	y = nn.Linear(t, y, l.QKVWeight.Var, l.QKVBias.Var)
-	y = nn.CausalAttention(t, y, heads, attn, g)
-	y = nn.Linear(t, y, l.ProjWeight.Var, l.ProjBias.Var)
-	y = nn.Dropout(t, y, hidden, g)
+	qkv, _, err := l.QKV.Forward(t, y, nil, nil) // [s, b, 3h/tp]
+	if err != nil {
+		t.Fail(err)
+		return qkv
+	}
+	var ctx *autograd.Var // [s, b, h/tp]
+	if cfg.RecomputeGranularity == "selective" && t.Recording() {
+		ctx = tp.Checkpoint(t, func(t *autograd.Tape, args []*autograd.Var) (*autograd.Var, error) {
+			return nn.CausalAttention(t, args[0], heads, cfg.AttentionDropout, mp), t.Err()
+		}, m.checkpointOptions(r), qkv)
+	} else {
+		ctx = nn.CausalAttention(t, qkv, heads, cfg.AttentionDropout, mp)
+	}
+	y, _, err = l.Proj.Forward(t, ctx) // [s, b, h], or [s/tp, b, h] under SP
+	if err != nil {
+		t.Fail(err)
+		return y
+	}
+	y = nn.Dropout(t, y, cfg.HiddenDropout, hidden)
 	x = autograd.Add(t, x, y)
 	y = nn.LayerNorm(t, x, l.PreMLPLayernormW.Var, l.PreMLPLayernormB.Var, eps)
-	y = nn.Linear(t, y, l.FC1Weight.Var, nil)
-	y = nn.BiasGELU(t, y, l.FC1Bias.Var)
-	y = nn.Linear(t, y, l.FC2Weight.Var, l.FC2Bias.Var)
-	y = nn.Dropout(t, y, hidden, g)
+	y, bias, err := l.FC1.Forward(t, y, nil, nil) // [s, b, ffn/tp], bias [ffn/tp]
+	if err != nil {
+		t.Fail(err)
+		return y
+	}
+	y = nn.BiasGELU(t, y, bias)
+	y, _, err = l.FC2.Forward(t, y)
+	if err != nil {
+		t.Fail(err)
+		return y
+	}
+	y = nn.Dropout(t, y, cfg.HiddenDropout, hidden)
 	return autograd.Add(t, x, y)
 }
 

@@ -1,55 +1,88 @@
 package gpt
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/gotron/gotron/ckpt/safetensors"
 	"github.com/gotron/gotron/nn"
+	"github.com/gotron/gotron/tensor"
+	"github.com/gotron/gotron/tp"
 )
 
-// WeightTensors returns every parameter's value as a safetensors tensor
-// under its Megatron name (sharing no memory with the model).
-func WeightTensors(params []*nn.Parameter) []safetensors.Tensor {
-	out := make([]safetensors.Tensor, 0, len(params))
-	for _, p := range params {
-		out = append(out, safetensors.F32(p.Name, p.Value.Shape(), p.Value.Data()))
-	}
-	return out
-}
-
-// GradTensors returns every parameter's gradient under its Megatron name;
-// a parameter without a gradient contributes zeros.
-func GradTensors(params []*nn.Parameter) []safetensors.Tensor {
-	out := make([]safetensors.Tensor, 0, len(params))
-	for _, p := range params {
-		g := make([]float32, p.Value.Len())
-		if p.Grad != nil {
-			copy(g, p.Grad.Data())
+// FullTensors gathers, for every parameter in order, the whole tensor of
+// which of(p) is this rank's partition (p's value, gradient or an optimizer
+// moment, shaped as p), under p's Megatron name: tensor-parallel partitions
+// are gathered over TP and the word embedding is cut to the real
+// vocabulary. The result is the same for every TP size, which makes weight,
+// gradient and checkpoint files independent of the layout. Every TP rank
+// must call it; a nil of(p) contributes zeros.
+func (m *Model) FullTensors(ctx context.Context, of func(p *nn.Parameter) *tensor.Tensor) ([]safetensors.Tensor, error) {
+	out := make([]safetensors.Tensor, 0, len(m.params))
+	for _, p := range m.params {
+		local := of(p)
+		if local == nil {
+			local = tensor.New(p.Value.Shape()...)
 		}
-		out = append(out, safetensors.F32(p.Name, p.Value.Shape(), g))
+		full, err := tp.GatherPartitioned(ctx, m.TP, p, local)
+		if err != nil {
+			return nil, err
+		}
+		shape := m.fullShape(p)
+		if p == m.WordEmbeddings {
+			full = full.Narrow(0, 0, shape[0])
+		}
+		out = append(out, safetensors.F32(p.Name, shape, append([]float32(nil), full.Contiguous().Data()...)))
 	}
-	return out
+	return out, nil
 }
 
-// LoadTensors copies tensors into the parameters with the same names. Every
-// parameter must be present with its shape and no other tensor may be
-// there; all differences are reported at once. source names the origin in
-// errors (a file path, say).
-func LoadTensors(params []*nn.Parameter, f *safetensors.File, source string) error {
-	want := make(map[string][]int, len(params))
-	for _, p := range params {
-		want[p.Name] = p.Value.Shape()
+// WeightTensors returns every parameter's whole value (see FullTensors).
+func (m *Model) WeightTensors(ctx context.Context) ([]safetensors.Tensor, error) {
+	return m.FullTensors(ctx, func(p *nn.Parameter) *tensor.Tensor { return p.Value })
+}
+
+// GradTensors returns every parameter's whole gradient (see FullTensors);
+// a parameter without a gradient contributes zeros.
+func (m *Model) GradTensors(ctx context.Context) ([]safetensors.Tensor, error) {
+	return m.FullTensors(ctx, func(p *nn.Parameter) *tensor.Tensor { return p.Grad })
+}
+
+// LoadTensors copies whole tensors (as WeightTensors gives them, with the
+// real vocabulary) from f into the parameters with the same names, each
+// rank keeping its partition; the word embedding's padding rows are set to
+// zero. Every parameter must be present with its whole shape and no other
+// tensor may be there; all differences are reported at once. source names
+// the origin in errors (a file path, say).
+func (m *Model) LoadTensors(f *safetensors.File, source string) error {
+	return m.LoadInto(f, source, "", func(p *nn.Parameter) *tensor.Tensor { return p.Value })
+}
+
+// LoadInto is LoadTensors for any per-parameter tensor shaped as the
+// parameter (an optimizer moment, say): the tensor named prefix+p.Name in f
+// is partitioned into into(p).
+func (m *Model) LoadInto(f *safetensors.File, source, prefix string, into func(p *nn.Parameter) *tensor.Tensor) error {
+	want := make(map[string][]int, len(m.params))
+	for _, p := range m.params {
+		want[prefix+p.Name] = m.fullShape(p)
 	}
 	if err := f.Check(want); err != nil {
 		return fmt.Errorf("%s: %w", source, err)
 	}
-	for _, p := range params {
-		t, _ := f.Get(p.Name)
+	ws, rank := m.tpSize(), m.tpRank()
+	for _, p := range m.params {
+		t, _ := f.Get(prefix + p.Name)
 		v, err := t.Float32()
 		if err != nil {
 			return fmt.Errorf("%s: %w", source, err)
 		}
-		copy(p.Value.Data(), v)
+		full := tensor.New(tp.FullShape(p, ws)...)
+		copy(full.Data(), v) // the word embedding's padding rows stay zero
+		part, err := tp.PartitionOf(p, full, rank, ws)
+		if err != nil {
+			return fmt.Errorf("%s: %w", source, err)
+		}
+		into(p).CopyFrom(part)
 	}
 	return nil
 }

@@ -3,21 +3,39 @@ package gpt
 import (
 	"fmt"
 
+	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/rng"
+	"github.com/gotron/gotron/tp"
 )
 
-// Model is a GPT with tied input and output embeddings.
+// Model is a GPT with tied input and output embeddings, built from the tp
+// layers: on a tensor-parallel group of tp ranks each rank holds its
+// partitions (whole attention heads, a slice of the MLP and of the padded
+// vocabulary); on one rank (a nil group) it is the serial model.
 type Model struct {
 	Config config.TransformerConfig
+	// TP is the tensor-parallel group (nil: one rank).
+	TP comm.Group
 
-	WordEmbeddings     *nn.Parameter // embedding.word_embeddings.weight [V, h]
+	// Embedding is the vocab-parallel word embedding; its weight
+	// (embedding.word_embeddings.weight, [V_pad/tp, h]) is also the output
+	// layer's weight.
+	Embedding          *tp.VocabParallelEmbedding
+	WordEmbeddings     *nn.Parameter // = Embedding.Weight
 	PositionEmbeddings *nn.Parameter // embedding.position_embeddings.weight [max_pos, h]
 	Layers             []*Layer
 	FinalLayernormW    *nn.Parameter // decoder.final_layernorm.weight [h]
 	FinalLayernormB    *nn.Parameter // decoder.final_layernorm.bias [h]
+	// Output is the output layer: column-parallel, no bias, no weight of its
+	// own (it is given the word embedding's), logits [s, b, V_pad/tp].
+	Output *tp.ColumnParallelLinear
+
+	// Stats, when set, receives the activation memory at the boundaries
+	// of every recorded Forward.
+	Stats *ActivationStats
 
 	params []*nn.Parameter
 }
@@ -25,67 +43,126 @@ type Model struct {
 // Layer is one transformer layer (decoder.layers.{i}).
 type Layer struct {
 	InputLayernormW, InputLayernormB   *nn.Parameter // [h]
-	QKVWeight, QKVBias                 *nn.Parameter // [3h, h], [3h]: rows head0.q, head0.k, head0.v, head1.q, ...
-	ProjWeight, ProjBias               *nn.Parameter // [h, h], [h]
+	QKV                                *tp.ColumnParallelLinear
+	Proj                               *tp.RowParallelLinear
 	PreMLPLayernormW, PreMLPLayernormB *nn.Parameter // [h]
-	FC1Weight, FC1Bias                 *nn.Parameter // [ffn, h], [ffn]
-	FC2Weight, FC2Bias                 *nn.Parameter // [h, ffn], [h]
+	FC1                                *tp.ColumnParallelLinear
+	FC2                                *tp.RowParallelLinear
 }
 
-// New builds a model from a validated config, initialised from g:
-// weights and both embeddings ~ N(0, std), linear_proj and linear_fc2
-// weights ~ N(0, std/sqrt(2·layers)), biases 0, LayerNorm weights 1 and
-// biases 0. Parameters are drawn in Parameters() order.
+// New builds a one-rank model from a validated config, initialised from g
+// (NewParallel with a nil group).
 func New(cfg config.TransformerConfig, g *rng.RNG) (*Model, error) {
+	return NewParallel(cfg, g, nil)
+}
+
+// NewParallel builds this rank's part of the model on the tensor-parallel
+// group tpg (nil for one rank). Every master weight is drawn whole from g
+// in parameter order and the rank keeps its partition, so every TP size
+// starts from the same weights:
+//
+//   - word and position embeddings and every weight ~ N(0, std), except
+//     linear_proj and linear_fc2 ~ N(0, std/sqrt(2·layers));
+//   - the word embedding's padding rows [V, V_pad) are zero and drawn after
+//     nothing: the real rows do not depend on the padding;
+//   - biases 0, LayerNorm weights 1 and biases 0.
+//
+// Layout (linear_qkv rows head0.q, head0.k, head0.v, head1.q, …):
+// linear_qkv and linear_fc1 are column-parallel ([3h/tp, h], [ffn/tp, h]),
+// linear_proj and linear_fc2 row-parallel ([h, h/tp], [h, ffn/tp]), so
+// each rank holds whole heads. Under sequence parallelism the layer norms,
+// the row-parallel biases and the position embedding are marked
+// SequenceParallel: their gradients are partial over the TP ranks' tokens
+// and finalize_model_grads sums them.
+func NewParallel(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if !cfg.ShareEmbeddingsAndOutputWeights {
 		return nil, fmt.Errorf("gpt: share_embeddings_and_output_weights=false (an untied output layer) is not built by gotron's GPT yet; drop --untie-embeddings-and-output-weights")
 	}
-	h, f, v := cfg.HiddenSize, cfg.FFN(), cfg.VocabSize
-	m := &Model{Config: cfg}
+	ws := 1
+	if tpg != nil {
+		ws = tpg.Size()
+	}
+	if ws != max(cfg.TensorModelParallelSize, 1) {
+		return nil, fmt.Errorf("gpt: the tensor-parallel group has %d ranks but tensor_model_parallel_size is %d", ws, cfg.TensorModelParallelSize)
+	}
+	sp := cfg.SequenceParallel && ws > 1
+	h, f, v, vp := cfg.HiddenSize, cfg.FFN(), cfg.VocabSize, cfg.PaddedVocabSize()
+	m := &Model{Config: cfg, TP: tpg}
 	std, outStd := cfg.InitMethodStd, cfg.OutputLayerInitStd()
-	normal := func(name string, sd float64, shape ...int) *nn.Parameter {
-		t := tensor.New(shape...)
-		g.FillNormal(t.Data(), 0, sd)
-		return m.add(name, t)
+	normal := func(sd float64) tp.InitMethod {
+		return func(w *tensor.Tensor) { g.FillNormal(w.Data(), 0, sd) }
 	}
-	const_ := func(name string, v float32, shape ...int) *nn.Parameter {
-		return m.add(name, tensor.Full(v, shape...))
+	const_ := func(name string, val float32, n int) *nn.Parameter {
+		p := m.add(nn.NewParameter(name, tensor.Full(val, n)))
+		p.SequenceParallel = sp
+		return p
 	}
-	m.WordEmbeddings = normal("embedding.word_embeddings.weight", std, v, h)
+	var err error
+	m.Embedding, err = tp.NewVocabParallelEmbedding("embedding.word_embeddings", vp, h, tpg, func(w *tensor.Tensor) {
+		g.FillNormal(w.Narrow(0, 0, v).Contiguous().Data(), 0, std) // rows [V, V_pad) stay zero
+	}, tp.WithReduceScatterEmbeddings(sp))
+	if err != nil {
+		return nil, err
+	}
+	m.WordEmbeddings = m.add(m.Embedding.Weight)
 	m.WordEmbeddings.Shared = true
-	m.PositionEmbeddings = normal("embedding.position_embeddings.weight", std, cfg.MaxPositions(), h)
+	pos := tensor.New(cfg.MaxPositions(), h)
+	g.FillNormal(pos.Data(), 0, std)
+	m.PositionEmbeddings = m.add(nn.NewParameter("embedding.position_embeddings.weight", pos))
+	m.PositionEmbeddings.SequenceParallel = sp
 	for i := 0; i < cfg.NumLayers; i++ {
 		p := fmt.Sprintf("decoder.layers.%d.", i)
 		l := &Layer{}
 		l.InputLayernormW = const_(p+"input_layernorm.weight", 1, h)
 		l.InputLayernormB = const_(p+"input_layernorm.bias", 0, h)
-		l.QKVWeight = normal(p+"self_attention.linear_qkv.weight", std, 3*h, h)
-		l.QKVBias = const_(p+"self_attention.linear_qkv.bias", 0, 3*h)
-		l.ProjWeight = normal(p+"self_attention.linear_proj.weight", outStd, h, h)
-		l.ProjBias = const_(p+"self_attention.linear_proj.bias", 0, h)
+		if l.QKV, err = tp.NewColumnParallelLinear(p+"self_attention.linear_qkv", h, 3*h, tp.ColumnParallelConfig{
+			Group: tpg, Init: normal(std), Bias: true, SequenceParallel: sp,
+		}); err != nil {
+			return nil, err
+		}
+		m.add(l.QKV.Parameters()...)
+		if l.Proj, err = tp.NewRowParallelLinear(p+"self_attention.linear_proj", h, h, tp.RowParallelConfig{
+			Group: tpg, Init: normal(outStd), Bias: true, InputIsParallel: true, SequenceParallel: sp,
+		}); err != nil {
+			return nil, err
+		}
+		m.add(l.Proj.Parameters()...)
 		l.PreMLPLayernormW = const_(p+"pre_mlp_layernorm.weight", 1, h)
 		l.PreMLPLayernormB = const_(p+"pre_mlp_layernorm.bias", 0, h)
-		l.FC1Weight = normal(p+"mlp.linear_fc1.weight", std, f, h)
-		l.FC1Bias = const_(p+"mlp.linear_fc1.bias", 0, f)
-		l.FC2Weight = normal(p+"mlp.linear_fc2.weight", outStd, h, f)
-		l.FC2Bias = const_(p+"mlp.linear_fc2.bias", 0, h)
+		if l.FC1, err = tp.NewColumnParallelLinear(p+"mlp.linear_fc1", h, f, tp.ColumnParallelConfig{
+			Group: tpg, Init: normal(std), Bias: true, SkipBiasAdd: true, SequenceParallel: sp,
+		}); err != nil {
+			return nil, err
+		}
+		m.add(l.FC1.Parameters()...)
+		if l.FC2, err = tp.NewRowParallelLinear(p+"mlp.linear_fc2", f, h, tp.RowParallelConfig{
+			Group: tpg, Init: normal(outStd), Bias: true, InputIsParallel: true, SequenceParallel: sp,
+		}); err != nil {
+			return nil, err
+		}
+		m.add(l.FC2.Parameters()...)
 		m.Layers = append(m.Layers, l)
 	}
 	m.FinalLayernormW = const_("decoder.final_layernorm.weight", 1, h)
 	m.FinalLayernormB = const_("decoder.final_layernorm.bias", 0, h)
+	if m.Output, err = tp.NewColumnParallelLinear("output_layer", h, vp, tp.ColumnParallelConfig{
+		Group: tpg, SkipWeightParamAllocation: true, SequenceParallel: sp,
+	}); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
-func (m *Model) add(name string, t *tensor.Tensor) *nn.Parameter {
-	p := nn.NewParameter(name, t)
-	m.params = append(m.params, p)
-	return p
+func (m *Model) add(ps ...*nn.Parameter) *nn.Parameter {
+	m.params = append(m.params, ps...)
+	return ps[len(ps)-1]
 }
 
-// Parameters returns every parameter in a fixed order (the init order).
+// Parameters returns every parameter of this rank in a fixed order (the
+// init order).
 func (m *Model) Parameters() []*nn.Parameter { return m.params }
 
 // Parameter returns the parameter with Megatron's name, or nil.
@@ -98,20 +175,50 @@ func (m *Model) Parameter(name string) *nn.Parameter {
 	return nil
 }
 
-// Shapes returns each parameter's name and shape.
+// Shapes returns each parameter's name and whole (unpartitioned) shape,
+// with the real, unpadded vocabulary: the shapes of the tensors WeightTensors
+// and GradTensors give and LoadTensors takes.
 func (m *Model) Shapes() map[string][]int {
 	out := make(map[string][]int, len(m.params))
 	for _, p := range m.params {
-		out[p.Name] = append([]int(nil), p.Value.Shape()...)
+		out[p.Name] = m.fullShape(p)
 	}
 	return out
 }
 
-// NumParameters returns the number of scalar parameters.
+// fullShape is p's whole shape, the word embedding's without padding.
+func (m *Model) fullShape(p *nn.Parameter) []int {
+	s := tp.FullShape(p, m.tpSize())
+	if p == m.WordEmbeddings {
+		s[0] = m.Config.VocabSize
+	}
+	return s
+}
+
+func (m *Model) tpSize() int {
+	if m.TP == nil {
+		return 1
+	}
+	return m.TP.Size()
+}
+
+func (m *Model) tpRank() int {
+	if m.TP == nil {
+		return 0
+	}
+	return m.TP.Rank()
+}
+
+// NumParameters returns the number of scalar parameters of the whole model
+// (all TP partitions, the real vocabulary).
 func (m *Model) NumParameters() int {
 	n := 0
-	for _, p := range m.params {
-		n += p.Value.Len()
+	for _, s := range m.Shapes() {
+		k := 1
+		for _, d := range s {
+			k *= d
+		}
+		n += k
 	}
 	return n
 }

@@ -1,0 +1,106 @@
+package gpt
+
+import "github.com/gotron/gotron/config"
+
+// ActivationStats receives, when set as Model.Stats, the tape's
+// activation bytes (autograd.Tape.ActivationBytes: what the forward pass
+// keeps for backward) at the boundaries of a recorded Forward.
+type ActivationStats struct {
+	// Start is the count when Forward began (what earlier micro-batches
+	// still hold).
+	Start int64
+	// AfterEmbedding is the count after the embeddings and their dropout.
+	AfterEmbedding int64
+	// AfterLayer[i] is the count after layer i.
+	AfterLayer []int64
+	// AfterLoss is the count at the end of Forward.
+	AfterLoss int64
+}
+
+// ActivationEstimate is gotron's activation memory per rank, in bytes, at
+// the end of one micro-batch's forward pass: what the formulas of
+// docs/MEMORY.md predict for a config, and what ActivationStats measure.
+type ActivationEstimate struct {
+	// Embedding is the embeddings' share (the dropout mask).
+	Embedding int64
+	// PerLayer is one transformer layer's share, averaged over a recompute
+	// chunk under full recompute.
+	PerLayer int64
+	// Head is the final layer norm's, the output layer's and the loss's.
+	Head int64
+	// Total = Embedding + layers·PerLayer + Head.
+	Total int64
+}
+
+// EstimateActivations returns gotron's activation memory per rank for a
+// micro-batch of b rows under cfg (its TP size, sequence parallelism and
+// recompute settings), with s = seq_length, h = hidden, a = heads,
+// f = ffn, t = TP, V_p = padded vocabulary, everything float32 (4 bytes)
+// and dropout masks 1 byte per element:
+//
+//	layer = r·(16·sbh + 2·sbh·[p>0] + 16·sb) + (12 + 4 + 4f/h·4)·sbh/t + 4·abs/t
+//
+// where r = 1/t under sequence parallelism (the replicated inputs of the
+// layer norms, of linear_qkv and linear_fc1, the two dropout masks and the
+// layer norms' mean and 1/σ, held per sequence shard) and 1 otherwise; the
+// split terms are the qkv projection (12sbh/t), the attention context
+// (4sbh/t), the MLP's GELU input and output (2·4·sbf/t), and the
+// attention's log-sum-exp rows (4abs/t, dropped by selective recompute).
+// Full recompute keeps only each chunk's input, 4sbh (·1/t when
+// distributed or sequence parallel) per RecomputeNumLayers layers. The
+// head keeps the final layer norm's input and output (8·sbh·r + 8·sb·r) and
+// the logits with one log-sum-exp per token (4·sb·V_p/t + 8·sb, 4·sb on one
+// rank without padding). See docs/MEMORY.md for the comparison with
+// Korthikanti et al. 2022.
+func EstimateActivations(cfg config.TransformerConfig, b int) ActivationEstimate {
+	s, h, a, f := int64(cfg.SeqLength), int64(cfg.HiddenSize), int64(cfg.NumAttentionHeads), int64(cfg.FFN())
+	t := int64(max(cfg.TensorModelParallelSize, 1))
+	B := int64(b)
+	sp := cfg.SequenceParallel && t > 1
+	// rep divides what every TP rank would hold whole by t under SP.
+	rep := func(x int64) int64 {
+		if sp {
+			return x / t
+		}
+		return x
+	}
+	sbh, sb := s*B*h, s*B
+	var e ActivationEstimate
+	if cfg.HiddenDropout > 0 {
+		e.Embedding = rep(sbh)
+	}
+	layer := rep(16*sbh+16*sb) + (12*sbh+4*sbh+8*s*B*f)/t
+	if cfg.HiddenDropout > 0 {
+		layer += rep(2 * sbh)
+	}
+	if cfg.RecomputeGranularity != "selective" {
+		layer += 4 * a * B * s / t
+	}
+	if cfg.RecomputeGranularity == "full" {
+		in := 4 * sbh
+		if sp || cfg.DistributeSavedActivations && t > 1 {
+			in /= t
+		}
+		layer = in / int64(max(cfg.RecomputeNumLayers, 1))
+		if cfg.RecomputeMethod == "block" {
+			// Only the first RecomputeNumLayers layers are checkpointed;
+			// PerLayer is their share.
+			layer = in
+		}
+	}
+	e.PerLayer = layer
+	vp := int64(cfg.PaddedVocabSize())
+	lse := 8 * sb
+	if t == 1 && vp == int64(cfg.VocabSize) {
+		lse = 4 * sb
+	}
+	e.Head = rep(8*sbh+8*sb) + 4*sb*vp/t + lse
+	e.Total = e.Embedding + int64(cfg.NumLayers)*e.PerLayer + e.Head
+	if cfg.RecomputeGranularity == "full" && cfg.RecomputeMethod == "block" {
+		n := int64(min(cfg.RecomputeNumLayers, cfg.NumLayers))
+		full := cfg
+		full.Recompute = config.Recompute{}
+		e.Total = e.Embedding + n*e.PerLayer + (int64(cfg.NumLayers)-n)*EstimateActivations(full, b).PerLayer + e.Head
+	}
+	return e
+}

@@ -1,0 +1,118 @@
+package gpt
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gotron/gotron/autograd"
+	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/comm/local"
+	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/data"
+	"github.com/gotron/gotron/tensor/rng"
+	"github.com/gotron/gotron/tp"
+)
+
+// TestActivationMemoryMatchesEstimate runs one micro-batch forward on 1, 2
+// and 4 tensor-parallel ranks, with and without sequence parallelism,
+// dropout and each recompute setting, and checks that the measured
+// activation bytes of the embeddings, of every layer and of the head equal
+// EstimateActivations exactly (the formulas of docs/MEMORY.md), and that
+// backward releases everything.
+func TestActivationMemoryMatchesEstimate(t *testing.T) {
+	type variant struct {
+		tp         int
+		sp         bool
+		dropout    float32
+		recompute  config.Recompute
+		vocab      int
+		microBatch int
+	}
+	full := func(method string, n int, dist bool) config.Recompute {
+		return config.Recompute{RecomputeGranularity: "full", RecomputeMethod: method, RecomputeNumLayers: n, DistributeSavedActivations: dist}
+	}
+	var vs []variant
+	for _, n := range []int{1, 2, 4} {
+		for _, sp := range []bool{false, true} {
+			if sp && n == 1 {
+				continue
+			}
+			for _, rc := range []config.Recompute{{}, {RecomputeGranularity: "selective"}, full("uniform", 2, false), full("uniform", 1, n > 1 && !sp)} {
+				for _, p := range []float32{0, 0.1} {
+					vs = append(vs, variant{n, sp, p, rc, 100, 2})
+				}
+			}
+		}
+	}
+	vs = append(vs, variant{1, false, 0, config.Recompute{}, 128, 3}, variant{2, true, 0.1, full("block", 1, false), 256, 1})
+	for _, v := range vs {
+		name := fmt.Sprintf("tp%d/sp=%v/p=%v/%s-%s-%d-dist=%v/V%d/b%d", v.tp, v.sp, v.dropout, v.recompute.RecomputeGranularity,
+			v.recompute.RecomputeMethod, v.recompute.RecomputeNumLayers, v.recompute.DistributeSavedActivations, v.vocab, v.microBatch)
+		t.Run(name, func(t *testing.T) {
+			cfg := config.DefaultTransformerConfig()
+			cfg.NumLayers, cfg.HiddenSize, cfg.NumAttentionHeads, cfg.SeqLength, cfg.VocabSize = 4, 32, 4, 16, v.vocab
+			cfg.HiddenDropout, cfg.AttentionDropout = v.dropout, v.dropout
+			cfg.TensorModelParallelSize, cfg.SequenceParallel, cfg.Recompute = v.tp, v.sp, v.recompute
+			want := EstimateActivations(cfg, v.microBatch)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			err := local.NewWorld(v.tp, comm.Options{}).Run(ctx, func(ctx context.Context, g comm.Group) error {
+				m, err := NewParallel(cfg, rng.New(5), g)
+				if err != nil {
+					return err
+				}
+				tracker, def, err := tp.ModelParallelManualSeed(9, g.Rank(), 0, 0)
+				if err != nil {
+					return err
+				}
+				var st ActivationStats
+				m.Stats = &st
+				tape := autograd.NewTape(ctx)
+				b := data.MockDataset{Seed: 1, Vocab: cfg.VocabSize, Seq: cfg.SeqLength}.Batch(0, v.microBatch, 0, v.microBatch)
+				losses, err := m.Forward(tape, b.InputIDs, b.Labels, b.Rows, b.Seq, &Randomness{Default: def, Tracker: tracker})
+				if err != nil {
+					return err
+				}
+				got := ActivationEstimate{Embedding: st.AfterEmbedding - st.Start, Head: st.AfterLoss - st.AfterLayer[len(st.AfterLayer)-1], Total: st.AfterLoss - st.Start}
+				layers := []int64{}
+				prev := st.AfterEmbedding
+				for _, x := range st.AfterLayer {
+					layers = append(layers, x-prev)
+					prev = x
+				}
+				if got.Embedding != want.Embedding || got.Head != want.Head || got.Total != want.Total {
+					return fmt.Errorf("rank %d: measured embedding %d, head %d, total %d bytes; estimate %d, %d, %d (layers measured %v, estimate %d each)",
+						g.Rank(), got.Embedding, got.Head, got.Total, want.Embedding, want.Head, want.Total, layers, want.PerLayer)
+				}
+				rc := cfg.Recompute
+				for i, x := range layers {
+					w := want.PerLayer
+					switch {
+					case rc.RecomputeMethod == "uniform" && i%rc.RecomputeNumLayers != rc.RecomputeNumLayers-1:
+						continue // a chunk's bytes are recorded after its last layer
+					case rc.RecomputeMethod == "uniform":
+						w *= int64(rc.RecomputeNumLayers)
+					case rc.RecomputeMethod == "block" && i >= rc.RecomputeNumLayers:
+						continue
+					}
+					if x != w && !(rc.RecomputeMethod == "uniform" && x == 0) {
+						return fmt.Errorf("rank %d: layer %d holds %d bytes, estimate %d", g.Rank(), i, x, w)
+					}
+				}
+				l := MaskedMeanLoss(tape, losses, b, 1)
+				if err := autograd.Backward(tape, l, nil); err != nil {
+					return err
+				}
+				if n := tape.ActivationBytes(); n != 0 {
+					return fmt.Errorf("rank %d: %d activation bytes left after backward", g.Rank(), n)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

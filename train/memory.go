@@ -1,0 +1,153 @@
+package train
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gotron/gotron/autograd"
+	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/comm/local"
+	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/data"
+	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/tensor/rng"
+	"github.com/gotron/gotron/tp"
+)
+
+// MemoryRow is one layout of a MeasureActivations report: rank 0's
+// activation memory for one micro-batch, in bytes.
+type MemoryRow struct {
+	// Layout names the layout ("TP 4 + SP + selective", say).
+	Layout string
+	// Config is the model config the row ran.
+	Config config.TransformerConfig
+	// PerLayer is the measured bytes one transformer layer keeps (the
+	// mean over the layers); Estimate is gotron's formula
+	// (gpt.EstimateActivations).
+	PerLayer, Estimate int64
+	// Korthikanti is the per-layer formula of Korthikanti et al. 2022,
+	// Table 2, in bytes of 16-bit activations; gotron keeps float32, so
+	// compare Estimate with 2·Korthikanti less the terms gotron never
+	// stores (see docs/MEMORY.md).
+	Korthikanti float64
+	// EndOfForward is the whole model's activation memory at the end of
+	// forward; Peak the largest during forward and backward.
+	EndOfForward, Peak int64
+}
+
+// memoryLayouts are the layouts MeasureActivations compares, on t ranks.
+func memoryLayouts(base config.TransformerConfig, t int) []struct {
+	name string
+	cfg  config.TransformerConfig
+} {
+	var out []struct {
+		name string
+		cfg  config.TransformerConfig
+	}
+	add := func(name string, tp int, sp bool, rc config.Recompute) {
+		c := base
+		c.TensorModelParallelSize, c.SequenceParallel, c.Recompute = tp, sp, rc
+		out = append(out, struct {
+			name string
+			cfg  config.TransformerConfig
+		}{name, c})
+	}
+	sel := config.Recompute{RecomputeGranularity: "selective"}
+	full := config.Recompute{RecomputeGranularity: "full", RecomputeMethod: "uniform", RecomputeNumLayers: 1}
+	add("one rank", 1, false, config.Recompute{})
+	if t > 1 {
+		add(fmt.Sprintf("TP %d", t), t, false, config.Recompute{})
+		add(fmt.Sprintf("TP %d + SP", t), t, true, config.Recompute{})
+		add(fmt.Sprintf("TP %d + selective", t), t, false, sel)
+		add(fmt.Sprintf("TP %d + SP + selective", t), t, true, sel)
+		add(fmt.Sprintf("TP %d + full", t), t, false, full)
+		add(fmt.Sprintf("TP %d + SP + full", t), t, true, full)
+	} else {
+		add("one rank + selective", 1, false, sel)
+		add("one rank + full", 1, false, full)
+	}
+	return out
+}
+
+// Korthikanti returns the activation memory of one transformer layer per
+// rank in bytes of 16-bit activations by Korthikanti et al. 2022 (arXiv
+// 2205.05198), Table 2, for micro-batch b under cfg:
+//
+//	no parallelism            sbh·(34 + 5as/h)
+//	tensor parallel           sbh·(10 + 24/t + 5as/(ht))
+//	tensor + sequence         sbh/t·(34 + 5as/h)
+//	tensor + selective        sbh·(10 + 24/t)
+//	tensor + sequence + sel.  sbh·34/t
+//	full recompute            2sbh (the layer's input)
+func Korthikanti(cfg config.TransformerConfig, b int) float64 {
+	s, h, a := float64(cfg.SeqLength), float64(cfg.HiddenSize), float64(cfg.NumAttentionHeads)
+	t := float64(max(cfg.TensorModelParallelSize, 1))
+	sbh := s * float64(b) * h
+	sp := cfg.SequenceParallel && t > 1
+	attn := 5 * a * s / h
+	if cfg.RecomputeGranularity == "selective" {
+		attn = 0
+	}
+	switch {
+	case cfg.RecomputeGranularity == "full":
+		return 2 * sbh
+	case sp:
+		return sbh / t * (34 + attn)
+	default:
+		return sbh * (10 + 24/t + attn/t)
+	}
+}
+
+// MeasureActivations runs one micro-batch of a's model forward and
+// backward in each layout of memoryLayouts (one rank, and TP t with and
+// without sequence parallelism, selective and full recompute, where t is
+// a's tensor-model-parallel size) on in-process ranks, and reports rank 0's
+// measured activation memory beside gotron's and Korthikanti et al.'s
+// formulas.
+func MeasureActivations(ctx context.Context, a Args) ([]MemoryRow, error) {
+	a = normalise(a, max(a.Model.TensorModelParallelSize, 1))
+	if a.Model.VocabSize == 0 {
+		a.Model.VocabSize = 256
+	}
+	var rows []MemoryRow
+	for _, l := range memoryLayouts(a.Model, max(a.Model.TensorModelParallelSize, 1)) {
+		if err := l.cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("%s: %w", l.name, err)
+		}
+		row := MemoryRow{Layout: l.name, Config: l.cfg, Estimate: gpt.EstimateActivations(l.cfg, a.MicroBatchSize).PerLayer,
+			Korthikanti: Korthikanti(l.cfg, a.MicroBatchSize)}
+		n := max(l.cfg.TensorModelParallelSize, 1)
+		err := local.NewWorld(n, comm.Options{}).Run(ctx, func(ctx context.Context, g comm.Group) error {
+			m, err := gpt.NewParallel(l.cfg, rng.New(a.Seed), g)
+			if err != nil {
+				return err
+			}
+			tracker, def, err := tp.ModelParallelManualSeed(a.Seed+1, g.Rank(), 0, 0)
+			if err != nil {
+				return err
+			}
+			var st gpt.ActivationStats
+			m.Stats = &st
+			tape := autograd.NewTape(ctx)
+			b := data.MockDataset{Seed: a.Seed, Vocab: l.cfg.VocabSize, Seq: l.cfg.SeqLength}.Batch(0, a.MicroBatchSize, 0, a.MicroBatchSize)
+			losses, err := m.Forward(tape, b.InputIDs, b.Labels, b.Rows, b.Seq, &gpt.Randomness{Default: def, Tracker: tracker})
+			if err != nil {
+				return err
+			}
+			if err := autograd.Backward(tape, gpt.MaskedMeanLoss(tape, losses, b, 1), nil); err != nil {
+				return err
+			}
+			if g.Rank() == 0 {
+				row.PerLayer = (st.AfterLayer[len(st.AfterLayer)-1] - st.AfterEmbedding) / int64(len(st.AfterLayer))
+				row.EndOfForward = st.AfterLoss - st.Start
+				row.Peak = tape.PeakActivationBytes()
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", l.name, err)
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
