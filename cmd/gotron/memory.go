@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gotron/gotron/train"
+)
+
+func newInspectMemoryCmd() *cobra.Command {
+	a := train.DefaultArgs()
+	a.Model.NumLayers, a.Model.HiddenSize, a.Model.NumAttentionHeads, a.Model.SeqLength = 4, 512, 8, 512
+	a.Model.VocabSize = 256
+	a.Model.TensorModelParallelSize = 4
+	cmd := &cobra.Command{
+		Use:   "memory",
+		Short: "Measure activation memory per rank for one micro-batch under TP, SP and recompute, beside the formulas",
+		Long: `memory runs one micro-batch of the model forward and backward on in-process
+ranks, for one rank and for --tensor-model-parallel-size t with and without
+sequence parallelism, selective and full recompute, and prints rank 0's
+activation memory (bytes saved for backward) per layer, measured, beside
+gotron's formula and Korthikanti et al. 2022's (Table 2, 16-bit activations),
+and the whole model's at the end of forward and at its peak.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rows, err := train.MeasureActivations(cmd.Context(), a)
+			if err != nil {
+				return err
+			}
+			m := a.Model
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "s=%d b=%d h=%d a=%d L=%d V=%d, hidden and attention dropout %g/%g; bytes per rank (rank 0)\n",
+				m.SeqLength, a.MicroBatchSize, m.HiddenSize, m.NumAttentionHeads, m.NumLayers, m.VocabSize, m.HiddenDropout, m.AttentionDropout)
+			w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(w, "layout\tper layer\tgotron formula\tKorthikanti (16-bit)\tKorthikanti ×2 (32-bit)\tend of forward\tpeak\t")
+			for _, r := range rows {
+				fmt.Fprintf(w, "%s\t%d\t%d\t%.0f\t%.0f\t%d\t%d\t\n", r.Layout, r.PerLayer, r.Estimate, r.Korthikanti, 2*r.Korthikanti, r.EndOfForward, r.Peak)
+			}
+			return w.Flush()
+		},
+	}
+	f := cmd.Flags()
+	addModelFlags(f, &a.Model)
+	f.IntVar(&a.Model.TensorModelParallelSize, "tensor-model-parallel-size", a.Model.TensorModelParallelSize, "tensor-parallel size t of the layouts compared")
+	f.IntVar(&a.MicroBatchSize, "micro-batch-size", a.MicroBatchSize, "rows of the micro-batch")
+	f.Uint64Var(&a.Seed, "seed", a.Seed, "seed of initialisation, data and dropout")
+	return cmd
+}
