@@ -205,6 +205,15 @@ func (a Args) Validate(world int) error {
 	if a.Sample < 0 || a.SampleTemperature <= 0 {
 		add("--sample %d, --sample-temperature %g: the sample length must not be negative and the temperature must be positive", a.Sample, a.SampleTemperature)
 	}
+	if v := a.Model.VocabSize; a.Sample > 0 && v > 0 {
+		for i := 0; i < len(a.SamplePrompt); i++ {
+			if int(a.SamplePrompt[i]) >= v {
+				add("--sample-prompt %q: byte %d (%q) is outside the vocabulary [0, %d); samples are byte-level: use --vocab-size 256, another prompt, or drop --sample",
+					a.SamplePrompt, a.SamplePrompt[i], a.SamplePrompt[i:i+1], v)
+				break
+			}
+		}
+	}
 	if len(errs) == 0 {
 		return nil
 	}

@@ -70,3 +70,42 @@ func TestVocabularyTooSmallForText(t *testing.T) {
 		t.Fatalf("got %v, want one vocabulary error naming --vocab-size", err)
 	}
 }
+
+// TestTensorParallelErrors: layouts that cannot work end in one error
+// naming the flags and the fix, before any rank starts.
+func TestTensorParallelErrors(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(*Args)
+		want   []string
+	}{
+		{"heads not divisible by tp", func(a *Args) { a.WorldSize, a.Model.TensorModelParallelSize, a.Model.NumAttentionHeads = 4, 4, 2 },
+			[]string{"num_attention_heads 2 is not divisible by tensor_model_parallel_size 4"}},
+		{"world not divisible by tp", func(a *Args) { a.WorldSize, a.Model.TensorModelParallelSize = 3, 2 },
+			[]string{"3", "tensor_model_parallel_size"}},
+		{"sequence not divisible under sp", func(a *Args) {
+			a.WorldSize, a.Model.TensorModelParallelSize, a.Model.SequenceParallel, a.Model.SeqLength = 4, 4, true, 18
+		}, []string{"seq_length 18 is not divisible by tensor_model_parallel_size 4", "--sequence-parallel"}},
+		{"sequence parallel without tp", func(a *Args) { a.Model.SequenceParallel = true },
+			[]string{"sequence_parallel = true needs tensor parallelism"}},
+		{"prompt outside a small vocabulary", func(a *Args) { a.Sample = 10 },
+			[]string{"--sample-prompt", "outside the vocabulary [0, 100)", "--vocab-size 256"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := tpArgs(1, 1)
+			c.change(&a)
+			_, err := Run(context.Background(), a, Options{})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not mention %q:\n%v", w, err)
+				}
+			}
+			if strings.Contains(err.Error(), "local: rank") {
+				t.Errorf("the error comes from a rank, not from validation:\n%v", err)
+			}
+		})
+	}
+}

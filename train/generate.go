@@ -9,7 +9,11 @@ import (
 
 // generate samples n bytes from the model after prompt, with temperature
 // temp, feeding back at most seq_length tokens of context. The generator is
-// seeded from --seed, so a trained model gives the same sample every time.
+// seeded from --seed, so a trained model gives the same sample every time,
+// on every rank (each rank of a tensor-parallel group runs the forward).
+// Under sequence parallelism the context is padded on the right to a
+// multiple of the TP size; causal attention keeps the padding from reaching
+// the positions read.
 func (t *trainer) generate(prompt string, n int, temp float64) (string, error) {
 	restore := t.tape.NoGrad()
 	defer restore()
@@ -24,10 +28,16 @@ func (t *trainer) generate(prompt string, n int, temp float64) (string, error) {
 		if len(ctx) > seq {
 			ctx = ctx[len(ctx)-seq:]
 		}
+		n := len(ctx)
+		if a := t.a.Model; a.SequenceParallel && a.TensorModelParallelSize > 1 {
+			k := a.TensorModelParallelSize
+			ctx = append(append([]int32(nil), ctx...), make([]int32, (k-n%k)%k)...)
+		}
 		logits, err := t.model.Forward(t.tape, ctx, nil, 1, len(ctx), nil)
 		if err != nil {
 			return "", err
 		}
+		ctx = ctx[:n]
 		last := logits.Value.Data()[(len(ctx)-1)*v : len(ctx)*v]
 		ids = append(ids, sample(last, probs, temp, g))
 	}

@@ -219,3 +219,29 @@ func TestTensorParallelResume(t *testing.T) {
 		}
 	}
 }
+
+// TestVocabPaddingChangesNothing: the same model without padding (V = 100)
+// and padded to 128 (one rank) or 512 (TP 4 with make_vocab_size_divisible_by
+// 128) has the same loss curve and gradients of real tokens to 1e-5: padded
+// logits are excluded from the softmax, padded rows never looked up.
+func TestVocabPaddingChangesNothing(t *testing.T) {
+	a := tpArgs(1, 1)
+	a.Model.MakeVocabSizeDivisibleBy = 1
+	wantLoss, wantGrads := tpRun(t, a)
+	for _, b := range []Args{tpArgs(1, 1), tpArgs(4, 4)} {
+		losses, grads := tpRun(t, b)
+		for i := range wantLoss {
+			if e := relErr(losses[i], wantLoss[i]); e > 1e-5 {
+				t.Errorf("padded to %d: step %d loss %.9f, unpadded %.9f", b.Model.PaddedVocabSize(), i+1, losses[i], wantLoss[i])
+			}
+		}
+		for _, w := range wantGrads.Tensors {
+			g, _ := grads.Get(w.Name)
+			gv, _ := g.Float32()
+			wv, _ := w.Float32()
+			if e := relNorm(gv, wv); e > 1e-5 {
+				t.Errorf("padded to %d: %s gradient differs by %.2g", b.Model.PaddedVocabSize(), w.Name, e)
+			}
+		}
+	}
+}

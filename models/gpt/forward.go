@@ -51,6 +51,12 @@ func (m *Model) Forward(t *autograd.Tape, ids, labels []int32, b, s int, r *Rand
 	if s > cfg.MaxPositions() {
 		return nil, fmt.Errorf("gpt: sequence length %d exceeds max_position_embeddings %d", s, cfg.MaxPositions())
 	}
+	if err := checkTokens("token id", ids, b, s, cfg.VocabSize); err != nil {
+		return nil, err
+	}
+	if err := checkTokens("label", labels, b, s, cfg.VocabSize); err != nil {
+		return nil, err
+	}
 	ws, sp := m.tpSize(), m.sequenceParallel()
 	if sp && s%ws != 0 {
 		return nil, fmt.Errorf("gpt: sequence length %d is not divisible by the %d tensor-parallel ranks that sequence parallelism splits it over", s, ws)
@@ -112,6 +118,18 @@ func (m *Model) Forward(t *autograd.Tape, ids, labels []int32, b, s int, r *Rand
 		stats.AfterLoss = t.ActivationBytes()
 	}
 	return losses, t.Err()
+}
+
+// checkTokens reports the first of ids [b, s] outside the real vocabulary
+// [0, V): the padding rows of the embedding are never looked up, and the
+// loss has no ignore index (mask tokens with the loss mask instead).
+func checkTokens(what string, ids []int32, b, s, v int) error {
+	for i, id := range ids {
+		if id < 0 || int(id) >= v {
+			return fmt.Errorf("gpt: %s %d at row %d, position %d is outside the vocabulary [0, %d); check the data and --vocab-size (mask positions with the loss mask, not out-of-range labels)", what, id, i/s, i%s, v)
+		}
+	}
+	return nil
 }
 
 // sequenceParallel reports whether the model runs sequence parallel.
