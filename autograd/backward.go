@@ -2,6 +2,7 @@ package autograd
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/kernels"
@@ -46,9 +47,9 @@ func Backward(t *Tape, out *Var, grad *tensor.Tensor) error {
 			// Nothing flowed here (every path carried a nil gradient): the
 			// leaves below still count this use as done.
 			for _, in := range n.inputs {
-				if in.node == nil && in.requiresGrad {
-					if leafUses[in]--; leafUses[in] == 0 {
-						runHooks(in)
+				if in.leaf != nil {
+					if leafUses[in.leaf]--; leafUses[in.leaf] == 0 {
+						runHooks(in.leaf)
 					}
 				}
 			}
@@ -72,25 +73,26 @@ func Backward(t *Tape, out *Var, grad *tensor.Tensor) error {
 			g := grads[j]
 			if in.node != nil {
 				if g != nil {
-					if !tensor.SameShape(g, in.Value) {
-						return fmt.Errorf("autograd: %T.Backward gradient %d has shape %v, input has %v", fn, j, g.Shape(), in.Value.Shape())
+					if !slices.Equal(g.Shape(), in.shape) {
+						return fmt.Errorf("autograd: %T.Backward gradient %d has shape %v, input has %v", fn, j, g.Shape(), in.shape)
 					}
 					pending[in.node] = pending[in.node].add(t, g)
 				}
 				continue
 			}
-			if !in.requiresGrad {
+			leaf := in.leaf
+			if leaf == nil {
 				continue
 			}
 			if g != nil {
-				if !tensor.SameShape(g, in.Value) {
-					return fmt.Errorf("autograd: %T.Backward gradient %d has shape %v, leaf %q has %v", fn, j, g.Shape(), in.Name, in.Value.Shape())
+				if !slices.Equal(g.Shape(), in.shape) {
+					return fmt.Errorf("autograd: %T.Backward gradient %d has shape %v, leaf %q has %v", fn, j, g.Shape(), leaf.Name, in.shape)
 				}
-				accumulateLeaf(in, g)
+				accumulateLeaf(leaf, g)
 			}
-			leafUses[in]--
-			if leafUses[in] == 0 {
-				runHooks(in)
+			leafUses[leaf]--
+			if leafUses[leaf] == 0 {
+				runHooks(leaf)
 			}
 		}
 	}
@@ -140,14 +142,13 @@ func runHooks(v *Var) {
 }
 
 func release(t *Tape, n *node) {
-	t.mem.forget(n.ctx, n.inputs)
+	t.mem.forget(n.ctx)
 	n.ctx.saved = nil
 	n.ctx.State = nil
-	n.fn = releasedFunction{}
-	// The output keeps pointing at its released node (not nil, which would
-	// make it look like a leaf), so a later walk through it meets
+	// The output Var keeps pointing at its released node (not nil, which
+	// would make it look like a leaf), so a later walk through it meets
 	// releasedFunction and fails instead of silently stopping there.
-	n.out = nil
+	n.fn = releasedFunction{}
 	n.inputs = nil
 }
 
@@ -182,8 +183,8 @@ func topoOrder(root *node) ([]*node, map[*Var]int) {
 			in := f.n.inputs[f.next]
 			f.next++
 			if in.node == nil {
-				if in.requiresGrad {
-					leafUses[in]++
+				if in.leaf != nil {
+					leafUses[in.leaf]++
 				}
 				continue
 			}

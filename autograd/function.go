@@ -32,7 +32,8 @@ type Ctx struct {
 	// *tensor.Tensor, or a StateSizer.
 	State any
 
-	stateBytes int64 // State's size as accounted at record time
+	stateBytes int64        // State's size as accounted at record time
+	counted    []savedBytes // the saved storages accounted at record time
 }
 
 // Context returns the rank's context, for collectives.
@@ -58,9 +59,34 @@ func (c *Ctx) Saved() []*tensor.Tensor { return c.saved }
 type node struct {
 	fn     Function
 	ctx    *Ctx
-	inputs []*Var
-	out    *Var
-	name   string
+	inputs []edge
+}
+
+// edge links a node to one of its inputs: the node that produced an
+// intermediate value, or a leaf that requires grad. The graph keeps no
+// input values (only their shapes), so an intermediate tensor is freed as
+// soon as neither the caller nor a Function's saved tensors hold it — as in
+// PyTorch, where the graph holds nodes, not tensors. An input that neither
+// requires grad nor comes from a recorded node has neither set.
+type edge struct {
+	node  *node
+	leaf  *Var
+	shape []int
+}
+
+// edges returns the graph's links to in.
+func edges(in []*Var) []edge {
+	es := make([]edge, len(in))
+	for i, v := range in {
+		es[i].shape = append([]int(nil), v.Value.Shape()...)
+		switch {
+		case v.node != nil:
+			es[i].node = v.node
+		case v.requiresGrad:
+			es[i].leaf = v
+		}
+	}
+	return es
 }
 
 // Apply runs f on the inputs' values and returns its output. The
@@ -105,7 +131,7 @@ func Apply(t *Tape, f Function, in ...*Var) *Var {
 	out := &Var{Value: y}
 	if record {
 		out.requiresGrad = true
-		out.node = &node{fn: f, ctx: c, inputs: in, out: out}
+		out.node = &node{fn: f, ctx: c, inputs: edges(in)}
 		t.mem.account(c, in)
 	}
 	return out

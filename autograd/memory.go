@@ -30,9 +30,15 @@ func (t *Tape) PeakActivationBytes() int64 { return t.mem.peak }
 // bytes.
 func (t *Tape) ResetPeakActivationBytes() { t.mem.peak = t.mem.live }
 
+// savedBytes is one saved storage a node accounted.
+type savedBytes struct {
+	id    *float32
+	bytes int64
+}
+
 // account adds a recorded node's saved tensors and State to the live
-// bytes. params holds the storage of the node's inputs that are leaves
-// requiring grad (parameters), which are not activations.
+// bytes. The storage of the node's inputs that are leaves requiring grad
+// (parameters) is not an activation and is not counted.
 func (m *activationMemory) account(c *Ctx, inputs []*Var) {
 	var n int64
 	for _, s := range c.saved {
@@ -47,6 +53,7 @@ func (m *activationMemory) account(c *Ctx, inputs []*Var) {
 			n += b
 		}
 		m.refs[id]++
+		c.counted = append(c.counted, savedBytes{id, b})
 	}
 	c.stateBytes = stateBytes(c.State)
 	n += c.stateBytes
@@ -55,17 +62,14 @@ func (m *activationMemory) account(c *Ctx, inputs []*Var) {
 }
 
 // forget removes a node's saved tensors and State from the live bytes.
-func (m *activationMemory) forget(c *Ctx, inputs []*Var) {
-	for _, s := range c.saved {
-		id, b := s.Storage()
-		if id == nil || isParamStorage(id, inputs) {
-			continue
-		}
-		if m.refs[id]--; m.refs[id] == 0 {
-			delete(m.refs, id)
-			m.live -= b
+func (m *activationMemory) forget(c *Ctx) {
+	for _, s := range c.counted {
+		if m.refs[s.id]--; m.refs[s.id] == 0 {
+			delete(m.refs, s.id)
+			m.live -= s.bytes
 		}
 	}
+	c.counted = nil
 	m.live -= c.stateBytes
 }
 

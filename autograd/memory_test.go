@@ -2,7 +2,9 @@ package autograd
 
 import (
 	"context"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/gotron/gotron/tensor"
 )
@@ -51,5 +53,52 @@ func TestActivationBytes(t *testing.T) {
 	restore()
 	if tape.ActivationBytes() != 0 {
 		t.Fatalf("a no-grad forward kept %d bytes", tape.ActivationBytes())
+	}
+}
+
+// passFn saves nothing: y = 2x.
+type passFn struct{}
+
+func (passFn) Forward(c *Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
+	y := in[0].Clone()
+	y.Scale(2)
+	return y, nil
+}
+
+func (passFn) Backward(c *Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
+	dx := dy.Clone()
+	dx.Scale(2)
+	return []*tensor.Tensor{dx}, nil
+}
+
+// TestGraphHoldsNoIntermediateValues: an intermediate value that no
+// Function saved is freed once the caller drops it, before backward; the
+// graph keeps only nodes and shapes.
+func TestGraphHoldsNoIntermediateValues(t *testing.T) {
+	tape := NewTape(context.Background())
+	x := NewLeaf(tensor.New(1<<16), "x", true)
+	mid := Apply(tape, passFn{}, x)
+	freed := make(chan struct{})
+	runtime.AddCleanup(mid.Value, func(ch chan struct{}) { close(ch) }, freed)
+	out := Apply(tape, passFn{}, mid)
+	mid = nil
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for done := false; !done; {
+		runtime.GC()
+		select {
+		case <-freed:
+			done = true
+		case <-ctx.Done():
+			t.Fatal("the intermediate value is still reachable from the graph")
+		default:
+			runtime.Gosched()
+		}
+	}
+	if err := Backward(tape, Sum(tape, out), nil); err != nil {
+		t.Fatal(err)
+	}
+	if x.Grad.Data()[0] != 4 {
+		t.Fatalf("dx = %v, want 4", x.Grad.Data()[0])
 	}
 }
