@@ -19,9 +19,12 @@
 //     (the same loss for every TP size; see docs/DECISIONS.md).
 //   - RNGStatesTracker, ModelParallelManualSeed, Checkpoint and
 //     CheckpointWithoutOutput.
-//   - BroadcastData, VocabUtility, SplitTensorAlongLastDim,
-//     SplitTensorInto1DEqualChunks, GatherSplit1DTensor and the parameter
-//     attribute helpers.
+//   - BroadcastData, the VocabUtility functions
+//     (VocabRangeFromPerPartitionVocabSize, VocabRangeFromGlobalVocabSize),
+//     SplitTensorAlongLastDim, SplitTensorInto1DEqualChunks,
+//     GatherSplit1DTensor, the parameter attribute helpers, and
+//     GatherPartitioned/PartitionOf (whole tensors from TP partitions and
+//     back, for checkpoints and gathered gradients).
 //
 // Activations are sequence-first, [s, b, h]; under sequence parallelism a
 // rank holds [s/tp, b, h]. Shapes in comments use tp for the group's size.
