@@ -21,7 +21,12 @@ import (
 type BenchOptions struct {
 	Configs []string // "small", "medium"
 	Iters   int      // timed iterations after one warm-up
-	Threads int      // cores (0: all)
+	Threads int      // cores (0: all), divided among the ranks
+	// TensorParallel runs each configuration on this many in-process
+	// tensor-parallel ranks (0 or 1: one rank); SequenceParallel adds
+	// sequence parallelism.
+	TensorParallel   int
+	SequenceParallel bool
 }
 
 // BenchConfig is a benchmark model.
@@ -57,8 +62,15 @@ type BenchResult struct {
 // Bench trains each configuration on mock data on one rank for o.Iters
 // timed iterations and prints tokens/s, achieved GFLOP/s and peak memory.
 func Bench(ctx context.Context, w io.Writer, o BenchOptions) error {
-	fmt.Fprintf(w, "gotron bench: one rank, %d core(s), BLAS %s (OPENBLAS_CORETYPE=%q), %s\n",
-		threadsOr(o.Threads), blas.Kernel(), os.Getenv("OPENBLAS_CORETYPE"), time.Now().Format("2006-01-02"))
+	layout := "one rank"
+	if tp := max(o.TensorParallel, 1); tp > 1 {
+		layout = fmt.Sprintf("tensor parallel %d (in-process ranks)", tp)
+		if o.SequenceParallel {
+			layout += " + sequence parallel"
+		}
+	}
+	fmt.Fprintf(w, "gotron bench: %s, %d core(s), BLAS %s (OPENBLAS_CORETYPE=%q), %s\n",
+		layout, threadsOr(o.Threads), blas.Kernel(), os.Getenv("OPENBLAS_CORETYPE"), time.Now().Format("2006-01-02"))
 	fmt.Fprintf(w, "%-8s %7s %7s %6s %5s %6s %5s %12s %10s %12s %10s\n", "config", "layers", "hidden", "heads", "seq", "vocab", "micro", "tokens/s", "GFLOP/s", "peak MiB", "step ms")
 	for _, name := range o.Configs {
 		c, ok := benchConfigs[name]
@@ -93,20 +105,23 @@ func benchOne(ctx context.Context, c BenchConfig, o BenchOptions) (BenchResult, 
 	a.EvalIters = 0
 	a.Threads = o.Threads
 	a.LogInterval = a.TrainIters
-	if err := a.Validate(1); err != nil {
+	n := max(o.TensorParallel, 1)
+	a.Model.TensorModelParallelSize, a.Model.SequenceParallel = n, o.SequenceParallel
+	a.WorldSize = n
+	if err := a.Validate(n); err != nil {
 		return BenchResult{}, err
 	}
 	runtime.GC()
 	debug.FreeOSMemory()
 	resetPeakRSS()
 	var steps []time.Duration
-	world := local.NewWorld(1, comm.Options{Timeout: time.Hour})
-	err := world.Run(ctx, func(ctx context.Context, g comm.Group) error {
-		ds, err := openData(a)
-		if err != nil {
-			return err
-		}
-		t, err := newTrainer(ctx, g, a, ds, 1)
+	ds, err := openData(a)
+	if err != nil {
+		return BenchResult{}, err
+	}
+	world := local.NewWorld(n, comm.Options{Timeout: time.Hour})
+	err = world.Run(ctx, func(ctx context.Context, g comm.Group) error {
+		t, err := newTrainer(ctx, g, a, ds, n)
 		if err != nil {
 			return err
 		}
@@ -115,7 +130,7 @@ func benchOne(ctx context.Context, c BenchConfig, o BenchOptions) (BenchResult, 
 			if err != nil {
 				return err
 			}
-			if t.iteration > 1 { // the first iteration warms up
+			if t.iteration > 1 && g.Rank() == 0 { // the first iteration warms up
 				steps = append(steps, r.elapsed)
 			}
 		}

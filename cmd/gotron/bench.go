@@ -35,7 +35,9 @@ func newBenchCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringSliceVar(&o.Configs, "configs", []string{"small", "medium"}, "model configurations to measure (small, medium)")
 	f.IntVar(&o.Iters, "iters", 5, "timed iterations per configuration (after one warm-up)")
-	f.IntVar(&o.Threads, "threads", 0, "cores to use (0: all)")
+	f.IntVar(&o.Threads, "threads", 0, "cores to use (0: all), divided among the ranks")
+	f.IntVar(&o.TensorParallel, "tensor-model-parallel-size", 1, "run each configuration on this many in-process tensor-parallel ranks")
+	f.BoolVar(&o.SequenceParallel, "sequence-parallel", false, "with --tensor-model-parallel-size > 1, add sequence parallelism")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) here")
 	return cmd
 }
