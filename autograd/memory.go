@@ -9,7 +9,8 @@ import "github.com/gotron/gotron/tensor"
 // 2022 (arXiv 2205.05198): what the forward pass holds until backward.
 type activationMemory struct {
 	live, peak int64
-	refs       map[*float32]int
+	refs       map[uintptr]int
+	released   map[uintptr]bool // counted storages released by Tape.Release
 }
 
 // StateSizer is implemented by a Function's State that is not one of the
@@ -32,7 +33,7 @@ func (t *Tape) ResetPeakActivationBytes() { t.mem.peak = t.mem.live }
 
 // savedBytes is one saved storage a node accounted.
 type savedBytes struct {
-	id    *float32
+	id    uintptr
 	bytes int64
 }
 
@@ -43,11 +44,11 @@ func (m *activationMemory) account(c *Ctx, inputs []*Var) {
 	var n int64
 	for _, s := range c.saved {
 		id, b := s.Storage()
-		if id == nil || isParamStorage(id, inputs) {
+		if id == 0 || isParamStorage(id, inputs) {
 			continue
 		}
 		if m.refs == nil {
-			m.refs = map[*float32]int{}
+			m.refs = map[uintptr]int{}
 		}
 		if m.refs[id] == 0 {
 			n += b
@@ -66,14 +67,48 @@ func (m *activationMemory) forget(c *Ctx) {
 	for _, s := range c.counted {
 		if m.refs[s.id]--; m.refs[s.id] == 0 {
 			delete(m.refs, s.id)
-			m.live -= s.bytes
+			if m.released[s.id] {
+				delete(m.released, s.id)
+			} else {
+				m.live -= s.bytes
+			}
 		}
 	}
 	c.counted = nil
 	m.live -= c.stateBytes
 }
 
-func isParamStorage(id *float32, inputs []*Var) bool {
+// Release frees x's storage (tensor.Tensor.Release) and, when recorded
+// operations hold it for backward, takes its bytes off the live count
+// until Restore: activation recompute drops an output that backward will
+// compute again (tp.CheckpointWithoutOutput).
+func (t *Tape) Release(x *tensor.Tensor) {
+	id, b := x.Storage()
+	m := &t.mem
+	if id != 0 && m.refs[id] > 0 && !m.released[id] {
+		if m.released == nil {
+			m.released = map[uintptr]bool{}
+		}
+		m.released[id] = true
+		m.live -= b
+	}
+	x.Release()
+}
+
+// Restore gives x's released storage back (zero-filled, tensor.Tensor.Restore)
+// and, when recorded operations hold it, counts its bytes again.
+func (t *Tape) Restore(x *tensor.Tensor) {
+	id, b := x.Storage()
+	m := &t.mem
+	if m.released[id] {
+		delete(m.released, id)
+		m.live += b
+		m.peak = max(m.peak, m.live)
+	}
+	x.Restore()
+}
+
+func isParamStorage(id uintptr, inputs []*Var) bool {
 	for _, in := range inputs {
 		if in.node == nil && in.requiresGrad && in.Value != nil {
 			if pid, _ := in.Value.Storage(); pid == id {

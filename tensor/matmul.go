@@ -24,7 +24,7 @@ func (t *Tensor) matrix() (data []float32, rows, cols, ld int) {
 	if rows == 0 || cols == 0 {
 		return nil, rows, cols, ld
 	}
-	return t.storage[t.offset : t.offset+(rows-1)*ld+cols], rows, cols, ld
+	return t.storage()[t.offset : t.offset+(rows-1)*ld+cols], rows, cols, ld
 }
 
 // Gemm computes c = alpha·op(a)·op(b) + beta·c on 2-d tensors through BLAS,

@@ -3,18 +3,36 @@ package tensor
 import (
 	"fmt"
 	"strings"
+	"unsafe"
 )
 
 // Tensor is an N-dimensional strided view of float32 storage.
 //
 // Element (i0, i1, ...) lives at storage[offset + Σ ik·strides[k]]. Views made
 // by Reshape, Transpose, Permute, Narrow and Split share storage with their
-// source: writing through one is visible through the other.
+// source: writing through one is visible through the other, and Release
+// frees it for all of them.
 type Tensor struct {
-	storage []float32
+	buf     *buffer
 	offset  int
 	shape   []int
 	strides []int
+}
+
+// buffer is storage shared by a tensor and its views. n is its length,
+// remembered while the data is released.
+type buffer struct {
+	data []float32
+	n    int
+}
+
+// storage returns the elements, panicking on released storage: a use of
+// a tensor after Release is a programmer bug.
+func (t *Tensor) storage() []float32 {
+	if t.buf.data == nil && t.buf.n > 0 {
+		panic(fmt.Sprintf("tensor: use of a %v tensor whose storage was released (Release) and not restored", t.shape))
+	}
+	return t.buf.data
 }
 
 // New returns a zero-filled contiguous tensor of the given shape.
@@ -29,7 +47,7 @@ func FromSlice(data []float32, shape ...int) *Tensor {
 		panic(fmt.Sprintf("tensor: FromSlice: shape %v has %d elements, data has %d", shape, n, len(data)))
 	}
 	sh := append([]int(nil), shape...)
-	return &Tensor{storage: data, shape: sh, strides: contiguousStrides(sh)}
+	return &Tensor{buf: &buffer{data: data, n: len(data)}, shape: sh, strides: contiguousStrides(sh)}
 }
 
 // Scalar returns a 0-dimensional tensor holding v.
@@ -101,7 +119,7 @@ func (t *Tensor) Data() []float32 {
 	if !t.IsContiguous() {
 		panic(fmt.Sprintf("tensor: Data of a non-contiguous tensor %v (strides %v): call Contiguous", t.shape, t.strides))
 	}
-	return t.storage[t.offset : t.offset+t.Len()]
+	return t.storage()[t.offset : t.offset+t.Len()]
 }
 
 // SameShape reports whether a and b have equal shapes.
@@ -118,10 +136,10 @@ func SameShape(a, b *Tensor) bool {
 }
 
 // At returns the element at the given index.
-func (t *Tensor) At(idx ...int) float32 { return t.storage[t.index(idx)] }
+func (t *Tensor) At(idx ...int) float32 { return t.storage()[t.index(idx)] }
 
 // Set stores v at the given index.
-func (t *Tensor) Set(v float32, idx ...int) { t.storage[t.index(idx)] = v }
+func (t *Tensor) Set(v float32, idx ...int) { t.storage()[t.index(idx)] = v }
 
 func (t *Tensor) index(idx []int) int {
 	if len(idx) != len(t.shape) {
@@ -148,11 +166,30 @@ func (t *Tensor) String() string {
 }
 
 // Storage returns the identity of t's underlying storage (shared by all its
-// views) and its size in bytes, for memory accounting: two tensors with
-// the same identity share memory.
-func (t *Tensor) Storage() (id *float32, bytes int64) {
-	if cap(t.storage) == 0 {
-		return nil, 0
+// views, 0 for an empty tensor) and its size in bytes, for memory
+// accounting: two tensors with the same identity share memory. The size is
+// the allocation's, whether or not it is released.
+func (t *Tensor) Storage() (id uintptr, bytes int64) {
+	if t.buf.n == 0 {
+		return 0, 0
 	}
-	return &t.storage[:1][0], int64(cap(t.storage)) * 4
+	return uintptr(unsafe.Pointer(t.buf)), int64(t.buf.n) * 4
+}
+
+// Release frees t's storage, for t and every view of it: until Restore,
+// any read or write of the elements panics. Activation recompute uses it
+// to drop an output that backward will compute again
+// (CheckpointWithoutOutput). Releasing twice is a no-op.
+func (t *Tensor) Release() { t.buf.data = nil }
+
+// Released reports whether t's storage is released.
+func (t *Tensor) Released() bool { return t.buf.data == nil && t.buf.n > 0 }
+
+// Restore gives released storage a new zero-filled allocation of the same
+// size, seen by t and every view of it; storage that is not released is
+// left alone.
+func (t *Tensor) Restore() {
+	if t.Released() {
+		t.buf.data = make([]float32, t.buf.n)
+	}
 }

@@ -42,7 +42,7 @@ func (t *Tensor) View(shape ...int) *Tensor {
 	if numel(sh) != n {
 		panic(fmt.Sprintf("tensor: cannot view %v (%d elements) as %v", t.shape, n, shape))
 	}
-	return &Tensor{storage: t.storage, offset: t.offset, shape: sh, strides: contiguousStrides(sh)}
+	return &Tensor{buf: t.buf, offset: t.offset, shape: sh, strides: contiguousStrides(sh)}
 }
 
 // Transpose returns a view with dimensions i and j swapped.
@@ -72,7 +72,7 @@ func (t *Tensor) Permute(dims ...int) *Tensor {
 		seen[d] = true
 		sh[k], st[k] = t.shape[d], t.strides[d]
 	}
-	return &Tensor{storage: t.storage, offset: t.offset, shape: sh, strides: st}
+	return &Tensor{buf: t.buf, offset: t.offset, shape: sh, strides: st}
 }
 
 // Narrow returns the view t[..., start:start+length, ...] along dim.
@@ -83,7 +83,7 @@ func (t *Tensor) Narrow(dim, start, length int) *Tensor {
 	}
 	sh := append([]int(nil), t.shape...)
 	sh[dim] = length
-	return &Tensor{storage: t.storage, offset: t.offset + start*t.strides[dim], shape: sh, strides: append([]int(nil), t.strides...)}
+	return &Tensor{buf: t.buf, offset: t.offset + start*t.strides[dim], shape: sh, strides: append([]int(nil), t.strides...)}
 }
 
 // Split returns views of t cut along dim into pieces of the given sizes,
@@ -174,10 +174,10 @@ func (t *Tensor) CopyFrom(src *Tensor) {
 		return
 	}
 	if len(t.shape) == 0 {
-		t.storage[t.offset] = src.storage[src.offset]
+		t.storage()[t.offset] = src.storage()[src.offset]
 		return
 	}
-	copyStrided(t.storage, t.offset, t.strides, src.storage, src.offset, src.strides, t.shape)
+	copyStrided(t.storage(), t.offset, t.strides, src.storage(), src.offset, src.strides, t.shape)
 }
 
 // copyStrided walks the shape, copying rows of the innermost dimension.

@@ -1,6 +1,7 @@
 package tensor_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -329,5 +330,44 @@ func TestFillAndScaleOnViews(t *testing.T) {
 	f := tensor.Full(1.5, 2, 2)
 	if !equalFloats(f.Data(), []float32{1.5, 1.5, 1.5, 1.5}) {
 		t.Fatalf("Full: %v", f.Data())
+	}
+}
+
+// TestReleaseRestore: Release frees the storage for a tensor and all its
+// views (a use panics), Restore gives every view a zero-filled allocation
+// of the same size, and Storage keeps the identity and size throughout.
+func TestReleaseRestore(t *testing.T) {
+	x := tensor.FromSlice([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
+	v := x.Narrow(1, 1, 2)
+	id, size := x.Storage()
+	if vid, _ := v.Storage(); vid != id || size != 24 {
+		t.Fatalf("storage id %v/%v, size %d", id, vid, size)
+	}
+	x.Release()
+	if !v.Released() || !x.Released() {
+		t.Fatal("a view does not see the release")
+	}
+	for name, use := range map[string]func(){
+		"Data": func() { x.Data() }, "At": func() { v.At(0, 0) }, "Clone": func() { v.Clone() },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "released") {
+					t.Errorf("%s of released storage: recovered %v, want a panic naming the release", name, r)
+				}
+			}()
+			use()
+		}()
+	}
+	if rid, rsize := x.Storage(); rid != id || rsize != size {
+		t.Fatalf("released storage reports %v, %d", rid, rsize)
+	}
+	v.Restore()
+	if x.Released() {
+		t.Fatal("Restore through a view did not restore the source")
+	}
+	v.Set(7, 1, 0)
+	if got := x.At(1, 1); got != 7 || x.At(0, 0) != 0 {
+		t.Fatalf("after Restore: x[1][1] = %v, x[0][0] = %v; want 7 and 0", got, x.At(0, 0))
 	}
 }

@@ -2,7 +2,6 @@ package tp
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
@@ -81,9 +80,10 @@ type CheckpointOptions struct {
 //     requires grad (the reference's checkpoint node is then not recorded
 //     and they silently get none).
 //   - With DistributeSavedActivations the caller's args[0] keeps its full
-//     value: the reference swaps the caller's tensor for the chunk, which
-//     needs a storage-release operation gotron's tensor package does not
-//     have yet. The saved (accounted) tensor is the chunk.
+//     value (the reference swaps the caller's tensor for the chunk): only
+//     the chunk is saved and accounted, and the whole tensor is freed when
+//     the caller drops it, as the GPT's layer loop does. A caller that
+//     still uses args[0] elsewhere is not broken.
 //   - The reference refuses gradients taken by a functional .grad() call
 //     ("Checkpointing is not compatible with .grad()"); gotron has only
 //     autograd.Backward, so there is nothing to refuse.
@@ -210,15 +210,13 @@ func (f *checkpointFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.T
 // before the next Checkpoint on the same object (earlier checkpoints keep
 // working).
 //
-// Storage: the reference frees the output's storage and later recomputes
-// into it. gotron's tensor package cannot yet release a tensor's storage
-// while keeping the tensor (and its views) valid, so the discarded output's
-// buffer stays allocated and is filled with NaN until the recompute copies
-// the recomputed values back into that same tensor: every Function that
-// saved it (or a view of it) sees the recomputed values, and a consumer
-// that used it before the recompute would produce NaN instead of silently
-// wrong numbers. Memory is not saved until the tensor package can release
-// a tensor's storage and give it back in place.
+// Storage: as in the reference, discarding frees the output's storage
+// (autograd.Tape.Release: the tensor and every view of it lose their
+// elements, and the tape's activation bytes drop by its size), and the
+// recompute gives the same tensor a new allocation and writes the
+// recomputed values into it (Tape.Restore), so every Function that saved it
+// or a view of it sees them. A use of the output between the discard and
+// the recompute panics (tensor: use of released storage): a programmer bug.
 type CheckpointWithoutOutput struct {
 	// Tracker holds the named streams the region draws from; may be nil.
 	Tracker *RNGStatesTracker
@@ -230,23 +228,26 @@ type CheckpointWithoutOutput struct {
 
 // cwoCall is one checkpointed call of a CheckpointWithoutOutput.
 type cwoCall struct {
-	fn       CheckpointFunc
-	names    []string
-	nargs    int
-	ninputs  int // nargs, or nargs+1 with the anchor
-	def      *rng.RNG
-	tracker  *RNGStatesTracker
-	rng      rngSnapshot
-	ctx      *autograd.Ctx // the checkpoint node's, holding the saved args
-	needs    []bool
-	output   *tensor.Tensor
-	aliases  bool // the output shares storage with an input: never discarded
-	discard  bool
-	hooked   bool
-	tape     *autograd.Tape // the tape the recomputed graph is recorded on
-	out      *autograd.Var  // the recomputed output
-	leaves   []*autograd.Var
-	finished bool
+	fn      CheckpointFunc
+	names   []string
+	nargs   int
+	ninputs int // nargs, or nargs+1 with the anchor
+	def     *rng.RNG
+	tracker *RNGStatesTracker
+	rng     rngSnapshot
+	ctx     *autograd.Ctx // the checkpoint node's, holding the saved args
+	needs   []bool
+	output  *tensor.Tensor
+	aliases bool // the output shares storage with an input: never discarded
+	discard bool
+	hooked  bool
+	tape    *autograd.Tape // the tape the recomputed graph is recorded on
+	// releasedOn is the tape the output was released on (its accounting
+	// takes the bytes back at the recompute).
+	releasedOn *autograd.Tape
+	out        *autograd.Var // the recomputed output
+	leaves     []*autograd.Var
+	finished   bool
 }
 
 // Checkpoint runs fn(t, args) keeping none of its intermediate activations,
@@ -319,8 +320,9 @@ func (k *CheckpointWithoutOutput) DiscardOutputAndRegisterRecompute(t *autograd.
 	}
 	call.hooked = true
 	if !call.aliases {
-		releaseStorage(call.output)
+		t.Release(call.output)
 		call.discard = true
+		call.releasedOn = t
 	}
 	return autograd.Apply(t, recomputeHookFn{call}, hook)
 }
@@ -346,7 +348,7 @@ func (f cwoFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, e
 	k.output = y
 	yid, _ := y.Storage()
 	for _, v := range vals {
-		if id, _ := v.Storage(); id != nil && id == yid {
+		if id, _ := v.Storage(); id != 0 && id == yid {
 			k.aliases = true
 		}
 	}
@@ -393,7 +395,8 @@ func (k *cwoCall) recompute(t *autograd.Tape) error {
 		return fmt.Errorf("tp: CheckpointWithoutOutput: the recomputed output has shape %v, the forward's had %v; the checkpointed function must compute the same thing when rerun", out.Value.Shape(), k.output.Shape())
 	}
 	if k.discard {
-		restoreStorage(k.output, out.Value)
+		k.releasedOn.Restore(k.output)
+		k.output.CopyFrom(out.Value)
 	}
 	k.out, k.leaves = out, leaves
 	return nil
@@ -412,19 +415,6 @@ func (f recomputeHookFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor
 		return nil, err
 	}
 	return []*tensor.Tensor{dy}, nil
-}
-
-// releaseStorage marks a discarded output's values as gone. Until the
-// tensor package can release storage in place, the buffer is kept and
-// poisoned with NaN, so any use before the recompute shows.
-func releaseStorage(t *tensor.Tensor) {
-	t.Fill(float32(math.NaN()))
-}
-
-// restoreStorage writes the recomputed values into the discarded tensor,
-// which every saved reference and view of it shares.
-func restoreStorage(dst, src *tensor.Tensor) {
-	dst.CopyFrom(src)
 }
 
 // rngSnapshot is the state of every generator a checkpointed region may

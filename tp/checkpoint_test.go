@@ -418,8 +418,9 @@ func TestCheckpointDistributeSavedActivations(t *testing.T) {
 
 // TestCheckpointWithoutOutput: the first half of the region is checkpointed
 // without output, its output consumed by the second half (whose layer
-// norm saves it); the output is discarded (poisoned) after the layer norm
-// and recomputed, into the same tensor, when the gradient reaches the hook.
+// norm saves it); the output is discarded (its storage released, and the
+// tape's activation bytes drop by its size) after the layer norm and
+// recomputed, into the same tensor, when the gradient reaches the hook.
 // Losses, gradients and RNG states equal the plain run bitwise.
 func TestCheckpointWithoutOutput(t *testing.T) {
 	const seed = 600
@@ -450,14 +451,17 @@ func TestCheckpointWithoutOutput(t *testing.T) {
 			sameBits(t, "forward output", mid.Value.Data(), plainMid)
 			ln := nn.LayerNorm(tape, mid, mc.lnw, mc.lnb, 1e-5) // saves mid
 			if discard {
+				before := tape.ActivationBytes()
 				ln = ck.DiscardOutputAndRegisterRecompute(tape, ln)
 				if tape.Err() != nil {
 					t.Fatal(tape.Err())
 				}
-				for i, v := range mid.Value.Data() {
-					if !math.IsNaN(float64(v)) {
-						t.Fatalf("element %d of the discarded output is %v, want NaN", i, v)
-					}
+				if !mid.Value.Released() {
+					t.Fatal("the discarded output's storage is not released")
+				}
+				_, size := mid.Value.Storage()
+				if freed := before - tape.ActivationBytes(); freed != size {
+					t.Fatalf("discarding freed %d activation bytes, want the output's %d", freed, size)
 				}
 			}
 			if err := mc.tr.Fork(ModelParallelRNG, func(g *rng.RNG) error {
@@ -501,7 +505,7 @@ func TestCheckpointWithoutOutputErrors(t *testing.T) {
 	if err := tape.Err(); err == nil || !strings.Contains(err.Error(), "already discarded") {
 		t.Fatalf("second discard: %v", err)
 	}
-	// An output that is one of the inputs is kept, not poisoned.
+	// An output that is one of the inputs is kept, not released.
 	tape = autograd.NewTape(context.Background())
 	same := x.Value.Clone().Data()
 	y = ck.Checkpoint(tape, func(_ *autograd.Tape, a []*autograd.Var) (*autograd.Var, error) { return a[0], nil }, x)
