@@ -20,7 +20,9 @@ type StateSizer interface {
 }
 
 // ActivationBytes returns the bytes currently held for backward by
-// recorded operations on the tape.
+// recorded operations on the tape. A graph dropped without Backward stays
+// counted (the tape cannot see it go); the trainer always runs backward or
+// stops.
 func (t *Tape) ActivationBytes() int64 { return t.mem.live }
 
 // PeakActivationBytes returns the largest ActivationBytes since the tape
@@ -38,8 +40,8 @@ type savedBytes struct {
 }
 
 // account adds a recorded node's saved tensors and State to the live
-// bytes. The storage of the node's inputs that are leaves requiring grad
-// (parameters) is not an activation and is not counted.
+// bytes. The storage of the node's parameter inputs (Var.MarkParameter) is
+// not an activation and is not counted.
 func (m *activationMemory) account(c *Ctx, inputs []*Var) {
 	var n int64
 	for _, s := range c.saved {
@@ -110,7 +112,7 @@ func (t *Tape) Restore(x *tensor.Tensor) {
 
 func isParamStorage(id uintptr, inputs []*Var) bool {
 	for _, in := range inputs {
-		if in.node == nil && in.requiresGrad && in.Value != nil {
+		if in.param && in.Value != nil {
 			if pid, _ := in.Value.Storage(); pid == id {
 				return true
 			}

@@ -28,10 +28,11 @@ func TestActivationBytes(t *testing.T) {
 	tape := NewTape(context.Background())
 	x := Const(tensor.New(10))                // an input: counted
 	w := NewLeaf(tensor.New(1000), "w", true) // a parameter: not counted
-	a := Apply(tape, saveFn{}, x, w)          // saves x (40 B) + mask 10 B
-	b := Apply(tape, saveFn{}, a)             // saves a (40 B) + mask 10 B
-	v := View(tape, b, 2, 5)                  // saves nothing
-	c := Apply(tape, saveFn{}, v, b)          // v and b share storage: 40 B once + 10 B
+	w.MarkParameter()
+	a := Apply(tape, saveFn{}, x, w) // saves x (40 B) + mask 10 B
+	b := Apply(tape, saveFn{}, a)    // saves a (40 B) + mask 10 B
+	v := View(tape, b, 2, 5)         // saves nothing
+	c := Apply(tape, saveFn{}, v, b) // v and b share storage: 40 B once + 10 B
 	if got, want := tape.ActivationBytes(), int64(3*(40+10)); got != want {
 		t.Fatalf("after forward: %d bytes live, want %d", got, want)
 	}
@@ -100,5 +101,21 @@ func TestGraphHoldsNoIntermediateValues(t *testing.T) {
 	}
 	if x.Grad.Data()[0] != 4 {
 		t.Fatalf("dx = %v, want 4", x.Grad.Data()[0])
+	}
+}
+
+// TestActivationBytesParameters: a saved parameter is never counted, frozen
+// or not; a saved leaf that is not a parameter (an input requiring grad,
+// as activation recompute makes) is.
+func TestActivationBytesParameters(t *testing.T) {
+	tape := NewTape(context.Background())
+	frozen := NewLeaf(tensor.New(100), "frozen", false)
+	frozen.MarkParameter()
+	trained := NewLeaf(tensor.New(100), "w", true)
+	trained.MarkParameter()
+	input := NewLeaf(tensor.New(10), "recomputed input", true)
+	Apply(tape, saveFn{}, input, frozen, trained) // input 40 B + mask 10 B
+	if got := tape.ActivationBytes(); got != 50 {
+		t.Fatalf("%d bytes live, want 50 (the input and the mask, no parameter)", got)
 	}
 }

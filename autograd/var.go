@@ -15,9 +15,19 @@ type Var struct {
 	Name string
 
 	requiresGrad bool
+	param        bool
 	node         *node
 	hooks        []func(*Var)
 }
+
+// MarkParameter marks a leaf as a model parameter: its value is a weight,
+// not an activation, so the tape's activation-memory accounting does not
+// count it when a Function saves it (frozen or not). nn.NewParameter marks
+// its parameters.
+func (v *Var) MarkParameter() { v.param = true }
+
+// IsParameter reports whether v was marked with MarkParameter.
+func (v *Var) IsParameter() bool { return v.param }
 
 // NewLeaf returns a leaf variable; requiresGrad says whether Backward
 // accumulates its gradient.

@@ -31,7 +31,9 @@ type Parameter struct {
 
 // NewParameter wraps value as a trainable parameter named name.
 func NewParameter(name string, value *tensor.Tensor) *Parameter {
-	return &Parameter{Var: autograd.NewLeaf(value, name, true), PartitionDim: -1, PartitionStride: 1, Allreduce: true}
+	v := autograd.NewLeaf(value, name, true)
+	v.MarkParameter()
+	return &Parameter{Var: v, PartitionDim: -1, PartitionStride: 1, Allreduce: true}
 }
 
 // Module is anything that owns parameters.

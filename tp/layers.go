@@ -353,6 +353,8 @@ func NewRowParallelLinear(name string, inputSize, outputSize int, cfg RowParalle
 		return nil, fmt.Errorf("tp: row parallel linear %q: RowParallelConfig.Init is nil; give an InitMethod, or set SkipInitialization to leave the weight zero", name)
 	case explicit && !cfg.SkipBiasAdd:
 		return nil, fmt.Errorf("tp: row parallel linear %q: an expert layer with tensor- or expert-parallel size > 1 returns unreduced partial sums, so the bias cannot be added here; set SkipBiasAdd", name)
+	case stride > 1 && ws > 1 && !cfg.InputIsParallel:
+		return nil, fmt.Errorf("tp: row parallel linear %q: stride %d with input_is_parallel false: the weight holds strided input columns but scattering the input gives each rank a contiguous chunk, so the product would be wrong; give the input already split with the same stride (InputIsParallel) or use stride 1", name, stride)
 	}
 	denseTP := cfg.TensorModelParallelSize
 	if denseTP == 0 {

@@ -490,6 +490,7 @@ func TestRowParallelLinearErrors(t *testing.T) {
 		{2, RowParallelConfig{Init: ltInit(1), InputIsParallel: true, IsExpert: true, Bias: true}, "set SkipBiasAdd"},
 		{4, RowParallelConfig{Init: ltInit(1), Stride: 2}, "not divisible by stride 2"},
 		{2, RowParallelConfig{}, "Init is nil"},
+		{2, RowParallelConfig{Init: ltInit(1), Stride: 3}, "stride 3 with input_is_parallel false"},
 	} {
 		runRanks(t, c.n, func(ctx context.Context, g comm.Group, tape *autograd.Tape) error {
 			cfg := c.cfg

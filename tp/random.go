@@ -15,9 +15,9 @@ const (
 	// tensor-parallel regions.
 	DataParallelRNG = "data-parallel-rng"
 	// ModelParallelRNG is seeded with seed+2718+tp_rank: different on each
-	// rank of a tensor-parallel group, the same across data-parallel
-	// replicas, for dropout inside tensor-parallel regions and for
-	// initialising partitioned weights on the device path.
+	// rank of a tensor-parallel group (and across data-parallel replicas
+	// when, as gotron's trainer does, each replica passes its own base
+	// seed), for dropout inside tensor-parallel regions.
 	ModelParallelRNG = "model-parallel-rng"
 	// ExpertParallelRNG is seeded with seed+1024+100·ep_rank+etp_rank, for
 	// the expert layers of a mixture-of-experts model.

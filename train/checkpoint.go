@@ -11,6 +11,7 @@ import (
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/rng"
+	"github.com/gotron/gotron/tp"
 )
 
 // Optimizer tensors are saved as exp_avg.NAME and exp_avg_sq.NAME.
@@ -131,6 +132,7 @@ func argsRecord(a Args, world int) map[string]any {
 		"num_layers": m.NumLayers, "hidden_size": m.HiddenSize, "num_attention_heads": m.NumAttentionHeads,
 		"ffn_hidden_size": m.FFN(), "seq_length": m.SeqLength, "max_position_embeddings": m.MaxPositions(),
 		"vocab_size": m.VocabSize, "global_batch_size": a.GlobalBatchSize, "world_size": world,
+		"tensor_model_parallel_size": max(m.TensorModelParallelSize, 1),
 	}
 }
 
@@ -172,14 +174,29 @@ func (t *trainer) resume() error {
 	t.opt.Steps = c.State.OptimizerSteps
 	r, world := t.groups.Rank, t.groups.World.Size()
 	per := len(t.rngStates()) / 4
-	if len(c.State.RNG) == per*world {
+	ckptTP := 1
+	if v, ok := c.State.Args["tensor_model_parallel_size"].(float64); ok {
+		ckptTP = int(v)
+	}
+	if len(c.State.RNG) == per*world && ckptTP == t.tp.Size() {
+		// The same layout: every rank continues its own streams.
 		if err := t.setRNGStates(c.State.RNG[r*per : (r+1)*per]); err != nil {
 			return fmt.Errorf("--load %s: %w", t.a.Load, err)
 		}
-	} else if len(c.State.RNG) > 0 {
-		// A different layout: dropout streams cannot continue exactly;
-		// each rank continues from fresh streams derived from the iteration.
-		t.rand.Default.Seed(c.State.RNG[0][0] ^ uint64(r) ^ uint64(c.State.Iteration))
+	} else {
+		// Another layout: the streams cannot continue exactly. Each
+		// data-parallel replica starts fresh streams derived from the seed,
+		// its replica and the iteration; the TP ranks of a replica share
+		// the default one, as they must.
+		base := rng.SplitMix64(t.a.Seed + 1 + uint64(t.dpRank) ^ uint64(t.iteration)*0x9E3779B97F4A7C15)
+		tracker, def, err := tp.ModelParallelManualSeed(base, t.tp.Rank(), 0, 0)
+		if err != nil {
+			return err
+		}
+		t.rand.Default.SetState(def.State())
+		if err := t.rand.Tracker.SetStates(tracker.GetStates()); err != nil {
+			return err
+		}
 	}
 	return nil
 }

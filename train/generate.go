@@ -28,16 +28,16 @@ func (t *trainer) generate(prompt string, n int, temp float64) (string, error) {
 		if len(ctx) > seq {
 			ctx = ctx[len(ctx)-seq:]
 		}
-		n := len(ctx)
+		used := len(ctx)
 		if a := t.a.Model; a.SequenceParallel && a.TensorModelParallelSize > 1 {
 			k := a.TensorModelParallelSize
-			ctx = append(append([]int32(nil), ctx...), make([]int32, (k-n%k)%k)...)
+			ctx = append(append([]int32(nil), ctx...), make([]int32, (k-used%k)%k)...)
 		}
 		logits, err := t.model.Forward(t.tape, ctx, nil, 1, len(ctx), nil)
 		if err != nil {
 			return "", err
 		}
-		ctx = ctx[:n]
+		ctx = ctx[:used]
 		last := logits.Value.Data()[(len(ctx)-1)*v : len(ctx)*v]
 		ids = append(ids, sample(last, probs, temp, g))
 	}

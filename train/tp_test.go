@@ -6,8 +6,11 @@ import (
 	"math"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/gotron/gotron/ckpt/safetensors"
+	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/comm/local"
 )
 
 // tpArgs is a small GPT on mock data whose vocabulary (100) is padded
@@ -243,5 +246,86 @@ func TestVocabPaddingChangesNothing(t *testing.T) {
 				t.Errorf("padded to %d: %s gradient differs by %.2g", b.Model.PaddedVocabSize(), w.Name, e)
 			}
 		}
+	}
+}
+
+// trainCheckingReplicas trains a on in-process ranks as Run does and then
+// checks that every parameter the tensor-parallel ranks replicate (layer
+// norms, position embedding, row-parallel biases) is bitwise equal on all
+// of them: replicated activations must draw the same dropout masks, and
+// sequence-parallel gradients must be summed.
+func trainCheckingReplicas(t *testing.T, a Args) {
+	t.Helper()
+	a = normalise(a, a.WorldSize)
+	if err := a.Validate(a.WorldSize); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := openData(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = local.NewWorld(a.WorldSize, comm.Options{}).Run(ctx, func(ctx context.Context, g comm.Group) error {
+		tr, err := newTrainer(ctx, g, a, ds, a.WorldSize)
+		if err != nil {
+			return err
+		}
+		for tr.iteration < a.TrainIters {
+			if _, err := tr.step(ctx); err != nil {
+				return err
+			}
+		}
+		n := tr.tp.Size()
+		for _, p := range tr.model.Parameters() {
+			if p.TensorModelParallel {
+				continue
+			}
+			all := make([]float32, n*p.Value.Len())
+			if err := tr.tp.AllGather(ctx, comm.F32(all), comm.F32(p.Value.Data())); err != nil {
+				return err
+			}
+			for r := 1; r < n; r++ {
+				for i := range p.Value.Data() {
+					if o := all[r*p.Value.Len()+i]; math.Float32bits(o) != math.Float32bits(all[i]) {
+						return fmt.Errorf("%s differs between tensor-parallel ranks 0 and %d at element %d: %v and %v (after iteration %d)", p.Name, r, i, all[i], o, tr.iteration)
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReplicatedParametersStayEqual: with dropout on, the parameters every
+// TP rank holds whole stay bitwise equal across the TP group — with and
+// without sequence parallelism and recompute, and after resuming at another
+// layout (a TP 1, a DP 2 and a TP 2 checkpoint resumed at TP 2 × DP 2).
+func TestReplicatedParametersStayEqual(t *testing.T) {
+	dropout := func(a Args) Args {
+		a.Model.HiddenDropout, a.Model.AttentionDropout = 0.1, 0.1
+		a.TrainIters = 6
+		return a
+	}
+	for _, sp := range []bool{false, true} {
+		a := dropout(tpArgs(4, 2))
+		a.Model.SequenceParallel = sp
+		trainCheckingReplicas(t, a)
+		a.Model.RecomputeGranularity, a.Model.RecomputeMethod, a.Model.RecomputeNumLayers = "full", "uniform", 1
+		trainCheckingReplicas(t, a)
+	}
+	for _, from := range []struct{ world, tp int }{{1, 1}, {2, 1}, {2, 2}} {
+		dir := t.TempDir()
+		first := dropout(tpArgs(from.world, from.tp))
+		first.TrainIters, first.Save = 3, dir
+		if _, err := Run(context.Background(), first, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		resumed := dropout(tpArgs(4, 2))
+		resumed.Load = dir
+		trainCheckingReplicas(t, resumed)
 	}
 }

@@ -64,6 +64,7 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 	f := cmd.Flags()
 	f.SortFlags = false
 	addModelFlags(f, &a.Model)
+	addRecomputeFlags(f, &a.Model)
 	addParallelFlags(f, &a)
 	f.StringVar(&backend, "backend", "local", "local: --world-size ranks as goroutines of this process; mpi: this process is one rank of an mpirun job")
 	f.IntVar(&a.MicroBatchSize, "micro-batch-size", a.MicroBatchSize, "rows per micro-batch on each rank")
@@ -114,6 +115,10 @@ func addModelFlags(f *pflag.FlagSet, m *config.TransformerConfig) {
 	f.Float32Var(&m.LayernormEpsilon, "layernorm-epsilon", m.LayernormEpsilon, "LayerNorm ε")
 	f.BoolVar(&m.CalculatePerTokenLoss, "calculate-per-token-loss", m.CalculatePerTokenLoss, "normalise the loss by the global batch's token count")
 	f.IntVar(&m.MakeVocabSizeDivisibleBy, "make-vocab-size-divisible-by", m.MakeVocabSizeDivisibleBy, "pad the vocabulary to a multiple of this × the tensor-parallel size (padding changes no loss or gradient)")
+}
+
+// addRecomputeFlags adds the activation-recompute flags.
+func addRecomputeFlags(f *pflag.FlagSet, m *config.TransformerConfig) {
 	f.StringVar(&m.RecomputeGranularity, "recompute-granularity", m.RecomputeGranularity, "activation recompute: full (whole layers) or selective (the attention core); empty: none")
 	f.StringVar(&m.RecomputeMethod, "recompute-method", m.RecomputeMethod, "with full recompute: uniform (chunks of --recompute-num-layers layers) or block (the first --recompute-num-layers layers)")
 	f.IntVar(&m.RecomputeNumLayers, "recompute-num-layers", m.RecomputeNumLayers, "layers per recomputed chunk (uniform) or recomputed layers per stage (block)")

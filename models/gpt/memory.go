@@ -38,7 +38,7 @@ type ActivationEstimate struct {
 // f = ffn, t = TP, V_p = padded vocabulary, everything float32 (4 bytes)
 // and dropout masks 1 byte per element:
 //
-//	layer = r·(16·sbh + 2·sbh·[p>0] + 16·sb) + (12 + 4 + 4f/h·4)·sbh/t + 4·abs/t
+//	layer = r·(16·sbh + 2·sbh·[p>0] + 16·sb) + (12·sbh + 4·sbh + 8·sbf)/t + 4·abs/t
 //
 // where r = 1/t under sequence parallelism (the replicated inputs of the
 // layer norms, of linear_qkv and linear_fc1, the two dropout masks and the

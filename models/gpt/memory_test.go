@@ -87,17 +87,22 @@ func TestActivationMemoryMatchesEstimate(t *testing.T) {
 						g.Rank(), got.Embedding, got.Head, got.Total, want.Embedding, want.Head, want.Total, layers, want.PerLayer)
 				}
 				rc := cfg.Recompute
+				plain := cfg
+				plain.Recompute = config.Recompute{}
 				for i, x := range layers {
+					// A uniform chunk's bytes (its input) appear after its
+					// first layer, the rest of the chunk adds none; block
+					// recompute leaves the layers after the first n whole.
 					w := want.PerLayer
 					switch {
-					case rc.RecomputeMethod == "uniform" && i%rc.RecomputeNumLayers != rc.RecomputeNumLayers-1:
-						continue // a chunk's bytes are recorded after its last layer
-					case rc.RecomputeMethod == "uniform":
+					case rc.RecomputeMethod == "uniform" && i%rc.RecomputeNumLayers == 0:
 						w *= int64(rc.RecomputeNumLayers)
+					case rc.RecomputeMethod == "uniform":
+						w = 0
 					case rc.RecomputeMethod == "block" && i >= rc.RecomputeNumLayers:
-						continue
+						w = EstimateActivations(plain, v.microBatch).PerLayer
 					}
-					if x != w && !(rc.RecomputeMethod == "uniform" && x == 0) {
+					if x != w {
 						return fmt.Errorf("rank %d: layer %d holds %d bytes, estimate %d", g.Rank(), i, x, w)
 					}
 				}
