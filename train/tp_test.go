@@ -25,12 +25,13 @@ func tpArgs(world, tp int) Args {
 	a.Model.TensorModelParallelSize = tp
 	a.MicroBatchSize, a.GlobalBatchSize, a.TrainIters = 2, 8, 20
 	a.LR, a.LRWarmupIters, a.WeightDecay = 3e-3, 2, 0.1
-	a.MockData, a.EvalIters = true, 0
+	a.MockData, a.EvalIters = true, 2
 	return a
 }
 
-// tpRun trains a and returns its losses and its first step's gradients,
-// gathered to whole tensors.
+// tpRun trains a and returns its losses (the training losses, then the
+// final validation loss) and its first step's gradients, gathered to whole
+// tensors.
 func tpRun(t *testing.T, a Args) ([]float64, *safetensors.File) {
 	t.Helper()
 	a.DumpGrads = filepath.Join(t.TempDir(), "grads.safetensors")
@@ -42,13 +43,14 @@ func tpRun(t *testing.T, a Args) ([]float64, *safetensors.File) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res.Losses, g
+	return append(res.Losses, res.ValidLoss), g
 }
 
 // TestTensorParallelMatchesSingleRank is the tensor- and sequence-parallel
 // layout-equivalence test: for TP 2 and 4, each with and without sequence
 // parallelism and with no, full and selective recompute (and TP2 × DP2),
-// the 20-step loss curve equals the one-rank curve to 1e-5 relative and
+// the 20-step loss curve and the final validation loss equal the one-rank
+// ones to 1e-5 relative, and
 // the first step's gradients, gathered to whole tensors, equal the one-rank
 // gradients to 1e-5 (‖g − g₁‖/‖g₁‖ per parameter).
 func TestTensorParallelMatchesSingleRank(t *testing.T) {
@@ -84,7 +86,7 @@ func TestTensorParallelMatchesSingleRank(t *testing.T) {
 				e := relErr(losses[i], wantLoss[i])
 				worstLoss = math.Max(worstLoss, e)
 				if e > 1e-5 {
-					t.Errorf("step %d: loss %.9f, one rank %.9f (relative difference %.2g > 1e-5)", i+1, losses[i], wantLoss[i], e)
+					t.Errorf("%s: loss %.9f, one rank %.9f (relative difference %.2g > 1e-5)", lossLabel(i, len(wantLoss)), losses[i], wantLoss[i], e)
 				}
 			}
 			worstGrad := 0.0
@@ -110,6 +112,14 @@ func TestTensorParallelMatchesSingleRank(t *testing.T) {
 			t.Logf("largest relative differences from one rank: loss %.2g, gradient %.2g", worstLoss, worstGrad)
 		})
 	}
+}
+
+// lossLabel names entry i of a tpRun loss list of n entries.
+func lossLabel(i, n int) string {
+	if i == n-1 {
+		return "validation"
+	}
+	return fmt.Sprintf("step %d", i+1)
 }
 
 func relNorm(got, want []float32) float64 {
@@ -235,7 +245,7 @@ func TestVocabPaddingChangesNothing(t *testing.T) {
 		losses, grads := tpRun(t, b)
 		for i := range wantLoss {
 			if e := relErr(losses[i], wantLoss[i]); e > 1e-5 {
-				t.Errorf("padded to %d: step %d loss %.9f, unpadded %.9f", b.Model.PaddedVocabSize(), i+1, losses[i], wantLoss[i])
+				t.Errorf("padded to %d: %s loss %.9f, unpadded %.9f", b.Model.PaddedVocabSize(), lossLabel(i, len(wantLoss)), losses[i], wantLoss[i])
 			}
 		}
 		for _, w := range wantGrads.Tensors {
