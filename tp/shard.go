@@ -3,6 +3,7 @@ package tp
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/nn"
@@ -58,7 +59,7 @@ func GatherPartitioned(ctx context.Context, g comm.Group, p *nn.Parameter, local
 // tensor-parallel gets a copy of full.
 func PartitionOf(p *nn.Parameter, full *tensor.Tensor, rank, ws int) (*tensor.Tensor, error) {
 	want := FullShape(p, ws)
-	if !equalShape(full.Shape(), want) {
+	if !slices.Equal(full.Shape(), want) {
 		return nil, fmt.Errorf("tp: %s: the master tensor is %v, want %v for %d tensor-parallel ranks", p.Name, full.Shape(), want, ws)
 	}
 	if !p.TensorModelParallel || p.PartitionDim < 0 || ws == 1 {
@@ -72,16 +73,4 @@ func PartitionOf(p *nn.Parameter, full *tensor.Tensor, rank, ws int) (*tensor.Te
 		mine = append(mine, full.Narrow(dim, k*c, c))
 	}
 	return tensor.Cat(dim, mine...), nil
-}
-
-func equalShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -3,6 +3,7 @@ package tp
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/gotron/gotron/autograd"
@@ -33,7 +34,7 @@ func TestGatherPartitionedInvertsInit(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					if !equalShape(full.Shape(), []int{out, in}) {
+					if !slices.Equal(full.Shape(), []int{out, in}) {
 						return fmt.Errorf("gathered %v", full.Shape())
 					}
 					for i, v := range full.Contiguous().Data() {
