@@ -50,12 +50,17 @@ test-mpi: deps
 	$(GO) test -tags mpi -run TestMPITrain ./cmd/gotron
 
 # Training throughput of gotron and, side by side, of PyTorch on the same
-# models; then collective bandwidth next to a memory copy. OPENBLAS_CORETYPE
-# is unset for these commands so OpenBLAS picks the machine's own kernel.
+# models; gotron again under tensor (and sequence) parallelism, and the
+# overlap of the parallel linears' collectives; then collective bandwidth
+# next to a memory copy. OPENBLAS_CORETYPE is unset for these commands so
+# OpenBLAS picks the machine's own kernel.
 bench: build build-mpi
 	@scripts/deps.sh torch
 	env -u OPENBLAS_CORETYPE $(BIN) bench
 	env -u OPENBLAS_CORETYPE /usr/bin/python3 tools/torchref/bench.py --threads 2
+	env -u OPENBLAS_CORETYPE $(BIN) bench --tensor-model-parallel-size 2
+	env -u OPENBLAS_CORETYPE $(BIN) bench --tensor-model-parallel-size 2 --sequence-parallel
+	env -u OPENBLAS_CORETYPE $(GO) test ./tp -run '^$$' -bench LinearBackward -benchtime 30x -count 3
 	$(GO) test -run '^$$' -bench 'AllReduce|Memcpy' -benchtime 1s ./comm/local
 	comm/mpi/run_tests.sh -bench
 
