@@ -78,7 +78,7 @@ type edge struct {
 func edges(in []*Var) []edge {
 	es := make([]edge, len(in))
 	for i, v := range in {
-		es[i].shape = append([]int(nil), v.Value.Shape()...)
+		es[i].shape = v.Value.Shape() // tensors never change their shape in place
 		switch {
 		case v.node != nil:
 			es[i].node = v.node

@@ -28,6 +28,20 @@ func (t *Tape) SetWorkers(n int) { t.workers = max(n, 1) }
 // Workers returns the number of goroutines the rank's kernels may use.
 func (t *Tape) Workers() int { return t.workers }
 
+// minRowWork is the least number of elements worth a goroutine.
+const minRowWork = 1 << 14
+
+// RowWorkers returns how many goroutines a loop over rows rows of cols
+// elements each should use: at most the tape's workers, at most one per
+// row, and no more than the work justifies (one per 16 Ki elements).
+func (t *Tape) RowWorkers(rows, cols int) int {
+	n := t.workers
+	if w := rows * cols / minRowWork; w < n {
+		n = w
+	}
+	return max(1, min(n, rows))
+}
+
 // Context returns the tape's context.
 func (t *Tape) Context() context.Context { return t.ctx }
 

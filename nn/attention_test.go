@@ -9,6 +9,7 @@ import (
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/internal/gradcheck"
+	"github.com/gotron/gotron/internal/numtest"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/rng"
@@ -109,8 +110,8 @@ func TestAttentionWorkersAgree(t *testing.T) {
 		}
 		// Each pair is computed by one worker with the same GEMMs and the
 		// same mask (seeded per pair): bitwise.
-		sameBits(t, name+": output, 1 vs 3 workers", r1.out, r3.out)
-		sameBits(t, name+": dqkv, 1 vs 3 workers", r1.grads[0], r3.grads[0])
+		numtest.SameBits(t, name+": output, 1 vs 3 workers", r1.out, r3.out)
+		numtest.SameBits(t, name+": dqkv, 1 vs 3 workers", r1.grads[0], r3.grads[0])
 	}
 }
 
@@ -227,7 +228,7 @@ func TestAttentionDropoutRNGUse(t *testing.T) {
 	g1, g2 := rng.New(4), rng.New(4)
 	y1 := nn.CausalAttention(autograd.NewTape(context.Background()), autograd.NewLeaf(x.Clone(), "qkv", true), a.n, 0.5, g1)
 	y2 := nn.CausalAttention(autograd.NewTape(context.Background()), autograd.NewLeaf(x.Clone(), "qkv", true), a.n, 0.5, g2)
-	sameBits(t, "two runs from one generator state", y1.Value.Data(), y2.Value.Data())
+	numtest.SameBits(t, "two runs from one generator state", y1.Value.Data(), y2.Value.Data())
 	ref := rng.New(4)
 	ref.Uint64()
 	if g1.State() != ref.State() {
@@ -241,7 +242,7 @@ func TestAttentionDropoutRNGUse(t *testing.T) {
 	ye := nn.CausalAttention(tape, autograd.NewLeaf(x.Clone(), "qkv", true), a.n, 0.5, g)
 	restore()
 	y0 := nn.CausalAttention(autograd.NewTape(context.Background()), autograd.NewLeaf(x.Clone(), "qkv", true), a.n, 0, nil)
-	sameBits(t, "evaluation vs p = 0", ye.Value.Data(), y0.Value.Data())
+	numtest.SameBits(t, "evaluation vs p = 0", ye.Value.Data(), y0.Value.Data())
 	if g.State() != rng.New(4).State() {
 		t.Fatal("evaluation drew random numbers")
 	}

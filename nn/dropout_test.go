@@ -8,6 +8,7 @@ import (
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/internal/gradcheck"
+	"github.com/gotron/gotron/internal/numtest"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/rng"
@@ -109,7 +110,7 @@ func TestDropoutReproducibleAndGradcheck(t *testing.T) {
 		seed := uint64(100 + i)
 		a := nn.Dropout(autograd.NewTape(context.Background()), autograd.NewLeaf(x.Clone(), "x", true), p, rng.New(seed))
 		b := nn.Dropout(autograd.NewTape(context.Background()), autograd.NewLeaf(x.Clone(), "x", true), p, rng.New(seed))
-		sameBits(t, "two runs from one generator state", a.Value.Data(), b.Value.Data())
+		numtest.SameBits(t, "two runs from one generator state", a.Value.Data(), b.Value.Data())
 
 		// With the mask fixed (the generator restarted from the same state),
 		// the output is linear in x.

@@ -23,7 +23,7 @@ type embeddingFn struct {
 
 func (f embeddingFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
 	w := in[0]
-	if err := checkParam(f.table, "embedding table"); err != nil {
+	if err := CheckParam(f.table, "embedding table"); err != nil {
 		return nil, err
 	}
 	v, h := w.Dim(0), w.Dim(1)
@@ -50,17 +50,11 @@ func (f embeddingFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Ten
 	return []*tensor.Tensor{nil}, nil
 }
 
-// AddPositions returns x + pos[0:s] broadcast over the batch, for x
-// [s, b, h] and pos [max_pos, h] (learned absolute position embeddings).
-// pos accumulates its gradient directly: dpos[i] += Σ_b dy[i, b].
-func AddPositions(t *autograd.Tape, x, pos *autograd.Var) *autograd.Var {
-	return AddPositionsAt(t, x, pos, 0)
-}
-
-// AddPositionsAt returns x + pos[start:start+s] broadcast over the batch:
-// the positions of a sequence shard [s, b, h] that begins at position
-// start (a sequence-parallel rank's tokens). pos accumulates its gradient
-// directly into rows [start, start+s).
+// AddPositionsAt returns x + pos[start:start+s] broadcast over the batch,
+// for x [s, b, h] and pos [max_pos, h] (learned absolute position
+// embeddings): the positions of a sequence that begins at position start —
+// 0 for a whole sequence, r·s for sequence-parallel rank r's shard. pos
+// accumulates its gradient directly: dpos[start+i] += Σ_b dy[i, b].
 func AddPositionsAt(t *autograd.Tape, x, pos *autograd.Var, start int) *autograd.Var {
 	return autograd.Apply(t, addPositionsFn{pos: pos, start: start}, x, pos)
 }
@@ -72,7 +66,7 @@ type addPositionsFn struct {
 
 func (f addPositionsFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
 	x, p := in[0].Contiguous(), in[1]
-	if err := checkParam(f.pos, "position embedding"); err != nil {
+	if err := CheckParam(f.pos, "position embedding"); err != nil {
 		return nil, err
 	}
 	if x.Rank() != 3 || x.Dim(2) != p.Dim(1) {

@@ -89,7 +89,7 @@ func TestAddPositionsGradcheck(t *testing.T) {
 			Inputs: []*tensor.Tensor{gradcheck.Randn(uint64(i), 1, s, b, h), gradcheck.Randn(uint64(i+5), 1, maxPos, h)},
 			Grad:   []bool{true, true},
 			Op: func(t *autograd.Tape, in []*autograd.Var) *autograd.Var {
-				return nn.AddPositions(t, in[0], in[1])
+				return nn.AddPositionsAt(t, in[0], in[1], 0)
 			},
 			Ref:  func(in [][]float64) []float64 { return refAddPositions(in[0], in[1], s, b, h) },
 			Seed: uint64(i),
@@ -136,7 +136,7 @@ func TestAddPositionsErrors(t *testing.T) {
 		{[]int{2, 3}, "input [2 3]"},
 	} {
 		tape := autograd.NewTape(context.Background())
-		nn.AddPositions(tape, autograd.Const(tensor.New(c.x...)), pos)
+		nn.AddPositionsAt(tape, autograd.Const(tensor.New(c.x...)), pos, 0)
 		if err := tape.Err(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("x %v: err = %v, want %q", c.x, err, c.want)
 		}
@@ -160,7 +160,7 @@ func TestEmbeddingAndPositionsDirectAccumulation(t *testing.T) {
 		requires: []bool{true, true},
 		params:   []int{1},
 		op: func(t *autograd.Tape, in []*autograd.Var) *autograd.Var {
-			return nn.AddPositions(t, in[0], in[1])
+			return nn.AddPositionsAt(t, in[0], in[1], 0)
 		},
 	})
 	// GPT's embedding: word + position, both accumulated directly.
@@ -170,7 +170,7 @@ func TestEmbeddingAndPositionsDirectAccumulation(t *testing.T) {
 		requires: []bool{true, true},
 		params:   []int{0, 1},
 		op: func(t *autograd.Tape, in []*autograd.Var) *autograd.Var {
-			return nn.AddPositions(t, nn.Embedding(t, in[0], ids, 3, 2), in[1])
+			return nn.AddPositionsAt(t, nn.Embedding(t, in[0], ids, 3, 2), in[1], 0)
 		},
 	})
 }

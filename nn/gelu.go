@@ -20,7 +20,7 @@ type biasGELUFn struct{ b *autograd.Var }
 
 func (f biasGELUFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
 	x, b := in[0].Contiguous(), in[1]
-	if err := checkParam(f.b, "bias"); err != nil {
+	if err := CheckParam(f.b, "bias"); err != nil {
 		return nil, err
 	}
 	n := b.Len()

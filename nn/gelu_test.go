@@ -8,6 +8,7 @@ import (
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/internal/gradcheck"
+	"github.com/gotron/gotron/internal/numtest"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
 )
@@ -85,8 +86,8 @@ func TestBiasGELUWorkersAgree(t *testing.T) {
 	}
 	// y and dx are per element: bitwise. db is per-worker partial sums:
 	// float32 rounding only.
-	sameBits(t, "y, 1 vs 3 workers", r1.out, r3.out)
-	sameBits(t, "dx, 1 vs 3 workers", r1.grads[0], r3.grads[0])
+	numtest.SameBits(t, "y, 1 vs 3 workers", r1.out, r3.out)
+	numtest.SameBits(t, "dx, 1 vs 3 workers", r1.grads[0], r3.grads[0])
 	closeRel(t, "db, 1 vs 3 workers", r1.grads[1], r3.grads[1], 1e-5)
 }
 

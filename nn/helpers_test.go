@@ -9,6 +9,7 @@ import (
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/internal/gradcheck"
+	"github.com/gotron/gotron/internal/numtest"
 	"github.com/gotron/gotron/tensor"
 )
 
@@ -134,19 +135,6 @@ func checkSampled(t *testing.T, name string, workers int, inputs []*tensor.Tenso
 	return r
 }
 
-// sameBits fails t unless a and b are identical bit for bit.
-func sameBits(t *testing.T, what string, a, b []float32) {
-	t.Helper()
-	if len(a) != len(b) {
-		t.Fatalf("%s: lengths %d and %d", what, len(a), len(b))
-	}
-	for i := range a {
-		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-			t.Fatalf("%s: element %d differs: %v vs %v", what, i, a[i], b[i])
-		}
-	}
-}
-
 // closeRel fails t unless max|a−b| ≤ tol·(1+max|b|).
 func closeRel(t *testing.T, what string, a, b []float32, tol float64) {
 	t.Helper()
@@ -207,13 +195,13 @@ func checkDirectAccumulation(t *testing.T, c directCase) {
 		if len(seen[p]) != 2 {
 			t.Fatalf("%s: hook of input %d ran %d times in two passes, want 2", c.name, p, len(seen[p]))
 		}
-		sameBits(t, fmt.Sprintf("%s: input %d's Grad when its first hook ran", c.name, p), seen[p][0], r1.grads[p])
+		numtest.SameBits(t, fmt.Sprintf("%s: input %d's Grad when its first hook ran", c.name, p), seen[p][0], r1.grads[p])
 		sum := make([]float32, len(r1.grads[p]))
 		for k := range sum {
 			sum[k] = r1.grads[p][k] + r2.grads[p][k]
 		}
 		closeRel(t, fmt.Sprintf("%s: input %d's Grad after two passes vs the two single passes", c.name, p), leaves[p].Grad.Data(), sum, 1e-6)
-		sameBits(t, fmt.Sprintf("%s: input %d's Grad at the second hook vs its final value", c.name, p), seen[p][1], leaves[p].Grad.Data())
+		numtest.SameBits(t, fmt.Sprintf("%s: input %d's Grad at the second hook vs its final value", c.name, p), seen[p][1], leaves[p].Grad.Data())
 	}
 
 	// Pre-existing Grad views into one buffer, with room either side.

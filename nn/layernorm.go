@@ -25,7 +25,7 @@ type layerNormState struct{ mean, rstd []float32 }
 
 func (f layerNormFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
 	x, w, b := in[0].Contiguous(), in[1], in[2]
-	if err := errors.Join(checkParam(f.w, "layer norm weight"), checkParam(f.b, "layer norm bias")); err != nil {
+	if err := errors.Join(CheckParam(f.w, "layer norm weight"), CheckParam(f.b, "layer norm bias")); err != nil {
 		return nil, err
 	}
 	h := w.Len()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/internal/gradcheck"
+	"github.com/gotron/gotron/internal/numtest"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
 )
@@ -85,8 +86,8 @@ func TestLayerNormWorkersAgree(t *testing.T) {
 	// the worker count: bitwise. dw and db are per-worker partial sums added
 	// in worker order, a different rounding order from one worker's: they
 	// agree to float32 rounding only.
-	sameBits(t, "y, 1 vs 3 workers", r1.out, r3.out)
-	sameBits(t, "dx, 1 vs 3 workers", r1.grads[0], r3.grads[0])
+	numtest.SameBits(t, "y, 1 vs 3 workers", r1.out, r3.out)
+	numtest.SameBits(t, "dx, 1 vs 3 workers", r1.grads[0], r3.grads[0])
 	closeRel(t, "dw, 1 vs 3 workers", r1.grads[1], r3.grads[1], 1e-5)
 	closeRel(t, "db, 1 vs 3 workers", r1.grads[2], r3.grads[2], 1e-5)
 }
@@ -132,7 +133,7 @@ func TestFrozenParametersGetNoGradient(t *testing.T) {
 			return nn.Linear(t, in[0], in[1], in[2])
 		}},
 		{"position embedding", []*tensor.Tensor{x, gradcheck.Randn(2, 1, 5, 4)}, func(t *autograd.Tape, in []*autograd.Var) *autograd.Var {
-			return nn.AddPositions(t, in[0], in[1])
+			return nn.AddPositionsAt(t, in[0], in[1], 0)
 		}},
 	}
 	for _, c := range cases {
@@ -154,6 +155,6 @@ func TestFrozenParametersGetNoGradient(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		sameBits(t, fmt.Sprintf("%s: dx with frozen parameters", c.name), frozen.grads[0], all.grads[0])
+		numtest.SameBits(t, fmt.Sprintf("%s: dx with frozen parameters", c.name), frozen.grads[0], all.grads[0])
 	}
 }

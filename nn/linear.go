@@ -32,7 +32,7 @@ func Linear(t *autograd.Tape, x, w, b *autograd.Var) *autograd.Var {
 // Forward implements autograd.Function.
 func (f LinearFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
 	x, w := in[0], in[1]
-	if err := errors.Join(checkParam(f.W, "linear weight"), checkParam(f.B, "linear bias")); err != nil {
+	if err := errors.Join(CheckParam(f.W, "linear weight"), CheckParam(f.B, "linear bias")); err != nil {
 		return nil, err
 	}
 	out, inF := w.Dim(0), w.Dim(1)
@@ -40,19 +40,11 @@ func (f LinearFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor
 		return nil, fmt.Errorf("nn: linear %q: input's last dimension is %d, weight is [%d, %d]", f.W.Name, x.Dim(-1), out, inF)
 	}
 	x = x.Contiguous()
-	rows := x.Len() / inF
-	shape := append(append([]int(nil), x.Shape()[:x.Rank()-1]...), out)
-	y := tensor.New(shape...)
-	beta := float32(0)
+	var b *tensor.Tensor
 	if f.B != nil {
-		b := in[2].Contiguous().Data()
-		yd := y.Data()
-		for r := 0; r < rows; r++ {
-			copy(yd[r*out:(r+1)*out], b)
-		}
-		beta = 1
+		b = in[2]
 	}
-	tensor.GemmParallel(c.Tape().Workers(), false, true, 1, x.View(rows, inF), w, beta, y.View(rows, out))
+	y := LinearForward(c.Tape().Workers(), x, w, b)
 	if c.Recording() {
 		c.Save(x, w)
 	}
@@ -84,10 +76,34 @@ func (f LinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor
 	return grads, nil
 }
 
-// checkParam verifies that v can receive its gradient directly: a leaf
+// LinearForward returns y = x·Wᵀ + b for a contiguous x [..., in], w
+// [out, in] and b [out] (nil: no bias), y [..., out], on workers
+// goroutines: the arithmetic of every linear layer (nn.Linear and the
+// tensor-parallel linears), so their results agree bit for bit.
+func LinearForward(workers int, x, w, b *tensor.Tensor) *tensor.Tensor {
+	out, inF := w.Dim(0), w.Dim(1)
+	rows := x.Len() / inF
+	shape := append(append([]int(nil), x.Shape()[:x.Rank()-1]...), out)
+	y := tensor.New(shape...)
+	beta := float32(0)
+	if b != nil {
+		bd := b.Contiguous().Data()
+		yd := y.Data()
+		for r := 0; r < rows; r++ {
+			copy(yd[r*out:(r+1)*out], bd)
+		}
+		beta = 1
+	}
+	tensor.GemmParallel(workers, false, true, 1, x.View(rows, inF), w, beta, y.View(rows, out))
+	return y
+}
+
+// CheckParam verifies that v can receive its gradient directly, as the
+// layers that accumulate weight gradients into the parameter need: a leaf
 // (a parameter, not the output of another operation, whose gradient would
 // otherwise never reach the parameter) whose Grad, if set, is contiguous.
-func checkParam(v *autograd.Var, what string) error {
+// A nil v passes.
+func CheckParam(v *autograd.Var, what string) error {
 	if v == nil {
 		return nil
 	}

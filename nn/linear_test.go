@@ -8,6 +8,7 @@ import (
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/internal/gradcheck"
+	"github.com/gotron/gotron/internal/numtest"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
 )
@@ -93,9 +94,9 @@ func TestLinearNonContiguousInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameBits(t, "output", r1.out, r2.out)
+	numtest.SameBits(t, "output", r1.out, r2.out)
 	for i := range r1.grads {
-		sameBits(t, fmt.Sprintf("gradient %d", i), r1.grads[i], r2.grads[i])
+		numtest.SameBits(t, fmt.Sprintf("gradient %d", i), r1.grads[i], r2.grads[i])
 	}
 }
 
@@ -116,7 +117,7 @@ func TestLinearFrozenInputs(t *testing.T) {
 			case !req[i] && r.grads[i] != nil:
 				t.Errorf("requires %v: input %d does not require grad but got one", req, i)
 			case req[i]:
-				sameBits(t, fmt.Sprintf("requires %v: gradient %d", req, i), r.grads[i], all.grads[i])
+				numtest.SameBits(t, fmt.Sprintf("requires %v: gradient %d", req, i), r.grads[i], all.grads[i])
 			}
 		}
 	}

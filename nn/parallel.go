@@ -5,18 +5,9 @@ import (
 	"github.com/gotron/gotron/tensor/kernels"
 )
 
-// minRowWork is the least number of elements worth a goroutine.
-const minRowWork = 1 << 14
-
-// split decides how many workers to use for rows rows of cols elements each:
-// at most the tape's workers, and no more than the work justifies.
-func split(c *autograd.Ctx, rows, cols int) int {
-	n := c.Tape().Workers()
-	if w := rows * cols / minRowWork; w < n {
-		n = w
-	}
-	return max(1, min(n, rows))
-}
+// split decides how many workers to use for rows rows of cols elements each
+// (autograd.Tape.RowWorkers).
+func split(c *autograd.Ctx, rows, cols int) int { return c.Tape().RowWorkers(rows, cols) }
 
 // parallelRows runs fn(k, lo, hi) for k = 0..n−1 over the rows [lo, hi) of
 // the k-th of n near-equal chunks, on n goroutines, and waits. Chunk k always

@@ -1,8 +1,6 @@
 package optim
 
 import (
-	"math"
-
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor/kernels"
 )
@@ -40,7 +38,3 @@ func ClipGradients(params []*nn.Parameter, norm, maxNorm float64) bool {
 	}
 	return true
 }
-
-// GradNorm returns sqrt(SumSquares(params)): the global gradient norm of a
-// single rank that holds every gradient.
-func GradNorm(params []*nn.Parameter) float64 { return math.Sqrt(SumSquares(params)) }

@@ -1,6 +1,7 @@
 package optim
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -56,8 +57,8 @@ func TestAdamDecaysOnlyMatrices(t *testing.T) {
 func TestClipGradients(t *testing.T) {
 	p := nn.NewParameter("w", tensor.New(2))
 	p.Grad = tensor.FromSlice([]float32{3, 4}, 2)
-	norm := GradNorm([]*nn.Parameter{p})
-	if norm != 5 {
+	norm, err := GradNorm(context.Background(), []*nn.Parameter{p}, nil, 0)
+	if err != nil || norm != 5 {
 		t.Fatalf("norm %v, want 5", norm)
 	}
 	if !ClipGradients([]*nn.Parameter{p}, norm, 1) {

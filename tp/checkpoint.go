@@ -96,15 +96,7 @@ func Checkpoint(t *autograd.Tape, fn CheckpointFunc, opts CheckpointOptions, arg
 		return &autograd.Var{}
 	}
 	if !t.Recording() {
-		out, err := fn(t, args)
-		if err == nil {
-			err = checkOutput(out, "checkpoint")
-		}
-		if err != nil {
-			t.Fail(err)
-			return &autograd.Var{}
-		}
-		return out
+		return runPlain(t, fn, args, "checkpoint")
 	}
 	in := withAnchor(args)
 	f := &checkpointFn{fn: fn, opts: opts, names: argNames(args), nargs: len(args), ninputs: len(in)}
@@ -262,15 +254,7 @@ func (k *CheckpointWithoutOutput) Checkpoint(t *autograd.Tape, fn CheckpointFunc
 		return &autograd.Var{}
 	}
 	if !t.Recording() {
-		out, err := fn(t, args)
-		if err == nil {
-			err = checkOutput(out, "CheckpointWithoutOutput")
-		}
-		if err != nil {
-			t.Fail(err)
-			return &autograd.Var{}
-		}
-		return out
+		return runPlain(t, fn, args, "CheckpointWithoutOutput")
 	}
 	in := withAnchor(args)
 	call := &cwoCall{fn: fn, names: argNames(args), nargs: len(args), ninputs: len(in), def: k.Default, tracker: k.Tracker}
@@ -510,6 +494,20 @@ func recordingTape(t *autograd.Tape) *autograd.Tape {
 	r := autograd.NewTape(t.Context())
 	r.SetWorkers(t.Workers())
 	return r
+}
+
+// runPlain runs fn on t without checkpointing (evaluation), recording an
+// error on t when fn fails or returns no value.
+func runPlain(t *autograd.Tape, fn CheckpointFunc, args []*autograd.Var, what string) *autograd.Var {
+	out, err := fn(t, args)
+	if err == nil {
+		err = checkOutput(out, what)
+	}
+	if err != nil {
+		t.Fail(err)
+		return &autograd.Var{}
+	}
+	return out
 }
 
 func checkOutput(out *autograd.Var, what string) error {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/internal/numtest"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/rng"
@@ -189,9 +190,9 @@ func ckRunErr(tape *autograd.Tape, m *ckModel, seed uint64,
 // ckSame fails unless two runs agree bitwise.
 func ckSame(t *testing.T, what string, got, want ckResult) {
 	t.Helper()
-	sameBits(t, what+": loss", []float32{got.loss}, []float32{want.loss})
+	numtest.SameBits(t, what+": loss", []float32{got.loss}, []float32{want.loss})
 	for name, g := range want.grads {
-		sameBits(t, what+": grad "+name, got.grads[name], g)
+		numtest.SameBits(t, what+": grad "+name, got.grads[name], g)
 	}
 	for name, s := range want.states {
 		if got.states[name] != s {
@@ -317,7 +318,7 @@ func TestCheckpointInputsWithoutGrad(t *testing.T) {
 	}
 	want, got := run(newCkModel(t, seed, 0), false), run(newCkModel(t, seed, 0), true)
 	for name := range want {
-		sameBits(t, "grad "+name, got[name], want[name])
+		numtest.SameBits(t, "grad "+name, got[name], want[name])
 	}
 }
 
@@ -342,7 +343,7 @@ func TestCheckpointEvaluation(t *testing.T) {
 		}
 		return out.Value.Data()
 	}
-	sameBits(t, "evaluation output", eval(true), eval(false))
+	numtest.SameBits(t, "evaluation output", eval(true), eval(false))
 }
 
 func TestCheckpointErrors(t *testing.T) {
@@ -448,7 +449,7 @@ func TestCheckpointWithoutOutput(t *testing.T) {
 			if mid.Value == nil {
 				t.Fatal(tape.Err())
 			}
-			sameBits(t, "forward output", mid.Value.Data(), plainMid)
+			numtest.SameBits(t, "forward output", mid.Value.Data(), plainMid)
 			ln := nn.LayerNorm(tape, mid, mc.lnw, mc.lnb, 1e-5) // saves mid
 			if discard {
 				before := tape.ActivationBytes()
@@ -474,7 +475,7 @@ func TestCheckpointWithoutOutput(t *testing.T) {
 		})
 		what := fmt.Sprintf("CheckpointWithoutOutput (discard %v)", discard)
 		ckSame(t, what, got, want)
-		sameBits(t, what+": output after backward", mid.Value.Data(), plainMid)
+		numtest.SameBits(t, what+": output after backward", mid.Value.Data(), plainMid)
 		if c := *mc.counts; c.forward != 2 || c.backwards != 1 {
 			t.Fatalf("%s: counts %+v, want 2 forwards and 1 backward", what, c)
 		}
@@ -510,10 +511,10 @@ func TestCheckpointWithoutOutputErrors(t *testing.T) {
 	same := x.Value.Clone().Data()
 	y = ck.Checkpoint(tape, func(_ *autograd.Tape, a []*autograd.Var) (*autograd.Var, error) { return a[0], nil }, x)
 	h = ck.DiscardOutputAndRegisterRecompute(tape, autograd.Scale(tape, y, 3))
-	sameBits(t, "aliased output", y.Value.Data(), same)
+	numtest.SameBits(t, "aliased output", y.Value.Data(), same)
 	x.Grad = nil
 	if err := autograd.Backward(tape, autograd.Sum(tape, h), nil); err != nil {
 		t.Fatal(err)
 	}
-	sameBits(t, "aliased output grad", x.Grad.Data(), []float32{3, 3, 3, 3})
+	numtest.SameBits(t, "aliased output grad", x.Grad.Data(), []float32{3, 3, 3, 3})
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/kernels"
 )
@@ -70,8 +71,8 @@ type CrossEntropyOptions struct {
 // exp(lse32 − lse) so the probabilities do not carry lse's float32
 // rounding; each still carries the float32 rounding of x − lse, as
 // nn.CrossEntropy's do. On one rank without smoothing, padding or masked
-// targets it runs nn.CrossEntropy's kernels, so its loss and gradient are
-// bitwise those of nn.CrossEntropy; otherwise the loss and gradient agree
+// targets it is nn.CrossEntropy, so its loss and gradient are bitwise
+// those of nn.CrossEntropy; otherwise the loss and gradient agree
 // with a float64 computation to about 1e-6 relative, whatever the TP size.
 //
 // Errors (α outside [0, 1), a VocabSize larger than the columns, α > 0 with
@@ -79,6 +80,12 @@ type CrossEntropyOptions struct {
 // are recorded on the tape; the returned Var then has no value. Every rank
 // sees the same targets and options, so every rank fails alike.
 func VocabParallelCrossEntropy(t *autograd.Tape, logits *autograd.Var, target []int32, opts CrossEntropyOptions) *autograd.Var {
+	if x := logits.Value; t.Err() == nil && x != nil && worldSize(opts.Group) == 1 && opts.LabelSmoothing == 0 &&
+		x.Rank() >= 1 && x.Dim(-1) > 0 && len(target)*x.Dim(-1) == x.Len() && (opts.VocabSize == 0 || opts.VocabSize == x.Dim(-1)) && targetsInRange(target, x.Dim(-1)) {
+		// The whole vocabulary on one rank, nothing to smooth, pad or mask:
+		// the plain cross entropy.
+		return nn.CrossEntropy(t, logits, target)
+	}
 	return autograd.Apply(t, &vocabParallelCEFn{target: target, opts: opts}, logits)
 }
 
@@ -90,26 +97,11 @@ type vocabParallelCEFn struct {
 
 // ceState is what backward needs besides the saved logits.
 type ceState struct {
-	fused  bool      // nn.CrossEntropy's kernels ran (one rank, plain CE)
-	lse32  []float32 // per-row lse for the fused kernels
-	lse    []float64 // per-row global log-sum-exp (general path)
+	lse    []float64 // per-row global log-sum-exp
 	start  int       // global index of this rank's first column
 	real   int       // real (non-padding) columns of this rank, a prefix
 	vocab  int       // real global vocabulary V
 	smooth float64   // s = α·V/(V−1), 0 without smoothing
-}
-
-// ceMinRowWork is the least number of logits worth a goroutine.
-const ceMinRowWork = 1 << 14
-
-// ceWorkers is the number of goroutines for rows×cols logits: at most the
-// tape's workers, and no more than the work justifies.
-func ceWorkers(c *autograd.Ctx, rows, cols int) int {
-	n := c.Tape().Workers()
-	if w := rows * cols / ceMinRowWork; w < n {
-		n = w
-	}
-	return max(1, min(n, rows))
 }
 
 // Forward implements autograd.Function.
@@ -147,13 +139,7 @@ func (f *vocabParallelCEFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*ten
 		st.smooth = alpha * float64(vocab) / float64(vocab-1)
 	}
 	loss := tensor.New(rows)
-	var err error
-	if ws == 1 && alpha == 0 && vocab == cols && targetsInRange(f.target, cols) {
-		f.fusedForward(c, st, x, loss)
-	} else {
-		err = f.forward(c, st, x, loss)
-	}
-	if err != nil {
+	if err := f.forward(c, st, x, loss); err != nil {
 		return nil, err
 	}
 	if c.Recording() {
@@ -171,19 +157,6 @@ func targetsInRange(target []int32, v int) bool {
 		}
 	}
 	return true
-}
-
-// fusedForward is nn.CrossEntropy's forward: the whole vocabulary on one
-// rank, no smoothing, no padding, every target in range.
-func (f *vocabParallelCEFn) fusedForward(c *autograd.Ctx, st *ceState, x, loss *tensor.Tensor) {
-	cols := x.Dim(-1)
-	rows := len(f.target)
-	st.fused = true
-	st.lse32 = make([]float32, rows)
-	xd, ld := x.Data(), loss.Data()
-	kernels.ParallelForWorker(rows, ceWorkers(c, rows, cols), func(_, lo, hi int) {
-		kernels.CrossEntropyForward(ld[lo:hi], st.lse32[lo:hi], xd[lo*cols:hi*cols], f.target[lo:hi], hi-lo, cols)
-	})
 }
 
 // localTarget returns the column of target id on this rank, or −1 when
@@ -206,7 +179,7 @@ func (f *vocabParallelCEFn) forward(c *autograd.Ctx, st *ceState, x, loss *tenso
 	ws := worldSize(g)
 	cols, rows, nReal := x.Dim(-1), len(f.target), st.real
 	xd := x.Data()
-	workers := ceWorkers(c, rows, cols)
+	workers := c.Tape().RowWorkers(rows, cols)
 	smoothing := st.smooth > 0
 
 	// Pass 1: the local maximum, the predicted logit and (for smoothing)
@@ -373,13 +346,7 @@ func (f *vocabParallelCEFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*ten
 	cols := x.Dim(-1)
 	rows := len(f.target)
 	xd, dd := x.Data(), dy.Data()
-	workers := ceWorkers(c, rows, cols)
-	if st.fused {
-		kernels.ParallelFor(rows, workers, func(lo, hi int) {
-			kernels.CrossEntropyBackward(xd[lo*cols:hi*cols], xd[lo*cols:hi*cols], st.lse32[lo:hi], f.target[lo:hi], dd[lo:hi], hi-lo, cols)
-		})
-		return []*tensor.Tensor{x}, nil
-	}
+	workers := c.Tape().RowWorkers(rows, cols)
 	nReal, s, v := st.real, st.smooth, float64(st.vocab)
 	kernels.ParallelFor(rows, workers, func(lo, hi int) {
 		var lse32, mul [1]float32
@@ -420,4 +387,4 @@ func (f *vocabParallelCEFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*ten
 
 // StateBytes reports the per-row log-sum-exp the loss keeps for backward
 // (autograd's activation-memory accounting).
-func (st *ceState) StateBytes() int64 { return 4*int64(cap(st.lse32)) + 8*int64(cap(st.lse)) }
+func (st *ceState) StateBytes() int64 { return 8 * int64(cap(st.lse)) }

@@ -12,6 +12,7 @@ import (
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/ckpt/safetensors"
 	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/internal/numtest"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/rng"
@@ -257,11 +258,11 @@ func TestVocabParallelCrossEntropyMatchesNN(t *testing.T) {
 	if err := autograd.Backward(tape, loss, tensor.FromSlice(append([]float32(nil), dy...), len(dy))); err != nil {
 		t.Fatal(err)
 	}
-	sameBits(t, "nil group: loss", lossNil.Data(), want.loss)
-	sameBits(t, "nil group: dlogits", xv.Grad.Data(), want.dlogits)
+	numtest.SameBits(t, "nil group: loss", lossNil.Data(), want.loss)
+	numtest.SameBits(t, "nil group: dlogits", xv.Grad.Data(), want.dlogits)
 	one := runVocabCE(t, 1, x, target, dy, 0, 0, 1, nil)
-	sameBits(t, "1 rank: loss", one.loss, want.loss)
-	sameBits(t, "1 rank: dlogits", one.dlogits, want.dlogits)
+	numtest.SameBits(t, "1 rank: loss", one.loss, want.loss)
+	numtest.SameBits(t, "1 rank: dlogits", one.dlogits, want.dlogits)
 
 	for _, ws := range []int{2, 4} {
 		got := runVocabCE(t, ws, x, target, dy, 0, 0, 1, nil)
@@ -358,8 +359,8 @@ func TestVocabParallelCrossEntropyWorkers(t *testing.T) {
 	for _, alpha := range []float32{0, 0.1} {
 		one := runVocabCE(t, 2, x, target, dy, alpha, 0, 1, nil)
 		two := runVocabCE(t, 2, x, target, dy, alpha, 0, 2, nil)
-		sameBits(t, fmt.Sprintf("α=%g: loss with 2 workers", alpha), two.loss, one.loss)
-		sameBits(t, fmt.Sprintf("α=%g: dlogits with 2 workers", alpha), two.dlogits, one.dlogits)
+		numtest.SameBits(t, fmt.Sprintf("α=%g: loss with 2 workers", alpha), two.loss, one.loss)
+		numtest.SameBits(t, fmt.Sprintf("α=%g: dlogits with 2 workers", alpha), two.dlogits, one.dlogits)
 		loss64, grad64 := refVocabCE(x.Data(), rows, v, v, target, float64(alpha), dy)
 		checkCE(t, fmt.Sprintf("α=%g, 2 ranks × 2 workers", alpha), two, loss64, grad64)
 	}

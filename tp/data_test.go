@@ -9,6 +9,7 @@ import (
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/internal/numtest"
 )
 
 // i64Data returns an Int64 DataTensor of the given shape holding
@@ -55,7 +56,7 @@ func sameData(t *testing.T, what string, got, want DataTensor) {
 			t.Fatalf("%s: %v, want %v", what, got.Buf.Int64s(), want.Buf.Int64s())
 		}
 	case comm.Float32:
-		sameBits(t, what, got.Buf.Float32s(), want.Buf.Float32s())
+		numtest.SameBits(t, what, got.Buf.Float32s(), want.Buf.Float32s())
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/internal/numtest"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/rng"
@@ -149,9 +150,9 @@ func TestVocabParallelEmbeddingMatchesSerial(t *testing.T) {
 					n := s / ws * b * h
 					want = wantY[r*n : (r+1)*n]
 				}
-				sameBits(t, fmt.Sprintf("%s: rank %d output", what, r), y, want)
+				numtest.SameBits(t, fmt.Sprintf("%s: rank %d output", what, r), y, want)
 			}
-			sameBits(t, what+": weight gradient", gotGrad, wantGrad)
+			numtest.SameBits(t, what+": weight gradient", gotGrad, wantGrad)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package tp
 
 import (
 	"context"
-	"math"
 	"testing"
 	"time"
 
@@ -33,34 +32,4 @@ func randn(seed uint64, std float64, shape ...int) *tensor.Tensor {
 	x := tensor.New(shape...)
 	rng.New(seed).FillNormal(x.Data(), 0, std)
 	return x
-}
-
-// sameBits fails unless a and b are bitwise equal.
-func sameBits(t *testing.T, what string, a, b []float32) {
-	t.Helper()
-	if len(a) != len(b) {
-		t.Fatalf("%s: lengths %d and %d", what, len(a), len(b))
-	}
-	for i := range a {
-		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-			t.Fatalf("%s: element %d is %v, want %v (bitwise)", what, i, a[i], b[i])
-		}
-	}
-}
-
-// closeRel fails unless ‖a−b‖/‖b‖ ≤ tol.
-func closeRel(t *testing.T, what string, a, b []float32, tol float64) {
-	t.Helper()
-	if len(a) != len(b) {
-		t.Fatalf("%s: lengths %d and %d", what, len(a), len(b))
-	}
-	var num, den float64
-	for i := range a {
-		d := float64(a[i]) - float64(b[i])
-		num += d * d
-		den += float64(b[i]) * float64(b[i])
-	}
-	if r := math.Sqrt(num / math.Max(den, 1e-30)); r > tol || math.IsNaN(r) {
-		t.Fatalf("%s: relative difference %.3g > %.3g", what, r, tol)
-	}
 }

@@ -152,16 +152,11 @@ func NewColumnParallelLinear(name string, inputSize, outputSize int, cfg ColumnP
 		serialComm:             cfg.SerialComm,
 	}
 	if !cfg.SkipWeightParamAllocation {
-		w := tensor.New(l.OutputSizePerPartition, inputSize)
-		if !cfg.SkipInitialization {
-			master, err := InitializeAffineWeightCPU(w, outputSize, inputSize, l.OutputSizePerPartition, 0, cfg.Init, stride, rank, ws, cfg.KeepMasterWeightForTest)
-			if err != nil {
-				return nil, fmt.Errorf("tp: column parallel linear %q: %w", name, err)
-			}
-			l.MasterWeight = master
+		var err error
+		l.Weight, l.MasterWeight, err = partitionedWeight(name, outputSize, inputSize, 0, stride, rank, ws, cfg.Init, cfg.SkipInitialization, cfg.KeepMasterWeightForTest)
+		if err != nil {
+			return nil, fmt.Errorf("tp: column parallel linear %q: %w", name, err)
 		}
-		l.Weight = nn.NewParameter(name+".weight", w)
-		l.Weight.TensorModelParallel, l.Weight.PartitionDim, l.Weight.PartitionStride = true, 0, stride
 		l.Weight.Allreduce = !useExpertPGs
 	}
 	if cfg.Bias {
@@ -372,16 +367,11 @@ func NewRowParallelLinear(name string, inputSize, outputSize int, cfg RowParalle
 		ExplicitExpertComm:    explicit,
 		group:                 cfg.Group,
 	}
-	w := tensor.New(outputSize, l.InputSizePerPartition)
-	if !cfg.SkipInitialization {
-		master, err := InitializeAffineWeightCPU(w, outputSize, inputSize, l.InputSizePerPartition, 1, cfg.Init, stride, rank, ws, cfg.KeepMasterWeightForTest)
-		if err != nil {
-			return nil, fmt.Errorf("tp: row parallel linear %q: %w", name, err)
-		}
-		l.MasterWeight = master
+	var err error
+	l.Weight, l.MasterWeight, err = partitionedWeight(name, outputSize, inputSize, 1, stride, rank, ws, cfg.Init, cfg.SkipInitialization, cfg.KeepMasterWeightForTest)
+	if err != nil {
+		return nil, fmt.Errorf("tp: row parallel linear %q: %w", name, err)
 	}
-	l.Weight = nn.NewParameter(name+".weight", w)
-	l.Weight.TensorModelParallel, l.Weight.PartitionDim, l.Weight.PartitionStride = true, 1, stride
 	l.Weight.Allreduce = !useExpertPGs
 	if cfg.Bias {
 		l.Bias = nn.NewParameter(name+".bias", tensor.New(outputSize))
@@ -437,6 +427,27 @@ func (l *RowParallelLinear) Forward(t *autograd.Tape, x *autograd.Var) (out, bia
 	return out, bias, t.Err()
 }
 
+// partitionedWeight returns this rank's partition of a master weight
+// [out, in] split along dim over ws ranks with the given stride, as the
+// tensor-parallel parameter name+".weight", initialised by init
+// (InitializeAffineWeightCPU) unless skip leaves it zero; the master weight
+// is returned too when keep is set.
+func partitionedWeight(name string, out, in, dim, stride, rank, ws int, init InitMethod, skip, keep bool) (*nn.Parameter, *tensor.Tensor, error) {
+	shape := []int{out, in}
+	shape[dim] /= ws
+	w := tensor.New(shape...)
+	var master *tensor.Tensor
+	if !skip {
+		var err error
+		if master, err = InitializeAffineWeightCPU(w, out, in, shape[dim], dim, init, stride, rank, ws, keep); err != nil {
+			return nil, nil, err
+		}
+	}
+	p := nn.NewParameter(name+".weight", w)
+	p.TensorModelParallel, p.PartitionDim, p.PartitionStride = true, dim, stride
+	return p, master, nil
+}
+
 // AddBias returns y = x + b with b [n] broadcast over the rows of x
 // [..., n]. Backward passes dy to x and accumulates db = Σ_rows dy straight
 // into b's Grad (nn.GradBuffer, kernels.ColumnSumInto), so b must be a leaf
@@ -452,7 +463,7 @@ type addBiasFn struct{ b *autograd.Var }
 func (f addBiasFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
 	x, b := in[0], in[1]
 	if f.b.RequiresGrad() {
-		if err := checkLinearParam(f.b, "bias"); err != nil {
+		if err := nn.CheckParam(f.b, "bias"); err != nil {
 			return nil, err
 		}
 	}

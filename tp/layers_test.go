@@ -8,6 +8,7 @@ import (
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/internal/numtest"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
 )
@@ -581,10 +582,10 @@ func TestAddBias(t *testing.T) {
 			wantDB[j] = float32(float64(wantDB[j]) + once[j])
 		}
 	}
-	sameBits(t, "bias grad", bv.Grad.Data(), wantDB)
+	numtest.SameBits(t, "bias grad", bv.Grad.Data(), wantDB)
 	twice := dy.Clone()
 	twice.Scale(2)
-	sameBits(t, "input grad", xv.Grad.Data(), twice.Data())
+	numtest.SameBits(t, "input grad", xv.Grad.Data(), twice.Data())
 	bad := AddBias(autograd.NewTape(context.Background()), xv, autograd.NewLeaf(tensor.New(3), "b", true))
 	if bad.Value != nil {
 		t.Fatal("a bias of the wrong width was accepted")

@@ -104,21 +104,6 @@ func (f *asyncLinearFn) name() string {
 // sp reports whether sequence parallelism is in effect.
 func (f *asyncLinearFn) sp() bool { return f.opts.SequenceParallel && worldSize(f.opts.Group) > 1 }
 
-// checkLinearParam verifies that v can receive its gradient directly (the
-// rule of nn.Linear): a leaf whose Grad, if set, is contiguous.
-func checkLinearParam(v *autograd.Var, what string) error {
-	if v == nil {
-		return nil
-	}
-	if !v.IsLeaf() {
-		return fmt.Errorf("tp: %s %q is the output of another operation; pass the parameter itself (its gradient is accumulated into the parameter directly), or use LinearWithFrozenWeight if it needs no gradient", what, v.Name)
-	}
-	if v.Grad != nil && !v.Grad.IsContiguous() {
-		return fmt.Errorf("tp: %s %q has a non-contiguous gradient tensor %v; gradient buffers must be contiguous", what, v.Name, v.Grad.Shape())
-	}
-	return nil
-}
-
 // Forward implements autograd.Function.
 func (f *asyncLinearFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
 	x, w := in[0], in[1]
@@ -126,8 +111,8 @@ func (f *asyncLinearFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.
 		return nil, fmt.Errorf("tp: %s: AllreduceDgrad and SequenceParallel cannot be enabled at the same time; under sequence parallelism the input gradient is reduce-scattered instead", f.name())
 	}
 	if !f.opts.FrozenWeight {
-		if err := errors.Join(checkLinearParam(f.w, "linear weight"), checkLinearParam(f.b, "linear bias")); err != nil {
-			return nil, err
+		if err := errors.Join(nn.CheckParam(f.w, "linear weight"), nn.CheckParam(f.b, "linear bias")); err != nil {
+			return nil, fmt.Errorf("tp: %s: %w (use LinearWithFrozenWeight for a weight that needs no gradient)", f.name(), err)
 		}
 	}
 	if w.Rank() != 2 {
@@ -151,19 +136,11 @@ func (f *asyncLinearFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.
 			return nil, err
 		}
 	}
-	rows := leadingRows(total.Shape())
-	shape := append(append([]int(nil), total.Shape()[:total.Rank()-1]...), out)
-	y := tensor.New(shape...)
-	beta := float32(0)
+	var b *tensor.Tensor
 	if f.b != nil {
-		b := in[2].Contiguous().Data()
-		yd := y.Data()
-		for r := 0; r < rows; r++ {
-			copy(yd[r*out:(r+1)*out], b)
-		}
-		beta = 1
+		b = in[2]
 	}
-	tensor.GemmParallel(c.Tape().Workers(), false, true, 1, total.View(rows, inF), w, beta, y.View(rows, out))
+	y := nn.LinearForward(c.Tape().Workers(), total, w, b)
 	if c.Recording() {
 		if f.opts.FrozenWeight {
 			// Only dX = dY·W is needed: keep the weight and the input's shape.

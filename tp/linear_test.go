@@ -10,6 +10,7 @@ import (
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/internal/numtest"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/rng"
@@ -106,11 +107,11 @@ func ltCompare(t *testing.T, what string, got, want *tensor.Tensor, bitwise bool
 		t.Fatalf("%s: shape %v, want %v", what, got.Shape(), want.Shape())
 	}
 	if bitwise {
-		sameBits(t, what, got.Contiguous().Data(), want.Contiguous().Data())
+		numtest.SameBits(t, what, got.Contiguous().Data(), want.Contiguous().Data())
 		return
 	}
 	g, w := got.Contiguous().Data(), want.Contiguous().Data()
-	closeRel(t, what, g, w, ltTol)
+	numtest.CloseNorm(t, what, g, w, ltTol)
 	var num, den, maxAbs float64
 	differ := 0
 	for i := range g {

@@ -9,6 +9,7 @@ import (
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/comm/local"
+	"github.com/gotron/gotron/internal/numtest"
 	"github.com/gotron/gotron/tensor"
 )
 
@@ -61,7 +62,7 @@ func sameTensorBits(t *testing.T, what string, got, want *tensor.Tensor) {
 	if !tensor.SameShape(got, want) {
 		t.Fatalf("%s: shape %v, want %v", what, got.Shape(), want.Shape())
 	}
-	sameBits(t, what, got.Contiguous().Data(), want.Contiguous().Data())
+	numtest.SameBits(t, what, got.Contiguous().Data(), want.Contiguous().Data())
 }
 
 // rankSum is Σ_k ts[k], summed left to right in float32.

@@ -10,7 +10,7 @@ import (
 // generate samples n bytes from the model after prompt, with temperature
 // temp, feeding back at most seq_length tokens of context. The generator is
 // seeded from --seed, so a trained model gives the same sample every time,
-// on every rank (each rank of a tensor-parallel group runs the forward).
+// on every rank of the tensor-parallel group that runs it.
 // Under sequence parallelism the context is padded on the right to a
 // multiple of the TP size; causal attention keeps the padding from reaching
 // the positions read.

@@ -195,7 +195,7 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 			return stepResult{}, err
 		}
 	}
-	norm, err := optim.GradNormModelParallel(ctx, t.model.Parameters(), t.mp, t.tp.Rank())
+	norm, err := optim.GradNorm(ctx, t.model.Parameters(), t.mp, t.tp.Rank())
 	if err != nil {
 		return stepResult{}, err
 	}

@@ -144,9 +144,11 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 			}
 		}
 	}
-	if a.Sample > 0 {
-		// Every rank generates: the model's forward is a collective over
-		// its tensor-parallel group. Rank 0 reports the text.
+	if a.Sample > 0 && t.dpRank == 0 {
+		// The ranks of the first data-parallel replica generate (the
+		// model's forward is a collective over its tensor-parallel group);
+		// the other replicas hold the same weights and need not. Rank 0
+		// reports the text.
 		s, err := t.generate(a.SamplePrompt, a.Sample, a.SampleTemperature)
 		if err != nil {
 			return res, err

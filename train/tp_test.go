@@ -11,6 +11,7 @@ import (
 	"github.com/gotron/gotron/ckpt/safetensors"
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/comm/local"
+	"github.com/gotron/gotron/internal/numtest"
 )
 
 // tpArgs is a small GPT on mock data whose vocabulary (100) is padded
@@ -103,7 +104,7 @@ func TestTensorParallelMatchesSingleRank(t *testing.T) {
 				if len(gv) != len(wv) {
 					t.Fatalf("%s: %d elements, one rank has %d", w.Name, len(gv), len(wv))
 				}
-				e := relNorm(gv, wv)
+				e := numtest.RelNorm(gv, wv)
 				worstGrad = math.Max(worstGrad, e)
 				if e > 1e-5 {
 					t.Errorf("%s: ‖g − g₁‖/‖g₁‖ = %.2g > 1e-5", w.Name, e)
@@ -120,19 +121,6 @@ func lossLabel(i, n int) string {
 		return "validation"
 	}
 	return fmt.Sprintf("step %d", i+1)
-}
-
-func relNorm(got, want []float32) float64 {
-	var d, n float64
-	for i := range want {
-		e := float64(got[i]) - float64(want[i])
-		d += e * e
-		n += float64(want[i]) * float64(want[i])
-	}
-	if n == 0 {
-		return math.Sqrt(d)
-	}
-	return math.Sqrt(d / n)
 }
 
 // TestRecomputeReplaysDropout: with dropout on, full recompute (uniform and
@@ -252,7 +240,7 @@ func TestVocabPaddingChangesNothing(t *testing.T) {
 			g, _ := grads.Get(w.Name)
 			gv, _ := g.Float32()
 			wv, _ := w.Float32()
-			if e := relNorm(gv, wv); e > 1e-5 {
+			if e := numtest.RelNorm(gv, wv); e > 1e-5 {
 				t.Errorf("padded to %d: %s gradient differs by %.2g", b.Model.PaddedVocabSize(), w.Name, e)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/data"
 	"github.com/gotron/gotron/internal/gptref"
+	"github.com/gotron/gotron/internal/numtest"
 	"github.com/gotron/gotron/tensor/rng"
 )
 
@@ -79,24 +80,11 @@ func TestGradientsMatchPyTorch(t *testing.T) {
 		}
 		w, _ := wt.Float32()
 		got, _ := g.Float32()
-		rel := relDiff(got, w)
+		rel := numtest.RelNorm(got, w)
 		worst = math.Max(worst, rel)
 		if rel > 1e-4 {
 			t.Errorf("%s: ‖g − g_torch‖/‖g_torch‖ = %.3g > 1e-4", g.Name, rel)
 		}
 	}
 	t.Logf("largest relative gradient difference from PyTorch: %.3g", worst)
-}
-
-func relDiff(got, want []float32) float64 {
-	var d, n float64
-	for i := range want {
-		e := float64(got[i]) - float64(want[i])
-		d += e * e
-		n += float64(want[i]) * float64(want[i])
-	}
-	if n == 0 {
-		return math.Sqrt(d)
-	}
-	return math.Sqrt(d / n)
 }

@@ -13,10 +13,10 @@ import (
 	"github.com/gotron/gotron/tensor"
 )
 
-// TestGradNormModelParallel: a TP-split parameter counts each rank's
+// TestGradNorm: a TP-split parameter counts each rank's
 // partition, a replicated one counts once; the norm equals the norm of the
 // whole model's gradients on one rank.
-func TestGradNormModelParallel(t *testing.T) {
+func TestGradNorm(t *testing.T) {
 	full := []float32{3, -1, 4, 1, -5, 9, 2, -6}
 	rep := []float32{0.5, -0.25}
 	var want float64
@@ -33,7 +33,7 @@ func TestGradNormModelParallel(t *testing.T) {
 			split.Grad = tensor.FromSlice(append([]float32(nil), full[g.Rank()*c:(g.Rank()+1)*c]...), c)
 			r := nn.NewParameter("replicated", tensor.New(2))
 			r.Grad = tensor.FromSlice(append([]float32(nil), rep...), 2)
-			got, err := GradNormModelParallel(ctx, []*nn.Parameter{split, r}, g, g.Rank())
+			got, err := GradNorm(ctx, []*nn.Parameter{split, r}, g, g.Rank())
 			if err != nil {
 				return err
 			}

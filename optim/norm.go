@@ -7,25 +7,25 @@ import (
 
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/nn"
-	"github.com/gotron/gotron/tensor/kernels"
 )
 
-// GradNormModelParallel returns the global L2 norm of the gradients of a
-// model split over the model-parallel group mp (Megatron's
-// get_grad_norm_fp32): each rank sums the squares of the gradients it owns
-// — its partitions of tensor-parallel parameters, and, on tensor-parallel
-// rank 0 only, the parameters every TP rank replicates
+// GradNorm returns the global L2 norm of the gradients of a model split
+// over the model-parallel group mp (Megatron's get_grad_norm_fp32): each
+// rank sums the squares of the gradients it owns (SumSquares) — its
+// partitions of tensor-parallel parameters, and, on tensor-parallel rank 0
+// only, the parameters every TP rank replicates
 // (param_is_not_tensor_parallel_duplicate) — the sums are all-reduced over
-// mp, and the result is the square root. With mp nil or of size 1 it is
-// GradNorm. Every member of mp gets the same norm, so clipping scales all
+// mp, and the result is the square root. A single rank passes mp nil and
+// tpRank 0. Every member of mp gets the same norm, so clipping scales all
 // ranks alike.
-func GradNormModelParallel(ctx context.Context, params []*nn.Parameter, mp comm.Group, tpRank int) (float64, error) {
-	var s float64
+func GradNorm(ctx context.Context, params []*nn.Parameter, mp comm.Group, tpRank int) (float64, error) {
+	owned := make([]*nn.Parameter, 0, len(params))
 	for _, p := range params {
-		if p.Grad != nil && (p.TensorModelParallel || tpRank == 0) {
-			s += kernels.SumSquares(p.Grad.Data())
+		if p.TensorModelParallel || tpRank == 0 {
+			owned = append(owned, p)
 		}
 	}
+	s := SumSquares(owned)
 	if mp == nil || mp.Size() == 1 {
 		return math.Sqrt(s), nil
 	}
