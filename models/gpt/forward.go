@@ -2,6 +2,7 @@ package gpt
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/nn"
@@ -36,26 +37,37 @@ func (r *Randomness) modelParallel() (*rng.RNG, error) {
 	return r.Tracker.Get(tp.ModelParallelRNG)
 }
 
-// Forward runs the model on a micro-batch of token ids [b, s] (row-major,
-// as data batches hold them) and returns the per-token losses against labels
-// [b, s], as a [s·b] vector in sequence-first order (token (i, j) of row j at
-// position i is element i·b + j); under sequence parallelism too, every TP
-// rank returns all s·b losses. With labels nil it returns the logits
-// [s, b, V] over the real vocabulary instead, gathered over TP. r drives
-// dropout (nil: none; ignored when the tape is not recording).
+// Forward runs the chunk on a micro-batch.
+//
+// A chunk with the embedding (Spec.PreProcess) reads token ids [b, s]
+// (row-major, as data batches hold them); one without it reads the hidden
+// states given by SetInputTensor ([s, b, h], or [s/tp, b, h] under sequence
+// parallelism) and ignores ids. A chunk without the head returns its hidden
+// states in that shape. A chunk with the head (Spec.PostProcess) returns
+// the per-token losses against labels [b, s], as a [s·b] vector in
+// sequence-first order (token (i, j) of row j at position i is element
+// i·b + j); under sequence parallelism too, every TP rank returns all s·b
+// losses. With labels nil it returns the logits [s, b, V] over the real
+// vocabulary instead, gathered over TP. r drives dropout (nil: none;
+// ignored when the tape is not recording).
 func (m *Model) Forward(t *autograd.Tape, ids, labels []int32, b, s int, r *Randomness) (*autograd.Var, error) {
 	cfg := m.Config
-	if len(ids) != b*s || labels != nil && len(labels) != b*s {
+	spec := m.Spec
+	if spec.PreProcess && len(ids) != b*s || spec.PostProcess && labels != nil && len(labels) != b*s {
 		return nil, fmt.Errorf("gpt: %d ids and %d labels for a [%d, %d] micro-batch", len(ids), len(labels), b, s)
 	}
 	if s > cfg.MaxPositions() {
 		return nil, fmt.Errorf("gpt: sequence length %d exceeds max_position_embeddings %d", s, cfg.MaxPositions())
 	}
-	if err := checkTokens("token id", ids, b, s, cfg.VocabSize); err != nil {
-		return nil, err
+	if spec.PreProcess {
+		if err := checkTokens("token id", ids, b, s, cfg.VocabSize); err != nil {
+			return nil, err
+		}
 	}
-	if err := checkTokens("label", labels, b, s, cfg.VocabSize); err != nil {
-		return nil, err
+	if spec.PostProcess {
+		if err := checkTokens("label", labels, b, s, cfg.VocabSize); err != nil {
+			return nil, err
+		}
 	}
 	ws, sp := m.tpSize(), m.sequenceParallel()
 	if sp && s%ws != 0 {
@@ -84,20 +96,63 @@ func (m *Model) Forward(t *autograd.Tape, ids, labels []int32, b, s int, r *Rand
 			hidden = mp
 		}
 	}
-	x, err := m.Embedding.Forward(t, SequenceFirst(ids, b, s), s, b) // [s, b, h], or [s/tp, b, h] under SP
-	if err != nil {
-		return nil, err
+	var x *autograd.Var
+	if spec.PreProcess {
+		if x, err = m.embed(t, ids, b, s, hidden); err != nil {
+			return nil, err
+		}
+	} else {
+		if x = m.input; x == nil {
+			return nil, fmt.Errorf("gpt: the model chunk of decoder layers [%d, %d) has no embedding and no input tensor: call SetInputTensor before Forward", spec.LayerOffset, spec.LayerOffset+spec.NumLayers)
+		}
+		if err := m.checkInput(x, b, s); err != nil {
+			return nil, err
+		}
 	}
-	start := 0
-	if sp {
-		start = m.tpRank() * s / ws
-	}
-	x = nn.AddPositionsAt(t, x, m.PositionEmbeddings.Var, start)
-	x = nn.Dropout(t, x, cfg.HiddenDropout, hidden)
 	if stats != nil {
 		stats.AfterEmbedding = t.ActivationBytes()
 	}
 	x = m.decoder(t, x, r, hidden, mp, stats)
+	if !spec.PostProcess {
+		return x, t.Err()
+	}
+	return m.head(t, x, labels, b, s, stats)
+}
+
+// checkInput checks the shape of the hidden states SetInputTensor gave.
+func (m *Model) checkInput(x *autograd.Var, b, s int) error {
+	rows := s
+	if m.sequenceParallel() {
+		rows = s / m.tpSize()
+	}
+	want := []int{rows, b, m.Config.HiddenSize}
+	if !slices.Equal(x.Shape(), want) {
+		return fmt.Errorf("gpt: the input tensor of the model chunk of decoder layers [%d, %d) has shape %v, want %v", m.Spec.LayerOffset, m.Spec.LayerOffset+m.Spec.NumLayers, x.Shape(), want)
+	}
+	return nil
+}
+
+// embed looks up the word embeddings of ids [b, s], adds the position
+// embeddings and applies the embedding dropout: [s, b, h], or
+// [s/tp, b, h] under sequence parallelism.
+func (m *Model) embed(t *autograd.Tape, ids []int32, b, s int, hidden *rng.RNG) (*autograd.Var, error) {
+	x, err := m.Embedding.Forward(t, SequenceFirst(ids, b, s), s, b)
+	if err != nil {
+		return nil, err
+	}
+	start := 0
+	if m.sequenceParallel() {
+		start = m.tpRank() * s / m.tpSize()
+	}
+	x = nn.AddPositionsAt(t, x, m.PositionEmbeddings.Var, start)
+	return nn.Dropout(t, x, m.Config.HiddenDropout, hidden), nil
+}
+
+// head runs the final layernorm and the output layer on x and returns the
+// per-token losses against labels, or the logits when labels is nil (see
+// Forward).
+func (m *Model) head(t *autograd.Tape, x *autograd.Var, labels []int32, b, s int, stats *ActivationStats) (*autograd.Var, error) {
+	cfg := m.Config
 	x = nn.LayerNorm(t, x, m.FinalLayernormW.Var, m.FinalLayernormB.Var, cfg.LayernormEpsilon)
 	logits, _, err := m.Output.Forward(t, x, m.WordEmbeddings.Var, nil) // [s, b, V_pad/tp]
 	if err != nil {

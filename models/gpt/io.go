@@ -49,11 +49,11 @@ func (m *Model) GradTensors(ctx context.Context) ([]safetensors.Tensor, error) {
 }
 
 // LoadTensors copies whole tensors (as WeightTensors gives them, with the
-// real vocabulary) from f into the parameters with the same names, each
-// rank keeping its partition; the word embedding's padding rows are set to
-// zero. Every parameter must be present with its whole shape and no other
-// tensor may be there; all differences are reported at once. source names
-// the origin in errors (a file path, say).
+// real vocabulary) from f into the chunk's parameters with the same names,
+// each rank keeping its partition; the word embedding's padding rows are
+// set to zero. f must hold exactly the whole model's parameters
+// (ParameterShapes), whatever part this chunk holds; all differences are
+// reported at once. source names the origin in errors (a file path, say).
 func (m *Model) LoadTensors(f *safetensors.File, source string) error {
 	return m.LoadInto(f, source, "", func(p *nn.Parameter) *tensor.Tensor { return p.Value })
 }
@@ -62,9 +62,10 @@ func (m *Model) LoadTensors(f *safetensors.File, source string) error {
 // parameter (an optimizer moment, say): the tensor named prefix+p.Name in f
 // is partitioned into into(p).
 func (m *Model) LoadInto(f *safetensors.File, source, prefix string, into func(p *nn.Parameter) *tensor.Tensor) error {
-	want := make(map[string][]int, len(m.params))
-	for _, p := range m.params {
-		want[prefix+p.Name] = m.fullShape(p)
+	whole := ParameterShapes(m.Config)
+	want := make(map[string][]int, len(whole))
+	for name, s := range whole {
+		want[prefix+name] = s
 	}
 	if err := f.Check(want); err != nil {
 		return fmt.Errorf("%s: %w", source, err)

@@ -3,6 +3,7 @@ package gpt
 import (
 	"fmt"
 
+	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/nn"
@@ -11,26 +12,43 @@ import (
 	"github.com/gotron/gotron/tp"
 )
 
-// Model is a GPT with tied input and output embeddings, built from the tp
-// layers: on a tensor-parallel group of tp ranks each rank holds its
-// partitions (whole attention heads, a slice of the MLP and of the padded
-// vocabulary); on one rank (a nil group) it is the serial model.
+// Model is a GPT model chunk with tied input and output embeddings, built
+// from the tp layers: on a tensor-parallel group of tp ranks each rank holds
+// its partitions (whole attention heads, a slice of the MLP and of the
+// padded vocabulary); on one rank (a nil group) it is the serial model.
+//
+// A chunk holds the part of the model its Spec names (Megatron's
+// pre_process, post_process and a pipeline stage's decoder layers): the
+// whole model is the chunk holding everything. A chunk without the
+// embedding takes its input from SetInputTensor; a chunk without the head
+// returns its hidden states.
 type Model struct {
 	Config config.TransformerConfig
+	// Spec is the part of the model this chunk holds.
+	Spec ChunkSpec
 	// TP is the tensor-parallel group (nil: one rank).
 	TP comm.Group
 
 	// Embedding is the vocab-parallel word embedding; its weight
 	// (embedding.word_embeddings.weight, [V_pad/tp, h]) is also the output
-	// layer's weight.
-	Embedding          *tp.VocabParallelEmbedding
-	WordEmbeddings     *nn.Parameter // = Embedding.Weight
-	PositionEmbeddings *nn.Parameter // embedding.position_embeddings.weight [max_pos, h]
-	Layers             []*Layer
-	FinalLayernormW    *nn.Parameter // decoder.final_layernorm.weight [h]
-	FinalLayernormB    *nn.Parameter // decoder.final_layernorm.bias [h]
+	// layer's weight. A chunk holding the head but not the embedding keeps
+	// its own copy of the weight (Megatron's shared embedding on the last
+	// pipeline stage), equal to the first stage's: both draw it first from
+	// the same stream, and finalize_model_grads sums the two gradients
+	// over the embedding group. Nil on a chunk with neither.
+	Embedding      *tp.VocabParallelEmbedding
+	WordEmbeddings *nn.Parameter
+	// PositionEmbeddings is embedding.position_embeddings.weight
+	// [max_pos, h] (PreProcess only).
+	PositionEmbeddings *nn.Parameter
+	// Layers are the chunk's decoder layers: Layers[i] is global layer
+	// Spec.LayerOffset+i.
+	Layers          []*Layer
+	FinalLayernormW *nn.Parameter // decoder.final_layernorm.weight [h] (PostProcess only)
+	FinalLayernormB *nn.Parameter // decoder.final_layernorm.bias [h] (PostProcess only)
 	// Output is the output layer: column-parallel, no bias, no weight of its
-	// own (it is given the word embedding's), logits [s, b, V_pad/tp].
+	// own (it is given the word embedding's), logits [s, b, V_pad/tp]
+	// (PostProcess only).
 	Output *tp.ColumnParallelLinear
 
 	// Stats, when set, receives the activation memory at the boundaries
@@ -38,6 +56,20 @@ type Model struct {
 	Stats *ActivationStats
 
 	params []*nn.Parameter
+	input  *autograd.Var
+}
+
+// ChunkSpec says which part of the GPT a model chunk holds.
+type ChunkSpec struct {
+	PreProcess  bool // the word and position embeddings
+	PostProcess bool // the final layernorm, the output layer and the loss
+	LayerOffset int  // global index of the first decoder layer
+	NumLayers   int  // number of decoder layers (may be 0)
+}
+
+// WholeModel is the spec of the chunk that holds the whole model.
+func WholeModel(cfg config.TransformerConfig) ChunkSpec {
+	return ChunkSpec{PreProcess: true, PostProcess: true, NumLayers: cfg.NumLayers}
 }
 
 // Layer is one transformer layer (decoder.layers.{i}).
@@ -56,16 +88,29 @@ func New(cfg config.TransformerConfig, g *rng.RNG) (*Model, error) {
 	return NewParallel(cfg, g, nil)
 }
 
-// NewParallel builds this rank's part of the model on the tensor-parallel
-// group tpg (nil for one rank). Every master weight is drawn whole from g
-// in parameter order and the rank keeps its partition, so every TP size
-// starts from the same weights:
+// NewParallel builds this rank's part of the whole model on the
+// tensor-parallel group tpg (NewChunk with WholeModel).
+func NewParallel(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group) (*Model, error) {
+	return NewChunk(cfg, g, tpg, WholeModel(cfg))
+}
+
+// NewChunk builds this rank's part of the model chunk spec on the
+// tensor-parallel group tpg (nil for one rank). Initialisation walks every
+// parameter of the whole model in its global order, drawing each master
+// weight whole from g; the chunk keeps the parameters it holds (and each
+// rank its TP partition) and passes over the others' draws
+// (rng.SkipNormal), so every pipeline and TP layout starts from the weights
+// the whole one-rank model has:
 //
 //   - word and position embeddings and every weight ~ N(0, std), except
 //     linear_proj and linear_fc2 ~ N(0, std/sqrt(2·layers));
 //   - the word embedding's padding rows [V, V_pad) are zero and drawn after
 //     nothing: the real rows do not depend on the padding;
 //   - biases 0, LayerNorm weights 1 and biases 0.
+//
+// The global order is the word embedding, the position embedding, then per
+// layer linear_qkv, linear_proj, linear_fc1, linear_fc2 (layer norms and
+// biases draw nothing), then the final layernorm.
 //
 // Layout (linear_qkv rows head0.q, head0.k, head0.v, head1.q, …):
 // linear_qkv and linear_fc1 are column-parallel ([3h/tp, h], [ffn/tp, h]),
@@ -74,12 +119,15 @@ func New(cfg config.TransformerConfig, g *rng.RNG) (*Model, error) {
 // the row-parallel biases and the position embedding are marked
 // SequenceParallel: their gradients are partial over the TP ranks' tokens
 // and finalize_model_grads sums them.
-func NewParallel(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group) (*Model, error) {
+func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec ChunkSpec) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if !cfg.ShareEmbeddingsAndOutputWeights {
 		return nil, fmt.Errorf("gpt: share_embeddings_and_output_weights=false (an untied output layer) is not built by gotron's GPT yet; drop --untie-embeddings-and-output-weights")
+	}
+	if spec.LayerOffset < 0 || spec.NumLayers < 0 || spec.LayerOffset+spec.NumLayers > cfg.NumLayers {
+		return nil, fmt.Errorf("gpt: a model chunk of decoder layers [%d, %d) does not fit num_layers %d", spec.LayerOffset, spec.LayerOffset+spec.NumLayers, cfg.NumLayers)
 	}
 	ws := 1
 	if tpg != nil {
@@ -90,7 +138,7 @@ func NewParallel(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group) (*Mod
 	}
 	sp := cfg.SequenceParallel && ws > 1
 	h, f, v, vp := cfg.HiddenSize, cfg.FFN(), cfg.VocabSize, cfg.PaddedVocabSize()
-	m := &Model{Config: cfg, TP: tpg}
+	m := &Model{Config: cfg, Spec: spec, TP: tpg}
 	std, outStd := cfg.InitMethodStd, cfg.OutputLayerInitStd()
 	normal := func(sd float64) tp.InitMethod {
 		return func(w *tensor.Tensor) { g.FillNormal(w.Data(), 0, sd) }
@@ -101,19 +149,28 @@ func NewParallel(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group) (*Mod
 		return p
 	}
 	var err error
-	m.Embedding, err = tp.NewVocabParallelEmbedding("embedding.word_embeddings", vp, h, tpg, func(w *tensor.Tensor) {
-		g.FillNormal(w.Narrow(0, 0, v).Contiguous().Data(), 0, std) // rows [V, V_pad) stay zero
-	}, tp.WithReduceScatterEmbeddings(sp))
-	if err != nil {
-		return nil, err
+	if spec.PreProcess || spec.PostProcess {
+		m.Embedding, err = tp.NewVocabParallelEmbedding("embedding.word_embeddings", vp, h, tpg, func(w *tensor.Tensor) {
+			g.FillNormal(w.Narrow(0, 0, v).Contiguous().Data(), 0, std) // rows [V, V_pad) stay zero
+		}, tp.WithReduceScatterEmbeddings(sp))
+		if err != nil {
+			return nil, err
+		}
+		m.WordEmbeddings = m.add(m.Embedding.Weight)
+		m.WordEmbeddings.Shared = true
+	} else {
+		g.SkipNormal(v * h)
 	}
-	m.WordEmbeddings = m.add(m.Embedding.Weight)
-	m.WordEmbeddings.Shared = true
-	pos := tensor.New(cfg.MaxPositions(), h)
-	g.FillNormal(pos.Data(), 0, std)
-	m.PositionEmbeddings = m.add(nn.NewParameter("embedding.position_embeddings.weight", pos))
-	m.PositionEmbeddings.SequenceParallel = sp
-	for i := 0; i < cfg.NumLayers; i++ {
+	if spec.PreProcess {
+		pos := tensor.New(cfg.MaxPositions(), h)
+		g.FillNormal(pos.Data(), 0, std)
+		m.PositionEmbeddings = m.add(nn.NewParameter("embedding.position_embeddings.weight", pos))
+		m.PositionEmbeddings.SequenceParallel = sp
+	} else {
+		g.SkipNormal(cfg.MaxPositions() * h)
+	}
+	g.SkipNormal(spec.LayerOffset * layerDraws(cfg))
+	for i := spec.LayerOffset; i < spec.LayerOffset+spec.NumLayers; i++ {
 		p := fmt.Sprintf("decoder.layers.%d.", i)
 		l := &Layer{}
 		l.InputLayernormW = const_(p+"input_layernorm.weight", 1, h)
@@ -146,6 +203,9 @@ func NewParallel(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group) (*Mod
 		m.add(l.FC2.Parameters()...)
 		m.Layers = append(m.Layers, l)
 	}
+	if !spec.PostProcess {
+		return m, nil
+	}
 	m.FinalLayernormW = const_("decoder.final_layernorm.weight", 1, h)
 	m.FinalLayernormB = const_("decoder.final_layernorm.bias", 0, h)
 	if m.Output, err = tp.NewColumnParallelLinear("output_layer", h, vp, tp.ColumnParallelConfig{
@@ -155,6 +215,24 @@ func NewParallel(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group) (*Mod
 	}
 	return m, nil
 }
+
+// layerDraws is the number of normal deviates one decoder layer's
+// initialisation draws: linear_qkv [3h, h], linear_proj [h, h],
+// linear_fc1 [ffn, h] and linear_fc2 [h, ffn], each drawn whole.
+func layerDraws(cfg config.TransformerConfig) int {
+	h, f := cfg.HiddenSize, cfg.FFN()
+	n := 0
+	for _, k := range []int{3 * h * h, h * h, f * h, h * f} {
+		n += 2 * ((k + 1) / 2) // FillNormal draws in pairs
+	}
+	return n
+}
+
+// SetInputTensor gives a chunk without the embedding its input: the hidden
+// states [s, b, h] (or [s/tp, b, h] under sequence parallelism) the previous
+// pipeline stage sent (Megatron's set_input_tensor). The next Forward reads
+// it.
+func (m *Model) SetInputTensor(x *autograd.Var) { m.input = x }
 
 func (m *Model) add(ps ...*nn.Parameter) *nn.Parameter {
 	m.params = append(m.params, ps...)
@@ -210,10 +288,15 @@ func (m *Model) tpRank() int {
 }
 
 // NumParameters returns the number of scalar parameters of the whole model
-// (all TP partitions, the real vocabulary).
-func (m *Model) NumParameters() int {
+// (every chunk, all TP partitions, the real vocabulary, the tied embedding
+// once), whatever part this chunk holds.
+func (m *Model) NumParameters() int { return NumParameters(m.Config) }
+
+// NumParameters returns the number of scalar parameters of the whole model
+// cfg describes (the real vocabulary, the tied embedding once).
+func NumParameters(cfg config.TransformerConfig) int {
 	n := 0
-	for _, s := range m.Shapes() {
+	for _, s := range ParameterShapes(cfg) {
 		k := 1
 		for _, d := range s {
 			k *= d
@@ -221,4 +304,31 @@ func (m *Model) NumParameters() int {
 		n += k
 	}
 	return n
+}
+
+// ParameterShapes returns the name and whole shape of every parameter of
+// the whole model cfg describes, with the real vocabulary: what a complete
+// weight, gradient or checkpoint file holds, whatever the layout.
+func ParameterShapes(cfg config.TransformerConfig) map[string][]int {
+	h, f := cfg.HiddenSize, cfg.FFN()
+	out := map[string][]int{
+		"embedding.word_embeddings.weight":     {cfg.VocabSize, h},
+		"embedding.position_embeddings.weight": {cfg.MaxPositions(), h},
+		"decoder.final_layernorm.weight":       {h},
+		"decoder.final_layernorm.bias":         {h},
+	}
+	for i := 0; i < cfg.NumLayers; i++ {
+		p := fmt.Sprintf("decoder.layers.%d.", i)
+		for name, s := range map[string][]int{
+			"input_layernorm.weight": {h}, "input_layernorm.bias": {h},
+			"self_attention.linear_qkv.weight": {3 * h, h}, "self_attention.linear_qkv.bias": {3 * h},
+			"self_attention.linear_proj.weight": {h, h}, "self_attention.linear_proj.bias": {h},
+			"pre_mlp_layernorm.weight": {h}, "pre_mlp_layernorm.bias": {h},
+			"mlp.linear_fc1.weight": {f, h}, "mlp.linear_fc1.bias": {f},
+			"mlp.linear_fc2.weight": {h, f}, "mlp.linear_fc2.bias": {h},
+		} {
+			out[p+name] = s
+		}
+	}
+	return out
 }

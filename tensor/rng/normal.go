@@ -38,3 +38,13 @@ func (r *RNG) FillNormal(dst []float32, mean, std float64) {
 		dst[i] = float32(mean + float64(std*r.NormFloat64()))
 	}
 }
+
+// SkipNormal advances r exactly as FillNormal of n values would, without
+// computing them: 2·⌈n/2⌉ Uint64 values. A model chunk uses it to pass over
+// the weights of layers it does not hold, so that the weights it holds get
+// the numbers the whole model would give them.
+func (r *RNG) SkipNormal(n int) {
+	for k := 2 * ((n + 1) / 2); k > 0; k-- {
+		r.Uint64()
+	}
+}

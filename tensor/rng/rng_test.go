@@ -249,3 +249,20 @@ func BenchmarkFillNormal(b *testing.B) {
 		r.FillNormal(buf, 0, 0.02)
 	}
 }
+
+func TestSkipNormalMatchesFillNormal(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 7, 64} {
+		a, b := New(99), New(99)
+		skipped := make([]float32, n)
+		a.FillNormal(skipped, 0, 1)
+		b.SkipNormal(n)
+		x, y := make([]float32, 5), make([]float32, 5)
+		a.FillNormal(x, 0, 1)
+		b.FillNormal(y, 0, 1)
+		for i := range x {
+			if x[i] != y[i] {
+				t.Fatalf("n=%d: after SkipNormal the stream differs from after FillNormal at %d: %v vs %v", n, i, y[i], x[i])
+			}
+		}
+	}
+}
