@@ -11,6 +11,7 @@ type activationMemory struct {
 	live, peak int64
 	refs       map[uintptr]int
 	released   map[uintptr]bool // counted storages released by Tape.Release
+	holds      map[uintptr]int  // references taken by Tape.Hold
 }
 
 // StateSizer is implemented by a Function's State that is not one of the
@@ -142,4 +143,55 @@ func stateBytes(s any) int64 {
 		return b
 	}
 	return 0
+}
+
+// Hold counts x's storage as held for backward by the caller, as if a
+// recorded operation had saved it, until Unhold: a pipeline schedule keeps
+// each stage's output until that microbatch's backward, and the memory it
+// holds is activation memory like any other. Hold and Unhold pair up.
+func (t *Tape) Hold(x *tensor.Tensor) {
+	id, b := x.Storage()
+	if id == 0 {
+		return
+	}
+	m := &t.mem
+	if m.refs == nil {
+		m.refs, m.holds = map[uintptr]int{}, map[uintptr]int{}
+	}
+	if m.holds == nil {
+		m.holds = map[uintptr]int{}
+	}
+	if m.refs[id] == 0 {
+		m.live += b
+		m.peak = max(m.peak, m.live)
+	}
+	m.refs[id]++
+	m.holds[id]++
+}
+
+// Unhold drops a reference Hold took on x's storage.
+func (t *Tape) Unhold(x *tensor.Tensor) {
+	id, b := x.Storage()
+	m := &t.mem
+	if id == 0 || m.holds[id] == 0 {
+		return
+	}
+	if m.holds[id]--; m.holds[id] == 0 {
+		delete(m.holds, id)
+	}
+	if m.refs[id]--; m.refs[id] == 0 {
+		delete(m.refs, id)
+		if m.released[id] {
+			delete(m.released, id)
+		} else {
+			m.live -= b
+		}
+	}
+}
+
+// Saved reports whether a recorded operation (not a Hold) keeps x's
+// storage for backward: releasing it then would break that backward.
+func (t *Tape) Saved(x *tensor.Tensor) bool {
+	id, _ := x.Storage()
+	return id != 0 && t.mem.refs[id]-t.mem.holds[id] > 0
 }

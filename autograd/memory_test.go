@@ -119,3 +119,37 @@ func TestActivationBytesParameters(t *testing.T) {
 		t.Fatalf("%d bytes live, want 50 (the input and the mask, no parameter)", got)
 	}
 }
+
+func TestHoldCountsAndReleaseDrops(t *testing.T) {
+	tape := NewTape(context.Background())
+	x := tensor.New(1000)
+	tape.Hold(x)
+	if got := tape.ActivationBytes(); got != 4000 {
+		t.Fatalf("after Hold: %d bytes, want 4000", got)
+	}
+	if tape.Saved(x) {
+		t.Fatal("a held tensor reported as saved by an operation")
+	}
+	tape.Release(x)
+	if got := tape.ActivationBytes(); got != 0 {
+		t.Fatalf("after Release: %d bytes, want 0", got)
+	}
+	if tape.PeakActivationBytes() != 4000 {
+		t.Fatalf("peak %d, want 4000", tape.PeakActivationBytes())
+	}
+	tape.Unhold(x)
+	if got := tape.ActivationBytes(); got != 0 {
+		t.Fatalf("after Unhold of a released tensor: %d bytes, want 0", got)
+	}
+	y := tensor.New(10)
+	tape.Hold(y)
+	tape.Hold(y)
+	tape.Unhold(y)
+	if got := tape.ActivationBytes(); got != 40 {
+		t.Fatalf("after two Holds and one Unhold: %d bytes, want 40", got)
+	}
+	tape.Unhold(y)
+	if got := tape.ActivationBytes(); got != 0 {
+		t.Fatalf("after the last Unhold: %d bytes, want 0", got)
+	}
+}

@@ -154,15 +154,26 @@ type FinalizeOptions struct {
 	// row-parallel biases) are partial sums over the TP ranks' sequence
 	// shards, and are all-reduced over TP.
 	SequenceParallel bool
+	// Embedding is the embedding group (the first and last pipeline stages)
+	// and EmbeddingParams the shared word-embedding weights this rank holds
+	// in it (the first chunk's on the first stage, the last chunk's on the
+	// last stage): their gradients are summed over the group, so both
+	// copies of the tied weight get the gradient of the whole model. Nil or
+	// a group of one skips the step.
+	Embedding       comm.Group
+	EmbeddingParams []*nn.Parameter
 }
 
 // FinalizeModelGrads is Megatron's finalize_model_grads for the dimensions
-// gotron builds so far (megatron-semantics.md §2.17): finish every chunk's
-// data-parallel gradient synchronisation; under sequence parallelism
-// all-reduce (SUM) the gradients of SequenceParallel parameters over the
-// tensor-parallel group, coalesced into one buffer; scale by the global
-// token count when o.NumTokens is set. Afterwards every tensor-parallel
-// rank holds identical gradients for the parameters it replicates.
+// gotron builds so far (megatron-semantics.md §2.17, steps 1, 4, 6 and 10):
+// finish every chunk's data-parallel gradient synchronisation; under
+// sequence parallelism all-reduce (SUM) the gradients of SequenceParallel
+// parameters over the tensor-parallel group, coalesced into one buffer;
+// all-reduce (SUM) the shared word embedding's gradient over the embedding
+// group; scale by the global token count when o.NumTokens is set.
+// Afterwards every tensor-parallel rank holds identical gradients for the
+// parameters it replicates, and the first and last pipeline stages
+// identical gradients for the tied embedding.
 func FinalizeModelGrads(ctx context.Context, chunks []*DDP, o FinalizeOptions) error {
 	for _, d := range chunks {
 		if err := d.FinishGradSync(ctx); err != nil {
@@ -171,6 +182,11 @@ func FinalizeModelGrads(ctx context.Context, chunks []*DDP, o FinalizeOptions) e
 	}
 	if o.SequenceParallel && o.TP != nil && o.TP.Size() > 1 {
 		if err := allReduceSequenceParallelGrads(ctx, chunks, o.TP); err != nil {
+			return err
+		}
+	}
+	if o.Embedding != nil && o.Embedding.Size() > 1 {
+		if err := allReduceGrads(ctx, o.EmbeddingParams, o.Embedding, "the shared word embedding"); err != nil {
 			return err
 		}
 	}
@@ -199,12 +215,22 @@ func allReduceSequenceParallelGrads(ctx context.Context, chunks []*DDP, tp comm.
 	if n == 0 {
 		return nil
 	}
+	return allReduceGrads(ctx, ps, tp, fmt.Sprintf("the sequence-parallel gradients (%d parameters)", len(ps)))
+}
+
+// allReduceGrads sums the gradients of ps over g in one coalesced
+// all-reduce; what names them in errors.
+func allReduceGrads(ctx context.Context, ps []*nn.Parameter, g comm.Group, what string) error {
+	n := 0
+	for _, p := range ps {
+		n += p.Grad.Len()
+	}
 	buf := make([]float32, 0, n)
 	for _, p := range ps {
 		buf = append(buf, p.Grad.Data()...)
 	}
-	if err := tp.AllReduce(ctx, comm.F32(buf), comm.Sum); err != nil {
-		return fmt.Errorf("dp: all-reduce of the sequence-parallel gradients (%d parameters) over %s: %w", len(ps), tp.Name(), err)
+	if err := g.AllReduce(ctx, comm.F32(buf), comm.Sum); err != nil {
+		return fmt.Errorf("dp: all-reduce of %s over %s: %w", what, g.Name(), err)
 	}
 	off := 0
 	for _, p := range ps {

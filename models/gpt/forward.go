@@ -51,6 +51,15 @@ func (r *Randomness) modelParallel() (*rng.RNG, error) {
 // vocabulary instead, gathered over TP. r drives dropout (nil: none;
 // ignored when the tape is not recording).
 func (m *Model) Forward(t *autograd.Tape, ids, labels []int32, b, s int, r *Randomness) (*autograd.Var, error) {
+	return m.ForwardWith(t, ids, labels, b, s, r, nil)
+}
+
+// ForwardWith is Forward with the pipeline schedule's per-microbatch
+// recompute choice (Megatron's checkpoint_activations_microbatch, from
+// num_microbatches_with_partial_activation_checkpoints): when checkpoint is
+// non-nil and false, this microbatch's layers keep their activations even
+// though full recompute is configured.
+func (m *Model) ForwardWith(t *autograd.Tape, ids, labels []int32, b, s int, r *Randomness, checkpoint *bool) (*autograd.Var, error) {
 	cfg := m.Config
 	spec := m.Spec
 	if spec.PreProcess && len(ids) != b*s || spec.PostProcess && labels != nil && len(labels) != b*s {
@@ -112,7 +121,7 @@ func (m *Model) Forward(t *autograd.Tape, ids, labels []int32, b, s int, r *Rand
 	if stats != nil {
 		stats.AfterEmbedding = t.ActivationBytes()
 	}
-	x = m.decoder(t, x, r, hidden, mp, stats)
+	x = m.decoder(t, x, r, hidden, mp, stats, checkpoint == nil || *checkpoint)
 	if !spec.PostProcess {
 		return x, t.Err()
 	}
@@ -190,9 +199,9 @@ func checkTokens(what string, ids []int32, b, s, v int) error {
 // sequenceParallel reports whether the model runs sequence parallel.
 func (m *Model) sequenceParallel() bool { return m.Config.SequenceParallel && m.tpSize() > 1 }
 
-// decoder runs the transformer layers, checkpointing them as the recompute
-// settings say.
-func (m *Model) decoder(t *autograd.Tape, x *autograd.Var, r *Randomness, hidden, mp *rng.RNG, stats *ActivationStats) *autograd.Var {
+// decoder runs the transformer layers, checkpointing them as the full
+// recompute settings say when recompute is set.
+func (m *Model) decoder(t *autograd.Tape, x *autograd.Var, r *Randomness, hidden, mp *rng.RNG, stats *ActivationStats, recompute bool) *autograd.Var {
 	cfg := m.Config
 	n := len(m.Layers)
 	record := func(k int) {
@@ -204,7 +213,7 @@ func (m *Model) decoder(t *autograd.Tape, x *autograd.Var, r *Randomness, hidden
 	}
 	for i := 0; i < n; {
 		start, chunk := cfg.RecomputeLayer(i, n)
-		if !start || !t.Recording() {
+		if !start || !recompute || !t.Recording() {
 			x = m.Layers[i].forward(t, x, m, r, hidden, mp)
 			record(1)
 			i++
