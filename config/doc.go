@@ -43,6 +43,19 @@
 // Advice the reference gives as a warning (expert parallelism with tensor
 // parallelism but without sequence parallelism) comes from Warnings.
 //
+// # Pipeline split
+//
+// TransformerConfig.PipelineChunks says which decoder layers, embedding, MTP
+// layers and loss each model chunk (pipeline rank p, virtual stage v) holds,
+// whichever way the split is given: evenly, unevenly
+// (num_layers_in_first/last_pipeline_stage), with the embedding and loss
+// counted as layers (account_for_*_in_pipeline_split), or by a
+// pipeline_model_parallel_layout string such as "Et*3|(tt|)*29,m|L"
+// (ParsePipelineLayout, megatron-semantics.md §2.8). ResolvePipelineLayout
+// derives virtual_pipeline_model_parallel_size from the layout or from
+// num_layers_per_virtual_pipeline_stage, as Megatron does; Validate checks
+// the config as resolved.
+//
 // # Unset values
 //
 // Optional integers whose reference default is None use 0 for "not set"

@@ -52,6 +52,49 @@ type TransformerConfig struct {
 
 	// Recompute holds the activation-recompute settings.
 	Recompute
+
+	// ---- Pipeline split (pipeline_split.go, pipeline_layout.go) ----
+
+	// PipelineModelParallelLayout places every layer explicitly
+	// (pipeline_model_parallel_layout, --pipeline-model-parallel-layout):
+	// stages separated by '|', S = pp·vpp of them, stage v·pp + p held by
+	// pipeline rank p as its virtual stage v; E embedding, t decoder layer,
+	// m MTP layer, L loss; "(…)*N" and "c*N" repeat; commas are cosmetic.
+	// E.g. "Et*3|(tt|)*29,m|L". "" means unset. See ParsePipelineLayout.
+	// It excludes the four settings below and
+	// NumLayersPerVirtualPipelineStage, and sets the number of virtual
+	// stages (ResolvePipelineLayout).
+	PipelineModelParallelLayout string `json:"pipeline_model_parallel_layout,omitempty"`
+	// NumLayersInFirstPipelineStage is the number of decoder layers on the
+	// first pipeline rank, the rest split evenly over the middle ranks
+	// (num_layers_in_first_pipeline_stage,
+	// --decoder-first-pipeline-num-layers). 0 means unset (the reference's
+	// None): the first rank holds its even share.
+	NumLayersInFirstPipelineStage int `json:"num_layers_in_first_pipeline_stage,omitempty"`
+	// NumLayersInLastPipelineStage is the same for the last pipeline rank
+	// (num_layers_in_last_pipeline_stage, --decoder-last-pipeline-num-layers).
+	NumLayersInLastPipelineStage int `json:"num_layers_in_last_pipeline_stage,omitempty"`
+	// AccountForEmbeddingInPipelineSplit counts the embedding as one layer
+	// of the even split, so the first chunk holds one decoder layer fewer
+	// (account_for_embedding_in_pipeline_split).
+	AccountForEmbeddingInPipelineSplit bool `json:"account_for_embedding_in_pipeline_split,omitempty"`
+	// AccountForLossInPipelineSplit counts the loss as one layer of the even
+	// split, so the last chunk holds one decoder layer fewer
+	// (account_for_loss_in_pipeline_split).
+	AccountForLossInPipelineSplit bool `json:"account_for_loss_in_pipeline_split,omitempty"`
+	// NumLayersPerVirtualPipelineStage n is the number of decoder layers per
+	// model chunk of the even split, a training-layer argument
+	// (--num-layers-per-virtual-pipeline-stage): it sets
+	// virtual_pipeline_model_parallel_size = (num_layers + [account E] +
+	// [account L]) / pp / n (ResolvePipelineLayout). 0 means unset. Not with
+	// the layout or the uneven first/last split; with
+	// virtual_pipeline_model_parallel_size set, the two must agree.
+	NumLayersPerVirtualPipelineStage int `json:"num_layers_per_virtual_pipeline_stage,omitempty"`
+	// MTPNumLayers is the number of multi-token-prediction layers
+	// (mtp_num_layers); 0 means none (the reference's None). A layout's m
+	// count must equal it. Not provided by gotron's GPT: Validate reports a
+	// non-zero value, while PipelineChunks still places the layers.
+	MTPNumLayers int `json:"mtp_num_layers,omitempty"`
 }
 
 // DefaultTransformerConfig returns Megatron's defaults for the fields above
@@ -94,9 +137,13 @@ func (c TransformerConfig) OutputLayerInitStd() float64 {
 }
 
 // Validate reports every violated rule of the model and its parallel
-// configuration at once (nil if none).
+// configuration at once (nil if none). It reads the config as
+// ResolvePipelineLayout resolves it (a layout with 2·pp stages and no
+// virtual_pipeline_model_parallel_size is checked as vpp = 2) and does not
+// modify c.
 func (c TransformerConfig) Validate() error {
-	return NewValidationError(append(c.ModelParallelConfig.Violations(), c.modelViolations()...))
+	r := c.ResolvePipelineLayout()
+	return NewValidationError(append(r.ModelParallelConfig.Violations(), r.modelViolations()...))
 }
 
 func (c TransformerConfig) modelViolations() []Violation {
@@ -160,6 +207,11 @@ func (c TransformerConfig) modelViolations() []Violation {
 			c.SeqLength, tp, tp)
 	}
 	c.recomputeViolations(&vs)
+	c.pipelineViolations(&vs)
+	if c.MTPNumLayers > 0 {
+		vs.add(fieldList("mtp_num_layers"),
+			"mtp_num_layers = %d asks for multi-token prediction, which gotron's GPT does not provide: set it to 0 (unset) and drop any m from the layout", c.MTPNumLayers)
+	}
 	return vs
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/optim"
+	"github.com/gotron/gotron/pp"
 )
 
 // Args are the training settings, named as Megatron's command-line
@@ -53,6 +54,11 @@ type Args struct {
 	DataPath       []string // --data-path: text files or directories
 	GoStdlibCorpus bool     // --go-stdlib-corpus: the Go standard library's source
 	SplitValid     float64  // --split-valid: held-out fraction of files for validation
+
+	// OverlapP2PComm is --overlap-p2p-communication (true) or
+	// --no-overlap-p2p-communication (false); nil means Megatron's default:
+	// overlapped with the interleaved schedule, not without it.
+	OverlapP2PComm *bool
 
 	// DistributedTimeoutMinutes bounds every collective wait.
 	DistributedTimeoutMinutes float64
@@ -119,7 +125,11 @@ func (a Args) Schedule() optim.Schedule {
 func (a Args) Validate(world int) error {
 	var errs []string
 	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
-	if err := a.Model.Validate(); err != nil {
+	model, mtpErr := withoutMTP(a.Model)
+	if mtpErr != "" {
+		errs = append(errs, mtpErr)
+	}
+	if err := model.Validate(); err != nil {
 		if ve, ok := err.(*config.ValidationError); ok {
 			for _, v := range ve.Violations {
 				errs = append(errs, v.Msg)
@@ -145,15 +155,22 @@ func (a Args) Validate(world int) error {
 		flag string
 		v    int
 	}{
-		{"--pipeline-model-parallel-size", mp.PipelineModelParallelSize},
 		{"--context-parallel-size", mp.ContextParallelSize},
 		{"--expert-model-parallel-size", mp.ExpertModelParallelSize},
 	} {
 		if x.v > 1 {
-			add("%s %d: this gotron trains with data, tensor and sequence parallelism so far; pipeline, context and expert parallel training are not built yet: use %s 1", x.flag, x.v, x.flag)
+			add("%s %d: this gotron trains with data, tensor, sequence and pipeline parallelism so far; context and expert parallel training are not built yet: use %s 1", x.flag, x.v, x.flag)
 		}
 	}
 	dp := a.DataParallelSize(world)
+	if mp.PipelineModelParallelSize > 1 && mp.VirtualPipelineModelParallelSize > 0 && a.MicroBatchSize > 0 && dp > 0 &&
+		a.GlobalBatchSize > 0 && a.GlobalBatchSize%(a.MicroBatchSize*dp) == 0 {
+		m := a.NumMicroBatches(dp)
+		if err := pp.ValidateInterleaved(mp.PipelineModelParallelSize, m, mp.EffectiveMicrobatchGroupSize()); err != nil {
+			errs = append(errs, fmt.Sprintf("--global-batch-size %d / (--micro-batch-size %d × data-parallel size %d) = %d microbatches per iteration: %v (change --global-batch-size for another number of microbatches)",
+				a.GlobalBatchSize, a.MicroBatchSize, dp, m, err))
+		}
+	}
 	if a.MicroBatchSize <= 0 {
 		add("--micro-batch-size %d: must be at least 1", a.MicroBatchSize)
 	}
@@ -221,4 +238,25 @@ func (a Args) Validate(world int) error {
 		return fmt.Errorf("invalid arguments: %s", errs[0])
 	}
 	return fmt.Errorf("invalid arguments (%d):\n  - %s", len(errs), strings.Join(errs, "\n  - "))
+}
+
+// withoutMTP returns the model config with the multi-token-prediction
+// stages (m) removed from its pipeline layout, and, when there were any,
+// the error that refuses them: the layout grammar accepts m, but gotron's
+// GPT has no MTP block yet.
+func withoutMTP(m config.TransformerConfig) (config.TransformerConfig, string) {
+	s := m.PipelineModelParallelLayout
+	if s == "" || !strings.ContainsRune(s, 'm') {
+		return m, ""
+	}
+	l, err := config.ParsePipelineLayout(s, max(m.PipelineModelParallelSize, 1))
+	if err != nil {
+		return m, "" // Validate reports the syntax error
+	}
+	n := l.Count(config.LayerMTP)
+	if n == 0 {
+		return m, ""
+	}
+	m.PipelineModelParallelLayout = strings.ReplaceAll(l.String(), "m", "")
+	return m, fmt.Sprintf("--pipeline-model-parallel-layout %q places %d multi-token-prediction layer(s) (m), but gotron's GPT has no MTP block yet: remove the m from the layout", s, n)
 }

@@ -33,7 +33,7 @@ func (t *trainer) save(ctx context.Context) error {
 	if err := w.AllGather(ctx, comm.I64(all), comm.I64(mine)); err != nil {
 		return fmt.Errorf("save checkpoint: gathering generator states: %w", err)
 	}
-	model, err := t.model.WeightTensors(ctx)
+	model, err := t.wholeTensors(ctx, func(p *nn.Parameter) *tensor.Tensor { return p.Value })
 	if err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
@@ -43,7 +43,7 @@ func (t *trainer) save(ctx context.Context) error {
 		of     []*tensor.Tensor
 	}{{expAvgPrefix, t.opt.ExpAvg}, {expAvgSqPrefix, t.opt.ExpAvgSq}} {
 		index := t.paramIndex()
-		ts, err := t.model.FullTensors(ctx, func(p *nn.Parameter) *tensor.Tensor { return m.of[index[p]] })
+		ts, err := t.wholeTensors(ctx, func(p *nn.Parameter) *tensor.Tensor { return m.of[index[p]] })
 		if err != nil {
 			return fmt.Errorf("save checkpoint: %w", err)
 		}
@@ -132,7 +132,9 @@ func argsRecord(a Args, world int) map[string]any {
 		"num_layers": m.NumLayers, "hidden_size": m.HiddenSize, "num_attention_heads": m.NumAttentionHeads,
 		"ffn_hidden_size": m.FFN(), "seq_length": m.SeqLength, "max_position_embeddings": m.MaxPositions(),
 		"vocab_size": m.VocabSize, "global_batch_size": a.GlobalBatchSize, "world_size": world,
-		"tensor_model_parallel_size": max(m.TensorModelParallelSize, 1),
+		"tensor_model_parallel_size":           max(m.TensorModelParallelSize, 1),
+		"pipeline_model_parallel_size":         max(m.PipelineModelParallelSize, 1),
+		"virtual_pipeline_model_parallel_size": m.NumModelChunks(),
 	}
 }
 
@@ -145,8 +147,10 @@ func (t *trainer) resume() error {
 		return err
 	}
 	f := &safetensors.File{Name: t.a.Load, Tensors: c.Model}
-	if err := t.model.LoadTensors(f, fmt.Sprintf("--load %s (iteration %d)", t.a.Load, c.State.Iteration)); err != nil {
-		return err
+	for _, ch := range t.chunks {
+		if err := ch.LoadTensors(f, fmt.Sprintf("--load %s (iteration %d)", t.a.Load, c.State.Iteration)); err != nil {
+			return err
+		}
 	}
 	opt := &safetensors.File{Name: t.a.Load, Tensors: c.Optimizer}
 	index := t.paramIndex()
@@ -162,9 +166,11 @@ func (t *trainer) resume() error {
 				part.Tensors = append(part.Tensors, x)
 			}
 		}
-		if err := t.model.LoadInto(part, fmt.Sprintf("--load %s: the optimizer state does not fit the model", t.a.Load), m.prefix,
-			func(p *nn.Parameter) *tensor.Tensor { return m.into[index[p]] }); err != nil {
-			return err
+		for _, ch := range t.chunks {
+			if err := ch.LoadInto(part, fmt.Sprintf("--load %s: the optimizer state does not fit the model", t.a.Load), m.prefix,
+				func(p *nn.Parameter) *tensor.Tensor { return m.into[index[p]] }); err != nil {
+				return err
+			}
 		}
 	}
 	if gbs, ok := c.State.Args["global_batch_size"].(float64); ok && int(gbs) != t.a.GlobalBatchSize {
@@ -174,11 +180,18 @@ func (t *trainer) resume() error {
 	t.opt.Steps = c.State.OptimizerSteps
 	r, world := t.groups.Rank, t.groups.World.Size()
 	per := len(t.rngStates()) / 4
-	ckptTP := 1
-	if v, ok := c.State.Args["tensor_model_parallel_size"].(float64); ok {
-		ckptTP = int(v)
+	sameLayout := len(c.State.RNG) == per*world
+	for _, x := range []struct {
+		key string
+		v   int
+	}{{"tensor_model_parallel_size", t.tp.Size()}, {"pipeline_model_parallel_size", t.pp.Size()}, {"virtual_pipeline_model_parallel_size", t.a.Model.NumModelChunks()}} {
+		saved := 1
+		if v, ok := c.State.Args[x.key].(float64); ok {
+			saved = int(v)
+		}
+		sameLayout = sameLayout && saved == x.v
 	}
-	if len(c.State.RNG) == per*world && ckptTP == t.tp.Size() {
+	if sameLayout {
 		// The same layout: every rank continues its own streams.
 		if err := t.setRNGStates(c.State.RNG[r*per : (r+1)*per]); err != nil {
 			return fmt.Errorf("--load %s: %w", t.a.Load, err)
@@ -188,7 +201,7 @@ func (t *trainer) resume() error {
 		// data-parallel replica starts fresh streams derived from the seed,
 		// its replica and the iteration; the TP ranks of a replica share
 		// the default one, as they must.
-		base := rng.SplitMix64(t.a.Seed + 1 + uint64(t.dpRank) ^ uint64(t.iteration)*0x9E3779B97F4A7C15)
+		base := rng.SplitMix64(t.seedBase() ^ uint64(t.iteration)*0x9E3779B97F4A7C15)
 		tracker, def, err := tp.ModelParallelManualSeed(base, t.tp.Rank(), 0, 0)
 		if err != nil {
 			return err

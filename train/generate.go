@@ -1,20 +1,27 @@
 package train
 
 import (
+	"context"
+	"fmt"
 	"math"
 
+	"github.com/gotron/gotron/autograd"
+	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/data"
+	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/rng"
 )
 
 // generate samples n bytes from the model after prompt, with temperature
 // temp, feeding back at most seq_length tokens of context. The generator is
 // seeded from --seed, so a trained model gives the same sample every time,
-// on every rank of the tensor-parallel group that runs it.
+// on every rank of the tensor-parallel group that runs it. Under pipeline
+// parallelism each step runs through the stages (forward only) and the last
+// stage broadcasts the sampled byte over the pipeline group.
 // Under sequence parallelism the context is padded on the right to a
 // multiple of the TP size; causal attention keeps the padding from reaching
 // the positions read.
-func (t *trainer) generate(prompt string, n int, temp float64) (string, error) {
+func (t *trainer) generate(ctx context.Context, prompt string, n int, temp float64) (string, error) {
 	restore := t.tape.NoGrad()
 	defer restore()
 	tok := data.ByteTokenizer{}
@@ -24,24 +31,66 @@ func (t *trainer) generate(prompt string, n int, temp float64) (string, error) {
 	v := t.a.Model.VocabSize
 	probs := make([]float64, v)
 	for len(ids)-len(prompt) < n {
-		ctx := ids
-		if len(ctx) > seq {
-			ctx = ctx[len(ctx)-seq:]
+		ctxIDs := ids
+		if len(ctxIDs) > seq {
+			ctxIDs = ctxIDs[len(ctxIDs)-seq:]
 		}
-		used := len(ctx)
+		used := len(ctxIDs)
 		if a := t.a.Model; a.SequenceParallel && a.TensorModelParallelSize > 1 {
 			k := a.TensorModelParallelSize
-			ctx = append(append([]int32(nil), ctx...), make([]int32, (k-used%k)%k)...)
+			ctxIDs = append(append([]int32(nil), ctxIDs...), make([]int32, (k-used%k)%k)...)
 		}
-		logits, err := t.model.Forward(t.tape, ctx, nil, 1, len(ctx), nil)
+		logits, err := t.logits(ctx, ctxIDs)
 		if err != nil {
 			return "", err
 		}
-		ctx = ctx[:used]
-		last := logits.Value.Data()[(len(ctx)-1)*v : len(ctx)*v]
-		ids = append(ids, sample(last, probs, temp, g))
+		next := []int64{0}
+		if logits != nil {
+			last := logits.Value.Data()[(used-1)*v : used*v]
+			next[0] = int64(sample(last, probs, temp, g))
+		}
+		if t.pp.Size() > 1 {
+			if err := t.pp.Broadcast(ctx, comm.I64(next), t.pp.Size()-1); err != nil {
+				return "", fmt.Errorf("sample: broadcasting the next byte over %s: %w", t.pp.Name(), err)
+			}
+		}
+		ids = append(ids, int32(next[0]))
 	}
 	return tok.Decode(ids), nil
+}
+
+// logits runs ids [1, len] forward through the rank's chunks in pipeline
+// order (virtual stage by virtual stage, each stage receiving from the
+// previous one) and returns the logits [len, 1, V] on the last stage, nil
+// elsewhere.
+func (t *trainer) logits(ctx context.Context, ids []int32) (*autograd.Var, error) {
+	s := len(ids)
+	P, r := t.pp.Size(), t.pp.Rank()
+	rows := s
+	if t.a.Model.SequenceParallel && t.tp.Size() > 1 {
+		rows /= t.tp.Size()
+	}
+	var out *autograd.Var
+	for v, c := range t.chunks {
+		if !(r == 0 && v == 0) {
+			x := tensor.New(rows, 1, t.a.Model.HiddenSize)
+			if err := t.pp.Recv(ctx, comm.F32(x.Data()), (r+P-1)%P); err != nil {
+				return nil, fmt.Errorf("sample: receiving hidden states from the previous stage: %w", err)
+			}
+			c.SetInputTensor(autograd.Const(x))
+		}
+		var err error
+		if out, err = c.Forward(t.tape, ids, nil, 1, s, nil); err != nil {
+			return nil, err
+		}
+		if !c.Spec.PostProcess {
+			if err := t.pp.Send(ctx, comm.F32(out.Value.Contiguous().Data()), (r+1)%P); err != nil {
+				return nil, fmt.Errorf("sample: sending hidden states to the next stage: %w", err)
+			}
+			out = nil
+		}
+	}
+	return out, nil
 }
 
 // sample draws an index from softmax(logits/temp).

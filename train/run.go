@@ -9,6 +9,8 @@ import (
 
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/comm/local"
+	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/models/gpt"
 	"github.com/gotron/gotron/tensor/blas"
 )
 
@@ -97,7 +99,7 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 	res := &Result{ValidLoss: math.NaN(), StartIteration: t.iteration}
 	if log != nil {
 		log.printf("gotron: %d parameters; world %d (%s, %d micro-batches of %d per rank per iteration); %s; BLAS %s, %d thread(s) per rank\n",
-			t.model.NumParameters(), world.Size(), layoutDesc(a, t.dp), t.micro, a.MicroBatchSize, ds.desc, blas.Kernel(), t.tape.Workers())
+			gpt.NumParameters(a.Model), world.Size(), layoutDesc(a, t.dp), t.micro, a.MicroBatchSize, ds.desc, blas.Kernel(), t.tape.Workers())
 		if t.iteration > 0 {
 			log.printf("gotron: resumed from %s at iteration %d\n", a.Load, t.iteration)
 		}
@@ -149,7 +151,7 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 		// model's forward is a collective over its tensor-parallel group);
 		// the other replicas hold the same weights and need not. Rank 0
 		// reports the text.
-		s, err := t.generate(a.SamplePrompt, a.Sample, a.SampleTemperature)
+		s, err := t.generate(ctx, a.SamplePrompt, a.Sample, a.SampleTemperature)
 		if err != nil {
 			return res, err
 		}
@@ -173,6 +175,26 @@ func normalise(a Args, world int) Args {
 	if a.Model.MaxPositionEmbeddings == 0 {
 		a.Model.MaxPositionEmbeddings = a.Model.SeqLength
 	}
+	// The pipeline settings Megatron's training layer derives
+	// (argument_utils.py): the virtual stages from a layout or from
+	// --num-layers-per-virtual-pipeline-stage; pipeline messages in the
+	// parameters' dtype; outputs deallocated after their send; overlapped
+	// P2P communication (unbatched) with the interleaved schedule unless
+	// --no-overlap-p2p-communication, never without it.
+	a.Model = a.Model.ResolvePipelineLayout()
+	mp := &a.Model.ModelParallelConfig
+	if mp.PipelineModelParallelSize > 1 {
+		if mp.PipelineDType == config.DTypeNone {
+			mp.PipelineDType = mp.ParamsDType
+		}
+		if a.OverlapP2PComm != nil {
+			mp.OverlapP2PComm = *a.OverlapP2PComm && mp.VirtualPipelineModelParallelSize > 0
+		} else {
+			mp.OverlapP2PComm = mp.VirtualPipelineModelParallelSize > 0
+		}
+		mp.BatchP2PComm = !mp.OverlapP2PComm
+		mp.DeallocatePipelineOutputs = true
+	}
 	return a
 }
 
@@ -180,6 +202,12 @@ func normalise(a Args, world int) Args {
 func layoutDesc(a Args, dp int) string {
 	m := a.Model
 	s := fmt.Sprintf("data parallel %d", dp)
+	if p := m.PipelineModelParallelSize; p > 1 {
+		s = fmt.Sprintf("pipeline parallel %d, %s", p, s)
+		if v := m.VirtualPipelineModelParallelSize; v > 0 {
+			s = fmt.Sprintf("pipeline parallel %d with %d virtual stages, data parallel %d", p, v, dp)
+		}
+	}
 	if tp := m.TensorModelParallelSize; tp > 1 {
 		s = fmt.Sprintf("tensor parallel %d, %s", tp, s)
 		if m.SequenceParallel {

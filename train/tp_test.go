@@ -82,37 +82,49 @@ func TestTensorParallelMatchesSingleRank(t *testing.T) {
 				a.Model.RecomputeGranularity = "selective"
 			}
 			losses, grads := tpRun(t, a)
-			worstLoss := 0.0
-			for i := range wantLoss {
-				e := relErr(losses[i], wantLoss[i])
-				worstLoss = math.Max(worstLoss, e)
-				if e > 1e-5 {
-					t.Errorf("%s: loss %.9f, one rank %.9f (relative difference %.2g > 1e-5)", lossLabel(i, len(wantLoss)), losses[i], wantLoss[i], e)
-				}
-			}
-			worstGrad := 0.0
-			for _, w := range wantGrads.Tensors {
-				g, ok := grads.Get(w.Name)
-				if !ok {
-					t.Fatalf("no gradient for %s", w.Name)
-				}
-				gv, err := g.Float32()
-				if err != nil {
-					t.Fatal(err)
-				}
-				wv, _ := w.Float32()
-				if len(gv) != len(wv) {
-					t.Fatalf("%s: %d elements, one rank has %d", w.Name, len(gv), len(wv))
-				}
-				e := numtest.RelNorm(gv, wv)
-				worstGrad = math.Max(worstGrad, e)
-				if e > 1e-5 {
-					t.Errorf("%s: ‖g − g₁‖/‖g₁‖ = %.2g > 1e-5", w.Name, e)
-				}
-			}
-			t.Logf("largest relative differences from one rank: loss %.2g, gradient %.2g", worstLoss, worstGrad)
+			checkEquivalent(t, losses, grads, wantLoss, wantGrads, 1e-5, 1e-5)
 		})
 	}
+}
+
+// checkEquivalent compares a run's losses (the training losses, then the
+// validation loss) and whole first-step gradients with the one-rank ones:
+// every loss to lossTol relative, every gradient to gradTol
+// (‖g − g₁‖/‖g₁‖ per parameter). It logs the largest differences.
+func checkEquivalent(t *testing.T, losses []float64, grads *safetensors.File, wantLoss []float64, wantGrads *safetensors.File, lossTol, gradTol float64) {
+	t.Helper()
+	worstLoss := 0.0
+	for i := range wantLoss {
+		e := relErr(losses[i], wantLoss[i])
+		worstLoss = math.Max(worstLoss, e)
+		if e > lossTol {
+			t.Errorf("%s: loss %.9f, one rank %.9f (relative difference %.2g > %g)", lossLabel(i, len(wantLoss)), losses[i], wantLoss[i], e, lossTol)
+		}
+	}
+	if len(grads.Tensors) != len(wantGrads.Tensors) {
+		t.Errorf("%d gradient tensors, one rank has %d", len(grads.Tensors), len(wantGrads.Tensors))
+	}
+	worstGrad := 0.0
+	for _, w := range wantGrads.Tensors {
+		g, ok := grads.Get(w.Name)
+		if !ok {
+			t.Fatalf("no gradient for %s", w.Name)
+		}
+		gv, err := g.Float32()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wv, _ := w.Float32()
+		if len(gv) != len(wv) {
+			t.Fatalf("%s: %d elements, one rank has %d", w.Name, len(gv), len(wv))
+		}
+		e := numtest.RelNorm(gv, wv)
+		worstGrad = math.Max(worstGrad, e)
+		if e > gradTol {
+			t.Errorf("%s: ‖g − g₁‖/‖g₁‖ = %.2g > %g", w.Name, e, gradTol)
+		}
+	}
+	t.Logf("largest relative differences from one rank: loss %.2g, gradient %.2g", worstLoss, worstGrad)
 }
 
 // lossLabel names entry i of a tpRun loss list of n entries.
@@ -275,7 +287,7 @@ func trainCheckingReplicas(t *testing.T, a Args) {
 			}
 		}
 		n := tr.tp.Size()
-		for _, p := range tr.model.Parameters() {
+		for _, p := range tr.params {
 			if p.TensorModelParallel {
 				continue
 			}

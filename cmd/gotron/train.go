@@ -29,6 +29,9 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 			if dataPath != "" {
 				a.DataPath = strings.Split(dataPath, ",")
 			}
+			if err := overlapFlags(cmd, &a); err != nil {
+				return err
+			}
 			if cmd.Flags().Changed("world-size") && a.WorldSize < 1 {
 				return fmt.Errorf("--world-size %d: must be at least 1", a.WorldSize)
 			}
@@ -66,6 +69,8 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 	addModelFlags(f, &a.Model)
 	addRecomputeFlags(f, &a.Model)
 	addParallelFlags(f, &a)
+	f.Bool("overlap-p2p-communication", false, "overlap pipeline sends and receives with computation (interleaved schedule; the default there)")
+	f.Bool("no-overlap-p2p-communication", false, "batch pipeline sends and receives instead of overlapping them (interleaved schedule: needs --pipeline-model-parallel-size > 2)")
 	f.StringVar(&backend, "backend", "local", "local: --world-size ranks as goroutines of this process; mpi: this process is one rank of an mpirun job")
 	f.IntVar(&a.MicroBatchSize, "micro-batch-size", a.MicroBatchSize, "rows per micro-batch on each rank")
 	f.IntVar(&a.GlobalBatchSize, "global-batch-size", a.GlobalBatchSize, "rows per iteration over all data-parallel ranks (gradient accumulation fills the rest; 0: micro-batch-size × data-parallel size)")
@@ -129,8 +134,42 @@ func addParallelFlags(f *pflag.FlagSet, a *train.Args) {
 	f.IntVar(&a.WorldSize, "world-size", a.WorldSize, "ranks, run as goroutines of this process")
 	f.IntVar(&a.Model.TensorModelParallelSize, "tensor-model-parallel-size", a.Model.TensorModelParallelSize, "tensor-parallel size: attention heads, MLP and vocabulary split across this many ranks")
 	f.BoolVar(&a.Model.SequenceParallel, "sequence-parallel", a.Model.SequenceParallel, "split the layer-norm and dropout regions along the sequence across the tensor-parallel ranks")
-	f.IntVar(&a.Model.PipelineModelParallelSize, "pipeline-model-parallel-size", a.Model.PipelineModelParallelSize, "pipeline-parallel size")
+	f.IntVar(&a.Model.PipelineModelParallelSize, "pipeline-model-parallel-size", a.Model.PipelineModelParallelSize, "pipeline-parallel size: the layers split into this many stages, run under the 1F1B schedule")
+	addPipelineFlags(f, &a.Model)
 	f.IntVar(&a.Model.ContextParallelSize, "context-parallel-size", a.Model.ContextParallelSize, "context-parallel size")
 	f.Float64Var(&a.DistributedTimeoutMinutes, "distributed-timeout-minutes", a.DistributedTimeoutMinutes, "fail a collective that waits longer than this")
 	f.BoolVar(&a.DDP.AverageInCollective, "average-in-collective", a.DDP.AverageInCollective, "average gradients inside the all-reduce instead of pre-scaling by 1/dp")
+}
+
+// addPipelineFlags adds the flags that place layers on pipeline stages and
+// shape the schedule (the training flags add --overlap-p2p-communication).
+func addPipelineFlags(f *pflag.FlagSet, m *config.TransformerConfig) {
+	f.IntVar(&m.VirtualPipelineModelParallelSize, "virtual-pipeline-model-parallel-size", m.VirtualPipelineModelParallelSize, "model chunks per pipeline rank: the interleaved 1F1B schedule (0: not interleaved)")
+	f.IntVar(&m.NumLayersPerVirtualPipelineStage, "num-layers-per-virtual-pipeline-stage", m.NumLayersPerVirtualPipelineStage, "decoder layers per model chunk; sets the virtual pipeline size")
+	f.IntVar(&m.MicrobatchGroupSizePerVPStage, "microbatch-group-size-per-virtual-pipeline-stage", m.MicrobatchGroupSizePerVPStage, "consecutive microbatches per virtual stage in the interleaved schedule (0: the pipeline size)")
+	f.StringVar(&m.PipelineModelParallelLayout, "pipeline-model-parallel-layout", m.PipelineModelParallelLayout, `layers per stage, e.g. "Et|tt|tL" or "E|(tt|)*3,L": E embedding, t decoder layer, L loss, | between stages`)
+	f.IntVar(&m.NumLayersInFirstPipelineStage, "decoder-first-pipeline-num-layers", m.NumLayersInFirstPipelineStage, "decoder layers on the first pipeline stage (0: even split)")
+	f.IntVar(&m.NumLayersInLastPipelineStage, "decoder-last-pipeline-num-layers", m.NumLayersInLastPipelineStage, "decoder layers on the last pipeline stage (0: even split)")
+	f.BoolVar(&m.AccountForEmbeddingInPipelineSplit, "account-for-embedding-in-pipeline-split", m.AccountForEmbeddingInPipelineSplit, "count the embedding as a layer when splitting layers evenly over stages")
+	f.BoolVar(&m.AccountForLossInPipelineSplit, "account-for-loss-in-pipeline-split", m.AccountForLossInPipelineSplit, "count the loss as a layer when splitting layers evenly over stages")
+}
+
+// overlapFlags reads --overlap-p2p-communication and
+// --no-overlap-p2p-communication into a.OverlapP2PComm.
+func overlapFlags(cmd *cobra.Command, a *train.Args) error {
+	f := cmd.Flags()
+	on, off := f.Changed("overlap-p2p-communication"), f.Changed("no-overlap-p2p-communication")
+	if on && off {
+		return fmt.Errorf("--overlap-p2p-communication and --no-overlap-p2p-communication contradict each other: give one")
+	}
+	if on {
+		v, _ := f.GetBool("overlap-p2p-communication")
+		a.OverlapP2PComm = &v
+	}
+	if off {
+		v, _ := f.GetBool("no-overlap-p2p-communication")
+		v = !v
+		a.OverlapP2PComm = &v
+	}
+	return nil
 }

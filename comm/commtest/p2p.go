@@ -12,6 +12,7 @@ func p2pCases() []Case {
 		{Name: "SendRecv", MinSize: 2, Rank: sendRecv},
 		{Name: "SendRecvAsync", MinSize: 2, Rank: sendRecvAsync},
 		{Name: "BatchP2P", MinSize: 2, Rank: batchP2P},
+		{Name: "BatchP2PNoOrderBetweenPeers", MinSize: 3, Rank: batchP2PUnordered},
 	}
 }
 
@@ -134,4 +135,56 @@ func batchP2P(ctx context.Context, g comm.Group) error {
 		return err
 	}
 	return empty.Wait(ctx)
+}
+
+// batchP2PUnordered checks that a batch's ops with different peers do not
+// wait for each other (the pipeline schedules rely on it): rank 1 posts
+// [send→0, recv←2] while rank 0 only posts its receive from 1 after a
+// message from 2 that 2 sends in a batch of its own once its send to 1 has
+// completed. If rank 1's receive from 2 waited for rank 0 to take rank 1's
+// send, the three would wait in a circle. Ranks 3 and up take no part.
+func batchP2PUnordered(ctx context.Context, g comm.Group) error {
+	const seed = 31
+	global := g.GlobalRanks()
+	msg := func(src, dst int) comm.Buffer { return message(seed, global[src], global[dst], 3) }
+	recv := func(src int) comm.Buffer { return recvInto(seed, global[src], global[g.Rank()], 3) }
+	batch := func(ops ...comm.P2POp) error {
+		w, err := g.BatchP2P(ctx, ops)
+		if err != nil {
+			return err
+		}
+		return w.Wait(ctx)
+	}
+	check := func(b comm.Buffer, src int) error {
+		if err := same(fmt.Sprintf("message from %d", src), b, msg(src, g.Rank())); err != nil {
+			return failf(g, "%v", err)
+		}
+		return nil
+	}
+	switch g.Rank() {
+	case 0:
+		from2, from1 := recv(2), recv(1)
+		if err := batch(comm.P2POp{Kind: comm.Irecv, Buf: from2, Peer: 2}); err != nil {
+			return err
+		}
+		if err := batch(comm.P2POp{Kind: comm.Irecv, Buf: from1, Peer: 1}); err != nil {
+			return err
+		}
+		if err := check(from2, 2); err != nil {
+			return err
+		}
+		return check(from1, 1)
+	case 1:
+		from2 := recv(2)
+		if err := batch(comm.P2POp{Kind: comm.Isend, Buf: msg(1, 0), Peer: 0}, comm.P2POp{Kind: comm.Irecv, Buf: from2, Peer: 2}); err != nil {
+			return err
+		}
+		return check(from2, 2)
+	case 2:
+		if err := batch(comm.P2POp{Kind: comm.Isend, Buf: msg(2, 1), Peer: 1}); err != nil {
+			return err
+		}
+		return batch(comm.P2POp{Kind: comm.Isend, Buf: msg(2, 0), Peer: 0})
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"sync"
 
 	"github.com/gotron/gotron/comm"
 )
@@ -36,44 +37,64 @@ func (wk *work) run() {
 	wk.err = finishAll(wk.calls)
 }
 
-// finishAll finishes published calls in three sweeps: wait for each to be
-// ready and do its share (abandoning the rest if one cannot be), then wait
-// until each is done. No sweep waits on work a peer can only do after its
-// own later sweep, so batches that cross cannot deadlock.
+// finishAll finishes published calls: each waits for its peers, does its
+// share and departs on its own, in no order between them (a batch's ops
+// with different peers must not wait for each other: a rank blocked on one
+// peer would otherwise hold up the op another peer's single send waits
+// for, and chains of such waits through a pipeline deadlock); then every
+// call waits until it is done. A call that cannot become ready leaves
+// the others to finish or fail on their own.
 func finishAll(cs []call) error {
-	var first error
-	note := func(i int, err error) {
-		if first != nil {
-			return
-		}
-		if len(cs) > 1 {
-			err = fmt.Errorf("BatchP2P ops[%d]: %w", i, err)
-		}
-		first = err
-	}
-	for i := range cs {
+	errs := make([]error, len(cs))
+	share := func(i int) {
 		c := &cs[i]
 		if err := c.awaitReady(); err != nil {
-			note(i, err)
-			for j := i + 1; j < len(cs); j++ {
-				cs[j].abandon()
-			}
-			break
+			errs[i] = err
+			return
 		}
 		if err := c.agree(); err != nil {
-			note(i, err)
+			errs[i] = err
 		} else {
 			c.compute()
 		}
 		c.depart()
 		c.gone = true
 	}
+	if len(cs) == 1 {
+		share(0)
+	} else {
+		var wg sync.WaitGroup
+		for i := range cs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() {
+					if v := recover(); v != nil {
+						c := &cs[i]
+						r := c.t.worldRank(c.party)
+						errs[i] = &comm.PanicError{Rank: r, Value: v, Stack: debug.Stack()}
+						c.w.fail(r, errs[i])
+					}
+				}()
+				share(i)
+			}()
+		}
+		wg.Wait()
+	}
 	for i := range cs {
 		if cs[i].gone {
 			cs[i].awaitDone()
 		}
 	}
-	return first
+	for i, err := range errs {
+		if err != nil {
+			if len(cs) > 1 {
+				err = fmt.Errorf("BatchP2P ops[%d]: %w", i, err)
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // Wait implements comm.Work. ctx bounds only this wait, except when the

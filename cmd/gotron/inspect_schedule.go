@@ -1,0 +1,140 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gotron/gotron/pp"
+)
+
+// scheduleFlags are the settings of `gotron inspect schedule`.
+type scheduleFlags struct {
+	cfg                       pp.Config
+	numMicrobatches           int
+	globalBatch, microBatch   int
+	worldSize, tensorParallel int
+	asJSON                    bool
+}
+
+func newInspectScheduleCmd() *cobra.Command {
+	var f scheduleFlags
+	cmd := &cobra.Command{
+		Use:   "schedule",
+		Short: "Print every pipeline rank's schedule: warmup counts, compute order, sends, receives and waits",
+		Long: `schedule builds each pipeline rank's forward-backward schedule as the
+reference's get_forward_backward_func would run it (no pipelining, 1F1B, or
+interleaved 1F1B with --virtual-pipeline-model-parallel-size), plays the ranks
+against each other to check that it completes, and prints a grid of the
+actions (one row per rank) with each rank's peak of live activations, or with
+--json {"pp","vpp","microbatches","group_size","ranks":[{"rank","warmup",
+"remaining","order"}]}, where order is the signed compute order (+c forward,
+−c backward of 1-based chunk c).
+
+The number of microbatches is --num-microbatches, or
+--global-batch-size / (--micro-batch-size × data-parallel size) with the
+data-parallel size --world-size / (--tensor-model-parallel-size ×
+--pipeline-model-parallel-size).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, err := f.microbatches()
+			if err != nil {
+				return err
+			}
+			f.cfg.Microbatches = m
+			if err := f.check(); err != nil {
+				return err
+			}
+			ss, err := pp.BuildAll(f.cfg)
+			if err != nil {
+				return err
+			}
+			res, err := pp.Verify(ss)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if f.asJSON {
+				j, err := pp.FormatJSON(ss)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(out, "%s\n", j)
+				return err
+			}
+			fmt.Fprint(out, pp.FormatGrid(ss))
+			for r, n := range res.PeakLive {
+				fmt.Fprintf(out, "rank %d: %d forwards, %d backwards, peak of %d live activations\n",
+					r, count(ss[r], pp.Forward), count(ss[r], pp.Backward), n)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&f.cfg.PP, "pipeline-model-parallel-size", 1, "pipeline-parallel size P")
+	fl.IntVar(&f.cfg.VPP, "virtual-pipeline-model-parallel-size", 0, "model chunks per pipeline rank V (0: unset, the non-interleaved schedule)")
+	fl.IntVar(&f.cfg.GroupSize, "microbatch-group-size-per-virtual-pipeline-stage", 0, "microbatches run per chunk in a row, G (0: P)")
+	fl.IntVar(&f.numMicrobatches, "num-microbatches", 0, "microbatches per iteration M (0: derive from the batch sizes)")
+	fl.IntVar(&f.globalBatch, "global-batch-size", 0, "rows per iteration over all data-parallel ranks")
+	fl.IntVar(&f.microBatch, "micro-batch-size", 1, "rows of a microbatch")
+	fl.IntVar(&f.worldSize, "world-size", 0, "number of ranks (0: tensor × pipeline size, data-parallel size 1)")
+	fl.IntVar(&f.tensorParallel, "tensor-model-parallel-size", 1, "tensor-parallel size")
+	fl.BoolVar(&f.cfg.ForwardOnly, "forward-only", false, "forward passes only (evaluation)")
+	fl.BoolVar(&f.cfg.OverlapP2PComm, "overlap-p2p-communication", false, "overlap pipeline sends and receives with compute (interleaved schedule)")
+	fl.BoolVar(&f.cfg.OverlapP2PCommWarmupFlush, "overlap-p2p-communication-warmup-flush", false, "also overlap them in the warmup and cooldown")
+	fl.BoolVar(&f.asJSON, "json", false, "print the ranks' warmup counts and orders as JSON")
+	return cmd
+}
+
+// microbatches returns M from --num-microbatches or the batch sizes.
+func (f *scheduleFlags) microbatches() (int, error) {
+	if f.numMicrobatches != 0 || f.globalBatch == 0 {
+		if f.numMicrobatches < 1 {
+			return 0, fmt.Errorf("--num-microbatches = %d: give at least 1, or --global-batch-size and --micro-batch-size to derive it", f.numMicrobatches)
+		}
+		return f.numMicrobatches, nil
+	}
+	tp, p := f.tensorParallel, f.cfg.PP
+	if tp < 1 || p < 1 || f.microBatch < 1 {
+		return 0, fmt.Errorf("--tensor-model-parallel-size %d, --pipeline-model-parallel-size %d and --micro-batch-size %d must each be ≥ 1", tp, p, f.microBatch)
+	}
+	world := f.worldSize
+	if world == 0 {
+		world = tp * p
+	}
+	if world%(tp*p) != 0 {
+		return 0, fmt.Errorf("--world-size %d is not divisible by tensor × pipeline size = %d × %d = %d: choose a multiple of %d", world, tp, p, tp*p, tp*p)
+	}
+	dp := world / (tp * p)
+	rows := f.microBatch * dp
+	if f.globalBatch%rows != 0 || f.globalBatch < rows {
+		return 0, fmt.Errorf("--global-batch-size %d is not a positive multiple of --micro-batch-size × data-parallel size = %d × %d = %d: "+
+			"choose a multiple of %d (e.g. %d)", f.globalBatch, f.microBatch, dp, rows, rows, max(rows, f.globalBatch/rows*rows))
+	}
+	return f.globalBatch / rows, nil
+}
+
+// check applies the training layer's rules on top of the schedule's own:
+// batch_p2p_comm is the opposite of overlap_p2p_comm (Megatron-LM's
+// arguments), and the interleaved schedule without overlap needs P > 2,
+// since with two stages the next and the previous rank are one peer
+// within a batch (Megatron-LM issue #750).
+func (f *scheduleFlags) check() error {
+	f.cfg.BatchP2PComm = !f.cfg.OverlapP2PComm
+	if f.cfg.VPP > 0 && f.cfg.PP == 2 && !f.cfg.OverlapP2PComm {
+		return fmt.Errorf("the interleaved schedule (--virtual-pipeline-model-parallel-size %d) without --overlap-p2p-communication needs "+
+			"--pipeline-model-parallel-size > 2 (here 2): with two stages the next and the previous stage are the same peer within one batch; "+
+			"add --overlap-p2p-communication, or use ≥ 3 stages, or drop --virtual-pipeline-model-parallel-size", f.cfg.VPP)
+	}
+	return nil
+}
+
+func count(s *pp.Schedule, k pp.Kind) int {
+	n := 0
+	for _, a := range s.Actions {
+		if a.Kind == k {
+			n++
+		}
+	}
+	return n
+}

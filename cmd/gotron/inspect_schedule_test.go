@@ -1,0 +1,87 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestInspectScheduleJSON(t *testing.T) {
+	out, err := run(t, "inspect", "schedule", "--pipeline-model-parallel-size", "2", "--virtual-pipeline-model-parallel-size", "2",
+		"--microbatch-group-size-per-virtual-pipeline-stage", "3", "--num-microbatches", "5", "--overlap-p2p-communication", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var doc struct {
+		PP           int `json:"pp"`
+		VPP          int `json:"vpp"`
+		Microbatches int `json:"microbatches"`
+		GroupSize    int `json:"group_size"`
+		Ranks        []struct {
+			Rank      int   `json:"rank"`
+			Warmup    int   `json:"warmup"`
+			Remaining int   `json:"remaining"`
+			Order     []int `json:"order"`
+		} `json:"ranks"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if doc.PP != 2 || doc.VPP != 2 || doc.Microbatches != 5 || doc.GroupSize != 3 || len(doc.Ranks) != 2 {
+		t.Fatalf("%s", out)
+	}
+	// The reference's docstring example (PP2, M 5, G 3, V 2, rank 0, W 5).
+	r0 := doc.Ranks[0]
+	want := "[1 1 1 2 2 2 -2 1 -2 1 -2 2 -1 2 -1 -1 -2 -2 -1 -1]"
+	if r0.Warmup != 5 || r0.Remaining != 5 || fmt.Sprint(r0.Order) != want {
+		t.Errorf("rank 0: warmup %d remaining %d order %v, want 5 5 %s", r0.Warmup, r0.Remaining, r0.Order, want)
+	}
+}
+
+func TestInspectScheduleGrid(t *testing.T) {
+	// M = gbs / (mbs · dp) = 16 / (2 · 8/(1·4)) = 4.
+	out, err := run(t, "inspect", "schedule", "--pipeline-model-parallel-size", "4", "--global-batch-size", "16",
+		"--micro-batch-size", "2", "--world-size", "8")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"forward_backward_pipelining_without_interleaving: pp 4, vpp 1, 4 microbatches",
+		"rank 0 (W 3, R 1)", "rank 3 (W 0, R 4)", "rank 0: 4 forwards, 4 backwards, peak of 4 live activations",
+		"rank 3: 4 forwards, 4 backwards, peak of 1 live activations"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestInspectScheduleRefuses(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--pipeline-model-parallel-size", "2", "--virtual-pipeline-model-parallel-size", "2", "--num-microbatches", "7",
+			"--microbatch-group-size-per-virtual-pipeline-stage", "3", "--overlap-p2p-communication"},
+			[]string{"7 mod 3 = 1", "--microbatch-group-size-per-virtual-pipeline-stage 4", "--num-microbatches 6 or 8"}},
+		{[]string{"--pipeline-model-parallel-size", "2", "--virtual-pipeline-model-parallel-size", "2", "--num-microbatches", "4"},
+			[]string{"--overlap-p2p-communication", "> 2"}},
+		{[]string{"--pipeline-model-parallel-size", "2", "--num-microbatches", "4", "--overlap-p2p-communication"},
+			[]string{"non-interleaved", "--virtual-pipeline-model-parallel-size"}},
+		{[]string{"--pipeline-model-parallel-size", "2", "--global-batch-size", "10", "--micro-batch-size", "4"},
+			[]string{"--global-batch-size 10", "--micro-batch-size × data-parallel size = 4 × 1 = 4"}},
+		{[]string{"--pipeline-model-parallel-size", "4", "--global-batch-size", "8", "--world-size", "6"},
+			[]string{"--world-size 6", "1 × 4 = 4"}},
+		{[]string{"--pipeline-model-parallel-size", "2"}, []string{"--num-microbatches", "--global-batch-size"}},
+	} {
+		out, err := run(t, append([]string{"inspect", "schedule"}, c.args...)...)
+		if err == nil {
+			t.Errorf("%v: accepted:\n%s", c.args, out)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: %q lacks %q", c.args, err, w)
+			}
+		}
+	}
+}

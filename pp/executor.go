@@ -1,0 +1,395 @@
+package pp
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gotron/gotron/autograd"
+	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/pp/p2p"
+	"github.com/gotron/gotron/tensor"
+)
+
+// Chunk is a model chunk as the schedules use it (Megatron's
+// set_input_tensor on a model chunk).
+type Chunk interface {
+	SetInputTensor(x *autograd.Var)
+}
+
+// P2P is the pipeline communicator the executor drives, with the shape
+// of the tensors it receives: activations and their gradients are
+// [s/cp (/tp under sequence parallelism), b, h]; with variable sequence
+// lengths the communicator takes each shape from the sender instead.
+type P2P struct {
+	Comm  *p2p.Communicator
+	Shape []int
+}
+
+// Args are what one call of a forward-backward function needs (the
+// reference's keyword arguments of get_forward_backward_func()'s result).
+type Args struct {
+	// Config is the model's configuration: the pipeline sizes and P2P
+	// settings, the callbacks (no_sync_func, grad_sync_func,
+	// param_sync_func, finalize_model_grads_func, grad_scale_func),
+	// calculate_per_token_loss, num_microbatches_with_partial_activation_checkpoints.
+	Config config.TransformerConfig
+	// Rank is this rank's pipeline rank.
+	Rank int
+	// Tape records the forward passes and runs the backward ones.
+	Tape *autograd.Tape
+	// Chunks are this rank's model chunks, V of them.
+	Chunks []Chunk
+	// ForwardStep runs a forward step.
+	ForwardStep ForwardStepFunc
+	// P2P is the pipeline communicator (unused without pipelining).
+	P2P P2P
+	// NumMicrobatches is M.
+	NumMicrobatches int
+	// ForwardOnly runs the forward passes only (evaluation).
+	ForwardOnly bool
+	// CollectNonLossData hands the last stage's raw outputs to the store
+	// instead of losses.
+	CollectNonLossData bool
+	// FirstValStep, when set with ForwardOnly, marks the first validation
+	// step (check_first_val_step).
+	FirstValStep *bool
+	// ForceAllReduce is passed to finalize_model_grads.
+	ForceAllReduce bool
+	// ContextParallelSize scales a 2-tuple loss (cp_group_size).
+	ContextParallelSize int
+	// Trace, when set, receives the start and end of every action.
+	Trace func(Event)
+}
+
+// Event is one executed action, for timelines (gotron train
+// --profile-schedule).
+type Event struct {
+	Step       int
+	Action     Action
+	Start, End time.Time
+}
+
+// Result is what a forward-backward call returns.
+type Result struct {
+	// Store is forward_data_store: on the last stage each microbatch's
+	// Loss.Reported (or, with CollectNonLossData, the raw output), in
+	// microbatch order; empty elsewhere.
+	Store []any
+	// NumTokens is the sum of the microbatches' token counts on the last
+	// stage (0 elsewhere).
+	NumTokens int64
+}
+
+// key names a microbatch on a chunk.
+type key struct{ mb, chunk int }
+
+// executor is one rank's state while it walks its schedule.
+type executor struct {
+	a        Args
+	s        *Schedule
+	inputs   map[key]*autograd.Var
+	outputs  map[key]*autograd.Var
+	outGrads map[key]*tensor.Tensor
+	inGrads  map[key]*tensor.Tensor
+	// waiting holds the pending ops of async exchanges.
+	waiting map[Op]*p2p.Handles
+	// release holds outputs to deallocate once their send has finished.
+	release  map[key]bool
+	resume   func() // leaves no_sync; nil when not inside it
+	res      Result
+	forwards int // forward steps run so far
+	firstMB  map[int]bool
+}
+
+// run walks the schedule's actions, then finishes the iteration: every
+// async op is waited for, no_sync is left (with grad_sync_func called for
+// every chunk when set) and finalize_model_grads is called, unless
+// forward-only.
+func run(ctx context.Context, a Args, s *Schedule) (*Result, error) {
+	if len(a.Chunks) != max(s.VPP, 1) {
+		return nil, fmt.Errorf("pp: %d model chunks for a schedule of %d virtual stages", len(a.Chunks), max(s.VPP, 1))
+	}
+	e := &executor{a: a, s: s,
+		inputs: map[key]*autograd.Var{}, outputs: map[key]*autograd.Var{},
+		outGrads: map[key]*tensor.Tensor{}, inGrads: map[key]*tensor.Tensor{},
+		waiting: map[Op]*p2p.Handles{}, firstMB: map[int]bool{},
+	}
+	for i, act := range s.Actions {
+		var start time.Time
+		if a.Trace != nil {
+			start = time.Now()
+		}
+		if err := e.do(ctx, act); err != nil {
+			return nil, fmt.Errorf("pipeline rank %d, schedule step %d (%v): %w", a.Rank, i, act, err)
+		}
+		if a.Trace != nil {
+			a.Trace(Event{Step: i, Action: act, Start: start, End: time.Now()})
+		}
+	}
+	if err := e.finish(ctx); err != nil {
+		return nil, fmt.Errorf("pipeline rank %d, end of the schedule: %w", a.Rank, err)
+	}
+	return &e.res, nil
+}
+
+// do executes one action.
+func (e *executor) do(ctx context.Context, act Action) error {
+	cfg := e.a.Config
+	switch act.Kind {
+	case Forward:
+		return e.forward(ctx, key{act.Microbatch, act.Chunk})
+	case Backward:
+		return e.backward(key{act.Microbatch, act.Chunk})
+	case Comm:
+		return e.comm(ctx, act)
+	case Wait:
+		return e.wait(ctx, act.Op)
+	case DisableGradSync:
+		if e.resume == nil && cfg.NoSyncFunc != nil {
+			e.resume = cfg.NoSyncFunc()
+		}
+	case EnableGradSync:
+		if e.resume != nil {
+			e.resume()
+			e.resume = nil
+		}
+	case GradSync:
+		if cfg.GradSyncFunc != nil {
+			return cfg.GradSyncFunc(ctx, act.Chunk)
+		}
+	case ParamSync:
+		if cfg.ParamSyncFunc != nil {
+			return cfg.ParamSyncFunc(ctx, act.Chunk)
+		}
+	default:
+		return fmt.Errorf("pp: unknown action kind %v", act.Kind)
+	}
+	return nil
+}
+
+// lastStage reports whether chunk c computes the loss.
+func (e *executor) lastStage(c int) bool {
+	return e.a.Rank == max(e.s.PP, 1)-1 && c == len(e.a.Chunks)-1
+}
+
+// firstStage reports whether chunk c holds the embedding.
+func (e *executor) firstStage(c int) bool { return e.a.Rank == 0 && c == 0 }
+
+// forward runs forward_step for k.
+func (e *executor) forward(ctx context.Context, k key) error {
+	in := e.inputs[k]
+	if in == nil && !e.firstStage(k.chunk) {
+		return fmt.Errorf("pp: forward of microbatch %d on chunk %d has no input: the schedule never received it", k.mb, k.chunk)
+	}
+	if err := e.wait(ctx, Op{Dir: RecvPrev, Microbatch: k.mb, Chunk: k.chunk}); err != nil {
+		return err
+	}
+	e.a.Chunks[k.chunk].SetInputTensor(in)
+	step := ForwardStep{Microbatch: k.mb, Chunk: k.chunk, Input: in, IsFirstMicrobatch: !e.firstMB[k.chunk]}
+	e.firstMB[k.chunk] = true
+	if e.a.ForwardOnly && e.a.FirstValStep != nil {
+		step.IsFirstMicrobatch = *e.a.FirstValStep && step.IsFirstMicrobatch
+	}
+	if n := e.a.Config.NumMicrobatchesWithPartialActivationCheckpoints; n != nil && !e.a.ForwardOnly {
+		ck := e.forwards%(e.s.Warmup+1) >= *n
+		step.CheckpointActivations = &ck
+	}
+	e.forwards++
+	out, lossFn, err := e.a.ForwardStep(ctx, step)
+	if err != nil {
+		return err
+	}
+	if e.lastStage(k.chunk) {
+		if out, err = e.loss(out, lossFn); err != nil {
+			return err
+		}
+	}
+	if !e.a.ForwardOnly {
+		e.outputs[k] = out
+		e.a.Tape.Hold(out.Value)
+	} else if !e.lastStage(k.chunk) {
+		e.outputs[k] = out // until it is sent
+	}
+	return nil
+}
+
+// loss applies the loss function on the last stage and stores what it
+// reports.
+func (e *executor) loss(out *autograd.Var, lossFn LossFunc) (*autograd.Var, error) {
+	if lossFn == nil {
+		e.res.Store = append(e.res.Store, out)
+		return out, nil
+	}
+	if e.a.CollectNonLossData {
+		l, err := lossFn(out)
+		if err != nil {
+			return nil, err
+		}
+		e.res.Store = append(e.res.Store, l.Reported)
+		return out, nil
+	}
+	l, err := lossFn(out)
+	if err != nil {
+		return nil, err
+	}
+	e.res.Store = append(e.res.Store, l.Reported)
+	if l.NumTokens > 0 {
+		e.res.NumTokens += l.NumTokens
+	}
+	return scaleLoss(e.a.Tape, l, e.a.NumMicrobatches, max(e.a.ContextParallelSize, 1), e.a.Config.CalculatePerTokenLoss)
+}
+
+// backward runs backward_step for k: from the output's graph node with the
+// received gradient (or, on the last stage, from the scaled loss), leaving
+// the input's gradient to send.
+func (e *executor) backward(k key) error {
+	out := e.outputs[k]
+	if out == nil {
+		return fmt.Errorf("pp: backward of microbatch %d on chunk %d before its forward", k.mb, k.chunk)
+	}
+	var grad *tensor.Tensor
+	if !e.lastStage(k.chunk) {
+		if grad = e.outGrads[k]; grad == nil {
+			return fmt.Errorf("pp: backward of microbatch %d on chunk %d has no output gradient: the schedule never received it", k.mb, k.chunk)
+		}
+		delete(e.outGrads, k)
+	} else if f := e.a.Config.GradScaleFunc; f != nil {
+		if s := f(); s != 1 {
+			out = autograd.Scale(e.a.Tape, out, s)
+		}
+	}
+	if err := autograd.Backward(e.a.Tape, out, grad); err != nil {
+		return err
+	}
+	e.a.Tape.Unhold(e.outputs[k].Value)
+	delete(e.outputs, k)
+	if in := e.inputs[k]; in != nil {
+		g := in.Grad
+		if g == nil {
+			g = tensor.New(in.Value.Shape()...) // nothing flowed back
+		}
+		e.inGrads[k] = g
+		delete(e.inputs, k)
+	}
+	return nil
+}
+
+// comm runs one exchange.
+func (e *executor) comm(ctx context.Context, act Action) error {
+	var sendNext, sendPrev *tensor.Tensor
+	var recvPrev, recvNext *Op
+	for i := range act.Ops {
+		op := &act.Ops[i]
+		k := key{op.Microbatch, op.Chunk}
+		switch op.Dir {
+		case SendNext:
+			out := e.outputs[k]
+			if out == nil {
+				return fmt.Errorf("pp: %v: no output to send", op)
+			}
+			sendNext = out.Value
+		case SendPrev:
+			if sendPrev = e.inGrads[k]; sendPrev == nil {
+				return fmt.Errorf("pp: %v: no input gradient to send", op)
+			}
+			delete(e.inGrads, k)
+		case RecvPrev:
+			recvPrev = op
+		case RecvNext:
+			recvNext = op
+		}
+	}
+	if e.a.P2P.Comm == nil {
+		return fmt.Errorf("pp: %v on a pipeline without a communicator", act)
+	}
+	fromPrev, fromNext, pending, err := e.a.P2P.Comm.Communicate(ctx, p2p.Exchange{
+		SendNext: sendNext, SendPrev: sendPrev, RecvPrev: recvPrev != nil, RecvNext: recvNext != nil,
+		Shape: e.a.P2P.Shape, Async: act.Async,
+	})
+	if err != nil {
+		return err
+	}
+	if recvPrev != nil {
+		e.inputs[key{recvPrev.Microbatch, recvPrev.Chunk}] = autograd.NewLeaf(fromPrev, "pipeline input", !e.a.ForwardOnly)
+	}
+	if recvNext != nil {
+		e.outGrads[key{recvNext.Microbatch, recvNext.Chunk}] = fromNext
+	}
+	for _, op := range act.Ops {
+		if act.Async {
+			e.waiting[op] = pending
+		} else if op.Dir == SendNext {
+			e.sent(key{op.Microbatch, op.Chunk})
+		}
+	}
+	return nil
+}
+
+// sent is called once the send of k's output has finished: a forward-only
+// output is dropped, and with deallocate_pipeline_outputs a training
+// output's storage is released (deallocate_output_tensor): only its graph
+// node is needed for backward, unless a recorded operation saved the
+// tensor itself.
+func (e *executor) sent(k key) {
+	out := e.outputs[k]
+	if out == nil {
+		return
+	}
+	if e.a.ForwardOnly {
+		delete(e.outputs, k)
+		return
+	}
+	if e.a.Config.DeallocatePipelineOutputs && !e.a.Tape.Saved(out.Value) && !out.Value.Released() {
+		e.a.Tape.Release(out.Value)
+	}
+}
+
+// wait waits for an async op, if it is pending.
+func (e *executor) wait(ctx context.Context, op Op) error {
+	p, ok := e.waiting[op]
+	if !ok {
+		return nil
+	}
+	delete(e.waiting, op)
+	if err := p.Wait(ctx, p2p.Dir(op.Dir)); err != nil {
+		return err
+	}
+	if op.Dir == SendNext {
+		e.sent(key{op.Microbatch, op.Chunk})
+	}
+	return nil
+}
+
+// finish waits for every outstanding op, leaves no_sync and finalizes the
+// gradients.
+func (e *executor) finish(ctx context.Context) error {
+	for op := range e.waiting {
+		if err := e.wait(ctx, op); err != nil {
+			return err
+		}
+	}
+	if e.a.ForwardOnly {
+		return nil
+	}
+	cfg := e.a.Config
+	if e.resume != nil {
+		e.resume()
+		e.resume = nil
+		if cfg.GradSyncFunc != nil {
+			for c := range e.a.Chunks {
+				if err := cfg.GradSyncFunc(ctx, c); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if cfg.FinalizeModelGradsFunc != nil {
+		var n *int64
+		if cfg.CalculatePerTokenLoss {
+			n = &e.res.NumTokens
+		}
+		return cfg.FinalizeModelGradsFunc(ctx, n, e.a.ForceAllReduce)
+	}
+	return nil
+}

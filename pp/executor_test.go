@@ -1,0 +1,175 @@
+package pp
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gotron/gotron/autograd"
+	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/comm/local"
+	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/data"
+	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/pp/p2p"
+	"github.com/gotron/gotron/tensor"
+	"github.com/gotron/gotron/tensor/rng"
+)
+
+// execConfig is a four-layer GPT split one layer per stage over pp ranks.
+func execConfig(pp int) config.TransformerConfig {
+	c := config.DefaultTransformerConfig()
+	c.NumLayers, c.HiddenSize, c.NumAttentionHeads = 4, 32, 4
+	c.SeqLength, c.VocabSize = 16, 64
+	c.HiddenDropout, c.AttentionDropout = 0, 0
+	c.PipelineModelParallelSize = pp
+	c.PipelineDType = config.Float32
+	return c
+}
+
+// runPipeline runs one training iteration of M microbatches of 2 rows on
+// pp in-process ranks and returns each rank's peak activation bytes.
+// failAt, when ≥ 0, makes the last rank's forward step of that microbatch
+// fail.
+func runPipeline(t *testing.T, pp, m int, deallocate bool, failAt int) ([]int64, error) {
+	peaks, _, err := runPipelineErrs(t, pp, m, deallocate, failAt)
+	return peaks, err
+}
+
+// runPipelineErrs is runPipeline that also returns each rank's own error.
+func runPipelineErrs(t *testing.T, pp, m int, deallocate bool, failAt int) ([]int64, []error, error) {
+	t.Helper()
+	cfg := execConfig(pp)
+	cfg.DeallocatePipelineOutputs = deallocate
+	peaks := make([]int64, pp)
+	errs := make([]error, pp)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := local.NewWorld(pp, comm.Options{Timeout: 20 * time.Second}).Run(ctx, func(ctx context.Context, g comm.Group) error {
+		chunks, err := cfg.PipelineChunks()
+		if err != nil {
+			return err
+		}
+		c := chunks[g.Rank()][0]
+		model, err := gpt.NewChunk(cfg, rng.New(1), nil, gpt.ChunkSpec{PreProcess: c.PreProcess, PostProcess: c.PostProcess, LayerOffset: c.LayerOffset, NumLayers: c.NumLayers})
+		if err != nil {
+			return err
+		}
+		comms, err := p2p.New(g, p2p.ConfigFrom(&cfg.ModelParallelConfig))
+		if err != nil {
+			return err
+		}
+		tape := autograd.NewTape(ctx)
+		ds := data.MockDataset{Seed: 3, Vocab: cfg.VocabSize, Seq: cfg.SeqLength}
+		fwd := func(ctx context.Context, s ForwardStep) (*autograd.Var, LossFunc, error) {
+			if s.Microbatch == failAt && g.Rank() == pp-1 {
+				return nil, nil, errors.New("injected failure")
+			}
+			b := ds.Batch(0, 2*m, 2*s.Microbatch, 2)
+			out, err := model.Forward(tape, b.InputIDs, b.Labels, b.Rows, b.Seq, nil)
+			if err != nil || !model.Spec.PostProcess {
+				return out, nil, err
+			}
+			return out, func(l *autograd.Var) (Loss, error) {
+				return Loss{Value: autograd.Sum(tape, l), NumTokens: int64(l.Value.Len())}, nil
+			}, nil
+		}
+		_, err = GetForwardBackwardFunc(pp, 0)(ctx, Args{
+			Config: cfg, Rank: g.Rank(), Tape: tape, Chunks: []Chunk{model}, ForwardStep: fwd,
+			P2P: P2P{Comm: comms, Shape: []int{cfg.SeqLength, 2, cfg.HiddenSize}}, NumMicrobatches: m,
+		})
+		peaks[g.Rank()] = tape.PeakActivationBytes()
+		errs[g.Rank()] = err
+		return err
+	})
+	return peaks, errs, err
+}
+
+// TestOneFOneBActivationsBounded: under 1F1B, rank r's peak activation
+// memory, measured by the tape, is that of min(P − r, M) microbatches and
+// does not grow with M; deallocate_pipeline_outputs lowers it on every
+// rank that sends activations.
+func TestOneFOneBActivationsBounded(t *testing.T) {
+	const P = 4
+	one, err := runPipeline(t, P, 1, true, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prev []int64
+	for _, m := range []int{4, 8, 16} {
+		peaks, err := runPipeline(t, P, m, true, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r := range P {
+			if bound := int64(min(P-r, m)) * one[r]; peaks[r] > bound {
+				t.Errorf("M=%d, rank %d: peak %d bytes > min(P−r, M) = %d microbatches of %d", m, r, peaks[r], min(P-r, m), one[r])
+			}
+			if prev != nil && peaks[r] != prev[r] {
+				t.Errorf("M=%d, rank %d: peak %d bytes, with half the microbatches %d: it must not depend on M", m, r, peaks[r], prev[r])
+			}
+		}
+		prev = peaks
+	}
+	kept, err := runPipeline(t, P, 8, false, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range P - 1 {
+		if kept[r] <= prev[r] {
+			t.Errorf("rank %d: peak %d bytes keeping outputs, %d deallocating them: deallocation must lower it", r, kept[r], prev[r])
+		}
+	}
+	t.Logf("peak bytes per rank: one microbatch %v, M=16 %v, M=8 without deallocation %v", one, prev, kept)
+}
+
+// TestRankFailsMidSchedule: when the last stage fails in a forward step,
+// every other rank stops with an error naming the failed rank and the
+// schedule step it was in, never a hang.
+func TestRankFailsMidSchedule(t *testing.T) {
+	_, errs, err := runPipelineErrs(t, 4, 8, true, 2)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for r, e := range errs[:3] {
+		if e == nil || !strings.Contains(e.Error(), "schedule step") || !strings.Contains(e.Error(), "rank 3") {
+			t.Errorf("rank %d: error %v does not name the failed rank 3 and its own schedule step", r, e)
+		}
+		t.Logf("rank %d: %v", r, e)
+	}
+	for _, want := range []string{"injected failure", "rank 3"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	t.Log(err)
+}
+
+// TestScaleLoss checks forward_step_calc_loss's normalisation.
+func TestScaleLoss(t *testing.T) {
+	tape := autograd.NewTape(context.Background())
+	v := autograd.NewLeaf(tensor.Scalar(6), "loss", true)
+	for _, c := range []struct {
+		l        Loss
+		perToken bool
+		want     float32
+	}{
+		{Loss{Value: v, NumTokens: 3}, false, 6 / 3 / 2.0},
+		{Loss{Value: v, NumTokens: 0}, false, 6 / 2.0},
+		{Loss{Value: v, NumTokens: 3}, true, 6},
+		{Loss{Value: v, NumTokens: -1}, false, 6 * 3 / 2.0},
+	} {
+		got, err := scaleLoss(tape, c.l, 2, 3, c.perToken)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := got.Value.Data()[0]; g != c.want {
+			t.Errorf("%+v per-token=%v: %v, want %v", c.l.NumTokens, c.perToken, g, c.want)
+		}
+	}
+	if _, err := scaleLoss(tape, Loss{Value: autograd.NewLeaf(tensor.New(2), "x", false)}, 1, 1, false); err == nil {
+		t.Error("a non-scalar loss was accepted")
+	}
+}

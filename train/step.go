@@ -1,0 +1,282 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/gotron/gotron/autograd"
+	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/data"
+	"github.com/gotron/gotron/dp"
+	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/optim"
+	"github.com/gotron/gotron/pp"
+	"github.com/gotron/gotron/tensor"
+)
+
+// microLoss is what the loss function reports for one microbatch: the sum
+// of its per-token losses under the loss mask and the number of tokens
+// counted.
+type microLoss struct {
+	sum    float64
+	tokens int64
+}
+
+// step runs one iteration: the microbatches' forward and backward passes
+// through the pipeline schedule (which also finishes the gradients through
+// finalize_model_grads), clipping and the optimizer update.
+func (t *trainer) step(ctx context.Context) (stepResult, error) {
+	start := time.Now()
+	a := t.a
+	for _, d := range t.ddps {
+		d.ZeroGradBuffer()
+	}
+	t.tape.ResetPeakActivationBytes()
+	res, err := t.forwardBackward(ctx, t.data.train, t.iteration, false)
+	if err != nil {
+		return stepResult{}, fmt.Errorf("iteration %d: %w", t.iteration+1, err)
+	}
+	loss, err := t.reduceLoss(ctx, res)
+	if err != nil {
+		return stepResult{}, err
+	}
+	if t.iteration == 0 && a.DumpGrads != "" {
+		if err := t.dumpGrads(ctx); err != nil {
+			return stepResult{}, err
+		}
+	}
+	norm, err := optim.GradNorm(ctx, t.normParams(), t.mp, t.tp.Rank())
+	if err != nil {
+		return stepResult{}, err
+	}
+	if math.IsNaN(loss) || math.IsInf(loss, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return stepResult{}, fmt.Errorf("iteration %d: the loss is %g and the gradient norm %g: training diverged; lower --lr, raise --lr-warmup-iters, or set --clip-grad", t.iteration+1, loss, norm)
+	}
+	optim.ClipGradients(t.params, norm, a.ClipGrad)
+	lr := t.sched.LR(t.opt.Steps)
+	if err := t.opt.Step(float32(lr)); err != nil {
+		return stepResult{}, err
+	}
+	t.iteration++
+	return stepResult{loss: loss, gradNorm: norm, lr: lr, elapsed: time.Since(start), peakActivation: t.tape.PeakActivationBytes()}, nil
+}
+
+// forwardBackward runs one pass over the rank's microbatches of global
+// batch `batch` of ds through get_forward_backward_func: training (forward
+// and backward, then finalize_model_grads) or, with forwardOnly,
+// evaluation.
+func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch int, forwardOnly bool) (*pp.Result, error) {
+	a := t.a
+	cfg := a.Model
+	cfg.NoSyncFunc = t.noSync
+	cfg.FinalizeModelGradsFunc = t.finalize
+	chunks := make([]pp.Chunk, len(t.chunks))
+	for i, c := range t.chunks {
+		chunks[i] = c
+	}
+	var rnd *gpt.Randomness
+	if !forwardOnly {
+		rnd = t.rand
+	}
+	if forwardOnly {
+		restore := t.tape.NoGrad()
+		defer restore()
+	}
+	mbs := a.MicroBatchSize
+	fwd := func(ctx context.Context, s pp.ForwardStep) (*autograd.Var, pp.LossFunc, error) {
+		b := ds.Batch(batch, a.GlobalBatchSize, t.dpRank*mbs*t.micro+s.Microbatch*mbs, mbs)
+		c := t.chunks[s.Chunk]
+		out, err := c.ForwardWith(t.tape, b.InputIDs, b.Labels, b.Rows, b.Seq, rnd, s.CheckpointActivations)
+		if err != nil {
+			return nil, nil, fmt.Errorf("micro-batch %d: %w", s.Microbatch, err)
+		}
+		if !c.Spec.PostProcess {
+			return out, nil, nil
+		}
+		return out, t.lossFunc(b), nil
+	}
+	args := pp.Args{
+		Config: cfg, Rank: t.pp.Rank(), Tape: t.tape, Chunks: chunks, ForwardStep: fwd,
+		P2P:             pp.P2P{Comm: t.p2p, Shape: t.activationShape()},
+		NumMicrobatches: t.micro, ForwardOnly: forwardOnly, ContextParallelSize: cfg.ContextParallelSize,
+	}
+	vpp := 0
+	if cfg.VirtualPipelineModelParallelSize > 0 {
+		vpp = len(t.chunks)
+	}
+	return pp.GetForwardBackwardFunc(t.pp.Size(), vpp)(ctx, args)
+}
+
+// activationShape is the shape of the tensors between pipeline stages:
+// [s (/tp under sequence parallelism), b, h].
+func (t *trainer) activationShape() []int {
+	m := t.a.Model
+	s := m.SeqLength
+	if m.SequenceParallel && t.tp.Size() > 1 {
+		s /= t.tp.Size()
+	}
+	return []int{s, t.a.MicroBatchSize, m.HiddenSize}
+}
+
+// lossFunc is the GPT's loss_func for micro-batch b: the sum of the
+// per-token losses under the loss mask and the number of tokens counted
+// (the reference's 3-tuple); the schedule divides by the count and the
+// number of microbatches, or, with calculate_per_token_loss,
+// finalize_model_grads divides by the global count.
+func (t *trainer) lossFunc(b data.Batch) pp.LossFunc {
+	return func(losses *autograd.Var) (pp.Loss, error) {
+		mask := gpt.SequenceFirst(b.LossMask, b.Rows, b.Seq)
+		sum := autograd.WeightedSum(t.tape, losses, tensor.FromSlice(mask, len(mask)))
+		n := countTokens(mask)
+		return pp.Loss{Value: sum, NumTokens: n, Reported: microLoss{sum: float64(sum.Value.Data()[0]), tokens: n}}, nil
+	}
+}
+
+// noSync is the config's no_sync_func: every chunk's gradient reduction is
+// suspended until the returned function runs.
+func (t *trainer) noSync() func() {
+	resume := make([]func(), len(t.ddps))
+	for i, d := range t.ddps {
+		resume[i] = d.NoSync()
+	}
+	return func() {
+		for _, r := range resume {
+			r()
+		}
+	}
+}
+
+// finalize is the config's finalize_model_grads_func.
+func (t *trainer) finalize(ctx context.Context, numTokens *int64, forceAllReduce bool) error {
+	for _, d := range t.ddps {
+		if err := d.StartGradSync(ctx); err != nil {
+			return err
+		}
+	}
+	if numTokens != nil {
+		// The last stage counted the tokens: broadcast over the pipeline,
+		// sum over the data-parallel ranks.
+		n := []int64{*numTokens}
+		if err := t.pp.Broadcast(ctx, comm.I64(n), t.pp.Size()-1); err != nil {
+			return fmt.Errorf("token count broadcast over %s: %w", t.pp.Name(), err)
+		}
+		if t.dp > 1 {
+			if err := t.dpg.AllReduce(ctx, comm.I64(n), comm.Sum); err != nil {
+				return fmt.Errorf("token count all-reduce over %s: %w", t.dpg.Name(), err)
+			}
+		}
+		numTokens = &n[0]
+	}
+	return dp.FinalizeModelGrads(ctx, t.ddps, dp.FinalizeOptions{
+		NumTokens: numTokens, TP: t.tp, SequenceParallel: t.a.Model.SequenceParallel,
+		Embedding: t.groups.Get("embd"), EmbeddingParams: t.sharedEmbeddings(),
+	})
+}
+
+// reduceLoss turns the last stage's microbatch losses into the
+// iteration's loss on every rank: the mean of the microbatches' mean
+// losses (or, with calculate_per_token_loss, the global sum over the
+// global token count), broadcast from the last pipeline stage and averaged
+// (summed) over the data-parallel ranks.
+func (t *trainer) reduceLoss(ctx context.Context, res *pp.Result) (float64, error) {
+	var sum float64
+	var tokens int64
+	for _, r := range res.Store {
+		l, ok := r.(microLoss)
+		if !ok {
+			return 0, fmt.Errorf("train: the schedule stored %T, not a micro-batch loss", r)
+		}
+		if t.a.Model.CalculatePerTokenLoss {
+			sum += l.sum
+			tokens += l.tokens
+		} else {
+			sum += l.sum / float64(max(l.tokens, 1)) / float64(t.micro)
+		}
+	}
+	if t.pp.Size() > 1 {
+		buf := []int64{int64(math.Float64bits(sum)), tokens}
+		if err := t.pp.Broadcast(ctx, comm.I64(buf), t.pp.Size()-1); err != nil {
+			return 0, fmt.Errorf("loss broadcast over %s: %w", t.pp.Name(), err)
+		}
+		sum, tokens = math.Float64frombits(uint64(buf[0])), buf[1]
+	}
+	if !t.a.Model.CalculatePerTokenLoss {
+		return t.averageOverDP(ctx, sum)
+	}
+	total, s, err := t.sumTokensOverDP(ctx, tokens, sum)
+	if err != nil {
+		return 0, err
+	}
+	return s / float64(max(total, 1)), nil
+}
+
+// sumTokensOverDP sums the token count and the loss sum over the
+// data-parallel ranks.
+func (t *trainer) sumTokensOverDP(ctx context.Context, tokens int64, loss float64) (int64, float64, error) {
+	if t.dp == 1 {
+		return tokens, loss, nil
+	}
+	n := []int64{tokens}
+	if err := t.dpg.AllReduce(ctx, comm.I64(n), comm.Sum); err != nil {
+		return 0, 0, fmt.Errorf("token count all-reduce over %s: %w", t.dpg.Name(), err)
+	}
+	l := []float32{float32(loss)}
+	if err := t.dpg.AllReduce(ctx, comm.F32(l), comm.Sum); err != nil {
+		return 0, 0, fmt.Errorf("loss all-reduce over %s: %w", t.dpg.Name(), err)
+	}
+	return n[0], float64(l[0]), nil
+}
+
+func countTokens(mask []float32) int64 {
+	var n int64
+	for _, m := range mask {
+		if m != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// averageOverDP returns the mean of x over the data-parallel ranks.
+func (t *trainer) averageOverDP(ctx context.Context, x float64) (float64, error) {
+	if t.dp == 1 {
+		return x, nil
+	}
+	buf := []float32{float32(x)}
+	if err := t.dpg.AllReduce(ctx, comm.F32(buf), comm.Avg); err != nil {
+		return 0, fmt.Errorf("loss all-reduce over %s: %w", t.dpg.Name(), err)
+	}
+	return float64(buf[0]), nil
+}
+
+// evaluate returns the mean loss over EvalIters global batches of the
+// validation data (the same batches at every evaluation, so values are
+// comparable), or NaN when there is no validation data. Each batch runs
+// through the pipeline schedule forward-only.
+func (t *trainer) evaluate(ctx context.Context) (float64, error) {
+	if t.data.valid == nil || t.a.EvalIters == 0 {
+		return math.NaN(), nil
+	}
+	var total float64
+	for it := 0; it < t.a.EvalIters; it++ {
+		res, err := t.forwardBackward(ctx, t.data.valid, it, true)
+		if err != nil {
+			return 0, fmt.Errorf("evaluation: %w", err)
+		}
+		for _, r := range res.Store {
+			l := r.(microLoss)
+			total += l.sum / float64(max(l.tokens, 1)) / float64(t.micro)
+		}
+	}
+	total /= float64(t.a.EvalIters)
+	if t.pp.Size() > 1 {
+		buf := []int64{int64(math.Float64bits(total))}
+		if err := t.pp.Broadcast(ctx, comm.I64(buf), t.pp.Size()-1); err != nil {
+			return 0, fmt.Errorf("evaluation: loss broadcast over %s: %w", t.pp.Name(), err)
+		}
+		total = math.Float64frombits(uint64(buf[0]))
+	}
+	return t.averageOverDP(ctx, total)
+}
