@@ -18,11 +18,13 @@ import (
 )
 
 // TestMPITrainMatchesSingleRank runs `mpirun gotron train --backend mpi
-// --mock-data` for 20 iterations in three layouts — data parallel over 2
-// processes, tensor and sequence parallel over 2, and TP 2 × DP 2 with full
-// recompute over 4 — and compares each loss curve with a single in-process
-// rank's: equal to 1e-6 relative for data parallelism, 1e-5 with tensor
-// parallelism (whose sums are split differently).
+// --mock-data` for 20 iterations in five layouts — data parallel over 2
+// processes, tensor and sequence parallel over 2, TP 2 × DP 2 with full
+// recompute over 4, pipeline parallel over 2, and TP 2 × PP 2 with two
+// virtual stages per pipeline rank (interleaved 1F1B) over 4 — and compares
+// each loss curve with a single in-process rank's: equal to 1e-6 relative
+// without tensor parallelism, 1e-5 with it (whose sums are split
+// differently).
 func TestMPITrainMatchesSingleRank(t *testing.T) {
 	if _, err := exec.LookPath("mpirun"); err != nil {
 		t.Skip("mpirun not found: install openmpi-bin (make test-mpi does)")
@@ -47,6 +49,9 @@ func TestMPITrainMatchesSingleRank(t *testing.T) {
 		{"tp2-sp", "2", []string{"--tensor-model-parallel-size", "2", "--sequence-parallel"}, 1e-5},
 		{"tp2-dp2-full-recompute", "4", []string{"--tensor-model-parallel-size", "2", "--recompute-granularity", "full",
 			"--recompute-method", "uniform", "--recompute-num-layers", "1"}, 1e-5},
+		{"pp2", "2", []string{"--pipeline-model-parallel-size", "2"}, 1e-6},
+		{"tp2-pp2-vpp2-layout", "4", []string{"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
+			"--pipeline-model-parallel-layout", "E|t|t|L"}, 1e-5},
 	}
 	curves := make([][]float64, len(layouts))
 	for i, l := range layouts {
