@@ -48,6 +48,9 @@ type Args struct {
 	LoadInit  string // --load-init: initial weights (safetensors)
 	DumpGrads string // --dump-grads: first step's gradients (safetensors)
 	LogJSON   string // --log-json: one JSON object per iteration
+	// ProfileSchedule, when set, is an SVG file that receives the measured
+	// schedule timeline of the last iteration, every rank (--profile-schedule).
+	ProfileSchedule string
 
 	// Data: exactly one source.
 	MockData       bool     // --mock-data

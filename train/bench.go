@@ -27,6 +27,12 @@ type BenchOptions struct {
 	// sequence parallelism.
 	TensorParallel   int
 	SequenceParallel bool
+	// PipelineParallel runs each configuration on this many in-process
+	// pipeline stages (0 or 1: none), with VirtualPipeline model chunks per
+	// stage (0: not interleaved); Microbatches is the number of
+	// microbatches per iteration (0: 1), the global batch is that many
+	// micro-batches.
+	PipelineParallel, VirtualPipeline, Microbatches int
 }
 
 // BenchConfig is a benchmark model.
@@ -57,6 +63,10 @@ type BenchResult struct {
 	GFLOPs     float64
 	PeakRSS    int64 // bytes, the process's peak resident set during the run
 	StepMS     float64
+	// Bubble is the measured pipeline bubble of the last iteration (the
+	// mean over ranks of the idle fraction) and TheoreticalBubble
+	// (P−1)/(V·M+P−1); both 0 without pipelining.
+	Bubble, TheoreticalBubble float64
 }
 
 // Bench trains each configuration on mock data on one rank for o.Iters
@@ -69,9 +79,16 @@ func Bench(ctx context.Context, w io.Writer, o BenchOptions) error {
 			layout += " + sequence parallel"
 		}
 	}
+	if p := max(o.PipelineParallel, 1); p > 1 {
+		layout = fmt.Sprintf("pipeline parallel %d (in-process ranks)", p)
+		if v := o.VirtualPipeline; v > 0 {
+			layout += fmt.Sprintf(", %d model chunks per rank", v)
+		}
+	}
+	layout += fmt.Sprintf(", %d microbatch(es) per iteration", max(o.Microbatches, 1))
 	fmt.Fprintf(w, "gotron bench: %s, %d core(s), BLAS %s (OPENBLAS_CORETYPE=%q), %s\n",
 		layout, threadsOr(o.Threads), blas.Kernel(), os.Getenv("OPENBLAS_CORETYPE"), time.Now().Format("2006-01-02"))
-	fmt.Fprintf(w, "%-8s %7s %7s %6s %5s %6s %5s %12s %10s %12s %10s\n", "config", "layers", "hidden", "heads", "seq", "vocab", "micro", "tokens/s", "GFLOP/s", "peak MiB", "step ms")
+	fmt.Fprintf(w, "%-8s %7s %7s %6s %5s %6s %5s %12s %10s %12s %10s %8s %8s\n", "config", "layers", "hidden", "heads", "seq", "vocab", "micro", "tokens/s", "GFLOP/s", "peak MiB", "step ms", "bubble", "theory")
 	for _, name := range o.Configs {
 		c, ok := benchConfigs[name]
 		if !ok {
@@ -81,8 +98,8 @@ func Bench(ctx context.Context, w io.Writer, o BenchOptions) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%-8s %7d %7d %6d %5d %6d %5d %12.0f %10.1f %12.0f %10.1f\n", c.Name, c.Layers, c.Hidden, c.Heads, c.Seq, c.Vocab, c.MicroBatch,
-			r.TokensPerS, r.GFLOPs, float64(r.PeakRSS)/(1<<20), r.StepMS)
+		fmt.Fprintf(w, "%-8s %7d %7d %6d %5d %6d %5d %12.0f %10.1f %12.0f %10.1f %7.1f%% %7.1f%%\n", c.Name, c.Layers, c.Hidden, c.Heads, c.Seq, c.Vocab, c.MicroBatch,
+			r.TokensPerS, r.GFLOPs, float64(r.PeakRSS)/(1<<20), r.StepMS, 100*r.Bubble, 100*r.TheoreticalBubble)
 	}
 	return nil
 }
@@ -99,22 +116,27 @@ func benchOne(ctx context.Context, c BenchConfig, o BenchOptions) (BenchResult, 
 	a.Model.NumLayers, a.Model.HiddenSize, a.Model.NumAttentionHeads = c.Layers, c.Hidden, c.Heads
 	a.Model.SeqLength, a.Model.MaxPositionEmbeddings, a.Model.VocabSize = c.Seq, c.Seq, c.Vocab
 	a.Model.HiddenDropout, a.Model.AttentionDropout = 0, 0
-	a.MicroBatchSize, a.GlobalBatchSize = c.MicroBatch, c.MicroBatch
+	m := max(o.Microbatches, 1)
+	a.MicroBatchSize, a.GlobalBatchSize = c.MicroBatch, c.MicroBatch*m
 	a.TrainIters = 1 + max(o.Iters, 1)
 	a.MockData = true
 	a.EvalIters = 0
 	a.Threads = o.Threads
 	a.LogInterval = a.TrainIters
-	n := max(o.TensorParallel, 1)
-	a.Model.TensorModelParallelSize, a.Model.SequenceParallel = n, o.SequenceParallel
+	tp, p := max(o.TensorParallel, 1), max(o.PipelineParallel, 1)
+	n := tp * p
+	a.Model.TensorModelParallelSize, a.Model.SequenceParallel = tp, o.SequenceParallel
+	a.Model.PipelineModelParallelSize, a.Model.VirtualPipelineModelParallelSize = p, o.VirtualPipeline
 	a.WorldSize = n
+	a = normalise(a, n)
 	if err := a.Validate(n); err != nil {
-		return BenchResult{}, err
+		return BenchResult{}, fmt.Errorf("%s: %w", c.Name, err)
 	}
 	runtime.GC()
 	debug.FreeOSMemory()
 	resetPeakRSS()
 	var steps []time.Duration
+	var bubble float64
 	ds, err := openData(a)
 	if err != nil {
 		return BenchResult{}, err
@@ -126,12 +148,22 @@ func benchOne(ctx context.Context, c BenchConfig, o BenchOptions) (BenchResult, 
 			return err
 		}
 		for t.iteration < a.TrainIters {
-			r, err := t.step(ctx)
+			var r stepResult
+			var tl *timeline
+			var err error
+			if p > 1 && t.iteration == a.TrainIters-1 {
+				r, tl, err = t.profiledStep(ctx)
+			} else {
+				r, err = t.step(ctx)
+			}
 			if err != nil {
 				return err
 			}
 			if t.iteration > 1 && g.Rank() == 0 { // the first iteration warms up
 				steps = append(steps, r.elapsed)
+			}
+			if tl != nil {
+				bubble = meanBubble(tl.bubbles())
 			}
 		}
 		return nil
@@ -144,9 +176,13 @@ func benchOne(ctx context.Context, c BenchConfig, o BenchOptions) (BenchResult, 
 		total += s
 	}
 	avg := total / time.Duration(len(steps))
-	tokens := c.MicroBatch * c.Seq
-	return BenchResult{Config: c, TokensPerS: float64(tokens) / avg.Seconds(), GFLOPs: c.FLOPs(tokens) / avg.Seconds() / 1e9,
-		PeakRSS: peakRSS(), StepMS: float64(avg.Microseconds()) / 1000}, nil
+	tokens := c.MicroBatch * c.Seq * m
+	res := BenchResult{Config: c, TokensPerS: float64(tokens) / avg.Seconds(), GFLOPs: c.FLOPs(tokens) / avg.Seconds() / 1e9,
+		PeakRSS: peakRSS(), StepMS: float64(avg.Microseconds()) / 1000, Bubble: bubble}
+	if p > 1 {
+		res.TheoreticalBubble = theoreticalBubble(p, a.Model.NumModelChunks(), m)
+	}
+	return res, nil
 }
 
 // resetPeakRSS resets the kernel's record of the process's peak resident

@@ -44,6 +44,7 @@ type trainer struct {
 	mp     comm.Group // the model-parallel group (gradient norm)
 	pp     comm.Group // the pipeline-parallel group
 	p2p    *p2p.Communicator
+	rec    *recorder // the schedule's events, while an iteration is profiled
 
 	iteration int
 }

@@ -108,9 +108,25 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		r, err := t.step(ctx)
+		var r stepResult
+		var tl *timeline
+		var err error
+		if a.ProfileSchedule != "" && t.iteration == a.TrainIters-1 {
+			r, tl, err = t.profiledStep(ctx)
+		} else {
+			r, err = t.step(ctx)
+		}
 		if err != nil {
 			return res, err
+		}
+		if tl != nil {
+			if err := tl.writeSVG(a.ProfileSchedule); err != nil {
+				return res, err
+			}
+			if log != nil {
+				log.printf("gotron: schedule timeline of iteration %d written to %s: measured bubble %.1f%%, theoretical %.1f%%\n",
+					t.iteration, a.ProfileSchedule, 100*meanBubble(tl.bubbles()), 100*theoreticalBubble(tl.pp, tl.vpp, tl.m))
+			}
 		}
 		if a.LogJSON != "" {
 			if err := t.gatherPeaks(ctx, &r); err != nil {
@@ -181,15 +197,20 @@ func normalise(a Args, world int) Args {
 	// parameters' dtype; outputs deallocated after their send; overlapped
 	// P2P communication (unbatched) with the interleaved schedule unless
 	// --no-overlap-p2p-communication, never without it.
+	// An explicit --overlap-p2p-communication without the interleaved
+	// schedule stays set, so that validation refuses it (the reference's
+	// training layer turns it off with a warning).
 	a.Model = a.Model.ResolvePipelineLayout()
 	mp := &a.Model.ModelParallelConfig
+	if a.OverlapP2PComm != nil {
+		mp.OverlapP2PComm = *a.OverlapP2PComm
+		mp.BatchP2PComm = !mp.OverlapP2PComm
+	}
 	if mp.PipelineModelParallelSize > 1 {
 		if mp.PipelineDType == config.DTypeNone {
 			mp.PipelineDType = mp.ParamsDType
 		}
-		if a.OverlapP2PComm != nil {
-			mp.OverlapP2PComm = *a.OverlapP2PComm && mp.VirtualPipelineModelParallelSize > 0
-		} else {
+		if a.OverlapP2PComm == nil {
 			mp.OverlapP2PComm = mp.VirtualPipelineModelParallelSize > 0
 		}
 		mp.BatchP2PComm = !mp.OverlapP2PComm

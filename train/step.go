@@ -97,7 +97,11 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch in
 		}
 		return out, t.lossFunc(b), nil
 	}
-	args := pp.Args{
+	var trace func(pp.Event)
+	if t.rec != nil && !forwardOnly {
+		trace = t.rec.record
+	}
+	args := pp.Args{Trace: trace,
 		Config: cfg, Rank: t.pp.Rank(), Tape: t.tape, Chunks: chunks, ForwardStep: fwd,
 		P2P:             pp.P2P{Comm: t.p2p, Shape: t.activationShape()},
 		NumMicrobatches: t.micro, ForwardOnly: forwardOnly, ContextParallelSize: cfg.ContextParallelSize,
@@ -249,6 +253,24 @@ func (t *trainer) averageOverDP(ctx context.Context, x float64) (float64, error)
 		return 0, fmt.Errorf("loss all-reduce over %s: %w", t.dpg.Name(), err)
 	}
 	return float64(buf[0]), nil
+}
+
+// profiledStep runs one iteration recording every rank's schedule (after a
+// barrier, so that the ranks' clocks start together) and returns the
+// timeline on world rank 0.
+func (t *trainer) profiledStep(ctx context.Context) (stepResult, *timeline, error) {
+	if err := t.groups.World.Barrier(ctx); err != nil {
+		return stepResult{}, nil, fmt.Errorf("--profile-schedule: %w", err)
+	}
+	t.rec = &recorder{t0: time.Now()}
+	r, err := t.step(ctx)
+	rec := t.rec
+	t.rec = nil
+	if err != nil {
+		return r, nil, err
+	}
+	tl, err := t.gatherTimeline(ctx, rec)
+	return r, tl, err
 }
 
 // evaluate returns the mean loss over EvalIters global batches of the

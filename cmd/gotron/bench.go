@@ -38,6 +38,9 @@ func newBenchCmd() *cobra.Command {
 	f.IntVar(&o.Threads, "threads", 0, "cores to use (0: all), divided among the ranks")
 	f.IntVar(&o.TensorParallel, "tensor-model-parallel-size", 1, "run each configuration on this many in-process tensor-parallel ranks")
 	f.BoolVar(&o.SequenceParallel, "sequence-parallel", false, "with --tensor-model-parallel-size > 1, add sequence parallelism")
+	f.IntVar(&o.PipelineParallel, "pipeline-model-parallel-size", 1, "run each configuration on this many in-process pipeline stages")
+	f.IntVar(&o.VirtualPipeline, "virtual-pipeline-model-parallel-size", 0, "model chunks per pipeline stage (interleaved 1F1B; 0: not interleaved)")
+	f.IntVar(&o.Microbatches, "num-microbatches", 1, "microbatches per iteration (the global batch is this many micro-batches)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) here")
 	return cmd
 }

@@ -69,6 +69,7 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 	addModelFlags(f, &a.Model)
 	addRecomputeFlags(f, &a.Model)
 	addParallelFlags(f, &a)
+	f.StringVar(&a.ProfileSchedule, "profile-schedule", "", "write the measured pipeline schedule of the last iteration, every rank, as an SVG timeline to this file")
 	f.Bool("overlap-p2p-communication", false, "overlap pipeline sends and receives with computation (interleaved schedule; the default there)")
 	f.Bool("no-overlap-p2p-communication", false, "batch pipeline sends and receives instead of overlapping them (interleaved schedule: needs --pipeline-model-parallel-size > 2)")
 	f.StringVar(&backend, "backend", "local", "local: --world-size ranks as goroutines of this process; mpi: this process is one rank of an mpirun job")

@@ -10,14 +10,43 @@ import (
 	"github.com/gotron/gotron/comm"
 )
 
-// Point-to-point messages. The k-th Send from a to b travels on p2p with
-// tag (k mod 2²⁹)·4 + dtype−1; the receiver posts MPI_Irecv from a with
-// MPI_ANY_TAG, so MPI's non-overtaking rule matches the k-th receive with
-// the k-th message, and the tag tells the receiver the sender's sequence
-// number and dtype, the byte count its length. The receiver then replies on
-// ack with its own dtype and length (tag k), so both sides see a mismatch
-// and both return the same *comm.MismatchError; a Send therefore completes
-// once its receiver has the data (a rendezvous, as comm.Group allows).
+// Point-to-point messages.
+//
+// The protocol. Messages are counted per ordered pair: the k-th Send from
+// a to b is matched with b's k-th Recv from a. Each message uses two of the
+// group's communicators:
+//
+//	p2p  the data: a's MPI_Isend of the buffer with tag
+//	     (k mod 2²⁹)·4 + dtype−1, received by b's MPI_Irecv from a with
+//	     MPI_ANY_TAG;
+//	ack  b's note for the receive, two int64s {dtype, length}: an
+//	     MPI_Isend from b with tag k mod (tagUB+1), received by a's
+//	     MPI_Irecv from b with that tag.
+//
+// Both sides post both of their requests when the operation is issued: b
+// sends its note as soon as it issues Recv #k, before any data has
+// arrived, so the note travels alongside the data instead of after it and
+// a message costs one trip, not a data trip and then a reply trip. MPI's
+// non-overtaking rule (messages between one pair on one communicator match
+// in the order sent) pairs the k-th data message with the k-th receive and
+// the k-th note with the k-th send; the sequence number in the tags is a
+// check on that.
+//
+// A mismatch is seen by both sides, independently, from what each already
+// has, and both return the same *comm.MismatchError:
+//
+//   - the receiver reads the sender's dtype from the data's tag and its
+//     byte count from MPI_Get_count (or learns from MPI_ERR_TRUNCATE that
+//     the message was longer than its buffer);
+//   - the sender compares b's note with its own buffer.
+//
+// Completion. A Send completes once its MPI_Isend has completed (MPI
+// holds no reference to the buffer) and the receiver's note has arrived
+// (the receiver has issued the matching Recv, and the sender knows whether
+// it matches): it may block until the matching Recv is posted, as
+// comm.Group allows, but never waits for the receiver to finish. A Recv
+// completes once the data has arrived and its note has left. Each side
+// polls its requests with MPI_Test (call.wait, poll.go).
 
 // message issues a Send or Recv (op) of buf with group rank peer.
 func (g *group) message(ctx context.Context, op string, buf comm.Buffer, peer int) (*call, error) {
@@ -44,42 +73,65 @@ func (g *group) message(ctx context.Context, op string, buf comm.Buffer, peer in
 		c.finish()
 		return nil, err
 	}
-	ptr := pin(&c.pin, buf)
-	ackTag := int(seq % uint64(g.w.tagUB+1))
-	seqTag := int(seq % uint64((g.w.tagUB+1)/4))
+	var err error
 	if op == comm.OpSend {
-		data, ack := c.req(), c.req()
-		tag := seqTag*4 + int(buf.DType()-1)
-		if err := isend(ptr, buf.Bytes(), tByte, peer, tag, g.p2p, data); err != nil {
-			err = c.mpiFailed(err)
-			c.finish()
-			return nil, err
-		}
-		theirs := c.mem.int64s(2)
-		if err := irecv(addr(comm.I64(theirs)), 16, tByte, peer, ackTag, g.ack, ack); err != nil {
-			err = c.mpiFailed(err)
-			c.finish()
-			return nil, err
-		}
-		c.body = func(c *call) error {
-			if err := c.await(data, "MPI_Isend"); err != nil {
-				return err
-			}
-			if err := c.await(ack, "MPI_Irecv"); err != nil {
-				return err
-			}
-			if dt := comm.DType(theirs[0]); dt != buf.DType() || theirs[1] != int64(buf.Len()) {
-				return c.p2pMismatch(buf.String(), fmt.Sprintf("%v[%d]", dt, theirs[1]))
-			}
-			return nil
-		}
-		return c, nil
+		err = c.issueSend(buf)
+	} else {
+		err = c.issueRecv(buf)
 	}
-	data := c.req()
-	if err := irecv(ptr, buf.Bytes(), tByte, peer, -1, g.p2p, data); err != nil {
+	if err != nil {
 		err = c.mpiFailed(err)
 		c.finish()
 		return nil, err
+	}
+	return c, nil
+}
+
+// noteTag is the tag of message seq's note on ack; dataTag that of its
+// data on p2p.
+func (g *group) noteTag(seq uint64) int { return int(seq % uint64(g.w.tagUB+1)) }
+
+func (g *group) dataTag(seq uint64, dt comm.DType) int {
+	return int(seq%uint64((g.w.tagUB+1)/4))*4 + int(dt-1)
+}
+
+// issueSend posts a Send's data and the receive of its receiver's note.
+func (c *call) issueSend(buf comm.Buffer) error {
+	g := c.g
+	data, note := c.req(), c.req()
+	if err := isend(pin(&c.pin, buf), buf.Bytes(), tByte, c.peer, g.dataTag(c.seq, buf.DType()), g.p2p, data); err != nil {
+		return err
+	}
+	theirs := c.mem.int64s(2)
+	if err := irecv(addr(comm.I64(theirs)), 16, tByte, c.peer, g.noteTag(c.seq), g.ack, note); err != nil {
+		return err
+	}
+	c.body = func(c *call) error {
+		if err := c.await(data, "MPI_Isend"); err != nil {
+			return err
+		}
+		if err := c.await(note, "MPI_Irecv"); err != nil {
+			return err
+		}
+		if dt := comm.DType(theirs[0]); dt != buf.DType() || theirs[1] != int64(buf.Len()) {
+			return c.p2pMismatch(buf.String(), fmt.Sprintf("%v[%d]", dt, theirs[1]))
+		}
+		return nil
+	}
+	return nil
+}
+
+// issueRecv posts a Recv's data receive and sends its note.
+func (c *call) issueRecv(buf comm.Buffer) error {
+	g := c.g
+	data, note := c.req(), c.req()
+	if err := irecv(pin(&c.pin, buf), buf.Bytes(), tByte, c.peer, -1, g.p2p, data); err != nil {
+		return err
+	}
+	mine := c.mem.int64s(2)
+	mine[0], mine[1] = int64(buf.DType()), int64(buf.Len())
+	if err := isend(addr(comm.I64(mine)), 16, tByte, c.peer, g.noteTag(c.seq), g.ack, note); err != nil {
+		return err
 	}
 	c.body = func(c *call) error {
 		long := false
@@ -94,10 +146,17 @@ func (g *group) message(ctx context.Context, op string, buf comm.Buffer, peer in
 		if err != nil {
 			return err
 		}
+		if err := c.await(note, "MPI_Isend"); err != nil {
+			return err
+		}
+		seqTag := g.dataTag(c.seq, 1) / 4
 		if data.tag < 0 || data.tag/4 != seqTag {
-			return c.mpiFailed(fmt.Errorf("received the message tagged %d where message #%d was due (a bug in package mpi)", data.tag, seq))
+			return c.mpiFailed(fmt.Errorf("received the message tagged %d where message #%d was due (a bug in package mpi)", data.tag, c.seq))
 		}
 		dt := comm.DType(data.tag%4 + 1)
+		if !long && dt == buf.DType() && data.nbytes == buf.Bytes() {
+			return nil
+		}
 		var sent string
 		switch {
 		case long:
@@ -107,21 +166,9 @@ func (g *group) message(ctx context.Context, op string, buf comm.Buffer, peer in
 		default:
 			sent = fmt.Sprintf("%v[%d]", dt, data.nbytes/dt.Size())
 		}
-		mine := c.mem.int64s(2)
-		mine[0], mine[1] = int64(buf.DType()), int64(buf.Len())
-		ack := c.req()
-		if err := isend(addr(comm.I64(mine)), 16, tByte, peer, ackTag, g.ack, ack); err != nil {
-			return c.mpiFailed(err)
-		}
-		if err := c.await(ack, "MPI_Isend"); err != nil {
-			return err
-		}
-		if long || dt != buf.DType() || data.nbytes != buf.Bytes() {
-			return c.p2pMismatch(sent, buf.String())
-		}
-		return nil
+		return c.p2pMismatch(sent, buf.String())
 	}
-	return c, nil
+	return nil
 }
 
 // p2pMismatch reports a message whose sender and receiver disagree, the
