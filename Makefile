@@ -51,8 +51,10 @@ test-mpi: deps
 
 # Training throughput of gotron and, side by side, of PyTorch on the same
 # models; gotron again under tensor (and sequence) parallelism, and the
-# overlap of the parallel linears' collectives; then collective bandwidth
-# next to a memory copy. OPENBLAS_CORETYPE is unset for these commands so
+# overlap of the parallel linears' collectives; one rank against pipeline
+# parallelism (1F1B and interleaved) over 8 microbatches, with the measured
+# bubble; then point-to-point latency and collective bandwidth next to a
+# memory copy. OPENBLAS_CORETYPE is unset for these commands so
 # OpenBLAS picks the machine's own kernel.
 bench: build build-mpi
 	@scripts/deps.sh torch
@@ -61,6 +63,10 @@ bench: build build-mpi
 	env -u OPENBLAS_CORETYPE $(BIN) bench --tensor-model-parallel-size 2
 	env -u OPENBLAS_CORETYPE $(BIN) bench --tensor-model-parallel-size 2 --sequence-parallel
 	env -u OPENBLAS_CORETYPE $(GO) test ./tp -run '^$$' -bench LinearBackward -benchtime 30x -count 3
+	env -u OPENBLAS_CORETYPE $(BIN) bench --num-microbatches 8
+	env -u OPENBLAS_CORETYPE $(BIN) bench --pipeline-model-parallel-size 2 --num-microbatches 8
+	env -u OPENBLAS_CORETYPE $(BIN) bench --configs small --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2 --num-microbatches 8
+	$(GO) test -run '^$$' -bench PingPong -benchtime 1s ./pp/p2p
 	$(GO) test -run '^$$' -bench 'AllReduce|Memcpy' -benchtime 1s ./comm/local
 	comm/mpi/run_tests.sh -bench
 
