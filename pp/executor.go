@@ -186,7 +186,8 @@ func (e *executor) forward(ctx context.Context, k key) error {
 		return err
 	}
 	e.a.Chunks[k.chunk].SetInputTensor(in)
-	step := ForwardStep{Microbatch: k.mb, Chunk: k.chunk, Input: in, IsFirstMicrobatch: !e.firstMB[k.chunk]}
+	step := ForwardStep{Microbatch: k.mb, Chunk: k.chunk, Input: in, IsFirstMicrobatch: !e.firstMB[k.chunk],
+		CollectNonLossData: e.a.CollectNonLossData && e.lastStage(k.chunk)}
 	e.firstMB[k.chunk] = true
 	if e.a.ForwardOnly && e.a.FirstValStep != nil {
 		step.IsFirstMicrobatch = *e.a.FirstValStep && step.IsFirstMicrobatch

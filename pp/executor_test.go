@@ -173,3 +173,72 @@ func TestScaleLoss(t *testing.T) {
 		t.Error("a non-scalar loss was accepted")
 	}
 }
+
+// scalarChunk is a model chunk computing y = w·x on a scalar, for
+// executor tests that look at the steps, not the model.
+type scalarChunk struct {
+	w  *autograd.Var
+	in *autograd.Var
+}
+
+func (c *scalarChunk) SetInputTensor(x *autograd.Var) { c.in = x }
+
+// runSteps runs the no-pipelining schedule over m microbatches on one
+// scalar chunk and returns the forward steps it was asked for and the
+// result.
+func runSteps(t *testing.T, a Args, m int) ([]ForwardStep, *Result) {
+	t.Helper()
+	tape := autograd.NewTape(context.Background())
+	c := &scalarChunk{w: autograd.NewLeaf(tensor.Scalar(2), "w", true)}
+	var steps []ForwardStep
+	a.Tape, a.Chunks, a.NumMicrobatches = tape, []Chunk{c}, m
+	a.ForwardStep = func(ctx context.Context, s ForwardStep) (*autograd.Var, LossFunc, error) {
+		steps = append(steps, s)
+		x := autograd.Const(tensor.Scalar(float32(s.Microbatch + 1)))
+		y := autograd.WeightedSum(tape, x, tensor.Scalar(1))
+		y = autograd.Add(tape, y, c.w)
+		return y, func(out *autograd.Var) (Loss, error) {
+			if s.CollectNonLossData {
+				return Loss{Reported: "data"}, nil
+			}
+			return Loss{Value: out, NumTokens: 1, Reported: out.Value.Data()[0]}, nil
+		}, nil
+	}
+	res, err := ForwardBackwardNoPipelining(context.Background(), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return steps, res
+}
+
+// TestForwardStepOptions: partial activation checkpointing marks the
+// microbatches k with k mod (W+1) ≥ N, first_val_step gates the first
+// microbatch flag in evaluation, collect_non_loss_data stores what the loss
+// function returns for it, and the losses are stored in microbatch order.
+func TestForwardStepOptions(t *testing.T) {
+	cfg := execConfig(1)
+	n := 1
+	cfg.NumMicrobatchesWithPartialActivationCheckpoints = &n
+	steps, res := runSteps(t, Args{Config: cfg}, 3)
+	// No pipelining: W = 0, so every microbatch k has k mod 1 = 0 < 1.
+	for _, s := range steps {
+		if s.CheckpointActivations == nil || *s.CheckpointActivations {
+			t.Errorf("microbatch %d: checkpoint %v, want false (k mod (W+1) = 0 < N = 1)", s.Microbatch, s.CheckpointActivations)
+		}
+	}
+	if !steps[0].IsFirstMicrobatch || steps[1].IsFirstMicrobatch {
+		t.Errorf("is_first_microbatch %v, %v: want true, false", steps[0].IsFirstMicrobatch, steps[1].IsFirstMicrobatch)
+	}
+	if len(res.Store) != 3 || res.Store[0] != float32(3) || res.Store[2] != float32(5) || res.NumTokens != 3 {
+		t.Errorf("store %v, tokens %d: want the three losses 3, 4, 5 and 3 tokens", res.Store, res.NumTokens)
+	}
+	f := false
+	steps, _ = runSteps(t, Args{Config: execConfig(1), ForwardOnly: true, FirstValStep: &f}, 2)
+	if steps[0].IsFirstMicrobatch || steps[0].CheckpointActivations != nil {
+		t.Errorf("evaluation with first_val_step false: is_first_microbatch %v, checkpoint %v; want false, nil", steps[0].IsFirstMicrobatch, steps[0].CheckpointActivations)
+	}
+	_, res = runSteps(t, Args{Config: execConfig(1), ForwardOnly: true, CollectNonLossData: true}, 2)
+	if len(res.Store) != 2 || res.Store[0] != "data" {
+		t.Errorf("collect_non_loss_data stored %v, want what the loss function gave for it", res.Store)
+	}
+}

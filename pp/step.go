@@ -29,6 +29,11 @@ type ForwardStep struct {
 	// IsFirstMicrobatch is true for the chunk's first microbatch of the
 	// iteration (or of a validation pass's first step, first_val_step).
 	IsFirstMicrobatch bool
+	// CollectNonLossData asks the returned LossFunc for what to store
+	// instead of a loss (the reference's loss_func(output,
+	// non_loss_data=True)): its Loss.Reported is stored and its Value is
+	// not used.
+	CollectNonLossData bool
 }
 
 // LossFunc reduces a last-stage output to the loss (Megatron's loss_func).

@@ -44,6 +44,11 @@ func TestPipelineParallelMatchesSingleRank(t *testing.T) {
 			a.Model.PipelineModelParallelLayout = "E|t|t|t|t|||L"
 			a.OverlapP2PComm = &off
 		}},
+		{"pp4-vpp2-overlap-warmup-flush", func(a *Args) {
+			*a = ppArgs(4, 1, 4)
+			a.Model.PipelineModelParallelLayout = "E|t|t|t|t|||L"
+			a.Model.OverlapP2PCommWarmupFlush = true
+		}},
 		{"tp2-pp2-sp-full-recompute", func(a *Args) {
 			*a = ppArgs(4, 2, 2)
 			a.Model.SequenceParallel = true
@@ -152,5 +157,28 @@ func TestPipelineParallelErrors(t *testing.T) {
 			}
 			t.Log(err)
 		})
+	}
+}
+
+// TestPipelineSampleMatchesSingleRank: the text sample generated through
+// the pipeline (each step through the stages, the byte broadcast from the
+// last) is the one-rank sample, with and without interleaving.
+func TestPipelineSampleMatchesSingleRank(t *testing.T) {
+	sample := func(a Args) string {
+		t.Helper()
+		a.Model.VocabSize, a.TrainIters, a.LRWarmupIters, a.Sample = 256, 2, 0, 24
+		res, err := Run(context.Background(), a, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Sample
+	}
+	want := sample(ppArgs(1, 1, 1))
+	vpp := ppArgs(2, 1, 2)
+	vpp.Model.VirtualPipelineModelParallelSize = 2
+	for _, a := range []Args{ppArgs(2, 1, 2), vpp, ppArgs(4, 2, 2)} {
+		if got := sample(a); got != want {
+			t.Errorf("PP %d, VPP %d, TP %d: sample %q, one rank %q", a.Model.PipelineModelParallelSize, a.Model.VirtualPipelineModelParallelSize, a.Model.TensorModelParallelSize, got, want)
+		}
 	}
 }

@@ -147,6 +147,7 @@ func addParallelFlags(f *pflag.FlagSet, a *train.Args) {
 func addPipelineFlags(f *pflag.FlagSet, m *config.TransformerConfig) {
 	f.IntVar(&m.VirtualPipelineModelParallelSize, "virtual-pipeline-model-parallel-size", m.VirtualPipelineModelParallelSize, "model chunks per pipeline rank: the interleaved 1F1B schedule (0: not interleaved)")
 	f.IntVar(&m.NumLayersPerVirtualPipelineStage, "num-layers-per-virtual-pipeline-stage", m.NumLayersPerVirtualPipelineStage, "decoder layers per model chunk; sets the virtual pipeline size")
+	f.BoolVar(&m.OverlapP2PCommWarmupFlush, "overlap-p2p-communication-warmup-flush", m.OverlapP2PCommWarmupFlush, "also overlap pipeline communication in the warmup and flush phases (interleaved schedule with overlapped communication)")
 	f.IntVar(&m.MicrobatchGroupSizePerVPStage, "microbatch-group-size-per-virtual-pipeline-stage", m.MicrobatchGroupSizePerVPStage, "consecutive microbatches per virtual stage in the interleaved schedule (0: the pipeline size)")
 	f.StringVar(&m.PipelineModelParallelLayout, "pipeline-model-parallel-layout", m.PipelineModelParallelLayout, `layers per stage, e.g. "Et|tt|tL" or "E|(tt|)*3,L": E embedding, t decoder layer, L loss, | between stages`)
 	f.IntVar(&m.NumLayersInFirstPipelineStage, "decoder-first-pipeline-num-layers", m.NumLayersInFirstPipelineStage, "decoder layers on the first pipeline stage (0: even split)")
