@@ -1,7 +1,33 @@
 // Package pp is gotron's pipeline parallelism, Megatron-Core's
-// pipeline_parallel: the pure schedule functions (warmup counts, the
-// interleaved schedule table and its order), each rank's schedule as a
-// list of Actions, a verifier that plays every rank's list against the
-// others, and the executors that walk a list with a model's forward and
-// backward steps and a P2P communicator (package pp/p2p).
+// pipeline_parallel package.
+//
+// Schedules are data. The pure functions of the reference come first:
+// GetPPRankMicrobatches (warmup and steady-state counts), GetScheduleTable
+// and ConvertScheduleTableToOrder (the interleaved schedule's table and its
+// signed-chunk order) and ValidateInterleaved (the microbatch group rules).
+// From them Build makes each pipeline rank's Schedule: an ordered list of
+// Actions — forward or backward of microbatch m on model chunk c, an
+// exchange of activations or gradients with the neighbouring stages, a
+// wait for an overlapped exchange, entering or leaving no_sync — for the
+// reference's three schedules (no pipelining, 1F1B, interleaved 1F1B).
+// Verify plays every rank's list against the others (each send meets its
+// receive, no deadlock, every forward before its backward) and reports the
+// peak number of live activations; FormatGrid and FormatJSON print them
+// (gotron inspect schedule).
+//
+// The executors walk a rank's list: GetForwardBackwardFunc returns the
+// reference's forward_backward_no_pipelining, _without_interleaving or
+// _with_interleaving, which run a ForwardStepFunc per Forward action
+// (forward_step, with the reference's loss scaling), backward from the
+// saved graph node with the received gradient per Backward action
+// (backward_step), the P2P communicator (package pp/p2p) per exchange, and
+// the config's no_sync_func, grad_sync_func, param_sync_func and
+// finalize_model_grads_func callbacks, so that data parallelism reduces the
+// gradients once per iteration. With deallocate_pipeline_outputs a stage's
+// output is released once sent.
+//
+// A 1F1B rank r of P keeps at most min(P − r, M) microbatches' activations,
+// whatever M (TestOneFOneBActivationsBounded); the pipeline bubble is
+// (P − 1)/(V·M + P − 1) of the iteration (Narayanan et al. 2021, arXiv
+// 2104.04473 §2.2).
 package pp
