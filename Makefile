@@ -63,9 +63,7 @@ bench: build build-mpi
 	env -u OPENBLAS_CORETYPE $(BIN) bench --tensor-model-parallel-size 2
 	env -u OPENBLAS_CORETYPE $(BIN) bench --tensor-model-parallel-size 2 --sequence-parallel
 	env -u OPENBLAS_CORETYPE $(GO) test ./tp -run '^$$' -bench LinearBackward -benchtime 30x -count 3
-	env -u OPENBLAS_CORETYPE $(BIN) bench --num-microbatches 8
-	env -u OPENBLAS_CORETYPE $(BIN) bench --pipeline-model-parallel-size 2 --num-microbatches 8
-	env -u OPENBLAS_CORETYPE $(BIN) bench --configs small --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2 --num-microbatches 8
+	scripts/bench-pipeline.sh 3
 	$(GO) test -run '^$$' -bench PingPong -benchtime 1s ./pp/p2p
 	$(GO) test -run '^$$' -bench 'AllReduce|Memcpy' -benchtime 1s ./comm/local
 	comm/mpi/run_tests.sh -bench

@@ -64,9 +64,10 @@ type BenchResult struct {
 	PeakRSS    int64 // bytes, the process's peak resident set during the run
 	StepMS     float64
 	// Bubble is the measured pipeline bubble of the last iteration (the
-	// mean over ranks of the idle fraction) and TheoreticalBubble
-	// (P−1)/(V·M+P−1); both 0 without pipelining.
-	Bubble, TheoreticalBubble float64
+	// busiest rank's idle fraction), Idle the mean idle fraction of the
+	// ranks (bubble plus load imbalance) and TheoreticalBubble
+	// (P−1)/(V·M+P−1); all 0 without pipelining.
+	Bubble, Idle, TheoreticalBubble float64
 }
 
 // Bench trains each configuration on mock data on one rank for o.Iters
@@ -88,7 +89,7 @@ func Bench(ctx context.Context, w io.Writer, o BenchOptions) error {
 	layout += fmt.Sprintf(", %d microbatch(es) per iteration", max(o.Microbatches, 1))
 	fmt.Fprintf(w, "gotron bench: %s, %d core(s), BLAS %s (OPENBLAS_CORETYPE=%q), %s\n",
 		layout, threadsOr(o.Threads), blas.Kernel(), os.Getenv("OPENBLAS_CORETYPE"), time.Now().Format("2006-01-02"))
-	fmt.Fprintf(w, "%-8s %7s %7s %6s %5s %6s %5s %12s %10s %12s %10s %8s %8s\n", "config", "layers", "hidden", "heads", "seq", "vocab", "micro", "tokens/s", "GFLOP/s", "peak MiB", "step ms", "bubble", "theory")
+	fmt.Fprintf(w, "%-8s %7s %7s %6s %5s %6s %5s %12s %10s %12s %10s %8s %8s %8s\n", "config", "layers", "hidden", "heads", "seq", "vocab", "micro", "tokens/s", "GFLOP/s", "peak MiB", "step ms", "bubble", "theory", "idle")
 	for _, name := range o.Configs {
 		c, ok := benchConfigs[name]
 		if !ok {
@@ -98,8 +99,8 @@ func Bench(ctx context.Context, w io.Writer, o BenchOptions) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%-8s %7d %7d %6d %5d %6d %5d %12.0f %10.1f %12.0f %10.1f %7.1f%% %7.1f%%\n", c.Name, c.Layers, c.Hidden, c.Heads, c.Seq, c.Vocab, c.MicroBatch,
-			r.TokensPerS, r.GFLOPs, float64(r.PeakRSS)/(1<<20), r.StepMS, 100*r.Bubble, 100*r.TheoreticalBubble)
+		fmt.Fprintf(w, "%-8s %7d %7d %6d %5d %6d %5d %12.0f %10.1f %12.0f %10.1f %7.1f%% %7.1f%% %7.1f%%\n", c.Name, c.Layers, c.Hidden, c.Heads, c.Seq, c.Vocab, c.MicroBatch,
+			r.TokensPerS, r.GFLOPs, float64(r.PeakRSS)/(1<<20), r.StepMS, 100*r.Bubble, 100*r.TheoreticalBubble, 100*r.Idle)
 	}
 	return nil
 }
@@ -136,7 +137,7 @@ func benchOne(ctx context.Context, c BenchConfig, o BenchOptions) (BenchResult, 
 	debug.FreeOSMemory()
 	resetPeakRSS()
 	var steps []time.Duration
-	var bubble float64
+	var bub, idle float64
 	ds, err := openData(a)
 	if err != nil {
 		return BenchResult{}, err
@@ -163,7 +164,8 @@ func benchOne(ctx context.Context, c BenchConfig, o BenchOptions) (BenchResult, 
 				steps = append(steps, r.elapsed)
 			}
 			if tl != nil {
-				bubble = meanBubble(tl.bubbles())
+				b := tl.bubbles()
+				bub, idle = bubble(b), meanBubble(b)
 			}
 		}
 		return nil
@@ -178,7 +180,7 @@ func benchOne(ctx context.Context, c BenchConfig, o BenchOptions) (BenchResult, 
 	avg := total / time.Duration(len(steps))
 	tokens := c.MicroBatch * c.Seq * m
 	res := BenchResult{Config: c, TokensPerS: float64(tokens) / avg.Seconds(), GFLOPs: c.FLOPs(tokens) / avg.Seconds() / 1e9,
-		PeakRSS: peakRSS(), StepMS: float64(avg.Microseconds()) / 1000, Bubble: bubble}
+		PeakRSS: peakRSS(), StepMS: float64(avg.Microseconds()) / 1000, Bubble: bub, Idle: idle}
 	if p > 1 {
 		res.TheoreticalBubble = theoreticalBubble(p, a.Model.NumModelChunks(), m)
 	}

@@ -124,8 +124,9 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 				return res, err
 			}
 			if log != nil {
-				log.printf("gotron: schedule timeline of iteration %d written to %s: measured bubble %.1f%%, theoretical %.1f%%\n",
-					t.iteration, a.ProfileSchedule, 100*meanBubble(tl.bubbles()), 100*theoreticalBubble(tl.pp, tl.vpp, tl.m))
+				b := tl.bubbles()
+				log.printf("gotron: schedule timeline of iteration %d written to %s: measured bubble %.1f%% (the busiest rank's idle time), theoretical %.1f%%, mean idle time %.1f%%\n",
+					t.iteration, a.ProfileSchedule, 100*bubble(b), 100*theoreticalBubble(tl.pp, tl.vpp, tl.m), 100*meanBubble(b))
 			}
 		}
 		if a.LogJSON != "" {

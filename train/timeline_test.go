@@ -24,6 +24,9 @@ func TestTimelineBubble(t *testing.T) {
 			t.Errorf("rank %d: bubble %g, want 0.25", r, b)
 		}
 	}
+	if b := bubble([]float64{0.3, 0.1, 0.2}); b != 0.1 {
+		t.Errorf("bubble of idle fractions 0.3, 0.1, 0.2 = %g, want the busiest rank's 0.1", b)
+	}
 	if got := theoreticalBubble(2, 1, 8); math.Abs(got-1.0/9) > 1e-12 {
 		t.Errorf("theoretical bubble (P=2, M=8) = %g, want 1/9", got)
 	}
