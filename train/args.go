@@ -2,6 +2,8 @@ package train
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/gotron/gotron/config"
@@ -172,6 +174,18 @@ func (a Args) Validate(world int) error {
 		if err := pp.ValidateInterleaved(mp.PipelineModelParallelSize, m, mp.EffectiveMicrobatchGroupSize()); err != nil {
 			errs = append(errs, fmt.Sprintf("--global-batch-size %d / (--micro-batch-size %d × data-parallel size %d) = %d microbatches per iteration: %v (change --global-batch-size for another number of microbatches)",
 				a.GlobalBatchSize, a.MicroBatchSize, dp, m, err))
+		}
+	}
+	if mp.MicrobatchGroupSizePerVPStage != 0 && mp.VirtualPipelineModelParallelSize == 0 {
+		add("--microbatch-group-size-per-virtual-pipeline-stage %d shapes the interleaved schedule only, and --virtual-pipeline-model-parallel-size is unset: set it (with --pipeline-model-parallel-size > 1) or drop the group size",
+			mp.MicrobatchGroupSizePerVPStage)
+	}
+	if p := a.ProfileSchedule; p != "" {
+		if mp.PipelineModelParallelSize < 2 {
+			add("--profile-schedule %s draws the pipeline schedule, but --pipeline-model-parallel-size is %d: set it to 2 or more, or drop --profile-schedule", p, mp.PipelineModelParallelSize)
+		}
+		if st, err := os.Stat(filepath.Dir(p)); err != nil || !st.IsDir() {
+			add("--profile-schedule %s: the directory %s does not exist: create it or choose another file", p, filepath.Dir(p))
 		}
 	}
 	if a.MicroBatchSize <= 0 {

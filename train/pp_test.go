@@ -135,6 +135,18 @@ func TestPipelineParallelErrors(t *testing.T) {
 			*a = ppArgs(2, 1, 2)
 			a.Model.PipelineModelParallelLayout = "Ett|tL"
 		}, []string{"num_layers"}},
+		{"group size without interleaving", func(a *Args) {
+			*a = ppArgs(2, 1, 2)
+			a.Model.MicrobatchGroupSizePerVPStage = 3
+		}, []string{"--microbatch-group-size-per-virtual-pipeline-stage 3", "--virtual-pipeline-model-parallel-size"}},
+		{"profile without a pipeline", func(a *Args) {
+			*a = ppArgs(1, 1, 1)
+			a.ProfileSchedule = "schedule.svg"
+		}, []string{"--profile-schedule", "--pipeline-model-parallel-size is 1"}},
+		{"profile into a missing directory", func(a *Args) {
+			*a = ppArgs(2, 1, 2)
+			a.ProfileSchedule = "/nonexistent/schedule.svg"
+		}, []string{"/nonexistent", "does not exist"}},
 		{"mtp stage", func(a *Args) {
 			*a = ppArgs(2, 1, 2)
 			a.Model.PipelineModelParallelLayout = "Ett|ttmL"
