@@ -21,9 +21,16 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRoot().ExecuteContext(ctx)
+	interrupted := ctx.Err() != nil
 	stop()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "gotron: %v\n", err)
+		if interrupted {
+			// Every rank stops with the context's error; say what happened
+			// first, and keep the detail of where each rank was.
+			fmt.Fprintf(os.Stderr, "gotron: interrupted by a signal; nothing after the last saved checkpoint is kept (stopped at: %v)\n", err)
+		} else {
+			fmt.Fprintf(os.Stderr, "gotron: %v\n", err)
+		}
 		os.Exit(1)
 	}
 }
