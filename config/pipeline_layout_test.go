@@ -300,7 +300,7 @@ func TestLayoutValidateErrors(t *testing.T) {
 	}{
 		{"Et*3|t*3|L", 3, 8, 0, []string{"layout has 6 decoder layers (t) but num_layers is 8: add 2 t or set --num-layers 6"}},
 		{"Et*3|t*4|L", 3, 6, 0, []string{"layout has 7 decoder layers (t) but num_layers is 6: remove 1 t or set --num-layers 7"}},
-		{"tE|tt|L", 3, 3, 0, []string{"the first layer must be the embedding E, but it is t at position 1 (stage 0): move E to the start of the first non-empty stage"}},
+		{"tE|tt|L", 3, 3, 0, []string{"the first layer must be the embedding E, but it is t at position 1 (stage 0): move E to the start of the first stage"}},
 		{"Et|tt|Lt", 3, 4, 0, []string{"the last layer must be the loss L, but it is t at position 8 (stage 2)"}},
 		{"t|tt|tL", 3, 4, 0, []string{"layout has no embedding layer E"}},
 		{"Et|tt|t", 3, 4, 0, []string{"layout has no loss layer L"}},
@@ -314,6 +314,8 @@ func TestLayoutValidateErrors(t *testing.T) {
 		{"Et|m|t|L", 2, 2, 1, []string{"decoder layer t at position 6 (stage 2) comes after", "MTP layer m at position 4 is in stage 1, virtual stage 0 of pipeline rank 1: MTP layers must be in the last virtual stage (1) of a rank, stages 2…3"}},
 		{"Em|t|t|L", 2, 2, 1, []string{"decoder layer t at position 4", "MTP layer m at position 2 is in stage 0, virtual stage 0 of pipeline rank 0"}},
 		{"Et|t|m|mL", 2, 2, 2, []string{"stage 2 (pipeline rank 0) holds 1 of the mtp_num_layers = 2 MTP layers", "stage 3 (pipeline rank 1) holds 1"}},
+		{"|EtL", 2, 1, 0, []string{"the embedding E is in stage 1, but it must be in the first stage (0: pipeline rank 0, virtual stage 0): remove the empty stages before it"}},
+		{"Et|t|L|", 2, 2, 0, []string{"the loss L is in stage 2, but it must be in the last stage (3: pipeline rank 1, virtual stage 1): remove the empty stages after it"}},
 	} {
 		l := mustParse(t, tc.layout, tc.pp)
 		err := l.Validate(tc.numLayers, tc.mtp)

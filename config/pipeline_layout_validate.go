@@ -80,8 +80,25 @@ func (l *PipelineLayout) layerProblems(numLayers, mtpNumLayers int) []*LayoutErr
 			continue
 		case fl[edge].t != end.t:
 			f := fl[edge]
-			ps = append(ps, l.problem(f.pos, f.stage, "the %s layer must be the %s %s, but it is %s at %s: move %s to the %s of the %s non-empty stage",
+			ps = append(ps, l.problem(f.pos, f.stage, "the %s layer must be the %s %s, but it is %s at %s: move %s to the %s of the %s stage",
 				place, end.t, end.t.Letter(), f.t.Letter(), f.at(), end.t.Letter(), side, place))
+		default:
+			// The embedding lives on the first model chunk of the first
+			// pipeline rank and the loss on the last chunk of the last
+			// rank (pre_process and post_process): an empty stage before
+			// E or after L would move them.
+			stage, want := where[0].stage, 0
+			if !end.first {
+				stage, want = where[len(where)-1].stage, len(l.stages)-1
+			}
+			if stage != want {
+				f := where[0]
+				if !end.first {
+					f = where[len(where)-1]
+				}
+				ps = append(ps, l.problem(f.pos, f.stage, "the %s %s is in stage %d, but it must be in the %s stage (%d: pipeline rank %d, virtual stage %d): remove the empty stages %s it",
+					end.t, end.t.Letter(), stage, place, want, want%l.pp, want/l.pp, map[bool]string{true: "before", false: "after"}[end.first]))
+			}
 		}
 		if len(where) > 1 {
 			at := make([]string, len(where))

@@ -103,9 +103,8 @@ type executor struct {
 }
 
 // run walks the schedule's actions, then finishes the iteration: every
-// async op is waited for, no_sync is left (with grad_sync_func called for
-// every chunk when set) and finalize_model_grads is called, unless
-// forward-only.
+// async op is waited for, no_sync is left if the schedule left it entered,
+// and finalize_model_grads is called, unless forward-only.
 func run(ctx context.Context, a Args, s *Schedule) (*Result, error) {
 	if len(a.Chunks) != max(s.VPP, 1) {
 		return nil, fmt.Errorf("pp: %d model chunks for a schedule of %d virtual stages", len(a.Chunks), max(s.VPP, 1))
@@ -192,7 +191,7 @@ func (e *executor) forward(ctx context.Context, k key) error {
 	if e.a.ForwardOnly && e.a.FirstValStep != nil {
 		step.IsFirstMicrobatch = *e.a.FirstValStep && step.IsFirstMicrobatch
 	}
-	if n := e.a.Config.NumMicrobatchesWithPartialActivationCheckpoints; n != nil && !e.a.ForwardOnly {
+	if n := e.a.Config.NumMicrobatchesWithPartialActivationCheckpoints; n != nil && !e.a.ForwardOnly && e.s.Name != NameNoPipelining {
 		ck := e.forwards%(e.s.Warmup+1) >= *n
 		step.CheckpointActivations = &ck
 	}
@@ -200,6 +199,9 @@ func (e *executor) forward(ctx context.Context, k key) error {
 	out, lossFn, err := e.a.ForwardStep(ctx, step)
 	if err != nil {
 		return err
+	}
+	if e.a.ForwardOnly {
+		delete(e.inputs, k) // no backward will need it
 	}
 	if e.lastStage(k.chunk) {
 		if out, err = e.loss(out, lossFn); err != nil {
@@ -370,21 +372,17 @@ func (e *executor) finish(ctx context.Context) error {
 			return err
 		}
 	}
+	// A forward-only schedule enters no_sync and never leaves it (as the
+	// reference's); leave it here so that the next training iteration
+	// starts synchronising. Training schedules have left it already.
+	if e.resume != nil {
+		e.resume()
+		e.resume = nil
+	}
 	if e.a.ForwardOnly {
 		return nil
 	}
 	cfg := e.a.Config
-	if e.resume != nil {
-		e.resume()
-		e.resume = nil
-		if cfg.GradSyncFunc != nil {
-			for c := range e.a.Chunks {
-				if err := cfg.GradSyncFunc(ctx, c); err != nil {
-					return err
-				}
-			}
-		}
-	}
 	if cfg.FinalizeModelGradsFunc != nil {
 		var n *int64
 		if cfg.CalculatePerTokenLoss {

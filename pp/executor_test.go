@@ -211,8 +211,9 @@ func runSteps(t *testing.T, a Args, m int) ([]ForwardStep, *Result) {
 	return steps, res
 }
 
-// TestForwardStepOptions: partial activation checkpointing marks the
-// microbatches k with k mod (W+1) ≥ N, first_val_step gates the first
+// TestForwardStepOptions: partial activation checkpointing is not applied
+// without pipelining (1F1B's k mod (W+1) ≥ N is in
+// TestPartialCheckpointsUnder1F1B), first_val_step gates the first
 // microbatch flag in evaluation, collect_non_loss_data stores what the loss
 // function returns for it, and the losses are stored in microbatch order.
 func TestForwardStepOptions(t *testing.T) {
@@ -220,10 +221,11 @@ func TestForwardStepOptions(t *testing.T) {
 	n := 1
 	cfg.NumMicrobatchesWithPartialActivationCheckpoints = &n
 	steps, res := runSteps(t, Args{Config: cfg}, 3)
-	// No pipelining: W = 0, so every microbatch k has k mod 1 = 0 < 1.
+	// No pipelining passes no choice (the model's recompute setting
+	// applies), as the reference's forward_backward_no_pipelining.
 	for _, s := range steps {
-		if s.CheckpointActivations == nil || *s.CheckpointActivations {
-			t.Errorf("microbatch %d: checkpoint %v, want false (k mod (W+1) = 0 < N = 1)", s.Microbatch, s.CheckpointActivations)
+		if s.CheckpointActivations != nil {
+			t.Errorf("microbatch %d: checkpoint %v without pipelining, want nil", s.Microbatch, *s.CheckpointActivations)
 		}
 	}
 	if !steps[0].IsFirstMicrobatch || steps[1].IsFirstMicrobatch {
@@ -240,5 +242,50 @@ func TestForwardStepOptions(t *testing.T) {
 	_, res = runSteps(t, Args{Config: execConfig(1), ForwardOnly: true, CollectNonLossData: true}, 2)
 	if len(res.Store) != 2 || res.Store[0] != "data" {
 		t.Errorf("collect_non_loss_data stored %v, want what the loss function gave for it", res.Store)
+	}
+}
+
+// TestPartialCheckpointsUnder1F1B: under 1F1B with
+// num_microbatches_with_partial_activation_checkpoints N, forward k of rank
+// r recomputes when k mod (W+1) ≥ N, W = P−r−1 (max_outstanding_backprops
+// = W+1); evaluation passes no choice.
+func TestPartialCheckpointsUnder1F1B(t *testing.T) {
+	const P, M, N = 4, 6, 2
+	cfg := execConfig(P)
+	n := N
+	cfg.NumMicrobatchesWithPartialActivationCheckpoints = &n
+	got := make([][]*bool, P)
+	err := local.NewWorld(P, comm.Options{Timeout: 20 * time.Second}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
+		comms, err := p2p.New(g, p2p.ConfigFrom(&cfg.ModelParallelConfig))
+		if err != nil {
+			return err
+		}
+		tape := autograd.NewTape(ctx)
+		c := &scalarChunk{}
+		_, err = ForwardBackwardPipeliningWithoutInterleaving(ctx, Args{
+			Config: cfg, Rank: g.Rank(), Tape: tape, Chunks: []Chunk{c}, NumMicrobatches: M,
+			P2P: P2P{Comm: comms, Shape: []int{1}},
+			ForwardStep: func(ctx context.Context, s ForwardStep) (*autograd.Var, LossFunc, error) {
+				got[g.Rank()] = append(got[g.Rank()], s.CheckpointActivations)
+				x := s.Input
+				if x == nil {
+					x = autograd.NewLeaf(tensor.FromSlice([]float32{1}, 1), "x", true)
+				}
+				y := autograd.Scale(tape, x, 2)
+				return y, func(out *autograd.Var) (Loss, error) { return Loss{Value: out, NumTokens: 1}, nil }, nil
+			},
+		})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range P {
+		w := P - r - 1
+		for k, ck := range got[r] {
+			if ck == nil || *ck != (k%(w+1) >= N) {
+				t.Errorf("rank %d, forward %d: checkpoint %v, want %v (k mod (W+1) = %d, N = %d)", r, k, ck, k%(w+1) >= N, k%(w+1), N)
+			}
+		}
 	}
 }

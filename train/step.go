@@ -10,6 +10,7 @@ import (
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/data"
 	"github.com/gotron/gotron/dp"
+	"github.com/gotron/gotron/mesh"
 	"github.com/gotron/gotron/models/gpt"
 	"github.com/gotron/gotron/optim"
 	"github.com/gotron/gotron/pp"
@@ -175,7 +176,7 @@ func (t *trainer) finalize(ctx context.Context, numTokens *int64, forceAllReduce
 	}
 	return dp.FinalizeModelGrads(ctx, t.ddps, dp.FinalizeOptions{
 		NumTokens: numTokens, TP: t.tp, SequenceParallel: t.a.Model.SequenceParallel,
-		Embedding: t.groups.Get("embd"), EmbeddingParams: t.sharedEmbeddings(),
+		Embedding: t.groups.Get(mesh.GroupEmbd), EmbeddingParams: t.sharedEmbeddings(),
 	})
 }
 

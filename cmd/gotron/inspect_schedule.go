@@ -42,14 +42,23 @@ data-parallel size --world-size / (--tensor-model-parallel-size ×
 				return err
 			}
 			f.cfg.Microbatches = m
+			if err := f.overlapDefault(cmd); err != nil {
+				return err
+			}
 			if err := f.check(); err != nil {
 				return err
 			}
+			// gotron train always deallocates pipeline outputs (the
+			// training layer's setting), which changes where the
+			// interleaved schedule waits for overlapped sends.
+			f.cfg.DeallocatePipelineOutputs = true
 			ss, err := pp.BuildAll(f.cfg)
 			if err != nil {
 				return err
 			}
-			res, err := pp.Verify(ss)
+			// With two stages both directions share one first-in,
+			// first-out queue per pair of ranks, as in comm.
+			res, err := pp.VerifyWith(ss, pp.VerifyOptions{SharedPairFIFO: f.cfg.PP == 2})
 			if err != nil {
 				return err
 			}
@@ -80,7 +89,8 @@ data-parallel size --world-size / (--tensor-model-parallel-size ×
 	fl.IntVar(&f.worldSize, "world-size", 0, "number of ranks (0: tensor × pipeline size, data-parallel size 1)")
 	fl.IntVar(&f.tensorParallel, "tensor-model-parallel-size", 1, "tensor-parallel size")
 	fl.BoolVar(&f.cfg.ForwardOnly, "forward-only", false, "forward passes only (evaluation)")
-	fl.BoolVar(&f.cfg.OverlapP2PComm, "overlap-p2p-communication", false, "overlap pipeline sends and receives with compute (interleaved schedule)")
+	fl.BoolVar(&f.cfg.OverlapP2PComm, "overlap-p2p-communication", false, "overlap pipeline sends and receives with compute (interleaved schedule; the default there, as in gotron train)")
+	fl.Bool("no-overlap-p2p-communication", false, "batch pipeline sends and receives instead of overlapping them (interleaved schedule)")
 	fl.BoolVar(&f.cfg.OverlapP2PCommWarmupFlush, "overlap-p2p-communication-warmup-flush", false, "also overlap them in the warmup and cooldown")
 	fl.BoolVar(&f.asJSON, "json", false, "print the ranks' warmup counts and orders as JSON")
 	return cmd
@@ -112,6 +122,25 @@ func (f *scheduleFlags) microbatches() (int, error) {
 			"choose a multiple of %d (e.g. %d)", f.globalBatch, f.microBatch, dp, rows, rows, max(rows, f.globalBatch/rows*rows))
 	}
 	return f.globalBatch / rows, nil
+}
+
+// overlapDefault applies gotron train's default: overlapped communication
+// with the interleaved schedule unless --no-overlap-p2p-communication; an
+// explicit --overlap-p2p-communication without it stays set, and Build
+// refuses it.
+func (f *scheduleFlags) overlapDefault(cmd *cobra.Command) error {
+	fl := cmd.Flags()
+	on, off := fl.Changed("overlap-p2p-communication"), fl.Changed("no-overlap-p2p-communication")
+	switch {
+	case on && off:
+		return fmt.Errorf("--overlap-p2p-communication and --no-overlap-p2p-communication contradict each other: give one")
+	case off:
+		v, _ := fl.GetBool("no-overlap-p2p-communication")
+		f.cfg.OverlapP2PComm = !v
+	case !on:
+		f.cfg.OverlapP2PComm = f.cfg.VPP > 0 && f.cfg.PP > 1
+	}
+	return nil
 }
 
 // check applies the training layer's rules on top of the schedule's own:

@@ -70,9 +70,9 @@ type Exchange struct {
 // its shape exchange crosses the shapes the same way, Megatron-LM PR #5271).
 // For P = 2 gotron therefore posts send→next before send→prev, and the
 // sends before the receives: [send→next, send→prev, recv←prev, recv←next].
-// (Sends first because comm/local finishes a batch's ops in order, so a
-// send behind a receive would wait for that receive's peer to arrive.) For
-// P > 2 the two peers differ and the order between them does not matter to
+// (Sends first: a batch completes as a whole, and a peer that waits for
+// one of this batch's sends must not depend on a receive of the same
+// batch.) For P > 2 the two peers differ and the order between them does not matter to
 // the matching.
 //
 // Unbatched: one async comm op each, even stages in the order send→next,
@@ -191,9 +191,9 @@ func (c *Communicator) sends(ex Exchange, ops *[numDirs]*msg) {
 // Between two ranks every call issues its shape messages before its tensor
 // messages, on both sides, so the first-in-first-out matching pairs them
 // up. No send waits for a receive of the same call: the shape ops are not
-// one comm batch because a batch completes as a whole (comm/local even
-// finishes a batch's ops one after another), so a peer waiting for one of
-// this call's shapes could be held up by another of its receives.
+// one comm batch because a batch completes as a whole, so a peer waiting
+// for one of this call's shapes could be held up by another of its
+// receives.
 func (c *Communicator) exchangeVariable(ctx context.Context, call string, ex Exchange) (fromPrev, fromNext *tensor.Tensor, h *Handles, err error) {
 	var shapes, sends, recvs [numDirs]*msg
 	if ex.SendPrev != nil {
