@@ -39,7 +39,7 @@ func (w *World) agree(err error) error {
 				reached = false
 				break
 			}
-			s.sleep(backoff(time.Since(start)), nil, nil, nil)
+			s.sleep(backoff(time.Since(start), 0), nil, nil, nil, nil)
 		}
 	}
 	w.mu.Lock()
@@ -79,7 +79,7 @@ func (w *World) causeOf(r int) error {
 		if time.Since(start) > causeWait {
 			return &RemoteError{Rank: r, Msg: "failed (its error message did not arrive)"}
 		}
-		s.sleep(causeWait, ev, nil, nil)
+		s.sleep(causeWait, ev, nil, nil, nil)
 	}
 }
 

@@ -4,6 +4,7 @@ package mpi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -16,9 +17,10 @@ import (
 // A collective is issued by posting its header exchange on hdr (in call
 // order, in the caller's goroutine); it then runs: wait for every member's
 // header, check that they agree, and do its data phases (body). A message
-// is issued by posting its MPI_Isend or MPI_Irecv, and runs its body. A
-// blocking method runs the call in the caller's goroutine, an async one in
-// a goroutine of its own (work.go).
+// is issued by posting its requests (p2p.go), and runs its body. A
+// blocking method runs the call in the caller's goroutine; an async one
+// runs it in a goroutine of its own, or, for messages, in the goroutine
+// that waits for it (work.go).
 type call struct {
 	g        *group
 	op       string // a comm.Op… name
@@ -30,8 +32,10 @@ type call struct {
 
 	pin  runtime.Pinner
 	mem  cmem
-	reqs []*request // every request posted
-	leak bool       // a request may still be pending: see World.keep
+	reqs []*request  // every request posted
+	own  [2]request  // the first two, kept in the call: no allocation each
+	ownp [4]*request // the backing of reqs up to four
+	leak bool        // a request may still be pending: see World.keep
 
 	hdr  header
 	hdrs []int64 // every member's header, hdrLen each (C memory)
@@ -41,6 +45,10 @@ type call struct {
 	t2   ticket // the turn to issue on d2
 
 	body func(*call) error
+	stop <-chan struct{} // closed when the goroutine running the call leaves it (work.drive)
+
+	msg    comm.Buffer // a Send's or Recv's buffer
+	theirs []int64     // a Send's copy of its receiver's note (C memory)
 
 	nexited int64        // World.nexited at the last look for exited members
 	cleared map[int]bool // exited members known to have issued this call
@@ -115,9 +123,16 @@ func (c *call) usable(broken error) error {
 	return nil
 }
 
-// run completes an issued call.
+// run completes an issued call. When its wait is stopped (c.stop), it
+// returns errStopped and the call stays issued: a message's run may be
+// called again, and resumes where it was (a message's body only awaits
+// requests posted at issue, so it may start over).
 func (c *call) run() (err error) {
-	defer c.finish()
+	defer func() {
+		if err != errStopped {
+			c.finish()
+		}
+	}()
 	if c.hdrs != nil {
 		if err := c.await(c.hreq, "MPI_Iallgather"); err != nil {
 			return err
@@ -135,7 +150,7 @@ func (c *call) run() (err error) {
 // runBlocking runs the call in the caller's goroutine, recording what the
 // process is blocked in for hang reports.
 func (c *call) runBlocking() error {
-	id := c.g.w.block(c.doing())
+	id := c.g.w.block(c)
 	defer c.g.w.unblock(id)
 	return c.run()
 }
@@ -152,9 +167,19 @@ func (c *call) finish() {
 	c.mem.free()
 }
 
-// req returns a new request of the call.
+// req returns a new request of the call. (MPI reads and writes a request
+// handle only during a call and never keeps its address, so the handle
+// may live in the call's Go memory unpinned, as every request's does.)
 func (c *call) req() *request {
-	q := &request{}
+	var q *request
+	if n := len(c.reqs); n < len(c.own) {
+		q = &c.own[n]
+	} else {
+		q = &request{}
+	}
+	if c.reqs == nil {
+		c.reqs = c.ownp[:0]
+	}
 	c.reqs = append(c.reqs, q)
 	return q
 }
@@ -192,13 +217,17 @@ func (c *call) phase(t *ticket, name string, start func(q *request) error) error
 
 // await waits for one request.
 func (c *call) await(q *request, name string) error {
+	if ok, err := q.test(name); ok && err == nil {
+		return nil // already complete, as a message's note usually is
+	}
 	return c.wait(nil, func() (bool, error) { return q.test(name) })
 }
 
 // wait polls test until it reports completion (or, when test is nil, waits
 // for wake to close), and gives up when the world fails, a member the call
 // needs has returned from Run without issuing it, or the context or the
-// deadline ends (see poll.go for the pacing).
+// deadline ends (see poll.go for the pacing). When c.stop closes first, it
+// returns errStopped and leaves the call as it is, to be waited for again.
 func (c *call) wait(wake <-chan struct{}, test func() (bool, error)) error {
 	w := c.g.w
 	var s sleeper
@@ -237,14 +266,23 @@ func (c *call) wait(wake <-chan struct{}, test func() (bool, error)) error {
 		}
 		d := time.Hour
 		if test != nil {
-			d = backoff(now.Sub(begin))
+			d = backoff(now.Sub(begin), w.busy)
 		}
 		if !c.deadline.IsZero() {
 			d = min(d, c.deadline.Sub(now))
 		}
-		s.sleep(d, wake, ev, c.ctx.Done())
+		select {
+		case <-c.stop:
+			return errStopped
+		default:
+		}
+		s.sleep(d, wake, ev, c.ctx.Done(), c.stop)
 	}
 }
+
+// errStopped is what a wait returns when its call's stop channel closes:
+// the waiter driving the call has left (work.drive), and the call goes on.
+var errStopped = errors.New("mpi: the driver stopped waiting (not an error of the call)")
 
 // giveUp ends a wait cut short by cause (comm.ErrTimeout or the context's
 // error): the hang report, which also fails the world so that the peers do

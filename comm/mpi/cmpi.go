@@ -57,6 +57,15 @@ static int gt_rank_size(MPI_Comm c, int *rank, int *size) {
 	if (rc != MPI_SUCCESS) return rc;
 	return MPI_Comm_size(c, size);
 }
+// gt_local_size sets *n to the number of processes of c on this node.
+static int gt_local_size(MPI_Comm c, int *n) {
+	MPI_Comm local;
+	int rc = MPI_Comm_split_type(c, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+	if (rc != MPI_SUCCESS) return rc;
+	rc = MPI_Comm_size(local, n);
+	MPI_Comm_free(&local);
+	return rc;
+}
 static int gt_tag_ub(int *ub) {
 	int *v = NULL, flag = 0;
 	int rc = MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &v, &flag);
@@ -76,19 +85,23 @@ static int gt_error_class(int code) {
 static int gt_err_truncate(void) { return MPI_ERR_TRUNCATE; }
 static int gt_thread_multiple(void) { return MPI_THREAD_MULTIPLE; }
 
-// gt_test tests one request. When it has completed, *done is 1 and src,
-// tag and nbytes describe the message (for receives).
-static int gt_test(MPI_Request *r, int *done, int *src, int *tag, int *nbytes) {
+// gt_status is what gt_test reports: done is 1 once the request has
+// completed, and src, tag and nbytes then describe the message (for
+// receives). It lives in the Go request, so that a poll allocates nothing.
+typedef struct { int done, src, tag, nbytes; } gt_status;
+
+// gt_test tests one request.
+static int gt_test(MPI_Request *r, gt_status *s) {
 	MPI_Status st;
 	memset(&st, 0, sizeof st);
 	st.MPI_TAG = -1;
-	*done = 0;
-	int rc = MPI_Test(r, done, &st);
-	if (rc != MPI_SUCCESS) *done = 1;
-	if (*done) {
-		*src = st.MPI_SOURCE;
-		*tag = st.MPI_TAG;
-		MPI_Get_count(&st, MPI_BYTE, nbytes);
+	s->done = 0;
+	int rc = MPI_Test(r, &s->done, &st);
+	if (rc != MPI_SUCCESS) s->done = 1;
+	if (s->done) {
+		s->src = st.MPI_SOURCE;
+		s->tag = st.MPI_TAG;
+		MPI_Get_count(&st, MPI_BYTE, &s->nbytes);
 	}
 	return rc;
 }
@@ -239,6 +252,14 @@ func rankSize(c mpiComm) (rank, size int, err error) {
 	return int(r), int(s), err
 }
 
+// localSize returns the number of processes of c on this node (a
+// collective over c: MPI_Comm_split_type with MPI_COMM_TYPE_SHARED).
+func localSize(c mpiComm) (int, error) {
+	var n C.int
+	err := check("MPI_Comm_split_type", C.gt_local_size(c, &n))
+	return int(n), err
+}
+
 func tagUB() int {
 	var ub C.int
 	C.gt_tag_ub(&ub)
@@ -248,6 +269,7 @@ func tagUB() int {
 // request is a nonblocking operation's handle.
 type request struct {
 	r    C.MPI_Request
+	st   C.gt_status // gt_test's report
 	done bool
 	// Filled when done, for receives.
 	src, tag, nbytes int
@@ -259,12 +281,11 @@ func (q *request) test(call string) (bool, error) {
 	if q.done {
 		return true, q.err
 	}
-	var done, src, tag, nbytes C.int
-	rc := C.gt_test(&q.r, &done, &src, &tag, &nbytes)
-	if done == 0 {
+	rc := C.gt_test(&q.r, &q.st)
+	if q.st.done == 0 {
 		return false, nil
 	}
-	q.done, q.src, q.tag, q.nbytes = true, int(src), int(tag), int(nbytes)
+	q.done, q.src, q.tag, q.nbytes = true, int(q.st.src), int(q.st.tag), int(q.st.nbytes)
 	q.err = check(call, rc)
 	return true, q.err
 }

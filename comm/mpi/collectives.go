@@ -344,10 +344,10 @@ func runNow(c *call, err error) error {
 	return c.runBlocking()
 }
 
-// runLater runs an issued call in a goroutine of its own.
+// runLater returns the Work of an issued call (work.go).
 func (g *group) runLater(c *call, err error) (comm.Work, error) {
 	if err != nil {
 		return nil, err
 	}
-	return g.w.startWork(c.doing(), []*call{c}), nil
+	return g.w.startWork(c, []*call{c}), nil
 }

@@ -19,8 +19,10 @@ import (
 //	     order by the caller; also MPI_Comm_split for NewSubgroups
 //	d1   the first data phase of a collective
 //	d2   the second data phase (AllReduce's all-gather)
-//	p2p  point-to-point data, tagged with the pair's sequence number
-//	ack  the receiver's reply to each message (its dtype and length)
+//	p2p  point-to-point data, tagged with the pair's sequence number and
+//	     the dtype
+//	note each receive's note to its sender (its dtype and length), sent
+//	     when the receive is issued (p2p.go)
 //
 // The data phases of async collectives are issued by their own goroutines
 // once the headers have arrived; a ticket chain per communicator (tail1,
@@ -33,7 +35,7 @@ type group struct {
 	rank   int
 	global []int
 
-	hdr, d1, d2, p2p, ack mpiComm
+	hdr, d1, d2, p2p, note mpiComm
 
 	mu           sync.Mutex
 	seq          uint64 // collectives issued
@@ -58,7 +60,7 @@ func newGroup(w *World, name, key string, hdr mpiComm, global []int) (*group, er
 	g := &group{w: w, name: name, key: key, rank: rank, global: global, hdr: hdr,
 		sent: make([]uint64, size), recvd: make([]uint64, size)}
 	comms := []mpiComm{hdr}
-	for _, c := range []*mpiComm{&g.d1, &g.d2, &g.p2p, &g.ack} {
+	for _, c := range []*mpiComm{&g.d1, &g.d2, &g.p2p, &g.note} {
 		if *c, err = dupComm(hdr); err != nil {
 			return nil, err
 		}

@@ -25,8 +25,12 @@ import (
 // completes. When an operation gives up with a request still pending, its
 // memory is never unpinned or freed: MPI may still write to it.
 
-// cmem is a set of C allocations freed together.
-type cmem struct{ ptrs []unsafe.Pointer }
+// cmem is a set of C allocations freed together. The first is held apart,
+// so that a call that needs one (a message's note) allocates no slice.
+type cmem struct {
+	first unsafe.Pointer
+	ptrs  []unsafe.Pointer
+}
 
 // alloc returns n zeroed bytes of C memory (never nil, even for n = 0).
 func (m *cmem) alloc(n int) unsafe.Pointer {
@@ -34,7 +38,11 @@ func (m *cmem) alloc(n int) unsafe.Pointer {
 	if p == nil {
 		panic(fmt.Sprintf("mpi: out of memory allocating %d bytes", n))
 	}
-	m.ptrs = append(m.ptrs, p)
+	if m.first == nil {
+		m.first = p
+	} else {
+		m.ptrs = append(m.ptrs, p)
+	}
 	return p
 }
 
@@ -65,6 +73,10 @@ func (m *cmem) buffer(dt comm.DType, n int) comm.Buffer {
 }
 
 func (m *cmem) free() {
+	if m.first != nil {
+		C.free(m.first)
+		m.first = nil
+	}
 	for _, p := range m.ptrs {
 		C.free(p)
 	}

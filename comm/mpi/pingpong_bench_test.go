@@ -72,3 +72,54 @@ func BenchmarkPingPong(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBatchExchange is the pipeline schedules' steady-state message
+// pattern (send_forward_recv_backward, pp/p2p): world ranks 0 and 1 each
+// issue one BatchP2P of [Isend to the other, Irecv from the other] and
+// Wait for it; other ranks wait. ns/exchange is the time of one exchange;
+// MB/s counts the bytes each rank sends.
+func BenchmarkBatchExchange(b *testing.B) {
+	for _, size := range pingPongSizes {
+		b.Run(size.name, func(b *testing.B) {
+			if worldSize(b) < 2 {
+				b.Skip("needs at least 2 ranks: run under mpirun -np 2 (run_tests.sh -bench)")
+			}
+			err := runWorld(b, comm.Options{Timeout: time.Minute}, func(ctx context.Context, g comm.Group) error {
+				if g.Rank() > 1 {
+					return nil
+				}
+				out, in := make([]float32, size.bytes/4), make([]float32, size.bytes/4)
+				for i := range out {
+					out[i] = float32(i)
+				}
+				peer := 1 - g.Rank()
+				exchange := func() error {
+					w, err := g.BatchP2P(ctx, []comm.P2POp{
+						{Kind: comm.Isend, Buf: comm.F32(out), Peer: peer},
+						{Kind: comm.Irecv, Buf: comm.F32(in), Peer: peer},
+					})
+					if err != nil {
+						return err
+					}
+					return w.Wait(ctx)
+				}
+				if err := exchange(); err != nil { // warm up
+					return err
+				}
+				b.SetBytes(int64(size.bytes * size.inner))
+				b.ResetTimer()
+				for range b.N * size.inner {
+					if err := exchange(); err != nil {
+						return err
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*size.inner), "ns/exchange")
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -66,15 +67,27 @@ func TestSplitHashes(t *testing.T) {
 }
 
 func TestBackoff(t *testing.T) {
-	if d := backoff(0); d != 0 {
-		t.Errorf("backoff(0) = %v, want 0 (yield)", d)
+	for _, c := range []struct{ elapsed, busy, want time.Duration }{
+		{0, busyFor, noPause},
+		{busyFor - 1, busyFor, noPause},
+		{busyFor, busyFor, 0},
+		{0, 0, 0},
+		{yieldFor - 1, busyFor, 0},
+	} {
+		if d := backoff(c.elapsed, c.busy); d != c.want {
+			t.Errorf("backoff(%v, %v) = %v, want %v", c.elapsed, c.busy, d, c.want)
+		}
 	}
-	for _, e := range []time.Duration{spinFor, time.Millisecond, 3 * time.Millisecond, time.Second, time.Hour} {
-		d := backoff(e)
+	for _, e := range []time.Duration{yieldFor, time.Millisecond, 3 * time.Millisecond, time.Second, time.Hour} {
+		d := backoff(e, busyFor)
 		want := min(max(e/8, minSleep), maxSleep)
 		if d != want || d < minSleep || d > maxSleep {
 			t.Errorf("backoff(%v) = %v, want %v within [%v, %v]", e, d, want, minSleep, maxSleep)
 		}
+	}
+	if busyPolling(1) != busyFor || busyPolling(runtime.NumCPU()+1) != 0 {
+		t.Errorf("busyPolling: %v for one rank, %v for more ranks than CPUs; want %v and 0",
+			busyPolling(1), busyPolling(runtime.NumCPU()+1), busyFor)
 	}
 }
 

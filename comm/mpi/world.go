@@ -28,7 +28,8 @@ type World struct {
 	rank    int
 	size    int
 	tagUB   int
-	ctl     mpiComm // notices, status queries and the exit agreement
+	busy    time.Duration // how long a wait polls MPI without pausing (poll.go)
+	ctl     mpiComm       // notices, status queries and the exit agreement
 	world   *group
 
 	stop    chan struct{}
@@ -52,11 +53,15 @@ type World struct {
 	cancel  context.CancelCauseFunc
 	groups  map[string]*group
 	comms   []mpiComm
-	blocked map[uint64]string // what this process is blocked in, by id
+	blocked map[uint64]blocker // what this process is blocked in, by id
 	nextID  uint64
 
 	queryMu sync.Mutex // one status query round at a time
 	queryN  uint64
+
+	workMu    sync.Mutex
+	unclaimed []*work // Works nobody runs yet, for the controller to adopt (work.go)
+	adopting  bool    // the controller runs and adopts them; else startWork starts their goroutine
 }
 
 // NewWorld initialises MPI if needed (Init) and returns this process's
@@ -76,11 +81,16 @@ func NewWorld(opts comm.Options) (*World, error) {
 	if err != nil {
 		return nil, err
 	}
+	local, err := localSize(ctl)
+	if err != nil {
+		return nil, err
+	}
 	w := &World{
 		timeout: opts.EffectiveTimeout(),
 		rank:    rank,
 		size:    size,
 		tagUB:   tagUB(),
+		busy:    busyPolling(local),
 		ctl:     ctl,
 		stop:    make(chan struct{}),
 		stopped: make(chan struct{}),
@@ -88,7 +98,7 @@ func NewWorld(opts comm.Options) (*World, error) {
 		exited:  map[int]bool{},
 		groups:  map[string]*group{},
 		comms:   []mpiComm{ctl},
-		blocked: map[uint64]string{},
+		blocked: map[uint64]blocker{},
 	}
 	ch := make(chan struct{})
 	w.events.Store(&ch)
@@ -103,6 +113,7 @@ func NewWorld(opts comm.Options) (*World, error) {
 	if w.world, err = newGroup(w, "world", "world", hdr, global); err != nil {
 		return nil, err
 	}
+	w.adopting = true
 	go w.control()
 	return w, nil
 }
@@ -266,8 +277,15 @@ func (w *World) rankState(r int) (failed error, exited bool) {
 	return w.causes[r], w.exited[r]
 }
 
+// blocker is something a process can be blocked in: a call, or a Work
+// being waited for. It is described only when a status query asks, not on
+// every blocking call.
+type blocker interface {
+	doing() string // as a hang report's "blocked in" says it
+}
+
 // block records that this process is blocked in what; the id undoes it.
-func (w *World) block(what string) uint64 {
+func (w *World) block(what blocker) uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.nextID++
@@ -296,7 +314,7 @@ const reapPoll = 10 * time.Millisecond
 func (w *World) reap(c *call) {
 	var s sleeper
 	for !c.settled() {
-		if s.sleep(reapPoll, w.stop, nil, nil) {
+		if s.sleep(reapPoll, w.stop, nil, nil, nil) {
 			w.reapers.Done()
 			hold := make(chan struct{})
 			<-hold // never closed
