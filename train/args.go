@@ -2,6 +2,7 @@ package train
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,6 +166,21 @@ func (a Args) Validate(world int) error {
 	} {
 		if x.v > 1 {
 			add("%s %d: this gotron trains with data, tensor, sequence and pipeline parallelism so far; context and expert parallel training are not built yet: use %s 1", x.flag, x.v, x.flag)
+		}
+	}
+	for _, f := range []struct {
+		flag string
+		v    float64
+	}{
+		{"--lr", a.LR}, {"--min-lr", a.MinLR}, {"--weight-decay", a.WeightDecay}, {"--clip-grad", a.ClipGrad},
+		{"--adam-beta1", a.AdamBeta1}, {"--adam-beta2", a.AdamBeta2}, {"--adam-eps", a.AdamEps},
+		{"--init-method-std", a.Model.InitMethodStd}, {"--hidden-dropout", float64(a.Model.HiddenDropout)},
+		{"--attention-dropout", float64(a.Model.AttentionDropout)}, {"--layernorm-epsilon", float64(a.Model.LayernormEpsilon)},
+		{"--sample-temperature", a.SampleTemperature}, {"--split-valid", a.SplitValid},
+		{"--distributed-timeout-minutes", a.DistributedTimeoutMinutes},
+	} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			add("%s %g: must be a finite number", f.flag, f.v)
 		}
 	}
 	dp := a.DataParallelSize(world)

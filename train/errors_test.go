@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,5 +108,25 @@ func TestTensorParallelErrors(t *testing.T) {
 				t.Errorf("the error comes from a rank, not from validation:\n%v", err)
 			}
 		})
+	}
+}
+
+// TestNonFiniteFlagsRefused: a NaN or infinite value of a float flag is
+// one "invalid arguments" error naming the flag, before any rank starts.
+func TestNonFiniteFlagsRefused(t *testing.T) {
+	for _, c := range []struct {
+		flag string
+		set  func(a *Args)
+	}{
+		{"--lr", func(a *Args) { a.LR = math.NaN() }},
+		{"--hidden-dropout", func(a *Args) { a.Model.HiddenDropout = float32(math.NaN()) }},
+		{"--clip-grad", func(a *Args) { a.ClipGrad = math.Inf(1) }},
+	} {
+		a := tpArgs(1, 1)
+		c.set(&a)
+		_, err := Run(context.Background(), a, Options{})
+		if err == nil || !strings.Contains(err.Error(), c.flag) || !strings.Contains(err.Error(), "finite") {
+			t.Errorf("%s: error %v, want one naming the flag and asking for a finite number", c.flag, err)
+		}
 	}
 }

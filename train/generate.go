@@ -8,7 +8,7 @@ import (
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/data"
-	"github.com/gotron/gotron/tensor"
+	"github.com/gotron/gotron/pp/p2p"
 	"github.com/gotron/gotron/tensor/rng"
 )
 
@@ -60,22 +60,23 @@ func (t *trainer) generate(ctx context.Context, prompt string, n int, temp float
 }
 
 // logits runs ids [1, len] forward through the rank's chunks in pipeline
-// order (virtual stage by virtual stage, each stage receiving from the
-// previous one) and returns the logits [len, 1, V] on the last stage, nil
-// elsewhere.
+// order (virtual stage by virtual stage, each stage receiving its input
+// from the previous one through the pipeline communicator, in the
+// pipeline's dtype) and returns the logits [len, 1, V] on the last stage,
+// nil elsewhere.
 func (t *trainer) logits(ctx context.Context, ids []int32) (*autograd.Var, error) {
 	s := len(ids)
-	P, r := t.pp.Size(), t.pp.Rank()
 	rows := s
 	if t.a.Model.SequenceParallel && t.tp.Size() > 1 {
 		rows /= t.tp.Size()
 	}
+	shape := []int{rows, 1, t.a.Model.HiddenSize}
 	var out *autograd.Var
 	for v, c := range t.chunks {
-		if !(r == 0 && v == 0) {
-			x := tensor.New(rows, 1, t.a.Model.HiddenSize)
-			if err := t.pp.Recv(ctx, comm.F32(x.Data()), (r+P-1)%P); err != nil {
-				return nil, fmt.Errorf("sample: receiving hidden states from the previous stage: %w", err)
+		if !c.Spec.PreProcess {
+			x, _, _, err := t.p2p.Communicate(ctx, p2p.Exchange{RecvPrev: true, Shape: shape})
+			if err != nil {
+				return nil, fmt.Errorf("sample: receiving the hidden states of virtual stage %d: %w", v, err)
 			}
 			c.SetInputTensor(autograd.Const(x))
 		}
@@ -84,8 +85,8 @@ func (t *trainer) logits(ctx context.Context, ids []int32) (*autograd.Var, error
 			return nil, err
 		}
 		if !c.Spec.PostProcess {
-			if err := t.pp.Send(ctx, comm.F32(out.Value.Contiguous().Data()), (r+1)%P); err != nil {
-				return nil, fmt.Errorf("sample: sending hidden states to the next stage: %w", err)
+			if _, _, _, err := t.p2p.Communicate(ctx, p2p.Exchange{SendNext: out.Value.Contiguous()}); err != nil {
+				return nil, fmt.Errorf("sample: sending the hidden states of virtual stage %d: %w", v, err)
 			}
 			out = nil
 		}

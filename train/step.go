@@ -186,28 +186,15 @@ func (t *trainer) finalize(ctx context.Context, numTokens *int64, forceAllReduce
 // global token count), broadcast from the last pipeline stage and averaged
 // (summed) over the data-parallel ranks.
 func (t *trainer) reduceLoss(ctx context.Context, res *pp.Result) (float64, error) {
-	var sum float64
-	var tokens int64
-	for _, r := range res.Store {
-		l, ok := r.(microLoss)
-		if !ok {
-			return 0, fmt.Errorf("train: the schedule stored %T, not a micro-batch loss", r)
-		}
-		if t.a.Model.CalculatePerTokenLoss {
-			sum += l.sum
-			tokens += l.tokens
-		} else {
-			sum += l.sum / float64(max(l.tokens, 1)) / float64(t.micro)
-		}
+	perToken := t.a.Model.CalculatePerTokenLoss
+	sum, tokens, err := t.storedLoss(res, perToken)
+	if err != nil {
+		return 0, err
 	}
-	if t.pp.Size() > 1 {
-		buf := []int64{int64(math.Float64bits(sum)), tokens}
-		if err := t.pp.Broadcast(ctx, comm.I64(buf), t.pp.Size()-1); err != nil {
-			return 0, fmt.Errorf("loss broadcast over %s: %w", t.pp.Name(), err)
-		}
-		sum, tokens = math.Float64frombits(uint64(buf[0])), buf[1]
+	if sum, tokens, err = t.fromLastStage(ctx, sum, tokens); err != nil {
+		return 0, fmt.Errorf("loss broadcast over %s: %w", t.pp.Name(), err)
 	}
-	if !t.a.Model.CalculatePerTokenLoss {
+	if !perToken {
 		return t.averageOverDP(ctx, sum)
 	}
 	total, s, err := t.sumTokensOverDP(ctx, tokens, sum)
@@ -215,6 +202,41 @@ func (t *trainer) reduceLoss(ctx context.Context, res *pp.Result) (float64, erro
 		return 0, err
 	}
 	return s / float64(max(total, 1)), nil
+}
+
+// storedLoss reduces the micro-batch losses the last stage's schedule
+// stored (nothing on other stages): the mean of their mean losses, or, per
+// token, the sum of their loss sums and of their token counts.
+func (t *trainer) storedLoss(res *pp.Result, perToken bool) (float64, int64, error) {
+	var sum float64
+	var tokens int64
+	for _, r := range res.Store {
+		l, ok := r.(microLoss)
+		if !ok {
+			return 0, 0, fmt.Errorf("train: the schedule stored %T, not a micro-batch loss", r)
+		}
+		if perToken {
+			sum += l.sum
+			tokens += l.tokens
+		} else {
+			sum += l.sum / float64(max(l.tokens, 1)) / float64(t.micro)
+		}
+	}
+	return sum, tokens, nil
+}
+
+// fromLastStage broadcasts a loss and a token count from the last
+// pipeline stage, which computed them, to every stage (the float64 exactly,
+// as its bits).
+func (t *trainer) fromLastStage(ctx context.Context, loss float64, tokens int64) (float64, int64, error) {
+	if t.pp.Size() == 1 {
+		return loss, tokens, nil
+	}
+	buf := []int64{int64(math.Float64bits(loss)), tokens}
+	if err := t.pp.Broadcast(ctx, comm.I64(buf), t.pp.Size()-1); err != nil {
+		return 0, 0, err
+	}
+	return math.Float64frombits(uint64(buf[0])), buf[1], nil
 }
 
 // sumTokensOverDP sums the token count and the loss sum over the
@@ -288,18 +310,16 @@ func (t *trainer) evaluate(ctx context.Context) (float64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("evaluation: %w", err)
 		}
-		for _, r := range res.Store {
-			l := r.(microLoss)
-			total += l.sum / float64(max(l.tokens, 1)) / float64(t.micro)
+		l, _, err := t.storedLoss(res, false)
+		if err != nil {
+			return 0, fmt.Errorf("evaluation: %w", err)
 		}
+		total += l
 	}
 	total /= float64(t.a.EvalIters)
-	if t.pp.Size() > 1 {
-		buf := []int64{int64(math.Float64bits(total))}
-		if err := t.pp.Broadcast(ctx, comm.I64(buf), t.pp.Size()-1); err != nil {
-			return 0, fmt.Errorf("evaluation: loss broadcast over %s: %w", t.pp.Name(), err)
-		}
-		total = math.Float64frombits(uint64(buf[0]))
+	total, _, err := t.fromLastStage(ctx, total, 0)
+	if err != nil {
+		return 0, fmt.Errorf("evaluation: loss broadcast over %s: %w", t.pp.Name(), err)
 	}
 	return t.averageOverDP(ctx, total)
 }
