@@ -2,8 +2,10 @@ package config
 
 // NoBucketing is the bucket size that means "no bucketing": each gradient
 // buffer is one bucket, reduced in one collective. It is the reference's
-// bucket_size = None after its DDP wrapper has run.
-const NoBucketing = 0
+// bucket_size = None after its DDP wrapper has run. (A resolved size of 0,
+// which NumBuckets can give, is a real size: every parameter closes its own
+// bucket.)
+const NoBucketing = -1
 
 // Default bucket-size terms, in elements (DECISIONS.md, "Default DDP bucket
 // size"): max(MinDefaultBucketSize, BucketSizePerRank·dp·cp).
@@ -16,7 +18,7 @@ const (
 // data-parallel reduction over dpcp = dp·cp ranks (the size of the group the
 // buckets are reduced over):
 //
-//	NoBucketing (0)                          if !OverlapGradReduce
+//	NoBucketing (−1)                         if !OverlapGradReduce
 //	BucketSize                               if set
 //	max(40_000_000, 1_000_000·dpcp)          otherwise
 //
@@ -40,15 +42,17 @@ func (c DDPConfig) EffectiveBucketSize(dpcp int) int {
 // account, as the reference's training layer resolves it
 // (resolve_ddp_bucket_size):
 //
-//	NoBucketing (0)                          if !OverlapGradReduce
+//	NoBucketing (−1)                         if !OverlapGradReduce
 //	numParams / NumBuckets (floor)           if NumBuckets set
 //	BucketSize                               if set
 //	max(40_000_000, 1_000_000·dpcp)          otherwise
 //
 // numParams is the number of trainable parameter elements of the model chunk
 // being wrapped; it is read only when NumBuckets is set. A result of 0 from
-// the NumBuckets branch (fewer elements than buckets) is NoBucketing, as in
-// the reference. It panics if dpcp < 1 (a programmer error).
+// the NumBuckets branch (fewer elements than buckets) is kept, as in the
+// reference: a bucket closes once it holds at least 0 elements, so every
+// parameter gets a bucket of its own. It panics if dpcp < 1 (a programmer
+// error).
 func (c DDPConfig) ResolveBucketSize(dpcp, numParams int) int {
 	if dpcp < 1 {
 		panic("config: bucket size asked for a data-parallel group of fewer than 1 rank")

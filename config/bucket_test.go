@@ -37,8 +37,8 @@ func TestResolveBucketSizeNumBuckets(t *testing.T) {
 	if got := c.ResolveBucketSize(8, 1000); got != 333 {
 		t.Errorf("1000 params in 3 buckets: %d, want 333", got)
 	}
-	if got := c.ResolveBucketSize(8, 2); got != NoBucketing {
-		t.Errorf("2 params in 3 buckets: %d, want NoBucketing", got)
+	if got := c.ResolveBucketSize(8, 2); got != 0 {
+		t.Errorf("2 params in 3 buckets: %d, want 0 (a bucket per parameter)", got)
 	}
 	c.OverlapGradReduce = false
 	if got := c.ResolveBucketSize(8, 1000); got != NoBucketing {

@@ -3,238 +3,333 @@ package dp
 import (
 	"context"
 	"fmt"
+	"sync"
 
+	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/nn"
-	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/kernels"
 )
 
-// DDP wraps a model chunk's parameters for data-parallel training.
-type DDP struct {
-	cfg    config.DDPConfig
-	params []*nn.Parameter
-	group  comm.Group // the dp×cp group; nil or size 1 means no reduction
-
-	// GradData is the contiguous gradient buffer; each parameter's Grad is a
-	// view of it.
-	GradData []float32
-	offsets  map[*nn.Parameter]int
-
-	// GradientScalingFactor multiplies the buffer before a SUM all-reduce:
-	// 1/(dp·cp), or 1 with average_in_collective (the collective averages)
-	// or calculate_per_token_loss (the loss is normalised by the global
-	// token count later).
-	GradientScalingFactor float32
-
-	// Workers is the number of goroutines buffer-wide loops may use.
-	Workers int
-
-	syncEnabled bool
-	pending     bool
+// Options are what New needs beyond the parameters and the config.
+type Options struct {
+	// Group is the group gradients are reduced over: the data-parallel
+	// ranks (dp·cp), or under the distributed optimizer with several
+	// instances the ranks of this rank's instance (intra-dp-cp). Nil for a
+	// single rank.
+	Group comm.Group
+	// Inter is the group of the ranks holding the same shard in the other
+	// distributed-optimizer instances (inter-dist-opt); nil or size 1 with
+	// one instance.
+	Inter comm.Group
+	// BucketSize is the resolved bucket size (BucketSize):
+	// config.NoBucketing, 0 for a bucket per parameter, or a size.
+	BucketSize int
+	// DisableBucketing puts every bucket in one bucket group (the
+	// reference's disable_bucketing, set for model chunks after the first).
+	DisableBucketing bool
+	// SharedEmbedding is the word embedding when it is tied across
+	// pipeline stages (it gets a bucket of its own under the distributed
+	// optimizer), else nil.
+	SharedEmbedding *nn.Parameter
+	// CalculatePerTokenLoss is the model config's calculate_per_token_loss.
+	CalculatePerTokenLoss bool
 }
 
-// New builds the gradient buffer for params and points each parameter's
-// Grad at its view. group is the dp×cp group the gradients are reduced over
-// (nil for a single rank). calculatePerTokenLoss is the model config's
-// setting of that name.
-func New(params []*nn.Parameter, group comm.Group, cfg config.DDPConfig, calculatePerTokenLoss bool) (*DDP, error) {
-	if cfg.UseDistributedOptimizer || cfg.OverlapGradReduce || cfg.OverlapParamGather {
-		return nil, fmt.Errorf("dp: use_distributed_optimizer, overlap_grad_reduce and overlap_param_gather are not built yet in gotron; leave them off")
+// DDP wraps a model chunk's parameters for data-parallel training
+// (DistributedDataParallel): their values and gradients live in a Buffer
+// cut into buckets; each bucket's gradients are reduced over the
+// data-parallel group — as soon as they are complete under
+// overlap_grad_reduce, else in FinishGradSync — by an all-reduce, or a
+// reduce-scatter into this rank's shard under the distributed optimizer,
+// which then all-gathers the updated parameters (StartParamSync, or
+// under overlap_param_gather a forward pre-hook, ParamPreHook).
+type DDP struct {
+	cfg    config.DDPConfig
+	Buffer *Buffer
+	groups []*bucketGroup
+	byParm map[*nn.Parameter]*bucketGroup
+
+	group, inter  comm.Group
+	shards        int // ranks a bucket is sharded over (the group's size)
+	shardRank     int
+	ctx           context.Context
+	largest       []float64 // per bucket: the largest local norm seen (check_for_large_grads)
+	syncOff       int       // nesting depth of NoSync
+	mu            sync.Mutex
+	err           error // the first failure in a grad hook
+	hookParamSync bool
+
+	// ForceAllReduce makes gradient reductions all-reduces even under the
+	// distributed optimizer (the schedules' force_all_reduce).
+	ForceAllReduce bool
+	// Workers is the number of goroutines buffer-wide loops may use.
+	Workers int
+}
+
+// New lays out params (one model chunk's, in registration order:
+// gpt.Model.RegisteredParameters) in a Buffer — ChunkLayout's layout
+// with o's bucket size, the distributed optimizer's when
+// cfg.UseDistributedOptimizer — moves their values and gradients into it,
+// and installs the grad hooks. ctx bounds the reductions started from
+// those hooks.
+func New(ctx context.Context, params []*nn.Parameter, cfg config.DDPConfig, o Options) (*DDP, error) {
+	if err := checkConfig(cfg, o); err != nil {
+		return nil, err
 	}
-	if cfg.AverageInCollective && calculatePerTokenLoss {
-		return nil, fmt.Errorf("dp: average_in_collective with calculate_per_token_loss: the per-token loss is normalised by the global token count, so the collective must sum; turn one off")
+	d := &DDP{cfg: cfg, group: o.Group, inter: o.Inter, shards: 1, ctx: ctx, byParm: map[*nn.Parameter]*bucketGroup{}}
+	if o.Group != nil {
+		d.shards, d.shardRank = o.Group.Size(), o.Group.Rank()
 	}
-	d := &DDP{cfg: cfg, params: params, group: group, offsets: map[*nn.Parameter]int{}, syncEnabled: true}
-	n := 0
-	for i := len(params) - 1; i >= 0; i-- {
-		d.offsets[params[i]] = n
-		n += params[i].Value.Len()
+	lps := make([]LayoutParam, len(params))
+	for i, p := range params {
+		lps[i] = LayoutParam{Name: p.Name, Numel: p.Value.Len(), SharedEmbedding: p == o.SharedEmbedding}
 	}
-	d.GradData = make([]float32, n)
-	for _, p := range params {
-		off := d.offsets[p]
-		p.Grad = tensor.FromSlice(d.GradData[off:off+p.Value.Len()], p.Value.Shape()...)
+	var l Layout
+	if cfg.UseDistributedOptimizer {
+		l = DistOptLayout(lps, o.BucketSize, d.shards, cfg.PadBucketsForHighNCCLBusBW)
+	} else {
+		l = DefaultLayout(lps, o.BucketSize)
 	}
-	size := 1
-	if group != nil {
-		size = group.Size()
+	b, err := NewBuffer(params, l)
+	if err != nil {
+		return nil, err
 	}
-	d.GradientScalingFactor = 1 / float32(size)
-	if cfg.AverageInCollective || calculatePerTokenLoss {
-		d.GradientScalingFactor = 1
+	d.Buffer = b
+	d.largest = make([]float64, len(b.Buckets))
+	dpcp := d.shards
+	if o.Inter != nil {
+		dpcp *= o.Inter.Size()
+	}
+	factor := 1 / float32(dpcp)
+	if cfg.AverageInCollective || o.CalculatePerTokenLoss {
+		factor = 1
+	}
+	for _, bk := range b.Buckets {
+		bk.GradientScalingFactor = factor
+	}
+	// Bucket groups: one per bucket, or one for all; the all-gather of
+	// group i is followed by group i−1's (the layers run in the reverse of
+	// the buffer's order).
+	if o.DisableBucketing {
+		d.groups = []*bucketGroup{newBucketGroup(d, 0, b.Buckets)}
+	} else {
+		for i, bk := range b.Buckets {
+			d.groups = append(d.groups, newBucketGroup(d, i, []*Bucket{bk}))
+		}
+	}
+	for i, g := range d.groups {
+		g.rsOut, g.agIn = make([][]float32, len(g.buckets)), make([][]float32, len(g.buckets))
+		if i > 0 {
+			g.next = d.groups[i-1]
+		}
+		for p := range g.params {
+			d.byParm[p] = g
+		}
+	}
+	if cfg.OverlapGradReduce {
+		for _, p := range params {
+			g := d.byParm[p]
+			p.AddGradHook(func(*autograd.Var) { g.registerGradReady(p) })
+		}
 	}
 	return d, nil
 }
 
-// Parameters returns the wrapped parameters.
-func (d *DDP) Parameters() []*nn.Parameter { return d.params }
-
-// ZeroGradBuffer zeroes every gradient (zero_grad_buffer).
-func (d *DDP) ZeroGradBuffer() {
-	kernels.ParallelFor(len(d.GradData), max(1, min(d.Workers, len(d.GradData)>>16)), func(lo, hi int) {
-		clear(d.GradData[lo:hi])
-	})
-	d.pending = false
-}
-
-// NoSync disables gradient synchronisation until the returned function is
-// called (no_sync): gradients of the micro-batches run inside it only
-// accumulate. In the basic form synchronisation happens in FinishGradSync
-// anyway; NoSync makes StartGradSync a no-op while it is active.
-func (d *DDP) NoSync() (resume func()) {
-	prev := d.syncEnabled
-	d.syncEnabled = false
-	return func() { d.syncEnabled = prev }
-}
-
-// StartGradSync marks the gradients ready for reduction
-// (start_grad_sync). In the basic form the reduction itself runs in
-// FinishGradSync.
-func (d *DDP) StartGradSync(ctx context.Context) error {
-	if d.syncEnabled {
-		d.pending = true
+// checkConfig refuses what the wrapper cannot do with cfg and o.
+func checkConfig(cfg config.DDPConfig, o Options) error {
+	if cfg.AverageInCollective && o.CalculatePerTokenLoss {
+		return fmt.Errorf("dp: average_in_collective with calculate_per_token_loss: the per-token loss is normalised by the global token count, so the collective must sum; turn one off")
+	}
+	if cfg.NumDistributedOptimizerInstances > 1 && !cfg.UseDistributedOptimizer {
+		return fmt.Errorf("dp: num_distributed_optimizer_instances = %d needs use_distributed_optimizer (partial distributed optimizer)", cfg.NumDistributedOptimizerInstances)
+	}
+	if cfg.OverlapParamGather && !cfg.UseDistributedOptimizer {
+		return fmt.Errorf("dp: overlap_param_gather needs use_distributed_optimizer (only sharded parameters are gathered)")
+	}
+	if cfg.ReduceScatterWithFP32Accumulation && cfg.AverageInCollective {
+		return fmt.Errorf("dp: reduce_scatter_with_fp32_accumulation sums; it cannot average in the collective: turn off average_in_collective")
+	}
+	if cfg.ReduceScatterWithFP32Accumulation && o.Inter != nil && o.Inter.Size() > 1 {
+		return fmt.Errorf("dp: reduce_scatter_with_fp32_accumulation is not supported with num_distributed_optimizer_instances > 1")
+	}
+	if len(cfg.ParamNamePatternsForFP32LocalAccumulation) > 0 {
+		return fmt.Errorf("dp: param_name_patterns_for_fp32_local_accumulation: gotron's gradient buffers are float32 already, so there is nothing to accumulate separately; leave it empty")
 	}
 	return nil
 }
 
-// FinishGradSync reduces the gradient buffer over the data-parallel group
-// (finish_grad_sync): one all-reduce, SUM of the pre-scaled buffer, or AVG
-// with average_in_collective.
-func (d *DDP) FinishGradSync(ctx context.Context) error {
-	d.pending = false
-	if d.group == nil || d.group.Size() == 1 {
-		if d.GradientScalingFactor != 1 {
-			kernels.Scale(d.GradData, d.GradientScalingFactor)
+// fail records the first error of a grad hook; FinishGradSync returns it.
+func (d *DDP) fail(err error) {
+	if err == nil {
+		return
+	}
+	d.mu.Lock()
+	if d.err == nil {
+		d.err = err
+	}
+	d.mu.Unlock()
+}
+
+// Config returns the wrapper's DDP config.
+func (d *DDP) Config() config.DDPConfig { return d.cfg }
+
+// Parameters returns the wrapped parameters in registration order.
+func (d *DDP) Parameters() []*nn.Parameter { return d.Buffer.Params }
+
+// Group returns the group gradients are reduced (and, under the
+// distributed optimizer, sharded) over; nil for a single rank.
+func (d *DDP) Group() comm.Group { return d.group }
+
+// NumBucketGroups returns the number of bucket groups.
+func (d *DDP) NumBucketGroups() int { return len(d.groups) }
+
+// Shards returns this rank's shard of every bucket under the distributed
+// optimizer (the ranges it owns the optimizer state of), and the number
+// of shards.
+func (d *DDP) Shards() ([]BucketShard, int, error) {
+	s, err := d.Buffer.Layout.Shard(d.shards, d.shardRank)
+	return s, d.shards, err
+}
+
+// ZeroGradBuffer zeroes every gradient and prepares the bucket groups for
+// the next iteration (zero_grad_buffer).
+func (d *DDP) ZeroGradBuffer() {
+	g := d.Buffer.GradData
+	kernels.ParallelFor(len(g), max(1, min(d.Workers, len(g)>>16)), func(lo, hi int) { clear(g[lo:hi]) })
+	for _, bg := range d.groups {
+		bg.reset()
+	}
+	d.err = nil
+}
+
+// NoSync suspends gradient reduction until the returned function runs
+// (no_sync): the gradients of the microbatches run inside only accumulate,
+// and the grad hooks do not count them.
+func (d *DDP) NoSync() (resume func()) {
+	for _, g := range d.groups {
+		g.lastMicrobatch = false
+	}
+	return func() {
+		for _, g := range d.groups {
+			g.lastMicrobatch = true
 		}
-		return nil
 	}
-	op := comm.Sum
-	if d.cfg.AverageInCollective {
-		op = comm.Avg
-	} else if d.GradientScalingFactor != 1 {
-		kernels.Scale(d.GradData, d.GradientScalingFactor)
+}
+
+// StartGradSync launches every bucket group's reduction that has not
+// started (start_grad_sync, the schedules' grad_sync_func): asynchronous
+// under overlap_grad_reduce, else finished before it returns.
+func (d *DDP) StartGradSync(ctx context.Context) error {
+	for _, g := range d.groups {
+		if g.works != nil {
+			continue
+		}
+		if err := g.startGradSync(ctx, d.ForceAllReduce); err != nil {
+			return err
+		}
 	}
-	if err := d.group.AllReduce(ctx, comm.F32(d.GradData), op); err != nil {
-		return fmt.Errorf("dp: gradient all-reduce over %s: %w", d.group.Name(), err)
+	return nil
+}
+
+// FinishGradSync finishes every bucket group's reduction
+// (finish_grad_sync): it waits for those in flight and runs the others.
+// Afterwards every gradient (under the distributed optimizer: every
+// gradient in this rank's shard) holds the data-parallel reduction.
+func (d *DDP) FinishGradSync(ctx context.Context, forceAllReduce bool) error {
+	d.mu.Lock()
+	err := d.err
+	d.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, g := range d.groups {
+		if err := g.finishGradSync(ctx, forceAllReduce || d.ForceAllReduce); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 // ScaleGradients multiplies every gradient by s (scale_gradients).
-func (d *DDP) ScaleGradients(s float32) { kernels.Scale(d.GradData, s) }
+func (d *DDP) ScaleGradients(s float32) { scale(d.Buffer.GradData, s, d.Workers) }
+
+// StartParamSync all-gathers the updated parameter shards of every bucket
+// (start_param_sync, distributed optimizer only): asynchronously under
+// overlap_param_gather unless forceSync, which also finishes every
+// all-gather in flight.
+func (d *DDP) StartParamSync(ctx context.Context, forceSync bool) error {
+	if !d.cfg.UseDistributedOptimizer {
+		return nil
+	}
+	for _, g := range d.groups {
+		if !forceSync && g.paramWorks != nil {
+			continue
+		}
+		if err := g.startParamSync(ctx, forceSync); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ParamPreHook is the forward pre-hook of overlap_param_gather: before a
+// module uses ps, wait for the all-gathers of their bucket groups
+// (launching them if nobody has) and prefetch the next group's, unless
+// align_param_gather leaves that to the schedule. Without
+// overlap_param_gather it does nothing.
+func (d *DDP) ParamPreHook(ctx context.Context, ps []*nn.Parameter) error {
+	if !d.cfg.OverlapParamGather {
+		return nil
+	}
+	var last *bucketGroup
+	for _, p := range ps {
+		g := d.byParm[p]
+		if g == nil || g == last {
+			continue
+		}
+		last = g
+		if err := g.finishParamSync(ctx, d.cfg.AlignParamGather); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // BroadcastParams copies every parameter from the group's rank 0 to the
 // others (broadcast_params), so all data-parallel replicas start equal.
 func (d *DDP) BroadcastParams(ctx context.Context) error {
-	if d.group == nil || d.group.Size() == 1 {
-		return nil
-	}
-	for _, p := range d.params {
-		if err := d.group.Broadcast(ctx, comm.F32(p.Value.Data()), 0); err != nil {
-			return fmt.Errorf("dp: broadcast of %s over %s: %w", p.Name, d.group.Name(), err)
+	for _, g := range []comm.Group{d.group, d.inter} {
+		if g == nil || g.Size() == 1 {
+			continue
+		}
+		if err := g.Broadcast(ctx, comm.F32(d.Buffer.ParamData), 0); err != nil {
+			return fmt.Errorf("dp: parameter broadcast over %s: %w", g.Name(), err)
 		}
 	}
 	return nil
 }
 
-// FinalizeOptions are the groups and settings FinalizeModelGrads needs
-// beyond the model chunks (Megatron's pg_collection, num_tokens and the
-// config's sequence_parallel).
-type FinalizeOptions struct {
-	// NumTokens, when set (calculate_per_token_loss), is the global token
-	// count, already all-reduced by the caller: the gradients are scaled by
-	// 1/max(NumTokens, 1).
-	NumTokens *int64
-	// TP is the tensor-parallel group; nil or size 1 skips the TP step.
-	TP comm.Group
-	// SequenceParallel is the model config's sequence_parallel: the
-	// gradients of parameters marked SequenceParallel (layer norms, and
-	// row-parallel biases) are partial sums over the TP ranks' sequence
-	// shards, and are all-reduced over TP.
-	SequenceParallel bool
-	// Embedding is the embedding group (the first and last pipeline stages)
-	// and EmbeddingParams the shared word-embedding weights this rank holds
-	// in it (the first chunk's on the first stage, the last chunk's on the
-	// last stage): their gradients are summed over the group, so both
-	// copies of the tied weight get the gradient of the whole model. Nil or
-	// a group of one skips the step.
-	Embedding       comm.Group
-	EmbeddingParams []*nn.Parameter
+// scale multiplies x by s with up to workers goroutines.
+func scale(x []float32, s float32, workers int) {
+	kernels.ParallelFor(len(x), max(1, min(workers, len(x)>>16)), func(lo, hi int) { kernels.Scale(x[lo:hi], s) })
 }
 
-// FinalizeModelGrads is Megatron's finalize_model_grads for the dimensions
-// gotron builds so far (megatron-semantics.md §2.17, steps 1, 4, 6 and 10):
-// finish every chunk's data-parallel gradient synchronisation; under
-// sequence parallelism all-reduce (SUM) the gradients of SequenceParallel
-// parameters over the tensor-parallel group, coalesced into one buffer;
-// all-reduce (SUM) the shared word embedding's gradient over the embedding
-// group; scale by the global token count when o.NumTokens is set.
-// Afterwards every tensor-parallel rank holds identical gradients for the
-// parameters it replicates, and the first and last pipeline stages
-// identical gradients for the tied embedding.
-func FinalizeModelGrads(ctx context.Context, chunks []*DDP, o FinalizeOptions) error {
-	for _, d := range chunks {
-		if err := d.FinishGradSync(ctx); err != nil {
-			return err
-		}
-	}
-	if o.SequenceParallel && o.TP != nil && o.TP.Size() > 1 {
-		if err := allReduceSequenceParallelGrads(ctx, chunks, o.TP); err != nil {
-			return err
-		}
-	}
-	if o.Embedding != nil && o.Embedding.Size() > 1 {
-		if err := allReduceGrads(ctx, o.EmbeddingParams, o.Embedding, "the shared word embedding"); err != nil {
-			return err
-		}
-	}
-	if o.NumTokens != nil {
-		s := float32(1 / float64(max(*o.NumTokens, 1)))
-		for _, d := range chunks {
-			d.ScaleGradients(s)
-		}
-	}
-	return nil
-}
-
-// allReduceSequenceParallelGrads sums the gradients of every
-// SequenceParallel parameter over tp in one coalesced all-reduce.
-func allReduceSequenceParallelGrads(ctx context.Context, chunks []*DDP, tp comm.Group) error {
-	var ps []*nn.Parameter
-	n := 0
-	for _, d := range chunks {
-		for _, p := range d.params {
-			if p.SequenceParallel && p.Grad != nil {
-				ps = append(ps, p)
-				n += p.Grad.Len()
-			}
-		}
-	}
-	if n == 0 {
+// AllGatherGrads makes every gradient whole on every rank under the
+// distributed optimizer, whose reduction leaves each rank only its shards
+// reduced: each bucket's shards are all-gathered into the gradient
+// buffer. For inspection (gradient dumps, tests); training does not need
+// it. Without the distributed optimizer it does nothing.
+func (d *DDP) AllGatherGrads(ctx context.Context) error {
+	if !d.cfg.UseDistributedOptimizer || d.group == nil || d.shards == 1 {
 		return nil
 	}
-	return allReduceGrads(ctx, ps, tp, fmt.Sprintf("the sequence-parallel gradients (%d parameters)", len(ps)))
-}
-
-// allReduceGrads sums the gradients of ps over g in one coalesced
-// all-reduce; what names them in errors.
-func allReduceGrads(ctx context.Context, ps []*nn.Parameter, g comm.Group, what string) error {
-	n := 0
-	for _, p := range ps {
-		n += p.Grad.Len()
-	}
-	buf := make([]float32, 0, n)
-	for _, p := range ps {
-		buf = append(buf, p.Grad.Data()...)
-	}
-	if err := g.AllReduce(ctx, comm.F32(buf), comm.Sum); err != nil {
-		return fmt.Errorf("dp: all-reduce of %s over %s: %w", what, g.Name(), err)
-	}
-	off := 0
-	for _, p := range ps {
-		off += copy(p.Grad.Data(), buf[off:off+p.Grad.Len()])
+	for _, b := range d.Buffer.Buckets {
+		in := append([]float32(nil), shardOf(b.GradData, d.shards, d.shardRank)...)
+		if err := d.group.AllGather(ctx, comm.F32(b.GradData), comm.F32(in)); err != nil {
+			return fmt.Errorf("dp: gradient all-gather of bucket %d over %s: %w", b.ID, d.group.Name(), err)
+		}
 	}
 	return nil
 }

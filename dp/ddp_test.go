@@ -3,6 +3,7 @@ package dp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -29,7 +30,8 @@ const rowsTotal = 8
 // accumulate runs forward and backward over rows [row0, row0+rows) of the
 // global batch, one row per micro-batch, each loss scaled by 1/rowsTotal·
 // (rows per rank), as the trainer does with rows/rank micro-batches.
-func accumulate(t *testing.T, tape *autograd.Tape, m *gpt.Model, row0, rows, micro int) {
+// All but the last micro-batch run under d's NoSync when d is set.
+func accumulate(t *testing.T, tape *autograd.Tape, m *gpt.Model, d *DDP, row0, rows, micro int) {
 	t.Helper()
 	ds := data.MockDataset{Seed: 7, Vocab: m.Config.VocabSize, Seq: m.Config.SeqLength}
 	for k := 0; k < rows; k++ {
@@ -39,11 +41,29 @@ func accumulate(t *testing.T, tape *autograd.Tape, m *gpt.Model, row0, rows, mic
 			t.Error(err)
 			return
 		}
-		if err := autograd.Backward(tape, gpt.MaskedMeanLoss(tape, losses, b, 1/float32(micro)), nil); err != nil {
+		var resume func()
+		if d != nil && k < rows-1 {
+			resume = d.NoSync()
+		}
+		err = autograd.Backward(tape, gpt.MaskedMeanLoss(tape, losses, b, 1/float32(micro)), nil)
+		if resume != nil {
+			resume()
+		}
+		if err != nil {
 			t.Error(err)
 			return
 		}
 	}
+}
+
+// wrap builds a DDP over m's parameters in registration order.
+func wrap(t *testing.T, ctx context.Context, m *gpt.Model, cfg config.DDPConfig, o Options) *DDP {
+	t.Helper()
+	d, err := New(ctx, m.RegisteredParameters(), cfg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // serialGrads is the reference: one rank, the whole global batch.
@@ -52,12 +72,10 @@ func serialGrads(t *testing.T) map[string][]float32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := New(m.Parameters(), nil, config.DefaultDDPConfig(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	accumulate(t, autograd.NewTape(context.Background()), m, 0, rowsTotal, rowsTotal)
-	if err := d.FinishGradSync(context.Background()); err != nil {
+	ctx := context.Background()
+	d := wrap(t, ctx, m, config.DefaultDDPConfig(), Options{BucketSize: config.NoBucketing})
+	accumulate(t, autograd.NewTape(ctx), m, d, 0, rowsTotal, rowsTotal)
+	if err := d.FinishGradSync(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string][]float32{}
@@ -67,42 +85,115 @@ func serialGrads(t *testing.T) map[string][]float32 {
 	return out
 }
 
+// ddpCase is a data-parallel configuration the gradient tests run.
+type ddpCase struct {
+	name      string
+	cfg       func(*config.DDPConfig)
+	bucket    int // resolved bucket size
+	instances int
+}
+
+func ddpCases() []ddpCase {
+	return []ddpCase{
+		{"sync", func(c *config.DDPConfig) {}, config.NoBucketing, 1},
+		{"sync-avg", func(c *config.DDPConfig) { c.AverageInCollective = true }, config.NoBucketing, 1},
+		{"overlap", func(c *config.DDPConfig) { c.OverlapGradReduce = true }, 1000, 1},
+		{"overlap-per-param-avg", func(c *config.DDPConfig) { c.OverlapGradReduce, c.AverageInCollective = true, true }, 0, 1},
+		{"distopt", func(c *config.DDPConfig) { c.UseDistributedOptimizer = true }, config.NoBucketing, 1},
+		{"distopt-overlap", func(c *config.DDPConfig) { c.UseDistributedOptimizer, c.OverlapGradReduce = true, true }, 700, 1},
+		{"distopt-busbw-nan-check", func(c *config.DDPConfig) {
+			c.UseDistributedOptimizer, c.PadBucketsForHighNCCLBusBW, c.CheckForNaNInGrad, c.CheckForLargeGrads = true, true, true, true
+		}, 2000, 1},
+		{"distopt-fp32-accumulation", func(c *config.DDPConfig) {
+			c.UseDistributedOptimizer, c.OverlapGradReduce, c.ReduceScatterWithFP32Accumulation = true, true, true
+		}, 1500, 1},
+		{"distopt-2-instances", func(c *config.DDPConfig) {
+			c.UseDistributedOptimizer, c.OverlapGradReduce, c.NumDistributedOptimizerInstances = true, true, 2
+		}, 900, 2},
+	}
+}
+
+// groupsFor returns the reduction group and the inter-instance group of
+// an n-rank world split into k optimizer instances of consecutive ranks.
+func groupsFor(ctx context.Context, g comm.Group, k int) (intra, inter comm.Group, err error) {
+	if k == 1 {
+		return g, nil, nil
+	}
+	n := g.Size()
+	var ip, xp [][]int
+	for i := 0; i < k; i++ {
+		var row []int
+		for r := i * n / k; r < (i+1)*n/k; r++ {
+			row = append(row, r)
+		}
+		ip = append(ip, row)
+	}
+	for j := 0; j < n/k; j++ {
+		var col []int
+		for i := 0; i < k; i++ {
+			col = append(col, i*n/k+j)
+		}
+		xp = append(xp, col)
+	}
+	if intra, err = g.NewSubgroups(ctx, "intra-dp-cp", ip); err != nil {
+		return nil, nil, err
+	}
+	inter, err = g.NewSubgroups(ctx, "inter-dist-opt", xp)
+	return intra, inter, err
+}
+
 // TestGradientsMatchSingleRank splits the global batch over 2 and 4
-// data-parallel ranks and checks every rank's reduced gradient against the
-// single-rank gradient (relative 1e-6: the sums are ordered differently).
+// data-parallel ranks, one row per micro-batch, all but the last under
+// NoSync, for every configuration of ddpCases, over two iterations (the
+// first starts the reductions in FinishGradSync, the second from the grad
+// hooks), and checks every rank's reduced gradients — gathered from the
+// shards under the distributed optimizer — against the single-rank
+// gradients (relative 1e-6: the sums are ordered differently).
 func TestGradientsMatchSingleRank(t *testing.T) {
 	want := serialGrads(t)
 	for _, n := range []int{2, 4} {
-		for _, avg := range []bool{false, true} {
-			cfg := config.DefaultDDPConfig()
-			cfg.AverageInCollective = avg
-			err := local.NewWorld(n, comm.Options{Timeout: time.Minute}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
-				m, err := gpt.New(tinyConfig(), rng.New(3))
-				if err != nil {
-					return err
-				}
-				d, err := New(m.Parameters(), g, cfg, false)
-				if err != nil {
-					return err
-				}
-				per := rowsTotal / n
-				accumulate(t, autograd.NewTape(ctx), m, g.Rank()*per, per, per)
-				if err := d.StartGradSync(ctx); err != nil {
-					return err
-				}
-				if err := FinalizeModelGrads(ctx, []*DDP{d}, FinalizeOptions{}); err != nil {
-					return err
-				}
-				for _, p := range m.Parameters() {
-					if e := rel(p.Grad.Data(), want[p.Name]); e > 1e-6 {
-						t.Errorf("dp=%d avg=%v rank %d: %s differs from one rank by %.3g", n, avg, g.Rank(), p.Name, e)
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
+		for _, tc := range ddpCases() {
+			if n%tc.instances != 0 || n/tc.instances < 2 && tc.instances > 1 {
+				continue
 			}
+			t.Run(fmt.Sprintf("dp%d/%s", n, tc.name), func(t *testing.T) {
+				cfg := config.DefaultDDPConfig()
+				tc.cfg(&cfg)
+				err := local.NewWorld(n, comm.Options{Timeout: time.Minute}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
+					intra, inter, err := groupsFor(ctx, g, tc.instances)
+					if err != nil {
+						return err
+					}
+					m, err := gpt.New(tinyConfig(), rng.New(3))
+					if err != nil {
+						return err
+					}
+					d, err := New(ctx, m.RegisteredParameters(), cfg, Options{Group: intra, Inter: inter, BucketSize: tc.bucket})
+					if err != nil {
+						return err
+					}
+					per := rowsTotal / n
+					for it := 0; it < 2; it++ {
+						d.ZeroGradBuffer()
+						accumulate(t, autograd.NewTape(ctx), m, d, g.Rank()*per, per, per)
+						if err := FinalizeModelGrads(ctx, []*DDP{d}, FinalizeOptions{}); err != nil {
+							return err
+						}
+						if err := d.AllGatherGrads(ctx); err != nil {
+							return err
+						}
+						for _, p := range m.Parameters() {
+							if e := rel(p.Grad.Data(), want[p.Name]); e > 1e-6 {
+								t.Errorf("iteration %d rank %d: %s differs from one rank by %.3g", it+1, g.Rank(), p.Name, e)
+							}
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			})
 		}
 	}
 }
@@ -117,31 +208,67 @@ func rel(got, want []float32) float64 {
 	return math.Sqrt(d / math.Max(n, 1e-30))
 }
 
-func TestBufferViewsAndZeroing(t *testing.T) {
+// TestBufferViewsAndPadding: under the distributed optimizer at dp 4 with
+// small buckets, every parameter's value and gradient are views of the
+// buffers at its layout range (64-aligned), the padding stays zero through
+// a backward pass, and ScaleGradients and ZeroGradBuffer act on the views.
+func TestBufferViewsAndPadding(t *testing.T) {
+	ctx := context.Background()
 	m, _ := gpt.New(tinyConfig(), rng.New(3))
-	d, err := New(m.Parameters(), nil, config.DefaultDDPConfig(), false)
+	before := map[string][]float32{}
+	for _, p := range m.Parameters() {
+		before[p.Name] = append([]float32(nil), p.Value.Data()...)
+	}
+	cfg := config.DefaultDDPConfig()
+	cfg.UseDistributedOptimizer = true
+	d, err := New(ctx, m.RegisteredParameters(), cfg, Options{BucketSize: 500})
 	if err != nil {
 		t.Fatal(err)
 	}
-	local := 0
+	b := d.Buffer
+	if len(b.Buckets) < 3 {
+		t.Fatalf("%d buckets; the test wants several", len(b.Buckets))
+	}
+	owned := make([]bool, len(b.GradData))
 	for _, p := range m.Parameters() {
-		local += p.Value.Len()
+		r, ok := b.Range(p)
+		if !ok || r.Start%ParamAlign != 0 {
+			t.Fatalf("%s: range %+v", p.Name, r)
+		}
+		if &p.Grad.Data()[0] != &b.GradData[r.Start] || &p.Value.Data()[0] != &b.ParamData[r.Start] || p.Value.Len() != r.End-r.Start {
+			t.Errorf("%s is not a view of the buffers at %+v", p.Name, r)
+		}
+		if rel(p.Value.Data(), before[p.Name]) != 0 {
+			t.Errorf("%s changed value when moved into the buffer", p.Name)
+		}
+		for i := r.Start; i < r.End; i++ {
+			owned[i] = true
+		}
 	}
-	if len(d.GradData) != local {
-		t.Fatalf("buffer has %d elements, the rank's parameters %d", len(d.GradData), local)
+	pad := 0
+	for i, o := range owned {
+		if !o {
+			pad++
+			b.ParamData[i] = 0
+		}
 	}
-	// The last parameter comes first in the buffer (backward order).
-	last := m.Parameters()[len(m.Parameters())-1]
-	last.Grad.Data()[0] = 5
-	if d.GradData[0] != 5 {
-		t.Errorf("the last parameter's gradient is not at the start of the buffer")
+	if pad == 0 {
+		t.Fatal("no padding in the layout; the test wants some")
 	}
+	accumulate(t, autograd.NewTape(ctx), m, nil, 0, 2, 2)
+	for i, o := range owned {
+		if !o && b.GradData[i] != 0 {
+			t.Fatalf("padding element %d holds gradient %g", i, b.GradData[i])
+		}
+	}
+	p := m.Parameters()[3]
+	g0 := p.Grad.Data()[0]
 	d.ScaleGradients(2)
-	if last.Grad.Data()[0] != 10 {
-		t.Errorf("ScaleGradients: %v, want 10", last.Grad.Data()[0])
+	if p.Grad.Data()[0] != 2*g0 {
+		t.Errorf("ScaleGradients: %v, want %v", p.Grad.Data()[0], 2*g0)
 	}
 	d.ZeroGradBuffer()
-	for _, v := range d.GradData {
+	for _, v := range b.GradData {
 		if v != 0 {
 			t.Fatal("ZeroGradBuffer left a non-zero gradient")
 		}
@@ -151,10 +278,7 @@ func TestBufferViewsAndZeroing(t *testing.T) {
 func TestBroadcastParams(t *testing.T) {
 	err := local.NewWorld(3, comm.Options{Timeout: time.Minute}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
 		m, _ := gpt.New(tinyConfig(), rng.New(uint64(10+g.Rank()))) // different weights per rank
-		d, err := New(m.Parameters(), g, config.DefaultDDPConfig(), false)
-		if err != nil {
-			return err
-		}
+		d := wrap(t, ctx, m, config.DefaultDDPConfig(), Options{Group: g, BucketSize: config.NoBucketing})
 		if err := d.BroadcastParams(ctx); err != nil {
 			return err
 		}
@@ -171,21 +295,6 @@ func TestBroadcastParams(t *testing.T) {
 	}
 }
 
-func TestNoSyncDefersStart(t *testing.T) {
-	m, _ := gpt.New(tinyConfig(), rng.New(3))
-	d, _ := New(m.Parameters(), nil, config.DefaultDDPConfig(), false)
-	resume := d.NoSync()
-	d.StartGradSync(context.Background())
-	if d.pending {
-		t.Error("StartGradSync inside NoSync marked the gradients ready")
-	}
-	resume()
-	d.StartGradSync(context.Background())
-	if !d.pending {
-		t.Error("StartGradSync after NoSync did not mark the gradients ready")
-	}
-}
-
 // TestDeadRankStopsOthers kills rank 1 between its backward and the
 // gradient all-reduce: the other ranks, waiting in the all-reduce, must
 // return promptly (well within the timeout) with an error naming rank 1.
@@ -194,15 +303,12 @@ func TestDeadRankStopsOthers(t *testing.T) {
 	start := time.Now()
 	err := local.NewWorld(3, comm.Options{Timeout: timeout}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
 		m, _ := gpt.New(tinyConfig(), rng.New(3))
-		d, err := New(m.Parameters(), g, config.DefaultDDPConfig(), false)
-		if err != nil {
-			return err
-		}
-		accumulate(t, autograd.NewTape(ctx), m, g.Rank(), 1, 1)
+		d := wrap(t, ctx, m, config.DefaultDDPConfig(), Options{Group: g, BucketSize: config.NoBucketing})
+		accumulate(t, autograd.NewTape(ctx), m, d, g.Rank(), 1, 1)
 		if g.Rank() == 1 {
 			panic("rank 1 lost its machine")
 		}
-		return d.FinishGradSync(ctx)
+		return d.FinishGradSync(ctx, false)
 	})
 	if err == nil {
 		t.Fatal("no error")

@@ -20,6 +20,10 @@ type Parameter struct {
 	// region (layer norms) whose gradient finalize_model_grads all-reduces
 	// over the tensor-parallel group.
 	SequenceParallel bool
+	// AverageGradientsAcrossTP marks a parameter every tensor-parallel rank
+	// replicates whose gradient finalize_model_grads averages over the
+	// tensor-parallel group (Megatron's average_gradients_across_tp_domain).
+	AverageGradientsAcrossTP bool
 	// Shared marks a parameter shared between modules (the tied word
 	// embedding used as the output layer).
 	Shared bool

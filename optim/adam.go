@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/gotron/gotron/nn"
-	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/kernels"
 )
 
@@ -20,17 +19,34 @@ type AdamConfig struct {
 	Decoupled bool
 }
 
-// Adam is the Adam optimizer over a list of parameters, holding fp32
-// exp_avg and exp_avg_sq per parameter.
+// Segment is a contiguous run of one parameter's elements that an
+// optimizer updates, with its Adam moments: elements [Offset, Offset+Len)
+// of the flattened parameter. The plain optimizer has one segment per
+// parameter; the distributed optimizer one per piece of a parameter in
+// this rank's shards.
+type Segment struct {
+	Param       *nn.Parameter
+	Offset, Len int
+	// ExpAvg and ExpAvgSq are Adam's first and second moments (fp32), Len
+	// elements each.
+	ExpAvg, ExpAvgSq []float32
+}
+
+// Value returns the segment's view of the parameter's values.
+func (s *Segment) Value() []float32 { return s.Param.Value.Data()[s.Offset : s.Offset+s.Len] }
+
+// Grad returns the segment's view of the parameter's gradient.
+func (s *Segment) Grad() []float32 { return s.Param.Grad.Data()[s.Offset : s.Offset+s.Len] }
+
+// Adam is the Adam optimizer over segments of parameters, holding fp32
+// exp_avg and exp_avg_sq for each.
 //
 // As in Megatron, weight decay applies only to parameters with two or more
 // dimensions: biases and LayerNorm parameters are not decayed
 // (NoWeightDecay).
 type Adam struct {
 	Config   AdamConfig
-	Params   []*nn.Parameter
-	ExpAvg   []*tensor.Tensor
-	ExpAvgSq []*tensor.Tensor
+	Segments []Segment
 	// Steps is the number of updates taken (torch's state["step"]).
 	Steps int
 	// Workers is the number of goroutines an update may use (0 or 1: the
@@ -38,14 +54,36 @@ type Adam struct {
 	Workers int
 }
 
-// NewAdam returns an optimizer with zero moments for params.
+// NewAdam returns an optimizer with zero moments for params, one segment
+// per parameter.
 func NewAdam(params []*nn.Parameter, cfg AdamConfig) *Adam {
-	o := &Adam{Config: cfg, Params: params}
+	o := &Adam{Config: cfg}
 	for _, p := range params {
-		o.ExpAvg = append(o.ExpAvg, tensor.New(p.Value.Shape()...))
-		o.ExpAvgSq = append(o.ExpAvgSq, tensor.New(p.Value.Shape()...))
+		n := p.Value.Len()
+		o.Segments = append(o.Segments, Segment{Param: p, Len: n, ExpAvg: make([]float32, n), ExpAvgSq: make([]float32, n)})
 	}
 	return o
+}
+
+// NewAdamSegments returns an optimizer with zero moments for the given
+// segments (Param, Offset and Len set; the moments are allocated).
+func NewAdamSegments(segs []Segment, cfg AdamConfig) *Adam {
+	o := &Adam{Config: cfg, Segments: segs}
+	for i := range o.Segments {
+		s := &o.Segments[i]
+		s.ExpAvg, s.ExpAvgSq = make([]float32, s.Len), make([]float32, s.Len)
+	}
+	return o
+}
+
+// StateElements returns the number of fp32 values of optimizer state the
+// optimizer holds (both moments).
+func (o *Adam) StateElements() int {
+	n := 0
+	for _, s := range o.Segments {
+		n += len(s.ExpAvg) + len(s.ExpAvgSq)
+	}
+	return n
 }
 
 // minAdamWork is the least number of elements worth a goroutine in Step.
@@ -57,8 +95,8 @@ func NoWeightDecay(p *nn.Parameter) bool {
 	return p.Value.Rank() == 1 || strings.HasSuffix(p.Name, ".bias")
 }
 
-// Step applies one update with learning rate lr to every parameter whose
-// Grad is set:
+// Step applies one update with learning rate lr to every segment whose
+// parameter has a gradient:
 //
 //	m ← β1·m + (1−β1)·g,  v ← β2·v + (1−β2)·g²
 //	p ← p − lr·(m/(1−β1ᵗ)) / (sqrt(v)/sqrt(1−β2ᵗ) + eps)
@@ -67,7 +105,9 @@ func NoWeightDecay(p *nn.Parameter) bool {
 // operations).
 func (o *Adam) Step(lr float32) error {
 	o.Steps++
-	for i, p := range o.Params {
+	for i := range o.Segments {
+		s := &o.Segments[i]
+		p := s.Param
 		if p.Grad == nil {
 			continue
 		}
@@ -82,7 +122,7 @@ func (o *Adam) Step(lr float32) error {
 			LR: lr, Beta1: o.Config.Beta1, Beta2: o.Config.Beta2, Eps: o.Config.Eps,
 			WeightDecay: wd, Step: o.Steps, Decoupled: o.Config.Decoupled,
 		}
-		pd, gd, m, v := p.Value.Data(), p.Grad.Data(), o.ExpAvg[i].Data(), o.ExpAvgSq[i].Data()
+		pd, gd, m, v := s.Value(), s.Grad(), s.ExpAvg, s.ExpAvgSq
 		kernels.ParallelFor(len(pd), max(1, min(o.Workers, len(pd)/minAdamWork)), func(lo, hi int) {
 			kernels.AdamStep(pd[lo:hi], gd[lo:hi], m[lo:hi], v[lo:hi], h)
 		})

@@ -2,8 +2,6 @@ package optim
 
 import (
 	"context"
-	"fmt"
-	"math"
 
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/nn"
@@ -25,21 +23,5 @@ func GradNorm(ctx context.Context, params []*nn.Parameter, mp comm.Group, tpRank
 			owned = append(owned, p)
 		}
 	}
-	s := SumSquares(owned)
-	if mp == nil || mp.Size() == 1 {
-		return math.Sqrt(s), nil
-	}
-	// The partial sums travel as float32 pairs (hi, lo) so that the float64
-	// sum keeps its precision through a float32 collective.
-	hi := float32(s)
-	buf := make([]float32, 2*mp.Size())
-	mine := []float32{hi, float32(s - float64(hi))}
-	if err := mp.AllGather(ctx, comm.F32(buf), comm.F32(mine)); err != nil {
-		return 0, fmt.Errorf("optim: gradient norm all-gather over %s: %w", mp.Name(), err)
-	}
-	var total float64
-	for r := 0; r < mp.Size(); r++ {
-		total += float64(buf[2*r]) + float64(buf[2*r+1])
-	}
-	return math.Sqrt(total), nil
+	return GlobalNorm(ctx, SumSquares(owned), mp)
 }

@@ -33,17 +33,23 @@ func (t *trainer) save(ctx context.Context) error {
 	if err := w.AllGather(ctx, comm.I64(all), comm.I64(mine)); err != nil {
 		return fmt.Errorf("save checkpoint: gathering generator states: %w", err)
 	}
+	if err := t.finishParamSync(ctx); err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
 	model, err := t.wholeTensors(ctx, func(p *nn.Parameter) *tensor.Tensor { return p.Value })
+	if err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	expAvg, expAvgSq, err := t.moments(ctx)
 	if err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
 	var moments []safetensors.Tensor
 	for _, m := range []struct {
 		prefix string
-		of     []*tensor.Tensor
-	}{{expAvgPrefix, t.opt.ExpAvg}, {expAvgSqPrefix, t.opt.ExpAvgSq}} {
-		index := t.paramIndex()
-		ts, err := t.wholeTensors(ctx, func(p *nn.Parameter) *tensor.Tensor { return m.of[index[p]] })
+		of     map[*nn.Parameter]*tensor.Tensor
+	}{{expAvgPrefix, expAvg}, {expAvgSqPrefix, expAvgSq}} {
+		ts, err := t.wholeTensors(ctx, func(p *nn.Parameter) *tensor.Tensor { return m.of[p] })
 		if err != nil {
 			return fmt.Errorf("save checkpoint: %w", err)
 		}
@@ -82,15 +88,6 @@ func (t *trainer) save(ctx context.Context) error {
 		return fmt.Errorf("save checkpoint: rank 0 failed to write %s (see its error; the previous checkpoint is intact)", t.a.Save)
 	}
 	return nil
-}
-
-// paramIndex maps each parameter to its index in the optimizer's lists.
-func (t *trainer) paramIndex() map[*nn.Parameter]int {
-	m := make(map[*nn.Parameter]int, len(t.opt.Params))
-	for i, p := range t.opt.Params {
-		m[p] = i
-	}
-	return m
 }
 
 // rngStates returns the rank's generator states, flattened: the default
@@ -153,11 +150,12 @@ func (t *trainer) resume() error {
 		}
 	}
 	opt := &safetensors.File{Name: t.a.Load, Tensors: c.Optimizer}
-	index := t.paramIndex()
+	expAvg, expAvgSq := map[*nn.Parameter]*tensor.Tensor{}, map[*nn.Parameter]*tensor.Tensor{}
+	t.momentBuffers(expAvg, expAvgSq)
 	for _, m := range []struct {
 		prefix string
-		into   []*tensor.Tensor
-	}{{expAvgPrefix, t.opt.ExpAvg}, {expAvgSqPrefix, t.opt.ExpAvgSq}} {
+		into   map[*nn.Parameter]*tensor.Tensor
+	}{{expAvgPrefix, expAvg}, {expAvgSqPrefix, expAvgSq}} {
 		// LoadInto checks the moments of one prefix; the other prefix's
 		// tensors are skipped by filtering the file.
 		part := &safetensors.File{Name: opt.Name}
@@ -168,11 +166,12 @@ func (t *trainer) resume() error {
 		}
 		for _, ch := range t.chunks {
 			if err := ch.LoadInto(part, fmt.Sprintf("--load %s: the optimizer state does not fit the model", t.a.Load), m.prefix,
-				func(p *nn.Parameter) *tensor.Tensor { return m.into[index[p]] }); err != nil {
+				func(p *nn.Parameter) *tensor.Tensor { return m.into[p] }); err != nil {
 				return err
 			}
 		}
 	}
+	t.setMoments(expAvg, expAvgSq)
 	if gbs, ok := c.State.Args["global_batch_size"].(float64); ok && int(gbs) != t.a.GlobalBatchSize {
 		return fmt.Errorf("--load %s: the checkpoint was trained with --global-batch-size %d, this run has %d: the data position would not continue; use the same global batch", t.a.Load, int(gbs), t.a.GlobalBatchSize)
 	}

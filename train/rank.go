@@ -37,14 +37,17 @@ type trainer struct {
 	ddps   []*dp.DDP
 	params []*nn.Parameter // every chunk's parameters, in chunk order
 	opt    *optim.Adam
-	sched  optim.Schedule
-	rand   *gpt.Randomness // dropout: the default stream and the tracker's
-	data   *datasets
-	tp     comm.Group // the tensor-parallel group
-	mp     comm.Group // the model-parallel group (gradient norm)
-	pp     comm.Group // the pipeline-parallel group
-	p2p    *p2p.Communicator
-	rec    *recorder // the schedule's events, while an iteration is profiled
+	// dopt is the distributed optimizer (use_distributed_optimizer), whose
+	// Adam is opt; nil otherwise.
+	dopt  *optim.DistributedOptimizer
+	sched optim.Schedule
+	rand  *gpt.Randomness // dropout: the default stream and the tracker's
+	data  *datasets
+	tp    comm.Group // the tensor-parallel group
+	mp    comm.Group // the model-parallel group (gradient norm)
+	pp    comm.Group // the pipeline-parallel group
+	p2p   *p2p.Communicator
+	rec   *recorder // the schedule's events, while an iteration is profiled
 
 	iteration int
 }
@@ -99,20 +102,9 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *datasets, loc
 		return nil, err
 	}
 	t.rand = &gpt.Randomness{Default: def, Tracker: tracker}
-	for _, c := range t.chunks {
-		d, err := dp.New(c.Parameters(), t.dpg, a.DDP, a.Model.CalculatePerTokenLoss)
-		if err != nil {
-			return nil, err
-		}
-		d.Workers = perRank
-		t.ddps = append(t.ddps, d)
-		t.params = append(t.params, c.Parameters()...)
+	if err := t.wrapChunks(ctx, perRank); err != nil {
+		return nil, err
 	}
-	t.opt = optim.NewAdam(t.params, optim.AdamConfig{
-		Beta1: float32(a.AdamBeta1), Beta2: float32(a.AdamBeta2), Eps: float32(a.AdamEps),
-		WeightDecay: float32(a.WeightDecay), Decoupled: true,
-	})
-	t.opt.Workers = perRank
 	t.sched = a.Schedule()
 	if t.pp.Size() > 1 {
 		if t.p2p, err = p2p.New(t.pp, p2p.ConfigFrom(&t.a.Model.ModelParallelConfig)); err != nil {
@@ -200,6 +192,15 @@ func (t *trainer) sharedEmbeddings() []*nn.Parameter {
 	return out
 }
 
+// positionEmbeddings are the position embeddings this rank holds (the
+// first stage's), summed over the position-embedding group.
+func (t *trainer) positionEmbeddings() []*nn.Parameter {
+	if t.pp.Size() == 1 || !t.firstStage() {
+		return nil
+	}
+	return []*nn.Parameter{t.chunks[0].PositionEmbeddings}
+}
+
 // stepResult is what one iteration reports.
 type stepResult struct {
 	loss     float64
@@ -228,6 +229,11 @@ func (t *trainer) gatherPeaks(ctx context.Context, r *stepResult) error {
 // over the tensor- and pipeline-parallel groups (every rank takes part;
 // rank 0 writes).
 func (t *trainer) dumpGrads(ctx context.Context) error {
+	for _, d := range t.ddps {
+		if err := d.AllGatherGrads(ctx); err != nil {
+			return fmt.Errorf("--dump-grads: %w", err)
+		}
+	}
 	grads, err := t.wholeTensors(ctx, func(p *nn.Parameter) *tensor.Tensor { return p.Grad })
 	if err != nil {
 		return fmt.Errorf("--dump-grads: %w", err)

@@ -48,17 +48,24 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 			return stepResult{}, err
 		}
 	}
-	norm, err := optim.GradNorm(ctx, t.normParams(), t.mp, t.tp.Rank())
+	norm, err := t.gradNorm(ctx)
 	if err != nil {
 		return stepResult{}, err
 	}
 	if math.IsNaN(loss) || math.IsInf(loss, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
 		return stepResult{}, fmt.Errorf("iteration %d: the loss is %g and the gradient norm %g: training diverged; lower --lr, raise --lr-warmup-iters, or set --clip-grad", t.iteration+1, loss, norm)
 	}
-	optim.ClipGradients(t.params, norm, a.ClipGrad)
 	lr := t.sched.LR(t.opt.Steps)
-	if err := t.opt.Step(float32(lr)); err != nil {
-		return stepResult{}, err
+	if t.dopt != nil {
+		t.dopt.ClipGradients(norm, a.ClipGrad)
+		if err := t.dopt.Step(ctx, float32(lr)); err != nil {
+			return stepResult{}, err
+		}
+	} else {
+		optim.ClipGradients(t.params, norm, a.ClipGrad)
+		if err := t.opt.Step(float32(lr)); err != nil {
+			return stepResult{}, err
+		}
 	}
 	t.iteration++
 	return stepResult{loss: loss, gradNorm: norm, lr: lr, elapsed: time.Since(start), peakActivation: t.tape.PeakActivationBytes()}, nil
@@ -73,6 +80,12 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch in
 	cfg := a.Model
 	cfg.NoSyncFunc = t.noSync
 	cfg.FinalizeModelGradsFunc = t.finalize
+	if a.DDP.OverlapGradReduce {
+		cfg.GradSyncFunc = func(ctx context.Context, chunk int) error { return t.ddps[chunk].StartGradSync(ctx) }
+	}
+	if a.DDP.OverlapParamGather && a.DDP.AlignParamGather {
+		cfg.ParamSyncFunc = func(ctx context.Context, chunk int) error { return t.ddps[chunk].StartParamSync(ctx, false) }
+	}
 	chunks := make([]pp.Chunk, len(t.chunks))
 	for i, c := range t.chunks {
 		chunks[i] = c
@@ -155,11 +168,6 @@ func (t *trainer) noSync() func() {
 
 // finalize is the config's finalize_model_grads_func.
 func (t *trainer) finalize(ctx context.Context, numTokens *int64, forceAllReduce bool) error {
-	for _, d := range t.ddps {
-		if err := d.StartGradSync(ctx); err != nil {
-			return err
-		}
-	}
 	if numTokens != nil {
 		// The last stage counted the tokens: broadcast over the pipeline,
 		// sum over the data-parallel ranks.
@@ -177,7 +185,30 @@ func (t *trainer) finalize(ctx context.Context, numTokens *int64, forceAllReduce
 	return dp.FinalizeModelGrads(ctx, t.ddps, dp.FinalizeOptions{
 		NumTokens: numTokens, TP: t.tp, SequenceParallel: t.a.Model.SequenceParallel,
 		Embedding: t.groups.Get(mesh.GroupEmbd), EmbeddingParams: t.sharedEmbeddings(),
+		PosEmbedding: t.groups.Get(mesh.GroupPosEmbd), PosEmbeddingParams: t.positionEmbeddings(),
+		ForceAllReduce: forceAllReduce,
 	})
+}
+
+// gradNorm is the global L2 norm of the iteration's reduced gradients.
+func (t *trainer) gradNorm(ctx context.Context) (float64, error) {
+	if t.dopt != nil {
+		return t.dopt.GradNorm(ctx)
+	}
+	return optim.GradNorm(ctx, t.normParams(), t.mp, t.tp.Rank())
+}
+
+// finishParamSync finishes every parameter all-gather of the distributed
+// optimizer (those overlap_param_gather leaves to the next forward pass),
+// so that every rank holds the whole updated parameters: before they are
+// read other than by a forward pass (a checkpoint).
+func (t *trainer) finishParamSync(ctx context.Context) error {
+	for _, d := range t.ddps {
+		if err := d.StartParamSync(ctx, true); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // reduceLoss turns the last stage's microbatch losses into the

@@ -107,6 +107,9 @@ func (m *Model) ForwardWith(t *autograd.Tape, ids, labels []int32, b, s int, r *
 	}
 	var x *autograd.Var
 	if spec.PreProcess {
+		if err := m.preHook(m.WordEmbeddings, m.PositionEmbeddings); err != nil {
+			return nil, err
+		}
 		if x, err = m.embed(t, ids, b, s, hidden); err != nil {
 			return nil, err
 		}
@@ -122,8 +125,11 @@ func (m *Model) ForwardWith(t *autograd.Tape, ids, labels []int32, b, s int, r *
 		stats.AfterEmbedding = t.ActivationBytes()
 	}
 	x = m.decoder(t, x, r, hidden, mp, stats, checkpoint == nil || *checkpoint)
-	if !spec.PostProcess {
-		return x, t.Err()
+	if err := t.Err(); err != nil || !spec.PostProcess {
+		return x, err
+	}
+	if err := m.preHook(m.FinalLayernormW, m.FinalLayernormB, m.WordEmbeddings); err != nil {
+		return nil, err
 	}
 	return m.head(t, x, labels, b, s, stats)
 }
@@ -213,7 +219,17 @@ func (m *Model) decoder(t *autograd.Tape, x *autograd.Var, r *Randomness, hidden
 	}
 	for i := 0; i < n; {
 		start, chunk := cfg.RecomputeLayer(i, n)
-		if !start || !recompute || !t.Recording() {
+		plain := !start || !recompute || !t.Recording()
+		if plain {
+			chunk = 1
+		}
+		for _, l := range m.Layers[i : i+chunk] {
+			if err := m.preHook(l.parameters()...); err != nil {
+				t.Fail(err)
+				return x
+			}
+		}
+		if plain {
 			x = m.Layers[i].forward(t, x, m, r, hidden, mp)
 			record(1)
 			i++
@@ -231,6 +247,24 @@ func (m *Model) decoder(t *autograd.Tape, x *autograd.Var, r *Randomness, hidden
 		i += chunk
 	}
 	return x
+}
+
+// preHook runs the model's PreHook, if any, on ps.
+func (m *Model) preHook(ps ...*nn.Parameter) error {
+	if m.PreHook == nil {
+		return nil
+	}
+	return m.PreHook(ps)
+}
+
+// parameters returns the layer's parameters.
+func (l *Layer) parameters() []*nn.Parameter {
+	ps := []*nn.Parameter{l.InputLayernormW, l.InputLayernormB}
+	ps = append(ps, l.QKV.Parameters()...)
+	ps = append(ps, l.Proj.Parameters()...)
+	ps = append(ps, l.PreMLPLayernormW, l.PreMLPLayernormB)
+	ps = append(ps, l.FC1.Parameters()...)
+	return append(ps, l.FC2.Parameters()...)
 }
 
 // checkpointOptions are the recompute settings of a checkpointed region:

@@ -55,6 +55,14 @@ type Model struct {
 	// of every recorded Forward.
 	Stats *ActivationStats
 
+	// PreHook, when set, runs before each part of a forward pass — the
+	// embedding, every decoder layer (or checkpointed run of layers), the
+	// head — with the parameters that part uses: the place of the
+	// data-parallel wrapper's forward pre-hook, which waits for the
+	// parameters' all-gather under overlap_param_gather. Its error ends the
+	// forward pass.
+	PreHook func(ps []*nn.Parameter) error
+
 	params []*nn.Parameter
 	input  *autograd.Var
 }

@@ -1,0 +1,307 @@
+package dp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/nn"
+	"github.com/gotron/gotron/tensor/kernels"
+)
+
+// bucketGroup is a set of buckets reduced together (the reference's
+// _ParamAndGradBucketGroup): one bucket normally, every bucket of a chunk
+// whose bucketing is disabled.
+//
+// Gradient readiness. Under overlap_grad_reduce each parameter's grad hook
+// counts, while the group is in its last microbatch (not under no_sync),
+// how many times the parameter's gradient was completed. The first
+// iteration only records the counts (they become the golden counts when the
+// gradient buffer is next zeroed) and the reduction starts in
+// finishGradSync; from the second iteration on the reduction starts, in
+// the hook, the moment the counts equal the golden ones — that is, as soon
+// as the bucket's last gradient is complete.
+type bucketGroup struct {
+	d       *DDP
+	index   int
+	buckets []*Bucket
+	params  map[*nn.Parameter]bool
+
+	counts, golden map[*nn.Parameter]int
+	firstBatch     bool
+	lastMicrobatch bool
+
+	// Gradient reduction in flight: works, and per bucket the
+	// reduce-scatter output (copied into the bucket's shard once done).
+	works        []comm.Work
+	rsOut        [][]float32
+	gradFinished bool
+	check        *gradCheck // the NaN/Inf and large-gradient check in flight
+
+	// Parameter all-gather (distributed optimizer).
+	paramWorks      []comm.Work
+	agIn            [][]float32
+	paramDispatched bool
+	next            *bucketGroup // the group whose all-gather to prefetch after this one's
+}
+
+func newBucketGroup(d *DDP, index int, buckets []*Bucket) *bucketGroup {
+	g := &bucketGroup{d: d, index: index, buckets: buckets, params: map[*nn.Parameter]bool{},
+		counts: map[*nn.Parameter]int{}, firstBatch: true, lastMicrobatch: true}
+	for _, b := range buckets {
+		for _, p := range b.Params {
+			g.params[p] = true
+		}
+	}
+	return g
+}
+
+// reset prepares the group for the next iteration (zero_grad_buffer): the
+// first iteration's counts become the golden counts.
+func (g *bucketGroup) reset() {
+	if g.firstBatch && len(g.counts) > 0 {
+		g.golden = g.counts
+		g.firstBatch = false
+	}
+	g.counts = map[*nn.Parameter]int{}
+	g.lastMicrobatch = true
+	g.gradFinished = false
+}
+
+// registerGradReady is the grad hook's part: count p's completed gradient
+// in the last microbatch and start the reduction once every count equals
+// its golden count.
+func (g *bucketGroup) registerGradReady(p *nn.Parameter) {
+	if !g.lastMicrobatch {
+		return
+	}
+	g.counts[p]++
+	if g.firstBatch || len(g.counts) != len(g.golden) || g.works != nil {
+		return
+	}
+	for q, n := range g.golden {
+		if g.counts[q] != n {
+			return
+		}
+	}
+	g.d.fail(g.startGradSync(g.d.ctx, g.d.ForceAllReduce))
+}
+
+// startGradSync launches the group's reduction: check the gradients if
+// asked, scale each bucket by its factor, then all-reduce each bucket, or
+// under the distributed optimizer reduce-scatter it into this rank's
+// shard (and, with several optimizer instances, all-reduce the shard
+// across them). Asynchronous under overlap_grad_reduce, else finished
+// before it returns.
+func (g *bucketGroup) startGradSync(ctx context.Context, forceAllReduce bool) error {
+	d := g.d
+	if g.firstBatch && g.works != nil {
+		return nil // already started by finishGradSync's first-batch path
+	}
+	if g.works != nil {
+		return fmt.Errorf("dp: bucket group %d: a gradient reduction is already in flight", g.index)
+	}
+	if d.cfg.CheckForNaNInGrad || d.cfg.CheckForLargeGrads {
+		c, err := g.startCheck(ctx)
+		if err != nil {
+			return err
+		}
+		g.check = c
+	}
+	for _, b := range g.buckets {
+		if b.GradientScalingFactor != 1 {
+			scale(b.GradData, b.GradientScalingFactor, d.Workers)
+		}
+	}
+	op := comm.Sum
+	if d.cfg.AverageInCollective {
+		op = comm.Avg
+	}
+	async := d.cfg.OverlapGradReduce
+	g.works = []comm.Work{} // non-nil: started
+	scatter := d.cfg.UseDistributedOptimizer && !forceAllReduce
+	for i, b := range g.buckets {
+		var w comm.Work
+		var err error
+		switch {
+		case d.group == nil:
+			continue
+		case scatter && d.cfg.ReduceScatterWithFP32Accumulation:
+			if err := g.allToAllReduce(ctx, i, b); err != nil {
+				return fmt.Errorf("dp: gradient all-to-all of bucket %d over %s: %w", b.ID, d.group.Name(), err)
+			}
+			continue
+		case scatter:
+			g.rsOut[i] = ensure(g.rsOut[i], len(b.GradData)/d.shards)
+			w, err = d.group.ReduceScatterAsync(ctx, comm.F32(g.rsOut[i]), comm.F32(b.GradData), op)
+		default:
+			w, err = d.group.AllReduceAsync(ctx, comm.F32(b.GradData), op)
+		}
+		if err != nil {
+			return fmt.Errorf("dp: gradient reduction of bucket %d over %s: %w", b.ID, d.group.Name(), err)
+		}
+		g.works = append(g.works, w)
+	}
+	if !async {
+		return g.waitGradSync(ctx, scatter)
+	}
+	return nil
+}
+
+// waitGradSync waits for the group's reduction, puts reduce-scatter
+// results in place, all-reduces the shards across optimizer instances,
+// and reports a failed gradient check.
+func (g *bucketGroup) waitGradSync(ctx context.Context, scatter bool) error {
+	d := g.d
+	var errs []error
+	for _, w := range g.works {
+		errs = append(errs, w.Wait(ctx))
+	}
+	g.works = nil
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("dp: gradient reduction of bucket group %d over %s: %w", g.index, d.group.Name(), err)
+	}
+	if scatter && d.group != nil {
+		for i, b := range g.buckets {
+			shard := shardOf(b.GradData, d.shards, d.shardRank)
+			if d.cfg.ReduceScatterWithFP32Accumulation {
+				sumChunks(shard, g.rsOut[i], d.shards)
+			} else {
+				copy(shard, g.rsOut[i])
+			}
+			if d.inter != nil && d.inter.Size() > 1 {
+				op := comm.Sum
+				if d.cfg.AverageInCollective {
+					op = comm.Avg
+				}
+				if err := d.inter.AllReduce(ctx, comm.F32(shard), op); err != nil {
+					return fmt.Errorf("dp: all-reduce of bucket %d's shard across optimizer instances over %s: %w", b.ID, d.inter.Name(), err)
+				}
+			}
+		}
+	}
+	if g.check != nil {
+		c := g.check
+		g.check = nil
+		return c.finish(ctx)
+	}
+	return nil
+}
+
+// allToAllReduce is the first half of
+// reduce_scatter_with_fp32_accumulation: an all-to-all of the bucket
+// leaves chunk k of rsOut with rank k's values of this rank's shard, which
+// waitGradSync sums in rank order (sumChunks). The all-to-all has no
+// asynchronous form in comm, so it runs when the bucket is ready, in the
+// caller's goroutine.
+func (g *bucketGroup) allToAllReduce(ctx context.Context, i int, b *Bucket) error {
+	g.rsOut[i] = ensure(g.rsOut[i], len(b.GradData))
+	return g.d.group.AllToAll(ctx, comm.F32(g.rsOut[i]), comm.F32(b.GradData))
+}
+
+// sumChunks sets shard = Σ_k chunk k of all (k = 0 … n−1, left to right,
+// in float32).
+func sumChunks(shard, all []float32, n int) {
+	m := len(shard)
+	copy(shard, all[:m])
+	for k := 1; k < n; k++ {
+		kernels.AddInto(shard, all[k*m:(k+1)*m])
+	}
+}
+
+// finishGradSync waits for (or, without overlap or in the first
+// iteration, runs) the group's reduction (finish_grad_sync).
+func (g *bucketGroup) finishGradSync(ctx context.Context, forceAllReduce bool) error {
+	d := g.d
+	g.paramDispatched = false
+	if !d.cfg.OverlapGradReduce {
+		return g.startGradSync(ctx, forceAllReduce)
+	}
+	if g.gradFinished {
+		return nil
+	}
+	if g.firstBatch && g.works == nil {
+		if err := g.startGradSync(ctx, forceAllReduce); err != nil {
+			return err
+		}
+	}
+	if g.works == nil {
+		return fmt.Errorf("dp: the gradient reduction of bucket group %d was never started (%d of %d parameters have their gradients): a parameter got fewer gradient contributions in the last microbatch than in the first iteration", g.index, len(g.counts), len(g.params))
+	}
+	err := g.waitGradSync(ctx, d.cfg.UseDistributedOptimizer && !forceAllReduce)
+	g.gradFinished = true
+	return err
+}
+
+// startParamSync launches the all-gather of every bucket's updated shard
+// (distributed optimizer): asynchronous under overlap_param_gather unless
+// forceSync, which also finishes one in flight.
+func (g *bucketGroup) startParamSync(ctx context.Context, forceSync bool) error {
+	d := g.d
+	if forceSync && g.paramWorks != nil {
+		return g.waitParamSync(ctx)
+	}
+	if g.paramWorks != nil {
+		return fmt.Errorf("dp: bucket group %d: a parameter all-gather is already in flight", g.index)
+	}
+	g.paramDispatched = true
+	if d.group == nil || d.shards == 1 {
+		return nil
+	}
+	g.paramWorks = []comm.Work{}
+	for i, b := range g.buckets {
+		g.agIn[i] = ensure(g.agIn[i], len(b.ParamData)/d.shards)
+		copy(g.agIn[i], shardOf(b.ParamData, d.shards, d.shardRank))
+		w, err := d.group.AllGatherAsync(ctx, comm.F32(b.ParamData), comm.F32(g.agIn[i]))
+		if err != nil {
+			return fmt.Errorf("dp: parameter all-gather of bucket %d over %s: %w", b.ID, d.group.Name(), err)
+		}
+		g.paramWorks = append(g.paramWorks, w)
+	}
+	if !d.cfg.OverlapParamGather || forceSync {
+		return g.waitParamSync(ctx)
+	}
+	return nil
+}
+
+func (g *bucketGroup) waitParamSync(ctx context.Context) error {
+	var errs []error
+	for _, w := range g.paramWorks {
+		errs = append(errs, w.Wait(ctx))
+	}
+	g.paramWorks = nil
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("dp: parameter all-gather of bucket group %d over %s: %w", g.index, g.d.group.Name(), err)
+	}
+	return nil
+}
+
+// finishParamSync is the forward pre-hook's part (finish_param_sync):
+// launch the all-gather if nobody has, wait for it, then prefetch the next
+// group's unless the schedule launches them (align_param_gather).
+func (g *bucketGroup) finishParamSync(ctx context.Context, skipNext bool) error {
+	if !g.paramDispatched {
+		if err := g.startParamSync(ctx, false); err != nil {
+			return err
+		}
+	}
+	if g.paramWorks == nil {
+		return nil
+	}
+	if err := g.waitParamSync(ctx); err != nil {
+		return err
+	}
+	if g.next != nil && !skipNext && !g.next.paramDispatched {
+		return g.next.startParamSync(ctx, false)
+	}
+	return nil
+}
+
+// ensure returns buf if it has length n, else a new slice of length n.
+func ensure(buf []float32, n int) []float32 {
+	if len(buf) == n {
+		return buf
+	}
+	return make([]float32, n)
+}

@@ -1,0 +1,151 @@
+package dp
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/nn"
+)
+
+// FinalizeOptions are the groups and settings FinalizeModelGrads needs
+// beyond the model chunks (Megatron's pg_collection, num_tokens and the
+// config's sequence_parallel).
+type FinalizeOptions struct {
+	// NumTokens, when set (calculate_per_token_loss), is the global token
+	// count, already all-reduced by the caller: the gradients are scaled by
+	// 1/max(NumTokens, 1).
+	NumTokens *int64
+	// TP is the tensor-parallel group; nil or size 1 skips the TP step.
+	TP comm.Group
+	// SequenceParallel is the model config's sequence_parallel: the
+	// gradients of parameters marked SequenceParallel (layer norms, and
+	// row-parallel biases) are partial sums over the TP ranks' sequence
+	// shards, and are all-reduced over TP.
+	SequenceParallel bool
+	// Embedding is the embedding group (the first and last pipeline stages)
+	// and EmbeddingParams the shared word-embedding weights this rank holds
+	// in it (the first chunk's on the first stage, the last chunk's on the
+	// last stage): their gradients are summed over the group, so both
+	// copies of the tied weight get the gradient of the whole model. Nil or
+	// a group of one skips the step.
+	Embedding       comm.Group
+	EmbeddingParams []*nn.Parameter
+	// PosEmbedding is the position-embedding group (by default the first
+	// stage alone, so a no-op) and PosEmbeddingParams the position
+	// embeddings this rank holds in it: their gradients are summed over it.
+	PosEmbedding       comm.Group
+	PosEmbeddingParams []*nn.Parameter
+	// ForceAllReduce makes the data-parallel reductions all-reduces even
+	// under the distributed optimizer (the schedules' force_all_reduce).
+	ForceAllReduce bool
+	// Experts, when set, runs after the embedding steps: the place of the
+	// expert-bias update and of any other expert-parameter reduction
+	// (megatron-semantics.md §2.17 step 8). Expert buffers themselves are
+	// DDPs of their own in chunks, reduced over their expert data-parallel
+	// group in step 1.
+	Experts func(ctx context.Context) error
+}
+
+// FinalizeModelGrads is Megatron's finalize_model_grads for the dimensions
+// (megatron-semantics.md §2.17): finish every chunk's data-parallel
+// gradient synchronisation (step 1); over the tensor-parallel group,
+// average the gradients of parameters marked AverageGradientsAcrossTP and,
+// under sequence parallelism, sum those of SequenceParallel parameters,
+// each coalesced into one buffer (step 4); sum the shared word
+// embedding's gradient over the embedding group (step 6) and the position
+// embedding's over its group (step 7); run the expert hook (step 8);
+// scale by the global token count when o.NumTokens is set (step 10; the
+// caller has broadcast it over the pipeline and summed it over dp·cp).
+// Steps 2, 3 and 5 concern models and axes gotron does not have.
+// Afterwards every tensor-parallel rank holds identical gradients for the
+// parameters it replicates, and the first and last pipeline stages
+// identical gradients for the tied embedding.
+func FinalizeModelGrads(ctx context.Context, chunks []*DDP, o FinalizeOptions) error {
+	for _, d := range chunks {
+		if err := d.FinishGradSync(ctx, o.ForceAllReduce); err != nil {
+			return err
+		}
+	}
+	if o.TP != nil && o.TP.Size() > 1 {
+		if err := reduceOverTP(ctx, chunks, o.TP, o.SequenceParallel); err != nil {
+			return err
+		}
+	}
+	if o.Embedding != nil && o.Embedding.Size() > 1 {
+		if err := allReduceGrads(ctx, o.EmbeddingParams, o.Embedding, "the shared word embedding"); err != nil {
+			return err
+		}
+	}
+	if o.PosEmbedding != nil && o.PosEmbedding.Size() > 1 {
+		if err := allReduceGrads(ctx, o.PosEmbeddingParams, o.PosEmbedding, "the position embedding"); err != nil {
+			return err
+		}
+	}
+	if o.Experts != nil {
+		if err := o.Experts(ctx); err != nil {
+			return err
+		}
+	}
+	if o.NumTokens != nil {
+		s := float32(1 / float64(max(*o.NumTokens, 1)))
+		for _, d := range chunks {
+			d.ScaleGradients(s)
+		}
+	}
+	return nil
+}
+
+// reduceOverTP averages the gradients of AverageGradientsAcrossTP
+// parameters over tp and, when sp, sums those of SequenceParallel ones,
+// each kind in one coalesced all-reduce.
+func reduceOverTP(ctx context.Context, chunks []*DDP, tp comm.Group, sp bool) error {
+	var avg, sum []*nn.Parameter
+	for _, d := range chunks {
+		for _, p := range d.Buffer.Params {
+			switch {
+			case p.Grad == nil:
+			case p.AverageGradientsAcrossTP:
+				avg = append(avg, p)
+			case sp && p.SequenceParallel:
+				sum = append(sum, p)
+			}
+		}
+	}
+	if len(avg) > 0 {
+		if err := reduceGrads(ctx, avg, tp, comm.Avg, fmt.Sprintf("the tensor-parallel averaged gradients (%d parameters)", len(avg))); err != nil {
+			return err
+		}
+	}
+	if len(sum) > 0 {
+		return allReduceGrads(ctx, sum, tp, fmt.Sprintf("the sequence-parallel gradients (%d parameters)", len(sum)))
+	}
+	return nil
+}
+
+// allReduceGrads sums the gradients of ps over g in one coalesced
+// all-reduce; what names them in errors.
+func allReduceGrads(ctx context.Context, ps []*nn.Parameter, g comm.Group, what string) error {
+	return reduceGrads(ctx, ps, g, comm.Sum, what)
+}
+
+// reduceGrads reduces the gradients of ps over g with op in one coalesced
+// all-reduce.
+func reduceGrads(ctx context.Context, ps []*nn.Parameter, g comm.Group, op comm.ReduceOp, what string) error {
+	n := 0
+	for _, p := range ps {
+		n += p.Grad.Len()
+	}
+	buf := make([]float32, 0, n)
+	for _, p := range ps {
+		buf = append(buf, p.Grad.Data()...)
+	}
+	if err := g.AllReduce(ctx, comm.F32(buf), op); err != nil {
+		return fmt.Errorf("dp: all-reduce of %s over %s: %w", what, g.Name(), err)
+	}
+	off := 0
+	for _, p := range ps {
+		off += copy(p.Grad.Data(), buf[off:off+p.Grad.Len()])
+	}
+	return nil
+}

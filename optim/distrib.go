@@ -1,0 +1,129 @@
+package optim
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/dp"
+	"github.com/gotron/gotron/nn"
+	"github.com/gotron/gotron/tensor/kernels"
+)
+
+// DistributedOptimizer is Adam sharded over the data-parallel ranks
+// (Megatron's DistributedOptimizer, megatron-semantics.md §2.16): each rank
+// owns 1/dp of every gradient bucket (its shard, dp.Layout.Shard) and keeps
+// the optimizer state of the parameter elements in it only. After the
+// gradients are reduce-scattered into the shards (dp.DDP), Step updates
+// the shard's parameter elements in place — they are views of the
+// buffers, and the parameters are fp32, so they are their own main
+// parameters — and all-gathers every bucket's parameters, at once or,
+// under overlap_param_gather, bucket by bucket as the next forward pass
+// reaches them (dp.DDP.ParamPreHook).
+type DistributedOptimizer struct {
+	*Adam
+	DDPs []*dp.DDP
+	// Group is the group the gradient norm is summed over: every rank of
+	// this rank's distributed-optimizer instance (its shards of every
+	// model-parallel piece).
+	Group comm.Group
+	// owned says whether a parameter's squares count in the norm on this
+	// rank (tensor-parallel duplicates and the second copy of a tied
+	// weight do not).
+	owned func(*nn.Parameter) bool
+}
+
+// NewDistributedOptimizer builds the optimizer over this rank's shards of
+// the buffers of ddps (one per model chunk, each built with
+// use_distributed_optimizer). normGroup is the gradient norm's group and
+// owned the parameters whose squares this rank counts.
+func NewDistributedOptimizer(ddps []*dp.DDP, cfg AdamConfig, normGroup comm.Group, owned func(*nn.Parameter) bool) (*DistributedOptimizer, error) {
+	var segs []Segment
+	for _, d := range ddps {
+		if !d.Config().UseDistributedOptimizer {
+			return nil, fmt.Errorf("optim: the distributed optimizer needs buffers built with use_distributed_optimizer")
+		}
+		shards, _, err := d.Shards()
+		if err != nil {
+			return nil, err
+		}
+		for _, bs := range shards {
+			for _, sp := range bs.Params {
+				segs = append(segs, Segment{Param: d.Buffer.Params[sp.Param], Offset: sp.ParamRange[0], Len: sp.ParamRange[1] - sp.ParamRange[0]})
+			}
+		}
+	}
+	return &DistributedOptimizer{Adam: NewAdamSegments(segs, cfg), DDPs: ddps, Group: normGroup, owned: owned}, nil
+}
+
+// GradNorm returns the global L2 norm of the reduced gradients: each rank
+// sums the squares of the gradient elements in its shards (of the
+// parameters it owns for the norm), and the sums are added over Group.
+func (o *DistributedOptimizer) GradNorm(ctx context.Context) (float64, error) {
+	var s float64
+	for i := range o.Segments {
+		seg := &o.Segments[i]
+		if o.owned == nil || o.owned(seg.Param) {
+			s += kernels.SumSquares(seg.Grad())
+		}
+	}
+	return GlobalNorm(ctx, s, o.Group)
+}
+
+// ClipGradients scales the shards' gradients by min(1, maxNorm/(norm +
+// 1e-6)); maxNorm ≤ 0 disables clipping. It reports whether they were
+// scaled.
+func (o *DistributedOptimizer) ClipGradients(norm, maxNorm float64) bool {
+	if maxNorm <= 0 {
+		return false
+	}
+	c := kernels.ClipScale(norm, maxNorm)
+	if c >= 1 {
+		return false
+	}
+	for i := range o.Segments {
+		kernels.Scale(o.Segments[i].Grad(), c)
+	}
+	return true
+}
+
+// Step updates this rank's shards with learning rate lr, then, unless
+// overlap_param_gather leaves it to the next forward pass, all-gathers
+// every bucket's parameters.
+func (o *DistributedOptimizer) Step(ctx context.Context, lr float32) error {
+	if err := o.Adam.Step(lr); err != nil {
+		return err
+	}
+	for _, d := range o.DDPs {
+		if d.Config().OverlapParamGather {
+			continue
+		}
+		if err := d.StartParamSync(ctx, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// GlobalNorm returns sqrt(Σ over g of every member's local sum of
+// squares); nil or a group of one gives sqrt(local). The sums travel as
+// float32 pairs (hi, lo) so that the float64 sum keeps its precision
+// through a float32 collective, and are added in rank order, so every
+// member gets the same norm.
+func GlobalNorm(ctx context.Context, local float64, g comm.Group) (float64, error) {
+	if g == nil || g.Size() == 1 {
+		return math.Sqrt(local), nil
+	}
+	hi := float32(local)
+	buf := make([]float32, 2*g.Size())
+	mine := []float32{hi, float32(local - float64(hi))}
+	if err := g.AllGather(ctx, comm.F32(buf), comm.F32(mine)); err != nil {
+		return 0, fmt.Errorf("optim: gradient norm all-gather over %s: %w", g.Name(), err)
+	}
+	var total float64
+	for r := 0; r < g.Size(); r++ {
+		total += float64(buf[2*r]) + float64(buf[2*r+1])
+	}
+	return math.Sqrt(total), nil
+}
