@@ -19,6 +19,10 @@ type Args struct {
 	Model config.TransformerConfig
 	// DDP configures data-parallel gradient reduction.
 	DDP config.DDPConfig
+	// AlignParamGather, when set, overrides DDP.AlignParamGather, which
+	// otherwise follows the reference's training layer: on with
+	// overlap_param_gather under the interleaved schedule, else off.
+	AlignParamGather *bool
 
 	// WorldSize is the number of ranks run as goroutines of this process
 	// (ignored when a world group is passed to Run).
@@ -78,11 +82,20 @@ type Args struct {
 	SampleTemperature float64
 }
 
+// defaultDDP is the DDP config of the training layer: the core defaults
+// with check_for_nan_in_grad on (Megatron's
+// --check-for-nan-in-loss-and-grad defaults to true).
+func defaultDDP() config.DDPConfig {
+	c := config.DefaultDDPConfig()
+	c.CheckForNaNInGrad = true
+	return c
+}
+
 // DefaultArgs returns Megatron's defaults where it has them.
 func DefaultArgs() Args {
 	return Args{
 		Model:                     config.DefaultTransformerConfig(),
-		DDP:                       config.DefaultDDPConfig(),
+		DDP:                       defaultDDP(),
 		WorldSize:                 1,
 		MicroBatchSize:            1,
 		TrainIters:                0,
@@ -167,6 +180,9 @@ func (a Args) Validate(world int) error {
 		if x.v > 1 {
 			add("%s %d: this gotron trains with data, tensor, sequence and pipeline parallelism so far; context and expert parallel training are not built yet: use %s 1", x.flag, x.v, x.flag)
 		}
+	}
+	if mp.BF16 || mp.FP16 {
+		add("--bf16/--fp16: mixed-precision training (16-bit parameters with float32 main parameters) is not built yet in gotron; train in float32 (drop the flag)")
 	}
 	for _, f := range []struct {
 		flag string

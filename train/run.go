@@ -217,6 +217,11 @@ func normalise(a Args, world int) Args {
 		mp.BatchP2PComm = !mp.OverlapP2PComm
 		mp.DeallocatePipelineOutputs = true
 	}
+	if a.AlignParamGather != nil {
+		a.DDP.AlignParamGather = *a.AlignParamGather
+	} else {
+		a.DDP.AlignParamGather = a.DDP.OverlapParamGather && mp.Interleaved()
+	}
 	return a
 }
 

@@ -18,10 +18,13 @@ import (
 )
 
 // TestMPITrainMatchesSingleRank runs `mpirun gotron train --backend mpi
-// --mock-data` for 20 iterations in five layouts — data parallel over 2
+// --mock-data` for 20 iterations in eight layouts — data parallel over 2
 // processes, tensor and sequence parallel over 2, TP 2 × DP 2 with full
-// recompute over 4, pipeline parallel over 2, and TP 2 × PP 2 with two
-// virtual stages per pipeline rank (interleaved 1F1B) over 4 — and compares
+// recompute over 4, pipeline parallel over 2, TP 2 × PP 2 with two
+// virtual stages per pipeline rank (interleaved 1F1B) over 4, DP 2 with the
+// distributed optimizer and both overlaps, DP 4 with two distributed
+// optimizer instances and overlapped reduction over 4, and TP 2 × PP 2 ×
+// DP 2 with the distributed optimizer and both overlaps over 8 — and compares
 // each loss curve with a single in-process rank's: equal to 1e-6 relative
 // without tensor parallelism, 1e-5 with it (whose sums are split
 // differently).
@@ -52,6 +55,12 @@ func TestMPITrainMatchesSingleRank(t *testing.T) {
 		{"pp2", "2", []string{"--pipeline-model-parallel-size", "2"}, 1e-6},
 		{"tp2-pp2-vpp2-layout", "4", []string{"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
 			"--pipeline-model-parallel-layout", "E|t|t|L"}, 1e-5},
+		{"dp2-distopt-overlaps", "2", []string{"--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
+			"--ddp-bucket-size", "2000"}, 1e-6},
+		{"dp4-distopt-2-instances", "4", []string{"--use-distributed-optimizer", "--num-distributed-optimizer-instances", "2",
+			"--overlap-grad-reduce", "--ddp-num-buckets", "4"}, 1e-6},
+		{"tp2-pp2-dp2-distopt-overlaps", "8", []string{"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
+			"--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"}, 1e-5},
 	}
 	curves := make([][]float64, len(layouts))
 	for i, l := range layouts {

@@ -32,6 +32,9 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 			if err := overlapFlags(cmd, &a); err != nil {
 				return err
 			}
+			if err := ddpFlags(cmd, &a); err != nil {
+				return err
+			}
 			if cmd.Flags().Changed("world-size") && a.WorldSize < 1 {
 				return fmt.Errorf("--world-size %d: must be at least 1", a.WorldSize)
 			}
@@ -139,7 +142,7 @@ func addParallelFlags(f *pflag.FlagSet, a *train.Args) {
 	addPipelineFlags(f, &a.Model)
 	f.IntVar(&a.Model.ContextParallelSize, "context-parallel-size", a.Model.ContextParallelSize, "context-parallel size")
 	f.Float64Var(&a.DistributedTimeoutMinutes, "distributed-timeout-minutes", a.DistributedTimeoutMinutes, "fail a collective that waits longer than this")
-	f.BoolVar(&a.DDP.AverageInCollective, "average-in-collective", a.DDP.AverageInCollective, "average gradients inside the all-reduce instead of pre-scaling by 1/dp")
+	addDDPFlags(f, a)
 }
 
 // addPipelineFlags adds the flags that place layers on pipeline stages and

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/gotron/gotron/train"
+)
+
+// addDDPFlags adds the data-parallel wrapper's and the distributed
+// optimizer's flags (Megatron's spellings) and the mixed-precision ones.
+func addDDPFlags(f *pflag.FlagSet, a *train.Args) {
+	d := &a.DDP
+	f.BoolVar(&d.UseDistributedOptimizer, "use-distributed-optimizer", d.UseDistributedOptimizer, "shard the optimizer state over the data-parallel ranks: gradients reduce-scattered, each rank updates its shard, parameters all-gathered")
+	f.IntVar(&d.NumDistributedOptimizerInstances, "num-distributed-optimizer-instances", d.NumDistributedOptimizerInstances, "distributed-optimizer replicas (partial sharding): shards within dp·cp/N ranks, all-reduced across the N instances")
+	f.BoolVar(&d.OverlapGradReduce, "overlap-grad-reduce", d.OverlapGradReduce, "reduce each gradient bucket asynchronously as soon as backward completes it, overlapped with the rest of backward")
+	f.BoolVar(&d.OverlapParamGather, "overlap-param-gather", d.OverlapParamGather, "all-gather each bucket's updated parameters asynchronously, waited for just before the next forward pass uses them (needs --use-distributed-optimizer and --overlap-grad-reduce)")
+	f.Bool("align-param-gather", false, "with --overlap-param-gather and the interleaved schedule, launch the parameter all-gathers of all pipeline stages together (the default there)")
+	f.Bool("no-align-param-gather", false, "with --overlap-param-gather, let each model chunk launch its own parameter all-gathers")
+	f.IntVar(&d.BucketSize, "ddp-bucket-size", d.BucketSize, "gradient bucket size in elements under --overlap-grad-reduce (0: max(40000000, 1000000·dp·cp))")
+	f.IntVar(&d.NumBuckets, "ddp-num-buckets", d.NumBuckets, "split each model chunk's gradients into this many buckets instead (bucket size = parameters / N)")
+	f.BoolVar(&d.PadBucketsForHighNCCLBusBW, "ddp-pad-buckets-for-high-nccl-busbw", d.PadBucketsForHighNCCLBusBW, "pad distributed-optimizer buckets to multiples of lcm(dp, 128, 65536) elements")
+	f.BoolVar(&d.AverageInCollective, "ddp-average-in-collective", d.AverageInCollective, "average gradients inside the collective instead of pre-scaling by 1/(dp·cp)")
+	f.BoolVar(&d.AverageInCollective, "average-in-collective", d.AverageInCollective, "the same as --ddp-average-in-collective")
+	f.BoolVar(&d.ReduceScatterWithFP32Accumulation, "ddp-reduce-scatter-with-fp32-accumulation", d.ReduceScatterWithFP32Accumulation, "reduce-scatter as an all-to-all followed by a local float32 sum")
+	f.BoolVar(&d.GradReduceInFP32, "accumulate-allreduce-grads-in-fp32", d.GradReduceInFP32, "keep and reduce gradients in float32 whatever the parameter type")
+	f.BoolVar(&d.CheckForNaNInGrad, "check-for-nan-in-loss-and-grad", d.CheckForNaNInGrad, "check each gradient bucket for NaN and infinity before its reduction (the default); a bad gradient stops every rank naming the parameter, bucket and rank")
+	f.Bool("no-check-for-nan-in-loss-and-grad", false, "skip the NaN and infinity check of the gradient buckets")
+	f.BoolVar(&a.Model.BF16, "bf16", a.Model.BF16, "mixed precision with bfloat16 parameters (not built yet: refused)")
+	f.BoolVar(&a.Model.FP16, "fp16", a.Model.FP16, "mixed precision with float16 parameters and loss scaling (not built yet: refused)")
+	f.BoolVar(&d.CheckForLargeGrads, "check-for-large-grads", d.CheckForLargeGrads, "stop when a gradient bucket's norm exceeds 10× the largest it had before")
+}
+
+// ddpFlags reads the paired DDP flags into a.
+func ddpFlags(cmd *cobra.Command, a *train.Args) error {
+	f := cmd.Flags()
+	for _, p := range []struct {
+		on, off string
+		set     func(bool)
+	}{
+		{"align-param-gather", "no-align-param-gather", func(v bool) { a.AlignParamGather = &v }},
+		{"check-for-nan-in-loss-and-grad", "no-check-for-nan-in-loss-and-grad", func(v bool) { a.DDP.CheckForNaNInGrad = v }},
+	} {
+		on, off := f.Changed(p.on), f.Changed(p.off)
+		if on && off {
+			return fmt.Errorf("--%s and --%s contradict each other: give one", p.on, p.off)
+		}
+		if on {
+			v, _ := f.GetBool(p.on)
+			p.set(v)
+		}
+		if off {
+			v, _ := f.GetBool(p.off)
+			p.set(!v)
+		}
+	}
+	return nil
+}
