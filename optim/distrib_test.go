@@ -1,0 +1,73 @@
+package optim
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/comm/local"
+	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/dp"
+	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/tensor/rng"
+)
+
+// TestDistributedOptimizerStateIsSharded measures the optimizer state each
+// rank holds under the distributed optimizer at DP 1, 2, 4 and 8: every
+// rank holds at most 2·numel/dp values (its shard of each padded bucket,
+// two moments) and at least that less the padding (alignment gaps and
+// bucket ends), and the ranks together
+// hold exactly the unsharded optimizer's 2·Σ parameters.
+func TestDistributedOptimizerStateIsSharded(t *testing.T) {
+	cfg := config.DefaultTransformerConfig()
+	cfg.NumLayers, cfg.HiddenSize, cfg.NumAttentionHeads, cfg.SeqLength, cfg.VocabSize = 2, 32, 4, 16, 100
+	whole, err := gpt.New(cfg, rng.New(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := NewAdam(whole.Parameters(), AdamConfig{}).StateElements()
+	ddp := config.DefaultDDPConfig()
+	ddp.UseDistributedOptimizer = true
+	for _, n := range []int{1, 2, 4, 8} {
+		t.Run(fmt.Sprint("dp", n), func(t *testing.T) {
+			var total atomic.Int64
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			err := local.NewWorld(n, comm.Options{}).Run(ctx, func(ctx context.Context, g comm.Group) error {
+				m, err := gpt.New(cfg, rng.New(1))
+				if err != nil {
+					return err
+				}
+				d, err := dp.New(ctx, m.RegisteredParameters(), ddp, dp.Options{Group: g, BucketSize: 3000})
+				if err != nil {
+					return err
+				}
+				o, err := NewDistributedOptimizer([]*dp.DDP{d}, AdamConfig{}, g, nil)
+				if err != nil {
+					return err
+				}
+				l := d.Buffer.Layout
+				held := 0
+				for _, p := range l.Params {
+					held += p.Numel
+				}
+				// Padding: the 64-element alignment gaps and the bucket ends.
+				got, most, pad := o.StateElements(), 2*l.Numel/n, 2*(l.Numel-held)
+				if got > most || got < most-pad {
+					t.Errorf("rank %d holds %d state values; 1/%d of the padded buffer's is %d (padding %d)", g.Rank(), got, n, most, pad)
+				}
+				total.Add(int64(got))
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int(total.Load()) != plain {
+				t.Errorf("the ranks hold %d state values together; the unsharded optimizer %d", total.Load(), plain)
+			}
+		})
+	}
+}
