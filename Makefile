@@ -68,12 +68,14 @@ bench: build build-mpi
 	$(GO) test -run '^$$' -bench 'AllReduce|Memcpy' -benchtime 1s ./comm/local
 	comm/mpi/run_tests.sh -bench
 
-# Regenerates the PyTorch reference fixtures in testdata/gpt_ref and testdata/tp_ce.
+# Regenerates the reference fixtures: PyTorch's in testdata/gpt_ref and testdata/tp_ce,
+# and the bucket layouts in dp/testdata/layout.
 reference:
 	@scripts/deps.sh torch
 	/usr/bin/python3 tools/torchref/gpt_ref.py --selftest --out testdata/gpt_ref --check testdata/gpt_ref
 	/usr/bin/python3 tools/torchref/tp_ce_ref.py --out testdata/tp_ce
 	/usr/bin/python3 tools/torchref/tp_ce_ref.py --check testdata/tp_ce
+	/usr/bin/python3 tools/torchref/bucket_layout_ref.py
 
 vet: deps
 	$(GO) vet ./...

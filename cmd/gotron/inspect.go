@@ -8,7 +8,7 @@ import (
 
 func newInspectCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "inspect", Short: "Show how a job is laid out"}
-	cmd.AddCommand(newInspectGroupsCmd(), newInspectMemoryCmd(), newInspectScheduleCmd(), newInspectLayoutCmd())
+	cmd.AddCommand(newInspectGroupsCmd(), newInspectMemoryCmd(), newInspectScheduleCmd(), newInspectLayoutCmd(), newInspectBucketsCmd())
 	return cmd
 }
 
