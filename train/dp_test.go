@@ -9,7 +9,9 @@ import (
 // TestDataParallelBuffersMatchSingleRank is the data-parallel layout-equivalence
 // test: DP 2 and 4 with the distributed optimizer, overlapped gradient
 // reduction (several buckets), overlapped parameter gathering,
-// grad_reduce_in_fp32 and two optimizer instances on DP 4; TP2 × PP2 × DP2
+// grad_reduce_in_fp32, two optimizer instances on DP 4, and overlapped
+// reduction with full and selective recompute (parameters whose gradients
+// complete inside a recomputed region); TP2 × PP2 × DP2
 // with the distributed optimizer and both overlaps; PP2 with VPP 2 × DP2
 // with aligned parameter gathers. The 20-step loss curve and the final
 // validation loss equal the one-rank ones to 1e-6 relative, and the first
@@ -37,6 +39,16 @@ func TestDataParallelBuffersMatchSingleRank(t *testing.T) {
 		{"dp4-distopt-overlap-param-gather", func(a *Args) {
 			*a = ppArgs(4, 1, 1)
 			a.DDP.UseDistributedOptimizer, a.DDP.OverlapGradReduce, a.DDP.OverlapParamGather, a.DDP.BucketSize = true, true, true, 4000
+		}},
+		{"dp2-distopt-overlaps-full-recompute", func(a *Args) {
+			*a = ppArgs(2, 1, 1)
+			a.DDP.UseDistributedOptimizer, a.DDP.OverlapGradReduce, a.DDP.OverlapParamGather, a.DDP.BucketSize = true, true, true, 3000
+			a.Model.RecomputeGranularity, a.Model.RecomputeMethod, a.Model.RecomputeNumLayers = "full", "block", 2
+		}},
+		{"dp2-overlap-selective-recompute", func(a *Args) {
+			*a = ppArgs(2, 1, 1)
+			a.DDP.OverlapGradReduce, a.DDP.BucketSize = true, 3000
+			a.Model.RecomputeGranularity = "selective"
 		}},
 		{"dp2-grad-reduce-in-fp32", func(a *Args) { *a = ppArgs(2, 1, 1); a.DDP.GradReduceInFP32 = true }},
 		{"dp4-distopt-2-instances", func(a *Args) {
