@@ -101,7 +101,7 @@ func (c *gradCheck) finish(ctx context.Context) error {
 			if f[0] == checkInf {
 				what = "an infinite value"
 			}
-			return &GradError{Msg: fmt.Sprintf("check_for_nan_in_grad: the local gradient of %s in bucket %d holds %s on %s, before the data-parallel reduction (bucket norm %g); the step is not applied and nothing is saved: lower --lr, set --clip-grad, or look for bad input data", name, f[1], what, who, norm)}
+			return &GradError{Msg: fmt.Sprintf("check_for_nan_in_grad: training diverged: the local gradient of %s in bucket %d holds %s on %s, before the data-parallel reduction (bucket norm %g); the step is not applied and nothing is saved: lower --lr, set --clip-grad, or look for bad input data", name, f[1], what, who, norm)}
 		default:
 			return &GradError{Msg: fmt.Sprintf("check_for_large_grads: the local gradient norm of bucket %d is %g on %s, more than %d× the largest it had before; its largest parameter gradient is %s; the step is not applied and nothing is saved: lower --lr or set --clip-grad", f[1], norm, who, LargeGradFactor, name)}
 		}

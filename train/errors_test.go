@@ -11,14 +11,22 @@ import (
 
 // TestDivergenceIsAnError trains with an absurd learning rate and no
 // clipping: the run must stop with an error naming the iteration and the
-// fix, not train on NaNs.
+// fix, not train on NaNs — from the gradient buckets' NaN check (the
+// default), naming the parameter, or without it from the loss and norm
+// check.
 func TestDivergenceIsAnError(t *testing.T) {
-	a := mockArgs(30)
-	a.WorldSize = 2
-	a.LR, a.LRWarmupIters, a.ClipGrad, a.LRDecayStyle = 1e6, 0, 0, "constant"
-	_, err := Run(context.Background(), a, Options{})
-	if err == nil || !strings.Contains(err.Error(), "training diverged") || !strings.Contains(err.Error(), "--lr") {
-		t.Fatalf("got %v, want a divergence error naming --lr", err)
+	for _, check := range []bool{true, false} {
+		a := mockArgs(30)
+		a.WorldSize = 2
+		a.LR, a.LRWarmupIters, a.ClipGrad, a.LRDecayStyle = 1e6, 0, 0, "constant"
+		a.DDP.CheckForNaNInGrad = check
+		_, err := Run(context.Background(), a, Options{})
+		if err == nil || !strings.Contains(err.Error(), "training diverged") || !strings.Contains(err.Error(), "--lr") || !strings.Contains(err.Error(), "iteration ") {
+			t.Fatalf("check_for_nan_in_grad %v: got %v, want a divergence error naming the iteration and --lr", check, err)
+		}
+		if check && !strings.Contains(err.Error(), "check_for_nan_in_grad") {
+			t.Errorf("got %v, want the gradient check's error", err)
+		}
 	}
 }
 
