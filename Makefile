@@ -22,7 +22,7 @@ TRAIN_FLAGS ?= --go-stdlib-corpus \
 all: build
 
 deps:
-	@scripts/deps.sh blas
+	@scripts/deps.sh blas dnnl
 
 build: deps
 	$(GO) build -o $(BIN) ./cmd/gotron

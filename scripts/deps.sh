@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages a gotron target needs, when they are missing.
 #   scripts/deps.sh blas     OpenBLAS headers and library (cgo GEMM)
+#   scripts/deps.sh dnnl     oneDNN headers and library (cgo bf16 GEMM, tensor/dnnl)
 #   scripts/deps.sh mpi      Open MPI (the comm/mpi backend and its tests)
 #   scripts/deps.sh torch    PyTorch (regenerating the reference fixtures)
 # As root it runs apt-get; otherwise it prints the exact command and fails.
@@ -10,9 +11,10 @@ need=()
 for what in "$@"; do
   case "$what" in
     blas)  [ -f /usr/include/x86_64-linux-gnu/cblas.h ] || [ -f /usr/include/cblas.h ] || need+=(libopenblas-dev) ;;
+    dnnl)  [ -f /usr/include/oneapi/dnnl/dnnl.h ] || need+=(libdnnl-dev) ;;
     mpi)   command -v mpirun >/dev/null 2>&1 && pkg-config --exists ompi-c 2>/dev/null || need+=(openmpi-bin libopenmpi-dev pkg-config) ;;
     torch) /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || need+=(python3-torch) ;;
-    *) echo "scripts/deps.sh: unknown component '$what' (blas, mpi, torch)" >&2; exit 2 ;;
+    *) echo "scripts/deps.sh: unknown component '$what' (blas, dnnl, mpi, torch)" >&2; exit 2 ;;
   esac
 done
 [ ${#need[@]} -eq 0 ] && exit 0

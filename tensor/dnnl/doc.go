@@ -1,0 +1,44 @@
+// Package dnnl is gotron's bfloat16 GEMM: C = alpha·op(A)·op(B) + beta·C with
+// A and B in bfloat16, C in float32 and float32 accumulation, on row-major
+// matrices laid out as for [blas.Sgemm].
+//
+// A bfloat16 value is a uint16 holding the top 16 bits of a float32, as
+// [kernels.F32ToBF16] produces and [kernels.BF16ToF32] widens exactly.
+//
+// # Backends
+//
+// With cgo (the default build) GemmBF16 runs oneDNN's matmul primitive
+// (Debian's libdnnl-dev, scripts/deps.sh dnnl): src and weights bf16, dst
+// f32, alpha as an output scale and beta as a sum post-op. Transposes and
+// leading dimensions are memory-descriptor strides, so nothing is copied.
+// Dense operands (ld equal to the stored width) get oneDNN's brgemm kernels;
+// a padded leading dimension makes oneDNN pick its gemm-based kernel, which
+// ran about as fast in a 1024×512×1536 test on one thread.
+//
+// [Available] reports whether that path runs, that is whether the CPU has
+// AVX-512 BF16 (oneDNN's effective ISA, which ONEDNN_MAX_CPU_ISA can lower).
+// When it does not, and in the build without cgo or with the tag
+// gotron_purego, GemmBF16 widens A and B to float32 and calls [blas.Sgemm]:
+// the same products (a bf16 product is exact in float32), rounded in another
+// order.
+//
+// # Primitive cache and concurrency
+//
+// Creating a oneDNN primitive costs far more than a small GEMM, so the cgo
+// build keeps one per (m, n, k, transA, transB, lda, ldb, ldc, alpha, beta,
+// threads) for the life of the process; gotron's shapes are few and fixed by
+// the model. GemmBF16 may be called from many goroutines at once: executing a
+// primitive is thread-safe, the primitives use a caller-provided scratchpad
+// (oneDNN's default shared scratchpad would tie each primitive to the OS
+// thread that created it), and each OS thread gets its own oneDNN stream and
+// scratchpad buffer, freed when the thread exits.
+//
+// # Threads
+//
+// Debian's oneDNN runs on OpenMP. gotron splits work across goroutines itself,
+// so each call uses 1 OpenMP thread unless [SetThreads] says otherwise. The
+// count is a per-OS-thread OpenMP setting, so every call sets it on the OS
+// thread it runs on; with more than 1, each OS thread that calls GemmBF16
+// starts its own OpenMP team, whose idle threads spin briefly after each call
+// (OMP_WAIT_POLICY=passive stops that).
+package dnnl

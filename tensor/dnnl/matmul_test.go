@@ -1,0 +1,247 @@
+package dnnl
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gotron/gotron/tensor/kernels"
+)
+
+// gemmCase is one GemmBF16 call: the shape, the layout and alpha, beta.
+type gemmCase struct {
+	transA, transB bool
+	m, n, k        int
+	lda, ldb, ldc  int
+	alpha, beta    float32
+}
+
+func (tc gemmCase) String() string {
+	return fmt.Sprintf("m=%d,n=%d,k=%d,tA=%v,tB=%v,ld=%d/%d/%d,alpha=%g,beta=%g",
+		tc.m, tc.n, tc.k, tc.transA, tc.transB, tc.lda, tc.ldb, tc.ldc, tc.alpha, tc.beta)
+}
+
+// dims returns the stored rows and columns of A and B.
+func (tc gemmCase) dims() (ar, ac, br, bc int) {
+	ar, ac, br, bc = tc.m, tc.k, tc.k, tc.n
+	if tc.transA {
+		ar, ac = ac, ar
+	}
+	if tc.transB {
+		br, bc = bc, br
+	}
+	return
+}
+
+// operands fills A and B with bf16-rounded normal values and C with normal
+// values, each slice exactly (rows−1)·ld + cols long; C's padding holds a
+// sentinel that GemmBF16 must not touch.
+func (tc gemmCase) operands(r *rand.Rand) (a, b []uint16, c []float32) {
+	ar, ac, br, bc := tc.dims()
+	bf16 := func(n int) []uint16 {
+		f := make([]float32, n)
+		for i := range f {
+			f[i] = float32(r.NormFloat64())
+		}
+		h := make([]uint16, n)
+		kernels.F32ToBF16(h, f)
+		return h
+	}
+	a, b = bf16((ar-1)*tc.lda+ac), bf16((br-1)*tc.ldb+bc)
+	c = make([]float32, (tc.m-1)*tc.ldc+tc.n)
+	for i := range c {
+		c[i] = padSentinel
+		if i%tc.ldc < tc.n {
+			c[i] = float32(r.NormFloat64())
+		}
+	}
+	return a, b, c
+}
+
+const padSentinel = 12345.5
+
+// reference computes alpha·op(A)·op(B) + beta·C in float64 on the widened
+// inputs, and for each element the bound 1e-5·√k·(|alpha|·Σ|a||b| + |beta·c|):
+// float32 accumulation over k exact products typically errs by about
+// √k·2⁻²⁴ of Σ|a||b|, and the bound allows a hundredfold margin.
+func (tc gemmCase) reference(a, b []uint16, c []float32) (want, tol []float64) {
+	wa, wb := make([]float32, len(a)), make([]float32, len(b))
+	kernels.BF16ToF32(wa, a)
+	kernels.BF16ToF32(wb, b)
+	want, tol = make([]float64, len(c)), make([]float64, len(c))
+	for i := range tc.m {
+		for j := range tc.n {
+			var s, abs float64
+			for p := range tc.k {
+				ai, bi := i*tc.lda+p, p*tc.ldb+j
+				if tc.transA {
+					ai = p*tc.lda + i
+				}
+				if tc.transB {
+					bi = j*tc.ldb + p
+				}
+				av, bv := wa[ai], wb[bi]
+				s += float64(av) * float64(bv)
+				abs += math.Abs(float64(av) * float64(bv))
+			}
+			cv := float64(tc.beta) * float64(c[i*tc.ldc+j])
+			want[i*tc.ldc+j] = float64(tc.alpha)*s + cv
+			tol[i*tc.ldc+j] = 1e-5 * math.Sqrt(float64(tc.k)) * (math.Abs(float64(tc.alpha))*abs + math.Abs(cv))
+		}
+	}
+	return want, tol
+}
+
+// run calls GemmBF16 on fresh operands and compares C with the reference,
+// and C's padding with the sentinel.
+func (tc gemmCase) run(r *rand.Rand) error {
+	a, b, c := tc.operands(r)
+	want, tol := tc.reference(a, b, c)
+	if err := GemmBF16(tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, a, tc.lda, b, tc.ldb, tc.beta, c, tc.ldc); err != nil {
+		return err
+	}
+	for i, got := range c {
+		if i%tc.ldc >= tc.n {
+			if got != padSentinel {
+				return fmt.Errorf("C padding [%d] = %v, was %v", i, got, float32(padSentinel))
+			}
+			continue
+		}
+		if d := math.Abs(float64(got) - want[i]); !(d <= tol[i]+1e-30) {
+			return fmt.Errorf("C[%d,%d] = %v, want %v (|diff| %.3g > tol %.3g)", i/tc.ldc, i%tc.ldc, got, want[i], d, tol[i])
+		}
+	}
+	return nil
+}
+
+// cases lists every shape × transpose pair × layout (dense, padded leading
+// dimensions) × (alpha, beta).
+func cases() []gemmCase {
+	var out []gemmCase
+	for _, s := range [][3]int{{1, 1, 1}, {3, 5, 7}, {64, 96, 128}, {257, 129, 65}} {
+		for _, ta := range []bool{false, true} {
+			for _, tb := range []bool{false, true} {
+				for _, pad := range []int{0, 3} {
+					for _, ab := range [][2]float32{{1, 0}, {0.5, 1}, {2, -1}} {
+						tc := gemmCase{transA: ta, transB: tb, m: s[0], n: s[1], k: s[2], alpha: ab[0], beta: ab[1]}
+						_, ac, _, bc := tc.dims()
+						tc.lda, tc.ldb, tc.ldc = ac+pad, bc+2*pad, tc.n+pad+1
+						if pad == 0 {
+							tc.ldc = tc.n
+						}
+						out = append(out, tc)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestGemmBF16MatchesReference(t *testing.T) {
+	t.Logf("oneDNN available: %v, threads %d", Available(), Threads())
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range cases() {
+		if err := tc.run(r); err != nil {
+			t.Errorf("%v: %v", tc, err)
+		}
+	}
+}
+
+func TestGemmBF16TwoThreads(t *testing.T) {
+	defer SetThreads(Threads())
+	SetThreads(2)
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, tc := range []gemmCase{
+		{m: 257, n: 129, k: 65, lda: 65, ldb: 129, ldc: 129, alpha: 1},
+		{transA: true, transB: true, m: 64, n: 96, k: 128, lda: 67, ldb: 131, ldc: 99, alpha: 2, beta: -1},
+	} {
+		if err := tc.run(r); err != nil {
+			t.Errorf("%v: %v", tc, err)
+		}
+	}
+}
+
+func TestGemmBF16Concurrent(t *testing.T) {
+	all := cases()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := range 4 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 9))
+			for rep := range 3 {
+				for i := g; i < len(all); i += 2 {
+					if err := all[i].run(r); err != nil {
+						errs <- fmt.Errorf("goroutine %d, round %d, %v: %w", g, rep, all[i], err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestGemmBF16BetaZeroOverwritesNaN(t *testing.T) {
+	one, two := uint16(0x3F80), uint16(0x4000) // bf16 1 and 2
+	c := []float32{float32(math.NaN()), float32(math.NaN())}
+	if err := GemmBF16(false, false, 1, 2, 1, 1, []uint16{two}, 1, []uint16{one, two}, 2, 0, c, 2); err != nil {
+		t.Fatal(err)
+	}
+	if c[0] != 2 || c[1] != 4 {
+		t.Fatalf("C = %v, want [2 4]", c)
+	}
+}
+
+func TestGemmBF16DegenerateShapes(t *testing.T) {
+	c := []float32{1, 2, 3, 4}
+	// k == 0 and alpha == 0 scale C by beta without reading A or B.
+	if err := GemmBF16(false, false, 2, 2, 0, 1, nil, 0, nil, 2, 0.5, c, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := GemmBF16(true, true, 2, 2, 3, 0, nil, 0, nil, 0, 2, c, 2); err != nil {
+		t.Fatal(err)
+	}
+	if c[0] != 1 || c[3] != 4 {
+		t.Fatalf("C = %v, want [1 2 3 4]", c)
+	}
+	if err := GemmBF16(false, false, 0, 5, 5, 1, nil, 0, nil, 0, 0, nil, 0); err != nil {
+		t.Fatalf("m == 0: %v", err)
+	}
+}
+
+func TestGemmBF16ReportsBadArguments(t *testing.T) {
+	a, b, c := make([]uint16, 6), make([]uint16, 12), make([]float32, 8)
+	for _, tc := range []struct {
+		name, want     string
+		transA, transB bool
+		m, n, k        int
+		a, b           []uint16
+		lda, ldb       int
+		c              []float32
+		ldc            int
+	}{
+		{name: "short A", want: "A is 2×3", m: 2, n: 4, k: 3, a: a[:5], lda: 3, b: b, ldb: 4, c: c, ldc: 4},
+		{name: "short A transposed", want: "A is 3×2", transA: true, m: 2, n: 4, k: 3, a: a[:5], lda: 2, b: b, ldb: 4, c: c, ldc: 4},
+		{name: "short B", want: "B is 3×4", m: 2, n: 4, k: 3, a: a, lda: 3, b: b[:11], ldb: 4, c: c, ldc: 4},
+		{name: "short B transposed", want: "B is 4×3", transB: true, m: 2, n: 4, k: 3, a: a, lda: 3, b: b[:11], ldb: 3, c: c, ldc: 4},
+		{name: "short C", want: "C is 2×4", m: 2, n: 4, k: 3, a: a, lda: 3, b: b, ldb: 4, c: c[:7], ldc: 4},
+		{name: "nil A", want: "A is 2×3", m: 2, n: 4, k: 3, lda: 3, b: b, ldb: 4, c: c, ldc: 4},
+		{name: "lda below width", want: "leading dimension 2", m: 2, n: 4, k: 3, a: a, lda: 2, b: b, ldb: 4, c: c, ldc: 4},
+		{name: "ldc below width", want: "leading dimension 3", m: 2, n: 4, k: 3, a: a, lda: 3, b: b, ldb: 4, c: c, ldc: 3},
+		{name: "huge ld", want: "too large", m: 2, n: 4, k: 3, a: a, lda: math.MaxInt, b: b, ldb: 4, c: c, ldc: 4},
+		{name: "negative k", want: "negative size", m: 2, n: 4, k: -1, a: a, lda: 3, b: b, ldb: 4, c: c, ldc: 4},
+	} {
+		err := GemmBF16(tc.transA, tc.transB, tc.m, tc.n, tc.k, 1, tc.a, tc.lda, tc.b, tc.ldb, 0, tc.c, tc.ldc)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+}
