@@ -14,6 +14,7 @@ import (
 
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/comm/local"
+	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/tensor/blas"
 )
 
@@ -22,17 +23,29 @@ type BenchOptions struct {
 	Configs []string // "small", "medium"
 	Iters   int      // timed iterations after one warm-up
 	Threads int      // cores (0: all), divided among the ranks
-	// TensorParallel runs each configuration on this many in-process
-	// tensor-parallel ranks (0 or 1: one rank); SequenceParallel adds
-	// sequence parallelism.
+	// TensorParallel runs each configuration on this many tensor-parallel
+	// ranks (0 or 1: one rank); SequenceParallel adds sequence parallelism.
 	TensorParallel   int
 	SequenceParallel bool
-	// PipelineParallel runs each configuration on this many in-process
-	// pipeline stages (0 or 1: none), with VirtualPipeline model chunks per
+	// PipelineParallel runs each configuration on this many pipeline
+	// stages (0 or 1: none), with VirtualPipeline model chunks per
 	// stage (0: not interleaved); Microbatches is the number of
-	// microbatches per iteration (0: 1), the global batch is that many
-	// micro-batches.
+	// microbatches per iteration of each data-parallel replica (0: 1), the
+	// global batch is that many micro-batches times the data-parallel size.
 	PipelineParallel, VirtualPipeline, Microbatches int
+	// DataParallel is the number of data-parallel replicas (0 or 1: one).
+	// Bench runs them as in-process ranks; under BenchRank the data-parallel
+	// size is the world's size over TP·PP, and DataParallel, when set, must
+	// equal it.
+	DataParallel int
+	// DDP configures the data-parallel wrapper and the optimizer (nil: the
+	// training defaults, those of `gotron train`); AlignParamGather
+	// overrides its align_param_gather as Args.AlignParamGather does.
+	DDP              *config.DDPConfig
+	AlignParamGather *bool
+	// BF16 and FP16 ask for mixed precision (refused, as by training,
+	// until it lands).
+	BF16, FP16 bool
 }
 
 // BenchConfig is a benchmark model.
@@ -68,41 +81,180 @@ type BenchResult struct {
 	// ranks (bubble plus load imbalance) and TheoreticalBubble
 	// (P−1)/(V·M+P−1); all 0 without pipelining.
 	Bubble, Idle, TheoreticalBubble float64
+	// Buckets is the number of gradient buckets of world rank 0 (over all
+	// its model chunks).
+	Buckets int
+	// AdamMS is the mean time of the optimizer's Adam update on world rank
+	// 0 (its shards under the distributed optimizer) and GatherMS that of
+	// the distributed optimizer's parameter all-gather (0 without it):
+	// benchOptimizerStep.
+	AdamMS, GatherMS float64
 }
 
-// Bench trains each configuration on mock data on one rank for o.Iters
-// timed iterations and prints tokens/s, achieved GFLOP/s and peak memory.
+// Bench trains each configuration on mock data for o.Iters timed
+// iterations, its ranks (TP × PP × DP) as goroutines of this process, and
+// prints tokens/s, achieved GFLOP/s, peak memory, the iteration's time and
+// the optimizer step's.
 func Bench(ctx context.Context, w io.Writer, o BenchOptions) error {
-	layout := "one rank"
-	if tp := max(o.TensorParallel, 1); tp > 1 {
-		layout = fmt.Sprintf("tensor parallel %d (in-process ranks)", tp)
-		if o.SequenceParallel {
-			layout += " + sequence parallel"
-		}
+	if o.DataParallel < 0 {
+		return fmt.Errorf("--data-parallel-size %d: must be at least 1", o.DataParallel)
 	}
-	if p := max(o.PipelineParallel, 1); p > 1 {
-		layout = fmt.Sprintf("pipeline parallel %d (in-process ranks)", p)
-		if v := o.VirtualPipeline; v > 0 {
-			layout += fmt.Sprintf(", %d model chunks per rank", v)
-		}
+	n := max(o.TensorParallel, 1) * max(o.PipelineParallel, 1) * max(o.DataParallel, 1)
+	args, err := benchArgsAll(o, n)
+	if err != nil {
+		return err
 	}
-	layout += fmt.Sprintf(", %d microbatch(es) per iteration", max(o.Microbatches, 1))
-	fmt.Fprintf(w, "gotron bench: %s, %d core(s), BLAS %s (OPENBLAS_CORETYPE=%q), %s\n",
-		layout, threadsOr(o.Threads), blas.Kernel(), os.Getenv("OPENBLAS_CORETYPE"), time.Now().Format("2006-01-02"))
-	fmt.Fprintf(w, "%-8s %7s %7s %6s %5s %6s %5s %12s %10s %12s %10s %8s %8s %8s\n", "config", "layers", "hidden", "heads", "seq", "vocab", "micro", "tokens/s", "GFLOP/s", "peak MiB", "step ms", "bubble", "theory", "idle")
+	return bench(ctx, w, o, args, n, n, fmt.Sprintf("%d in-process ranks", n), func(ctx context.Context, fn func(context.Context, comm.Group) error) error {
+		return local.NewWorld(n, comm.Options{Timeout: time.Hour}).Run(ctx, fn)
+	})
+}
+
+// BenchRank is Bench as one rank of a multi-process job (one process per
+// rank, under mpirun): every process calls it with its world group; world
+// rank 0 writes to w. localRanks is how many ranks share this machine (the
+// cores are divided among them). The data-parallel size is world / (TP·PP).
+func BenchRank(ctx context.Context, world comm.Group, w io.Writer, o BenchOptions, localRanks int) error {
+	n := world.Size()
+	mp := max(o.TensorParallel, 1) * max(o.PipelineParallel, 1)
+	if dp := n / mp; o.DataParallel != 0 && (n%mp != 0 || o.DataParallel != dp) {
+		return fmt.Errorf("--data-parallel-size %d: the job has %d processes and tensor × pipeline parallel size %d, so the data-parallel size is %d/%d: drop --data-parallel-size or run mpirun -np %d",
+			o.DataParallel, n, mp, n, mp, o.DataParallel*mp)
+	}
+	args, err := benchArgsAll(o, n)
+	if err != nil {
+		return err
+	}
+	if world.Rank() != 0 {
+		w = io.Discard
+	}
+	return bench(ctx, w, o, args, n, localRanks, fmt.Sprintf("%d MPI processes (peak memory: rank 0's process)", n),
+		func(ctx context.Context, fn func(context.Context, comm.Group) error) error { return fn(ctx, world) })
+}
+
+// benchArgsAll returns the training arguments of every configuration of o
+// for a world of n ranks, validated.
+func benchArgsAll(o BenchOptions, n int) ([]Args, error) {
+	var out []Args
 	for _, name := range o.Configs {
 		c, ok := benchConfigs[name]
 		if !ok {
-			return fmt.Errorf("--configs: unknown configuration %q (known: small, medium)", name)
+			return nil, fmt.Errorf("--configs: unknown configuration %q (known: small, medium)", name)
 		}
-		r, err := benchOne(ctx, c, o)
+		a := benchArgs(c, o, n)
+		if err := a.Validate(n); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.Name, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// benchArgs returns the training arguments of configuration c under o for
+// a world of n ranks.
+func benchArgs(c BenchConfig, o BenchOptions, n int) Args {
+	a := DefaultArgs()
+	a.Model.NumLayers, a.Model.HiddenSize, a.Model.NumAttentionHeads = c.Layers, c.Hidden, c.Heads
+	a.Model.SeqLength, a.Model.MaxPositionEmbeddings, a.Model.VocabSize = c.Seq, c.Seq, c.Vocab
+	a.Model.HiddenDropout, a.Model.AttentionDropout = 0, 0
+	a.Model.BF16, a.Model.FP16 = o.BF16, o.FP16
+	a.Model.TensorModelParallelSize, a.Model.SequenceParallel = max(o.TensorParallel, 1), o.SequenceParallel
+	a.Model.PipelineModelParallelSize, a.Model.VirtualPipelineModelParallelSize = max(o.PipelineParallel, 1), o.VirtualPipeline
+	if o.DDP != nil {
+		a.DDP = *o.DDP
+	}
+	a.AlignParamGather = o.AlignParamGather
+	a.MicroBatchSize = c.MicroBatch
+	if dp := a.DataParallelSize(n); dp > 0 {
+		a.GlobalBatchSize = c.MicroBatch * max(o.Microbatches, 1) * dp
+	}
+	a.TrainIters = 1 + max(o.Iters, 1)
+	a.MockData = true
+	a.EvalIters = 0
+	a.Threads = o.Threads
+	a.LogInterval = a.TrainIters
+	a.WorldSize = n
+	return normalise(a, n)
+}
+
+// bench prints the header and one line per configuration, each run by
+// run on n ranks, localRanks of them sharing this machine's cores; where
+// says how the ranks run.
+func bench(ctx context.Context, w io.Writer, o BenchOptions, args []Args, n, localRanks int, where string,
+	run func(context.Context, func(context.Context, comm.Group) error) error) error {
+	dp := 1
+	if len(args) > 0 {
+		dp = args[0].DataParallelSize(n)
+	}
+	layout := benchLayout(o, dp)
+	if n > 1 {
+		layout += "; " + where
+	}
+	layout += fmt.Sprintf("; %d microbatch(es) per iteration", max(o.Microbatches, 1))
+	if dp > 1 {
+		layout += " per data-parallel replica"
+	}
+	fmt.Fprintf(w, "gotron bench: %s, %d core(s), BLAS %s (OPENBLAS_CORETYPE=%q), %s\n",
+		layout, threadsOr(o.Threads), blas.Kernel(), os.Getenv("OPENBLAS_CORETYPE"), time.Now().Format("2006-01-02"))
+	fmt.Fprintf(w, "%-8s %7s %7s %6s %5s %6s %5s %12s %10s %12s %10s %8s %8s %8s %8s %9s %9s\n", "config", "layers", "hidden", "heads", "seq", "vocab", "micro",
+		"tokens/s", "GFLOP/s", "peak MiB", "step ms", "bubble", "theory", "idle", "buckets", "adam ms", "gather ms")
+	for i, a := range args {
+		c := benchConfigs[o.Configs[i]]
+		r, err := benchOne(ctx, c, a, n, localRanks, run)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%-8s %7d %7d %6d %5d %6d %5d %12.0f %10.1f %12.0f %10.1f %7.1f%% %7.1f%% %7.1f%%\n", c.Name, c.Layers, c.Hidden, c.Heads, c.Seq, c.Vocab, c.MicroBatch,
-			r.TokensPerS, r.GFLOPs, float64(r.PeakRSS)/(1<<20), r.StepMS, 100*r.Bubble, 100*r.TheoreticalBubble, 100*r.Idle)
+		fmt.Fprintf(w, "%-8s %7d %7d %6d %5d %6d %5d %12.0f %10.1f %12.0f %10.1f %7.1f%% %7.1f%% %7.1f%% %8d %9.1f %9.1f\n", c.Name, c.Layers, c.Hidden, c.Heads, c.Seq, c.Vocab, c.MicroBatch,
+			r.TokensPerS, r.GFLOPs, float64(r.PeakRSS)/(1<<20), r.StepMS, 100*r.Bubble, 100*r.TheoreticalBubble, 100*r.Idle, r.Buckets, r.AdamMS, r.GatherMS)
 	}
 	return nil
+}
+
+// benchLayout describes the parallel layout and the data-parallel
+// settings for the header line.
+func benchLayout(o BenchOptions, dp int) string {
+	var parts []string
+	if tp := max(o.TensorParallel, 1); tp > 1 {
+		s := fmt.Sprintf("tensor parallel %d", tp)
+		if o.SequenceParallel {
+			s += " + sequence parallel"
+		}
+		parts = append(parts, s)
+	}
+	if p := max(o.PipelineParallel, 1); p > 1 {
+		s := fmt.Sprintf("pipeline parallel %d", p)
+		if v := o.VirtualPipeline; v > 0 {
+			s += fmt.Sprintf(" with %d model chunks per rank", v)
+		}
+		parts = append(parts, s)
+	}
+	if dp > 1 {
+		d := defaultDDP()
+		if o.DDP != nil {
+			d = *o.DDP
+		}
+		s := fmt.Sprintf("data parallel %d", dp)
+		switch {
+		case d.OverlapGradReduce && d.NumBuckets > 0:
+			s += fmt.Sprintf(", gradient reduction overlapped with backward (%d buckets asked)", d.NumBuckets)
+		case d.OverlapGradReduce && d.BucketSize > 0:
+			s += fmt.Sprintf(", gradient reduction overlapped with backward (buckets of %d elements)", d.BucketSize)
+		case d.OverlapGradReduce:
+			s += ", gradient reduction overlapped with backward (default bucket size)"
+		default:
+			s += ", gradients reduced after backward (one bucket)"
+		}
+		if d.UseDistributedOptimizer {
+			s += ", distributed optimizer"
+			if d.OverlapParamGather {
+				s += " with overlapped parameter all-gather"
+			}
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return "one rank"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func threadsOr(n int) int {
@@ -112,39 +264,28 @@ func threadsOr(n int) int {
 	return runtime.NumCPU()
 }
 
-func benchOne(ctx context.Context, c BenchConfig, o BenchOptions) (BenchResult, error) {
-	a := DefaultArgs()
-	a.Model.NumLayers, a.Model.HiddenSize, a.Model.NumAttentionHeads = c.Layers, c.Hidden, c.Heads
-	a.Model.SeqLength, a.Model.MaxPositionEmbeddings, a.Model.VocabSize = c.Seq, c.Seq, c.Vocab
-	a.Model.HiddenDropout, a.Model.AttentionDropout = 0, 0
-	m := max(o.Microbatches, 1)
-	a.MicroBatchSize, a.GlobalBatchSize = c.MicroBatch, c.MicroBatch*m
-	a.TrainIters = 1 + max(o.Iters, 1)
-	a.MockData = true
-	a.EvalIters = 0
-	a.Threads = o.Threads
-	a.LogInterval = a.TrainIters
-	tp, p := max(o.TensorParallel, 1), max(o.PipelineParallel, 1)
-	n := tp * p
-	a.Model.TensorModelParallelSize, a.Model.SequenceParallel = tp, o.SequenceParallel
-	a.Model.PipelineModelParallelSize, a.Model.VirtualPipelineModelParallelSize = p, o.VirtualPipeline
-	a.WorldSize = n
-	a = normalise(a, n)
-	if err := a.Validate(n); err != nil {
-		return BenchResult{}, fmt.Errorf("%s: %w", c.Name, err)
-	}
+// benchOne trains configuration c with arguments a (validated) on n ranks
+// started by run, and measures world rank 0: the mean time of the timed
+// iterations (the first one warms up), then the mean time of the
+// optimizer step over as many extra steps (benchOptimizerStep).
+func benchOne(ctx context.Context, c BenchConfig, a Args, n, localRanks int,
+	run func(context.Context, func(context.Context, comm.Group) error) error) (BenchResult, error) {
+	m := a.NumMicroBatches(a.DataParallelSize(n))
+	p := a.Model.PipelineModelParallelSize
 	runtime.GC()
 	debug.FreeOSMemory()
 	resetPeakRSS()
 	var steps []time.Duration
+	var adam, gather time.Duration
 	var bub, idle float64
+	var buckets int
+	optSteps := a.TrainIters - 1
 	ds, err := openData(a)
 	if err != nil {
 		return BenchResult{}, err
 	}
-	world := local.NewWorld(n, comm.Options{Timeout: time.Hour})
-	err = world.Run(ctx, func(ctx context.Context, g comm.Group) error {
-		t, err := newTrainer(ctx, g, a, ds, n)
+	err = run(ctx, func(ctx context.Context, g comm.Group) error {
+		t, err := newTrainer(ctx, g, a, ds, localRanks)
 		if err != nil {
 			return err
 		}
@@ -168,23 +309,76 @@ func benchOne(ctx context.Context, c BenchConfig, o BenchOptions) (BenchResult, 
 				bub, idle = bubble(b), meanBubble(b)
 			}
 		}
+		for range optSteps {
+			ad, ga, err := t.benchOptimizerStep(ctx)
+			if err != nil {
+				return err
+			}
+			if g.Rank() == 0 {
+				adam, gather = adam+ad, gather+ga
+			}
+		}
+		if g.Rank() == 0 {
+			for _, d := range t.ddps {
+				buckets += len(d.Buffer.Buckets)
+			}
+		}
 		return nil
 	})
 	if err != nil {
 		return BenchResult{}, err
+	}
+	if len(steps) == 0 { // not world rank 0: nothing measured here
+		return BenchResult{Config: c}, nil
 	}
 	var total time.Duration
 	for _, s := range steps {
 		total += s
 	}
 	avg := total / time.Duration(len(steps))
-	tokens := c.MicroBatch * c.Seq * m
+	ms := func(d time.Duration, n int) float64 { return float64(d.Microseconds()) / 1000 / float64(n) }
+	tokens := c.MicroBatch * c.Seq * m * a.DataParallelSize(n)
 	res := BenchResult{Config: c, TokensPerS: float64(tokens) / avg.Seconds(), GFLOPs: c.FLOPs(tokens) / avg.Seconds() / 1e9,
-		PeakRSS: peakRSS(), StepMS: float64(avg.Microseconds()) / 1000, Bubble: bub, Idle: idle}
+		PeakRSS: peakRSS(), StepMS: ms(total, len(steps)), Bubble: bub, Idle: idle, Buckets: buckets,
+		AdamMS: ms(adam, optSteps), GatherMS: ms(gather, optSteps)}
 	if p > 1 {
 		res.TheoreticalBubble = theoreticalBubble(p, a.Model.NumModelChunks(), m)
 	}
 	return res, nil
+}
+
+// benchOptimizerStep times one optimizer step as the trainer's step takes
+// it, on the gradients of the last iteration: the Adam update of the
+// rank's parameters (of its shards under the distributed optimizer), then,
+// for the distributed optimizer, the all-gather of the updated parameters.
+// The learning rate is 0, so the weights keep their values while every
+// element is still read and written. A parameter all-gather that
+// overlap_param_gather left for the next forward pass is finished first,
+// and a barrier lines the ranks up before the clock starts.
+func (t *trainer) benchOptimizerStep(ctx context.Context) (adam, gather time.Duration, err error) {
+	if t.a.DDP.OverlapParamGather {
+		if err := t.finishParamSync(ctx); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := t.groups.World.Barrier(ctx); err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	if err := t.opt.Step(0); err != nil {
+		return 0, 0, err
+	}
+	adam = time.Since(start)
+	if t.dopt == nil {
+		return adam, 0, nil
+	}
+	start = time.Now()
+	for _, d := range t.ddps {
+		if err := d.StartParamSync(ctx, true); err != nil {
+			return 0, 0, err
+		}
+	}
+	return adam, time.Since(start), nil
 }
 
 // resetPeakRSS resets the kernel's record of the process's peak resident

@@ -12,13 +12,36 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var o train.BenchOptions
-	var cpuProfile string
+	// a receives the data-parallel flags (addDDPFlags), as for training.
+	a := train.DefaultArgs()
+	var cpuProfile, backend string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure training throughput: tokens/s, GFLOP/s and peak memory of the small and medium GPTs",
-		Args:  cobra.NoArgs,
+		Long: `Measure training throughput on mock data: tokens/s, GFLOP/s, peak memory, the
+iteration's time and the optimizer step's (the Adam update and, with
+--use-distributed-optimizer, the parameter all-gather).
+
+The ranks (tensor × pipeline × data parallel) run as goroutines of this
+process, or, with --backend mpi, one per process of an mpirun job:
+
+  mpirun -np 2 bin/gotron-mpi bench --backend mpi --configs medium --overlap-grad-reduce`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := ddpFlags(cmd, &a); err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("data-parallel-size") && o.DataParallel < 1 {
+				return fmt.Errorf("--data-parallel-size %d: must be at least 1", o.DataParallel)
+			}
+			o.DDP, o.AlignParamGather, o.BF16, o.FP16 = &a.DDP, a.AlignParamGather, a.Model.BF16, a.Model.FP16
+			if backend != "local" && backend != "mpi" {
+				return fmt.Errorf("--backend %q: choose local (ranks as goroutines) or mpi (one process per rank under mpirun)", backend)
+			}
 			if cpuProfile != "" {
+				if r := os.Getenv("OMPI_COMM_WORLD_RANK"); backend == "mpi" && r != "" {
+					cpuProfile += ".rank" + r // one profile per process
+				}
 				f, err := os.Create(cpuProfile)
 				if err != nil {
 					return fmt.Errorf("--cpuprofile: %w", err)
@@ -29,18 +52,25 @@ func newBenchCmd() *cobra.Command {
 				}
 				defer pprof.StopCPUProfile()
 			}
+			if backend == "mpi" {
+				return benchMPI(cmd.Context(), cmd.OutOrStdout(), o)
+			}
 			return train.Bench(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
 	f := cmd.Flags()
+	f.SortFlags = false
 	f.StringSliceVar(&o.Configs, "configs", []string{"small", "medium"}, "model configurations to measure (small, medium)")
-	f.IntVar(&o.Iters, "iters", 5, "timed iterations per configuration (after one warm-up)")
+	f.IntVar(&o.Iters, "iters", 5, "timed iterations per configuration (after one warm-up); the optimizer step is timed as many times after them")
 	f.IntVar(&o.Threads, "threads", 0, "cores to use (0: all), divided among the ranks")
-	f.IntVar(&o.TensorParallel, "tensor-model-parallel-size", 1, "run each configuration on this many in-process tensor-parallel ranks")
+	f.StringVar(&backend, "backend", "local", "local: the ranks as goroutines of this process; mpi: this process is one rank of an mpirun job")
+	f.IntVar(&o.TensorParallel, "tensor-model-parallel-size", 1, "run each configuration on this many tensor-parallel ranks")
 	f.BoolVar(&o.SequenceParallel, "sequence-parallel", false, "with --tensor-model-parallel-size > 1, add sequence parallelism")
-	f.IntVar(&o.PipelineParallel, "pipeline-model-parallel-size", 1, "run each configuration on this many in-process pipeline stages")
+	f.IntVar(&o.PipelineParallel, "pipeline-model-parallel-size", 1, "run each configuration on this many pipeline stages")
 	f.IntVar(&o.VirtualPipeline, "virtual-pipeline-model-parallel-size", 0, "model chunks per pipeline stage (interleaved 1F1B; 0: not interleaved)")
-	f.IntVar(&o.Microbatches, "num-microbatches", 1, "microbatches per iteration (the global batch is this many micro-batches)")
-	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) here")
+	f.IntVar(&o.DataParallel, "data-parallel-size", 0, "data-parallel replicas (default 1; with --backend mpi the processes / (tensor × pipeline parallel size), which this must match if given)")
+	f.IntVar(&o.Microbatches, "num-microbatches", 1, "microbatches per iteration of each data-parallel replica (the global batch is this many micro-batches × the data-parallel size)")
+	addDDPFlags(f, &a)
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) here (with --backend mpi, one per process: FILE.rankN)")
 	return cmd
 }

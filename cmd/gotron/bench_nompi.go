@@ -1,0 +1,15 @@
+//go:build !mpi
+
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/gotron/gotron/train"
+)
+
+func benchMPI(context.Context, io.Writer, train.BenchOptions) error {
+	return errors.New("--backend mpi: this gotron was built without Open MPI; build it with `make build-mpi` (go build -tags mpi) and run it under mpirun: mpirun -np 2 bin/gotron-mpi bench --backend mpi")
+}

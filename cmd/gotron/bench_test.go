@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/comm/local"
+	"github.com/gotron/gotron/train"
+)
+
+// TestBenchFlagErrors checks that bad bench flags stop the command before
+// anything runs, with one error naming the flag.
+func TestBenchFlagErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--data-parallel-size", "0"}, []string{"--data-parallel-size 0", "at least 1"}},
+		{[]string{"--data-parallel-size", "-2"}, []string{"--data-parallel-size -2", "at least 1"}},
+		{[]string{"--backend", "nccl"}, []string{`--backend "nccl"`, "local", "mpi"}},
+		{[]string{"--configs", "tiny"}, []string{`"tiny"`, "small, medium"}},
+		{[]string{"--align-param-gather", "--no-align-param-gather"}, []string{"contradict"}},
+		{[]string{"--configs", "small", "--data-parallel-size", "2", "--ddp-bucket-size", "-5"}, []string{"bucket_size = -5"}},
+		{[]string{"--configs", "small", "--data-parallel-size", "2", "--overlap-grad-reduce", "--overlap-param-gather"}, []string{"overlap_param_gather", "use_distributed_optimizer"}},
+		{[]string{"--configs", "small", "--bf16"}, []string{"--bf16"}},
+	}
+	for _, c := range cases {
+		out, err := run(t, append([]string{"bench"}, c.args...)...)
+		if err == nil {
+			t.Errorf("bench %v: no error\n%s", c.args, out)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("bench %v: %q, want it to mention %q", c.args, err, w)
+			}
+		}
+		if out != "" {
+			t.Errorf("bench %v printed before failing:\n%s", c.args, out)
+		}
+	}
+	if !mpiBuilt {
+		_, err := run(t, "bench", "--backend", "mpi")
+		if err == nil || !strings.Contains(err.Error(), "make build-mpi") {
+			t.Errorf("--backend mpi without Open MPI: %v, want the build command", err)
+		}
+	}
+}
+
+// TestBenchRankDataParallelSize checks that, in a job of processes, a
+// --data-parallel-size that is not the job's processes / (TP·PP) is
+// refused on every rank before anything runs.
+func TestBenchRankDataParallelSize(t *testing.T) {
+	w := local.NewWorld(2, comm.Options{Timeout: time.Minute})
+	err := w.Run(context.Background(), func(ctx context.Context, g comm.Group) error {
+		return train.BenchRank(ctx, g, io.Discard, train.BenchOptions{Configs: []string{"small"}, DataParallel: 4}, 2)
+	})
+	if err == nil || !strings.Contains(err.Error(), "--data-parallel-size 4") || !strings.Contains(err.Error(), "mpirun -np 4") {
+		t.Fatalf("got %v, want an error naming --data-parallel-size 4 and mpirun -np 4", err)
+	}
+}
+
+// TestBenchDataParallel runs one iteration of the small model at DP 2 with
+// the distributed optimizer and both overlaps and checks the line: 8
+// buckets of 300000 elements, an Adam update and a parameter all-gather
+// (no time is compared with anything).
+func TestBenchDataParallel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains the small model for two iterations")
+	}
+	out, err := run(t, "bench", "--configs", "small", "--iters", "1", "--data-parallel-size", "2", "--use-distributed-optimizer",
+		"--overlap-grad-reduce", "--overlap-param-gather", "--ddp-bucket-size", "300000")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "data parallel 2") || !strings.Contains(lines[0], "distributed optimizer with overlapped parameter all-gather") {
+		t.Fatalf("want a header, the column names and one line:\n%s", out)
+	}
+	// The last three columns: buckets, adam ms, gather ms.
+	v := strings.Fields(lines[2])
+	if !strings.HasSuffix(lines[1], "buckets   adam ms gather ms") || len(v) != 17 {
+		t.Fatalf("want 17 columns ending in buckets, adam ms and gather ms:\n%s", out)
+	}
+	if v[14] != "8" {
+		t.Errorf("buckets %s, want 8 (the small model's 3.2M elements in buckets of 300000):\n%s", v[14], out)
+	}
+	if v[15] == "0.0" || v[16] == "0.0" {
+		t.Errorf("the Adam update or the parameter all-gather was not timed:\n%s", out)
+	}
+}
