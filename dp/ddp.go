@@ -218,12 +218,12 @@ func (d *DDP) NoSync() (resume func()) {
 	}
 }
 
-// StartGradSync launches every bucket group's reduction that has not
-// started (start_grad_sync, the schedules' grad_sync_func): asynchronous
+// StartGradSync launches every bucket group's reduction that has neither
+// started nor finished this iteration (start_grad_sync, the schedules' grad_sync_func): asynchronous
 // under overlap_grad_reduce, else finished before it returns.
 func (d *DDP) StartGradSync(ctx context.Context) error {
 	for _, g := range d.groups {
-		if g.works != nil {
+		if g.works != nil || g.gradFinished {
 			continue
 		}
 		if err := g.startGradSync(ctx, d.ForceAllReduce); err != nil {
