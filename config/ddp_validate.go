@@ -65,6 +65,12 @@ func (c DDPConfig) Violations() []Violation {
 	}
 
 	// Training layer (megatron/training/arguments.py).
+	if c.ReduceScatterWithFP32Accumulation && c.AverageInCollective {
+		vs.add(fieldList("reduce_scatter_with_fp32_accumulation", "average_in_collective"),
+			"reduce_scatter_with_fp32_accumulation = true sums (its float32 accumulation supports only ReduceOp SUM), but average_in_collective = true asks the collective to average: "+
+				"turn one of them off")
+	}
+
 	if c.OverlapParamGather && !c.UseDistributedOptimizer {
 		vs.add(fieldList("overlap_param_gather", "use_distributed_optimizer"),
 			"overlap_param_gather = true needs use_distributed_optimizer = true (only the distributed optimizer gathers parameters): "+

@@ -35,6 +35,7 @@ type bucketGroup struct {
 	// Gradient reduction in flight: works, and per bucket the
 	// reduce-scatter output (copied into the bucket's shard once done).
 	works        []comm.Work
+	scattered    bool // the reduction in flight reduce-scatters (else all-reduces)
 	rsOut        [][]float32
 	gradFinished bool
 	check        *gradCheck // the NaN/Inf and large-gradient check in flight
@@ -121,6 +122,7 @@ func (g *bucketGroup) startGradSync(ctx context.Context, forceAllReduce bool) er
 	async := d.cfg.OverlapGradReduce
 	g.works = []comm.Work{} // non-nil: started
 	scatter := d.cfg.UseDistributedOptimizer && !forceAllReduce
+	g.scattered = scatter
 	for i, b := range g.buckets {
 		var w comm.Work
 		var err error
@@ -144,7 +146,7 @@ func (g *bucketGroup) startGradSync(ctx context.Context, forceAllReduce bool) er
 		g.works = append(g.works, w)
 	}
 	if !async {
-		return g.waitGradSync(ctx, scatter)
+		return g.waitGradSync(ctx)
 	}
 	return nil
 }
@@ -152,7 +154,7 @@ func (g *bucketGroup) startGradSync(ctx context.Context, forceAllReduce bool) er
 // waitGradSync waits for the group's reduction, puts reduce-scatter
 // results in place, all-reduces the shards across optimizer instances,
 // and reports a failed gradient check.
-func (g *bucketGroup) waitGradSync(ctx context.Context, scatter bool) error {
+func (g *bucketGroup) waitGradSync(ctx context.Context) error {
 	d := g.d
 	var errs []error
 	for _, w := range g.works {
@@ -162,19 +164,21 @@ func (g *bucketGroup) waitGradSync(ctx context.Context, scatter bool) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("dp: gradient reduction of bucket group %d over %s: %w", g.index, d.group.Name(), err)
 	}
-	if scatter && d.group != nil {
+	if g.scattered {
+		op := comm.Sum
+		if d.cfg.AverageInCollective {
+			op = comm.Avg
+		}
 		for i, b := range g.buckets {
 			shard := shardOf(b.GradData, d.shards, d.shardRank)
-			if d.cfg.ReduceScatterWithFP32Accumulation {
+			switch {
+			case d.group == nil: // the bucket is the shard
+			case d.cfg.ReduceScatterWithFP32Accumulation:
 				sumChunks(shard, g.rsOut[i], d.shards)
-			} else {
+			default:
 				copy(shard, g.rsOut[i])
 			}
-			if d.inter != nil && d.inter.Size() > 1 {
-				op := comm.Sum
-				if d.cfg.AverageInCollective {
-					op = comm.Avg
-				}
+			if d.inter != nil {
 				if err := d.inter.AllReduce(ctx, comm.F32(shard), op); err != nil {
 					return fmt.Errorf("dp: all-reduce of bucket %d's shard across optimizer instances over %s: %w", b.ID, d.inter.Name(), err)
 				}
@@ -229,7 +233,7 @@ func (g *bucketGroup) finishGradSync(ctx context.Context, forceAllReduce bool) e
 	if g.works == nil {
 		return fmt.Errorf("dp: the gradient reduction of bucket group %d was never started (%d of %d parameters have their gradients): a parameter got fewer gradient contributions in the last microbatch than in the first iteration", g.index, len(g.counts), len(g.params))
 	}
-	err := g.waitGradSync(ctx, d.cfg.UseDistributedOptimizer && !forceAllReduce)
+	err := g.waitGradSync(ctx)
 	g.gradFinished = true
 	return err
 }
@@ -246,7 +250,7 @@ func (g *bucketGroup) startParamSync(ctx context.Context, forceSync bool) error 
 		return fmt.Errorf("dp: bucket group %d: a parameter all-gather is already in flight", g.index)
 	}
 	g.paramDispatched = true
-	if d.group == nil || d.shards == 1 {
+	if d.group == nil {
 		return nil
 	}
 	g.paramWorks = []comm.Work{}

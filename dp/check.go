@@ -23,13 +23,18 @@ const (
 )
 
 // gradCheck is a gradient check in flight: every rank's findings, summed
-// over the data-parallel group so that every rank stops with the same
-// error naming the rank that produced the bad gradient.
+// over the data-parallel group (the reduction group, then across
+// optimizer instances) so that every rank stops with the same error naming
+// the rank that produced the bad gradient.
 type gradCheck struct {
 	g     *bucketGroup
-	flags []int64 // per group rank: kind, bucket, parameter index + 1, norm bits
+	flags []int64 // per data-parallel rank: checkFields values
 	work  comm.Work
 }
+
+// checkFields is the number of values a rank's findings take: the kind,
+// the bucket, the parameter's index + 1, the norm's bits, the world rank.
+const checkFields = 5
 
 // startCheck checks each bucket's local gradients before the reduction
 // (check_for_nan_in_grad: a NaN or an infinity in the bucket's L2 norm;
@@ -37,12 +42,15 @@ type gradCheck struct {
 // that shares the findings.
 func (g *bucketGroup) startCheck(ctx context.Context) (*gradCheck, error) {
 	d := g.d
-	size, rank := 1, 0
-	if d.group != nil {
-		size, rank = d.group.Size(), d.group.Rank()
+	size, rank, world := 1, 0, -1
+	for _, h := range []comm.Group{d.inter, d.group} { // rank = inter·|group| + group rank
+		if h != nil {
+			size, rank, world = size*h.Size(), rank*h.Size()+h.Rank(), h.GlobalRanks()[h.Rank()]
+		}
 	}
-	c := &gradCheck{g: g, flags: make([]int64, 4*size)}
-	mine := c.flags[4*rank : 4*rank+4]
+	c := &gradCheck{g: g, flags: make([]int64, checkFields*size)}
+	mine := c.flags[checkFields*rank : checkFields*(rank+1)]
+	mine[4] = int64(world)
 	for _, b := range g.buckets {
 		if mine[0] != 0 {
 			break
@@ -61,7 +69,7 @@ func (g *bucketGroup) startCheck(ctx context.Context) (*gradCheck, error) {
 			d.largest[b.ID] = max(d.largest[b.ID], n)
 		}
 	}
-	if d.group == nil || size == 1 {
+	if d.group == nil {
 		return c, nil
 	}
 	w, err := d.group.AllReduceAsync(ctx, comm.I64(c.flags), comm.Sum)
@@ -81,14 +89,22 @@ func (c *gradCheck) finish(ctx context.Context) error {
 			return fmt.Errorf("dp: gradient check of bucket group %d over %s: %w", c.g.index, d.group.Name(), err)
 		}
 	}
-	for r := 0; r < len(c.flags)/4; r++ {
-		f := c.flags[4*r : 4*r+4]
+	if d.inter != nil {
+		if err := d.inter.AllReduce(ctx, comm.I64(c.flags), comm.Sum); err != nil {
+			return fmt.Errorf("dp: gradient check of bucket group %d across optimizer instances over %s: %w", c.g.index, d.inter.Name(), err)
+		}
+	}
+	for r := 0; r < len(c.flags)/checkFields; r++ {
+		f := c.flags[checkFields*r : checkFields*(r+1)]
 		if f[0] == 0 {
 			continue
 		}
 		who := "this rank"
-		if d.group != nil {
-			who = fmt.Sprintf("data-parallel rank %d (world rank %d) of %s", r, d.group.GlobalRanks()[r], d.group.Name())
+		switch {
+		case d.group != nil && d.inter == nil:
+			who = fmt.Sprintf("data-parallel rank %d (world rank %d) of %s", r, f[4], d.group.Name())
+		case f[4] >= 0:
+			who = fmt.Sprintf("world rank %d (optimizer instance %d)", f[4], r/max(d.shards, 1))
 		}
 		name := "the bucket's padding"
 		if i := int(f[2]) - 1; i >= 0 && i < len(d.Buffer.Params) {

@@ -78,9 +78,14 @@ func New(ctx context.Context, params []*nn.Parameter, cfg config.DDPConfig, o Op
 	if err := checkConfig(cfg, o); err != nil {
 		return nil, err
 	}
-	d := &DDP{cfg: cfg, group: o.Group, inter: o.Inter, shards: 1, ctx: ctx, byParm: map[*nn.Parameter]*bucketGroup{}}
-	if o.Group != nil {
-		d.shards, d.shardRank = o.Group.Size(), o.Group.Rank()
+	d := &DDP{cfg: cfg, shards: 1, ctx: ctx, byParm: map[*nn.Parameter]*bucketGroup{}}
+	// A group of one rank reduces nothing: it is kept as nil so that no
+	// collective is issued for it.
+	if o.Group != nil && o.Group.Size() > 1 {
+		d.group, d.shards, d.shardRank = o.Group, o.Group.Size(), o.Group.Rank()
+	}
+	if o.Inter != nil && o.Inter.Size() > 1 {
+		d.inter = o.Inter
 	}
 	lps := make([]LayoutParam, len(params))
 	for i, p := range params {
@@ -99,8 +104,8 @@ func New(ctx context.Context, params []*nn.Parameter, cfg config.DDPConfig, o Op
 	d.Buffer = b
 	d.largest = make([]float64, len(b.Buckets))
 	dpcp := d.shards
-	if o.Inter != nil {
-		dpcp *= o.Inter.Size()
+	if d.inter != nil {
+		dpcp *= d.inter.Size()
 	}
 	factor := 1 / float32(dpcp)
 	if cfg.AverageInCollective || o.CalculatePerTokenLoss {
@@ -137,22 +142,16 @@ func New(ctx context.Context, params []*nn.Parameter, cfg config.DDPConfig, o Op
 	return d, nil
 }
 
-// checkConfig refuses what the wrapper cannot do with cfg and o.
+// checkConfig refuses what the wrapper cannot do with cfg and o: the
+// config's own rules (DDPConfig.Validate), the per-token loss with
+// averaging in the collective (the reference's assert), and separate
+// float32 main gradients, which gotron's float32 buffers make moot.
 func checkConfig(cfg config.DDPConfig, o Options) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
 	if cfg.AverageInCollective && o.CalculatePerTokenLoss {
 		return fmt.Errorf("dp: average_in_collective with calculate_per_token_loss: the per-token loss is normalised by the global token count, so the collective must sum; turn one off")
-	}
-	if cfg.NumDistributedOptimizerInstances > 1 && !cfg.UseDistributedOptimizer {
-		return fmt.Errorf("dp: num_distributed_optimizer_instances = %d needs use_distributed_optimizer (partial distributed optimizer)", cfg.NumDistributedOptimizerInstances)
-	}
-	if cfg.OverlapParamGather && !cfg.UseDistributedOptimizer {
-		return fmt.Errorf("dp: overlap_param_gather needs use_distributed_optimizer (only sharded parameters are gathered)")
-	}
-	if cfg.ReduceScatterWithFP32Accumulation && cfg.AverageInCollective {
-		return fmt.Errorf("dp: reduce_scatter_with_fp32_accumulation sums; it cannot average in the collective: turn off average_in_collective")
-	}
-	if cfg.ReduceScatterWithFP32Accumulation && o.Inter != nil && o.Inter.Size() > 1 {
-		return fmt.Errorf("dp: reduce_scatter_with_fp32_accumulation is not supported with num_distributed_optimizer_instances > 1")
 	}
 	if len(cfg.ParamNamePatternsForFP32LocalAccumulation) > 0 {
 		return fmt.Errorf("dp: param_name_patterns_for_fp32_local_accumulation: gotron's gradient buffers are float32 already, so there is nothing to accumulate separately; leave it empty")
@@ -179,7 +178,7 @@ func (d *DDP) Config() config.DDPConfig { return d.cfg }
 func (d *DDP) Parameters() []*nn.Parameter { return d.Buffer.Params }
 
 // Group returns the group gradients are reduced (and, under the
-// distributed optimizer, sharded) over; nil for a single rank.
+// distributed optimizer, sharded) over; nil when that is one rank.
 func (d *DDP) Group() comm.Group { return d.group }
 
 // NumBucketGroups returns the number of bucket groups.
@@ -322,7 +321,7 @@ func scale(x []float32, s float32, workers int) {
 // buffer. For inspection (gradient dumps, tests); training does not need
 // it. Without the distributed optimizer it does nothing.
 func (d *DDP) AllGatherGrads(ctx context.Context) error {
-	if !d.cfg.UseDistributedOptimizer || d.group == nil || d.shards == 1 {
+	if !d.cfg.UseDistributedOptimizer || d.group == nil {
 		return nil
 	}
 	for _, b := range d.Buffer.Buckets {

@@ -215,10 +215,9 @@ func (l Layout) Shard(dp, r int) ([]BucketShard, error) {
 // BucketSize is the bucket size of model chunk `chunk` on pipeline rank
 // ppRank for a data-parallel group of dpcp ranks (dp·cp) and a chunk of
 // numParams elements: config.DDPConfig.ResolveBucketSize, except that, as
-// in the reference, only the first pipeline stage's first chunk is
-// bucketed — the other stages' and chunks' gradients are ready late in the
-// backward pass anyway, and their reduction overlaps with the first
-// stage's work — so they get config.NoBucketing.
+// the reference's wrapper (pipeline ranks > 0) and training layer (chunks
+// > 0) do, only the first pipeline stage's first chunk is bucketed: the
+// others get config.NoBucketing.
 func BucketSize(cfg config.DDPConfig, dpcp, numParams, ppRank, chunk int) int {
 	if ppRank > 0 || chunk > 0 {
 		return config.NoBucketing

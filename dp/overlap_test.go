@@ -112,21 +112,34 @@ func TestReductionsStartDuringBackward(t *testing.T) {
 // parameter, with check_for_nan_in_grad, makes every rank's
 // FinishGradSync return the same GradError naming the parameter, its
 // bucket and rank 1 — with and without overlap, with and without the
-// distributed optimizer; an infinity is named as such.
+// distributed optimizer, and across two optimizer instances; an infinity
+// is named as such.
 func TestNaNGradientStopsEveryRank(t *testing.T) {
 	for _, tc := range []struct {
 		overlap, distopt bool
 		bad              float32
 		word             string
-	}{{false, false, float32(math.NaN()), "NaN"}, {true, true, float32(math.Inf(1)), "infinite"}, {true, false, float32(math.NaN()), "NaN"}} {
+		ranks, instances int
+		who              string
+	}{
+		{false, false, float32(math.NaN()), "NaN", 3, 1, "data-parallel rank 1 (world rank 1)"},
+		{true, true, float32(math.Inf(1)), "infinite", 3, 1, "data-parallel rank 1 (world rank 1)"},
+		{true, false, float32(math.NaN()), "NaN", 3, 1, "data-parallel rank 1 (world rank 1)"},
+		{true, true, float32(math.NaN()), "NaN", 4, 2, "world rank 1 (optimizer instance 0)"},
+	} {
 		cfg := config.DefaultDDPConfig()
 		cfg.OverlapGradReduce, cfg.UseDistributedOptimizer, cfg.CheckForNaNInGrad = tc.overlap, tc.distopt, true
+		cfg.NumDistributedOptimizerInstances = tc.instances
 		const victim = "decoder.layers.0.mlp.linear_fc1.weight"
 		// The NaN goes in before the gradients are complete: through a
 		// grad hook on the victim, which runs before the DDP's own
 		// (hooks run in order of registration, and the victim's is
 		// added first here).
-		err := local.NewWorld(3, comm.Options{Timeout: time.Minute}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
+		err := local.NewWorld(tc.ranks, comm.Options{Timeout: time.Minute}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
+			intra, inter, err := groupsFor(ctx, g, tc.instances)
+			if err != nil {
+				return err
+			}
 			m, _ := gpt.New(tinyConfig(), rng.New(3))
 			p := m.Parameter(victim)
 			poisoned := false
@@ -135,7 +148,7 @@ func TestNaNGradientStopsEveryRank(t *testing.T) {
 					p.Grad.Data()[5] = tc.bad
 				}
 			})
-			d := wrap(t, ctx, m, cfg, Options{Group: g, BucketSize: 800})
+			d := wrap(t, ctx, m, cfg, Options{Group: intra, Inter: inter, BucketSize: 800})
 			var last error
 			for it := 0; it < 2; it++ {
 				poisoned = it == 1
@@ -148,7 +161,7 @@ func TestNaNGradientStopsEveryRank(t *testing.T) {
 				return fmt.Errorf("rank %d: %v, want a GradError", g.Rank(), last)
 			}
 			r, _ := d.Buffer.Range(p)
-			for _, want := range []string{victim, fmt.Sprintf("bucket %d", r.Bucket), "data-parallel rank 1 (world rank 1)", tc.word} {
+			for _, want := range []string{victim, fmt.Sprintf("bucket %d", r.Bucket), tc.who, tc.word} {
 				if !strings.Contains(ge.Msg, want) {
 					t.Errorf("rank %d: %q does not name %q", g.Rank(), ge.Msg, want)
 				}
@@ -158,5 +171,39 @@ func TestNaNGradientStopsEveryRank(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestForceAllReduceAfterHooksScattered: under the distributed optimizer
+// with overlap, the second iteration's hooks launch reduce-scatters; a
+// finalize that then asks for force_all_reduce must still put every
+// rank's reduced shard in place (the wait follows the reduction that was
+// launched), so the gathered gradients equal one rank's.
+func TestForceAllReduceAfterHooksScattered(t *testing.T) {
+	want := serialGrads(t)
+	cfg := config.DefaultDDPConfig()
+	cfg.UseDistributedOptimizer, cfg.OverlapGradReduce = true, true
+	err := local.NewWorld(2, comm.Options{Timeout: time.Minute}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
+		m, _ := gpt.New(tinyConfig(), rng.New(3))
+		d := wrap(t, ctx, m, cfg, Options{Group: g, BucketSize: 700})
+		for it := 0; it < 2; it++ {
+			d.ZeroGradBuffer()
+			accumulate(t, autograd.NewTape(ctx), m, d, 4*g.Rank(), 4, 4)
+			if err := FinalizeModelGrads(ctx, []*DDP{d}, FinalizeOptions{ForceAllReduce: it == 1}); err != nil {
+				return err
+			}
+		}
+		if err := d.AllGatherGrads(ctx); err != nil {
+			return err
+		}
+		for _, p := range m.Parameters() {
+			if e := rel(p.Grad.Data(), want[p.Name]); e > 1e-6 {
+				t.Errorf("rank %d: %s differs from one rank by %.3g", g.Rank(), p.Name, e)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

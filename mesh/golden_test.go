@@ -3,14 +3,12 @@ package mesh
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "re-record the golden files under testdata/")
+	"github.com/gotron/gotron/internal/golden"
+)
 
 // goldenLayouts are the layouts whose table and JSON are recorded under testdata/.
 func goldenLayouts() []struct {
@@ -31,19 +29,7 @@ func goldenLayouts() []struct {
 
 func checkGolden(t *testing.T, path string, got []byte) {
 	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (record it with go test ./mesh -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (re-record with go test ./mesh -update and review the diff):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	golden.Check(t, path, got)
 }
 
 func TestGoldenTable(t *testing.T) {

@@ -1,17 +1,13 @@
 package pp
 
 import (
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// update re-records the golden files: go test ./pp -update. Review the
-// diff like code.
-var update = flag.Bool("update", false, "re-record the golden files under testdata/")
+	"github.com/gotron/gotron/internal/golden"
+)
 
 // goldenCases are the schedules whose action lists are kept under
 // testdata/ (DESIGN.md principle 8).
@@ -59,22 +55,7 @@ func TestGoldenSchedules(t *testing.T) {
 			}
 			got := render(t, ss)
 			path := filepath.Join("testdata", c.file)
-			if *update {
-				if err := os.MkdirAll("testdata", 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (record it with go test ./pp -update)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs from the schedule built now; if the change is intended, re-record with -update and review the diff.\ngot:\n%s", path, got)
-			}
+			golden.Check(t, path, []byte(got))
 		})
 	}
 }

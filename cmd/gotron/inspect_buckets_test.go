@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -12,10 +9,9 @@ import (
 
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/dp"
+	"github.com/gotron/gotron/internal/golden"
 	"github.com/gotron/gotron/models/gpt"
 )
-
-var update = flag.Bool("update", false, "re-record the golden files under testdata/")
 
 // smallModel is a model whose sizes are not multiples of 64 (h 24, ffn 40,
 // 16 positions, vocabulary 100 unpadded), so the distributed optimizer's
@@ -43,27 +39,10 @@ var bucketsGoldens = []struct {
 
 func checkGolden(t *testing.T, path string, got []byte) {
 	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (record it with go test ./cmd/gotron -run TestInspectBucketsGolden -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (re-record with go test ./cmd/gotron -run TestInspectBucketsGolden -update and review the diff):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	golden.Check(t, path, got)
 }
 
 func TestInspectBucketsGolden(t *testing.T) {
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for _, g := range bucketsGoldens {
 		args := append(append([]string{"inspect", "buckets"}, smallModel...), g.args...)
 		for _, form := range []struct {

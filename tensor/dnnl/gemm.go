@@ -2,7 +2,6 @@ package dnnl
 
 import (
 	"fmt"
-	"math"
 	"sync"
 
 	"github.com/gotron/gotron/tensor/blas"
@@ -26,58 +25,22 @@ func GemmBF16(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda i
 	if m == 0 || n == 0 {
 		return nil
 	}
-	if err := checkLen("C", len(c), m, n, ldc); err != nil {
-		return err
+	if err := blas.CheckMatrix("C", len(c), m, n, ldc); err != nil {
+		return fmt.Errorf("dnnl: %w", err)
 	}
 	if k == 0 || alpha == 0 {
-		scale(c, m, n, ldc, beta)
+		blas.ScaleC(c, m, n, ldc, beta)
 		return nil
 	}
-	ar, ac := m, k
-	if transA {
-		ar, ac = k, m
+	ar, ac := blas.Stored(transA, m, k)
+	br, bc := blas.Stored(transB, k, n)
+	if err := blas.CheckMatrix("A", len(a), ar, ac, lda); err != nil {
+		return fmt.Errorf("dnnl: %w", err)
 	}
-	br, bc := k, n
-	if transB {
-		br, bc = n, k
-	}
-	if err := checkLen("A", len(a), ar, ac, lda); err != nil {
-		return err
-	}
-	if err := checkLen("B", len(b), br, bc, ldb); err != nil {
-		return err
+	if err := blas.CheckMatrix("B", len(b), br, bc, ldb); err != nil {
+		return fmt.Errorf("dnnl: %w", err)
 	}
 	return gemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-}
-
-// checkLen reports whether a rows×cols matrix (rows, cols ≥ 1) with row
-// stride ld fits in n elements: ld ≥ cols and n ≥ (rows−1)·ld + cols.
-func checkLen(name string, n, rows, cols, ld int) error {
-	if ld < cols {
-		return fmt.Errorf("dnnl: %s has %d columns but leading dimension %d", name, cols, ld)
-	}
-	if rows-1 > (math.MaxInt-cols)/ld {
-		return fmt.Errorf("dnnl: %s is %d×%d with leading dimension %d, too large to address", name, rows, cols, ld)
-	}
-	if need := (rows-1)*ld + cols; n < need {
-		return fmt.Errorf("dnnl: %s is %d×%d with leading dimension %d and needs %d elements, has %d", name, rows, cols, ld, need, n)
-	}
-	return nil
-}
-
-// scale sets C = beta·C on the m×n matrix with row stride ldc (C = 0 when
-// beta == 0).
-func scale(c []float32, m, n, ldc int, beta float32) {
-	for i := range m {
-		row := c[i*ldc : i*ldc+n]
-		if beta == 0 {
-			clear(row)
-			continue
-		}
-		for j := range row {
-			row[j] *= beta
-		}
-	}
 }
 
 // widePool recycles the float32 copies gemmWidened makes.
@@ -87,14 +50,8 @@ var widePool sync.Pool
 // the stored extent of A and B ((rows−1)·ld + cols elements each) and calls
 // blas.Sgemm with the same strides.
 func gemmWidened(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int) error {
-	ar, ac := m, k
-	if transA {
-		ar, ac = k, m
-	}
-	br, bc := k, n
-	if transB {
-		br, bc = n, k
-	}
+	ar, ac := blas.Stored(transA, m, k)
+	br, bc := blas.Stored(transB, k, n)
 	na, nb := (ar-1)*lda+ac, (br-1)*ldb+bc
 	buf, _ := widePool.Get().(*[]float32)
 	if buf == nil {
