@@ -7,7 +7,8 @@ import (
 )
 
 // DType names an element type. float32 is gotron's compute type; BFloat16
-// and Float16 are storage and communication types.
+// and Float16 are storage and communication types (parameters of a
+// mixed-precision model, their gradients when not accumulated in float32).
 type DType uint8
 
 const (
@@ -28,44 +29,81 @@ func (d DType) String() string {
 	return fmt.Sprintf("DType(%d)", uint8(d))
 }
 
-// Half is a contiguous tensor stored in 16 bits per element: bfloat16 (the
-// top half of a float32) or IEEE float16. Values are converted from float32
-// with round-to-nearest-even and widened back exactly.
-type Half struct {
-	DType DType // BFloat16 or Float16
-	Bits  []uint16
-	shape []int
+// Size returns the bytes per element.
+func (d DType) Size() int {
+	if d == Float32 {
+		return 4
+	}
+	return 2
 }
 
-// ToHalf converts t to a 16-bit storage type with round-to-nearest-even.
-func ToHalf(t *Tensor, d DType) *Half {
-	src := t.Contiguous().Data()
-	h := &Half{DType: d, Bits: make([]uint16, len(src)), shape: append([]int(nil), t.Shape()...)}
-	switch d {
-	case BFloat16:
-		kernels.F32ToBF16(h.Bits, src)
-	case Float16:
-		kernels.F32ToF16(h.Bits, src)
-	default:
+// IsHalf reports whether d is a 16-bit type.
+func (d DType) IsHalf() bool { return d == BFloat16 || d == Float16 }
+
+// ToHalf returns t converted to the 16-bit type d with round-to-nearest-even
+// (a new contiguous tensor; t itself when it already has type d and is
+// contiguous).
+func ToHalf(t *Tensor, d DType) *Tensor {
+	if !d.IsHalf() {
 		panic(fmt.Sprintf("tensor: ToHalf to %v", d))
 	}
+	if t.DType() == d {
+		return t.Contiguous()
+	}
+	src := t.Float32().Contiguous().Data()
+	h := NewOf(d, t.shape...)
+	RoundInto(d, h.Bits(), src)
 	return h
 }
 
-// Shape returns the tensor's shape. The caller must not modify it.
-func (h *Half) Shape() []int { return h.shape }
-
-// Float32 widens h to a new float32 tensor (exactly: every bfloat16 and
-// float16 value is a float32).
-func (h *Half) Float32() *Tensor {
-	t := New(h.shape...)
-	switch h.DType {
-	case BFloat16:
-		kernels.BF16ToF32(t.Data(), h.Bits)
-	case Float16:
-		kernels.F16ToF32(t.Data(), h.Bits)
-	default:
-		panic(fmt.Sprintf("tensor: Half of type %v", h.DType))
+// Float32 returns t as float32: t itself, or for a 16-bit tensor a new
+// contiguous float32 tensor holding its values (exactly: every bfloat16
+// and float16 value is a float32).
+func (t *Tensor) Float32() *Tensor {
+	if t.DType() == Float32 {
+		return t
 	}
-	return t
+	c := t.Contiguous()
+	out := New(t.shape...)
+	WidenInto(c.DType(), out.Data(), c.Bits())
+	return out
+}
+
+// RoundInto rounds src to the 16-bit type d into dst (round to nearest
+// even; len(dst) = len(src)).
+func RoundInto(d DType, dst []uint16, src []float32) {
+	switch d {
+	case BFloat16:
+		kernels.F32ToBF16(dst, src)
+	case Float16:
+		kernels.F32ToF16(dst, src)
+	default:
+		panic(fmt.Sprintf("tensor: rounding to %v", d))
+	}
+}
+
+// WidenInto widens the 16-bit values src of type d into dst (exactly;
+// len(dst) = len(src)).
+func WidenInto(d DType, dst []float32, src []uint16) {
+	switch d {
+	case BFloat16:
+		kernels.BF16ToF32(dst, src)
+	case Float16:
+		kernels.F16ToF32(dst, src)
+	default:
+		panic(fmt.Sprintf("tensor: widening from %v", d))
+	}
+}
+
+// widenOne and roundOne convert a single element.
+func widenOne(d DType, h uint16) float32 {
+	var f [1]float32
+	WidenInto(d, f[:], []uint16{h})
+	return f[0]
+}
+
+func roundOne(d DType, v float32) uint16 {
+	var h [1]uint16
+	RoundInto(d, h[:], []float32{v})
+	return h[0]
 }

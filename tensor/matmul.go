@@ -6,10 +6,29 @@ import (
 	"github.com/gotron/gotron/tensor/blas"
 )
 
-// matrix returns the storage, rows, columns and row stride of a 2-d tensor
-// whose rows are dense (stride 1 along the last dimension), such as a
+// matrix returns the storage, rows, columns and row stride of a 2-d float32
+// tensor whose rows are dense (stride 1 along the last dimension), such as a
 // contiguous matrix or a column Narrow of one.
 func (t *Tensor) matrix() (data []float32, rows, cols, ld int) {
+	rows, cols, ld, n := t.matrixShape()
+	if n == 0 {
+		return nil, rows, cols, ld
+	}
+	return t.storage()[t.offset : t.offset+n], rows, cols, ld
+}
+
+// matrixBits is matrix for a 16-bit tensor.
+func (t *Tensor) matrixBits() (data []uint16, rows, cols, ld int) {
+	rows, cols, ld, n := t.matrixShape()
+	if n == 0 {
+		return nil, rows, cols, ld
+	}
+	return t.halfStorage()[t.offset : t.offset+n], rows, cols, ld
+}
+
+// matrixShape checks a matrix operand and returns its rows, columns, row
+// stride and stored extent ((rows−1)·ld + cols, 0 when empty).
+func (t *Tensor) matrixShape() (rows, cols, ld, n int) {
 	if len(t.shape) != 2 {
 		panic(fmt.Sprintf("tensor: matrix operand has shape %v, want 2-d", t.shape))
 	}
@@ -22,9 +41,9 @@ func (t *Tensor) matrix() (data []float32, rows, cols, ld int) {
 		ld = max(ld, cols, 1)
 	}
 	if rows == 0 || cols == 0 {
-		return nil, rows, cols, ld
+		return rows, cols, ld, 0
 	}
-	return t.storage()[t.offset : t.offset+(rows-1)*ld+cols], rows, cols, ld
+	return rows, cols, ld, (rows-1)*ld + cols
 }
 
 // Gemm computes c = alpha·op(a)·op(b) + beta·c on 2-d tensors through BLAS,
@@ -32,7 +51,15 @@ func (t *Tensor) matrix() (data []float32, rows, cols, ld int) {
 // dense rows (last stride 1); row strides may be larger than the width, so a
 // column Narrow of a matrix is used in place without a copy. Shapes:
 // op(a) [m,k], op(b) [k,n], c [m,n]. It panics on mismatched shapes.
+//
+// c is float32. When a or b is 16-bit the product is a mixed-precision
+// GEMM (gemmHalf): both operands are rounded to that type and the products
+// are accumulated in float32.
 func Gemm(transA, transB bool, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
+	if a.DType() != Float32 || b.DType() != Float32 {
+		gemmHalf(transA, transB, alpha, a, b, beta, c)
+		return
+	}
 	ad, ar, ac, lda := a.matrix()
 	bd, br, bc, ldb := b.matrix()
 	cd, m, n, ldc := c.matrix()
@@ -101,7 +128,11 @@ const minParallelFLOPs = 1 << 21
 // BLAS kernel's per-element arithmetic does not depend on the block shape.
 // The BLAS library's own thread pool should be 1 (blas.SetThreads(1)) so
 // the goroutines do not oversubscribe the cores.
+//
+// A mixed-precision GEMM (a or b 16-bit) rounds its float32 operand once,
+// before the split.
 func GemmParallel(workers int, transA, transB bool, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
+	a, b = promoteHalf(a, b)
 	m, n := c.Dim(0), c.Dim(1)
 	k := a.Dim(1)
 	if transA {

@@ -6,7 +6,9 @@ import (
 	"unsafe"
 )
 
-// Tensor is an N-dimensional strided view of float32 storage.
+// Tensor is an N-dimensional strided view of float32 storage, or of 16-bit
+// storage (bfloat16 or float16, DType) for parameters kept in half
+// precision.
 //
 // Element (i0, i1, ...) lives at storage[offset + Σ ik·strides[k]]. Views made
 // by Reshape, Transpose, Permute, Narrow and Split share storage with their
@@ -19,21 +21,45 @@ type Tensor struct {
 	strides []int
 }
 
-// buffer is storage shared by a tensor and its views. n is its length,
-// remembered while the data is released.
+// buffer is storage shared by a tensor and its views: data for float32,
+// half for the 16-bit types. n is its length, remembered while the data is
+// released.
 type buffer struct {
-	data []float32
-	n    int
+	data  []float32
+	half  []uint16
+	dtype DType
+	n     int
 }
 
-// storage returns the elements, panicking on released storage: a use of
-// a tensor after Release is a programmer bug.
+// released reports whether the storage was released.
+func (b *buffer) released() bool { return b.data == nil && b.half == nil && b.n > 0 }
+
+// storage returns the float32 elements, panicking on released storage (a
+// use of a tensor after Release) and on a 16-bit tensor (read those with
+// Bits, or widen them with Float32): both are programmer bugs.
 func (t *Tensor) storage() []float32 {
-	if t.buf.data == nil && t.buf.n > 0 {
+	if t.buf.dtype != Float32 {
+		panic(fmt.Sprintf("tensor: float32 access to a %v %v tensor: read it with Bits or widen it with Float32", t.buf.dtype, t.shape))
+	}
+	if t.buf.released() {
 		panic(fmt.Sprintf("tensor: use of a %v tensor whose storage was released (Release) and not restored", t.shape))
 	}
 	return t.buf.data
 }
+
+// halfStorage returns the 16-bit elements of a bfloat16 or float16 tensor.
+func (t *Tensor) halfStorage() []uint16 {
+	if t.buf.dtype == Float32 {
+		panic(fmt.Sprintf("tensor: 16-bit access to a float32 %v tensor", t.shape))
+	}
+	if t.buf.released() {
+		panic(fmt.Sprintf("tensor: use of a %v tensor whose storage was released (Release) and not restored", t.shape))
+	}
+	return t.buf.half
+}
+
+// DType returns the element type of t's storage.
+func (t *Tensor) DType() DType { return t.buf.dtype }
 
 // New returns a zero-filled contiguous tensor of the given shape.
 func New(shape ...int) *Tensor {
@@ -48,6 +74,29 @@ func FromSlice(data []float32, shape ...int) *Tensor {
 	}
 	sh := append([]int(nil), shape...)
 	return &Tensor{buf: &buffer{data: data, n: len(data)}, shape: sh, strides: contiguousStrides(sh)}
+}
+
+// NewOf returns a zero-filled contiguous tensor of the given dtype and
+// shape.
+func NewOf(d DType, shape ...int) *Tensor {
+	if d == Float32 {
+		return New(shape...)
+	}
+	return FromBits(d, make([]uint16, numel(shape)), shape...)
+}
+
+// FromBits wraps 16-bit data (not copied) as a contiguous bfloat16 or
+// float16 tensor of the given shape. It panics if len(data) differs from
+// the shape's element count or d is not a 16-bit type.
+func FromBits(d DType, data []uint16, shape ...int) *Tensor {
+	if d != BFloat16 && d != Float16 {
+		panic(fmt.Sprintf("tensor: FromBits of type %v", d))
+	}
+	if n := numel(shape); n != len(data) {
+		panic(fmt.Sprintf("tensor: FromBits: shape %v has %d elements, data has %d", shape, n, len(data)))
+	}
+	sh := append([]int(nil), shape...)
+	return &Tensor{buf: &buffer{half: data, dtype: d, n: len(data)}, shape: sh, strides: contiguousStrides(sh)}
 }
 
 // Scalar returns a 0-dimensional tensor holding v.
@@ -122,6 +171,16 @@ func (t *Tensor) Data() []float32 {
 	return t.storage()[t.offset : t.offset+t.Len()]
 }
 
+// Bits returns the elements of a contiguous bfloat16 or float16 tensor as a
+// slice sharing its storage. It panics on a float32 or non-contiguous
+// tensor.
+func (t *Tensor) Bits() []uint16 {
+	if !t.IsContiguous() {
+		panic(fmt.Sprintf("tensor: Bits of a non-contiguous tensor %v (strides %v): call Contiguous", t.shape, t.strides))
+	}
+	return t.halfStorage()[t.offset : t.offset+t.Len()]
+}
+
 // SameShape reports whether a and b have equal shapes.
 func SameShape(a, b *Tensor) bool {
 	if len(a.shape) != len(b.shape) {
@@ -135,11 +194,24 @@ func SameShape(a, b *Tensor) bool {
 	return true
 }
 
-// At returns the element at the given index.
-func (t *Tensor) At(idx ...int) float32 { return t.storage()[t.index(idx)] }
+// At returns the element at the given index (widened to float32 from a
+// 16-bit type).
+func (t *Tensor) At(idx ...int) float32 {
+	if t.buf.dtype != Float32 {
+		return widenOne(t.buf.dtype, t.halfStorage()[t.index(idx)])
+	}
+	return t.storage()[t.index(idx)]
+}
 
-// Set stores v at the given index.
-func (t *Tensor) Set(v float32, idx ...int) { t.storage()[t.index(idx)] = v }
+// Set stores v at the given index (rounded to nearest even in a 16-bit
+// type).
+func (t *Tensor) Set(v float32, idx ...int) {
+	if t.buf.dtype != Float32 {
+		t.halfStorage()[t.index(idx)] = roundOne(t.buf.dtype, v)
+		return
+	}
+	t.storage()[t.index(idx)] = v
+}
 
 func (t *Tensor) index(idx []int) int {
 	if len(idx) != len(t.shape) {
@@ -160,7 +232,7 @@ func (t *Tensor) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Tensor%v", t.shape)
 	if n := t.Len(); n <= 16 {
-		fmt.Fprintf(&b, "%v", t.Contiguous().Data())
+		fmt.Fprintf(&b, "%v", t.Float32().Contiguous().Data())
 	}
 	return b.String()
 }
@@ -173,23 +245,28 @@ func (t *Tensor) Storage() (id uintptr, bytes int64) {
 	if t.buf.n == 0 {
 		return 0, 0
 	}
-	return uintptr(unsafe.Pointer(t.buf)), int64(t.buf.n) * 4
+	return uintptr(unsafe.Pointer(t.buf)), int64(t.buf.n) * int64(t.buf.dtype.Size())
 }
 
 // Release frees t's storage, for t and every view of it: until Restore,
 // any read or write of the elements panics. Activation recompute uses it
 // to drop an output that backward will compute again
 // (CheckpointWithoutOutput). Releasing twice is a no-op.
-func (t *Tensor) Release() { t.buf.data = nil }
+func (t *Tensor) Release() { t.buf.data, t.buf.half = nil, nil }
 
 // Released reports whether t's storage is released.
-func (t *Tensor) Released() bool { return t.buf.data == nil && t.buf.n > 0 }
+func (t *Tensor) Released() bool { return t.buf.released() }
 
 // Restore gives released storage a new zero-filled allocation of the same
 // size, seen by t and every view of it; storage that is not released is
 // left alone.
 func (t *Tensor) Restore() {
-	if t.Released() {
+	if !t.Released() {
+		return
+	}
+	if t.buf.dtype == Float32 {
 		t.buf.data = make([]float32, t.buf.n)
+	} else {
+		t.buf.half = make([]uint16, t.buf.n)
 	}
 }

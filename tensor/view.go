@@ -139,7 +139,7 @@ func Cat(dim int, ts ...*Tensor) *Tensor {
 		}
 		sh[dim] += x.shape[dim]
 	}
-	out := New(sh...)
+	out := NewOf(ts[0].DType(), sh...)
 	start := 0
 	for _, x := range ts {
 		out.Narrow(dim, start, x.shape[dim]).CopyFrom(x)
@@ -156,18 +156,38 @@ func (t *Tensor) Contiguous() *Tensor {
 	return t.Clone()
 }
 
-// Clone returns a contiguous copy of t.
+// Clone returns a contiguous copy of t, of t's dtype.
 func (t *Tensor) Clone() *Tensor {
-	out := New(t.shape...)
+	out := NewOf(t.DType(), t.shape...)
 	out.CopyFrom(t)
 	return out
 }
 
 // CopyFrom copies src's elements into t (shapes must be equal; either may be
-// a strided view).
+// a strided view). Between dtypes the values are converted: widened exactly
+// into float32, rounded to nearest even into a 16-bit type.
 func (t *Tensor) CopyFrom(src *Tensor) {
 	if !SameShape(t, src) {
 		panic(fmt.Sprintf("tensor: CopyFrom shape %v into %v", src.shape, t.shape))
+	}
+	if d := t.DType(); d != src.DType() {
+		if d == Float32 {
+			src = src.Float32()
+		} else {
+			src = ToHalf(src, d)
+		}
+	}
+	if t.DType() != Float32 {
+		if t.IsContiguous() && src.IsContiguous() {
+			copy(t.Bits(), src.Bits())
+			return
+		}
+		if len(t.shape) == 0 {
+			t.halfStorage()[t.offset] = src.halfStorage()[src.offset]
+			return
+		}
+		copyStrided(t.halfStorage(), t.offset, t.strides, src.halfStorage(), src.offset, src.strides, t.shape)
+		return
 	}
 	if t.IsContiguous() && src.IsContiguous() {
 		copy(t.Data(), src.Data())
@@ -181,7 +201,7 @@ func (t *Tensor) CopyFrom(src *Tensor) {
 }
 
 // copyStrided walks the shape, copying rows of the innermost dimension.
-func copyStrided(dst []float32, do int, ds []int, src []float32, so int, ss []int, shape []int) {
+func copyStrided[E float32 | uint16](dst []E, do int, ds []int, src []E, so int, ss []int, shape []int) {
 	if len(shape) == 1 {
 		n, dstr, sstr := shape[0], ds[0], ss[0]
 		if dstr == 1 && sstr == 1 {
@@ -198,8 +218,13 @@ func copyStrided(dst []float32, do int, ds []int, src []float32, so int, ss []in
 	}
 }
 
-// Fill sets every element of t to v.
+// Fill sets every element of t to v (rounded to nearest even in a 16-bit
+// type).
 func (t *Tensor) Fill(v float32) {
+	if t.DType() != Float32 {
+		t.CopyFrom(Full(v, t.shape...))
+		return
+	}
 	if t.IsContiguous() {
 		d := t.Data()
 		for i := range d {
