@@ -12,8 +12,10 @@ import (
 // through the graph that produced out. A nil grad means ones (out must then
 // hold one element). Leaf gradients are accumulated into Var.Grad; each
 // leaf's hooks run as soon as all of its contributions in this pass have
-// been added. The graph is consumed: saved tensors are released as each node
-// finishes, so a graph can be walked once.
+// been added. A bfloat16 or float16 Grad receives the float32 sum of the
+// pass's contributions with one rounding per element (leafGrads). The graph
+// is consumed: saved tensors are released as each node finishes, so a graph
+// can be walked once.
 //
 // Backward returns the tape's error, if any (a failed collective inside a
 // Function's backward, say).
@@ -38,6 +40,7 @@ func Backward(t *Tape, out *Var, grad *tensor.Tensor) error {
 		return nil
 	}
 	order, leafUses := topoOrder(out.node)
+	leaves := leafGrads{}
 	pending := map[*node]*pendingGrad{out.node: {g: grad}}
 	for i := len(order) - 1; i >= 0; i-- {
 		n := order[i]
@@ -49,7 +52,7 @@ func Backward(t *Tape, out *Var, grad *tensor.Tensor) error {
 			for _, in := range n.inputs {
 				if in.leaf != nil {
 					if leafUses[in.leaf]--; leafUses[in.leaf] == 0 {
-						runHooks(in.leaf)
+						leaves.done(in.leaf)
 					}
 				}
 			}
@@ -88,11 +91,11 @@ func Backward(t *Tape, out *Var, grad *tensor.Tensor) error {
 				if !slices.Equal(g.Shape(), in.shape) {
 					return fmt.Errorf("autograd: %T.Backward gradient %d has shape %v, leaf %q has %v", fn, j, g.Shape(), leaf.Name, in.shape)
 				}
-				accumulateLeaf(leaf, g)
+				leaves.add(leaf, g)
 			}
 			leafUses[leaf]--
 			if leafUses[leaf] == 0 {
-				runHooks(leaf)
+				leaves.done(leaf)
 			}
 		}
 	}
@@ -119,20 +122,6 @@ func (p *pendingGrad) add(t *Tape, g *tensor.Tensor) *pendingGrad {
 		kernels.AddInto(dst[lo:hi], src[lo:hi])
 	})
 	return p
-}
-
-func accumulateLeaf(v *Var, g *tensor.Tensor) {
-	if v.Grad == nil {
-		v.Grad = g.Clone()
-		return
-	}
-	if v.Grad.IsContiguous() {
-		kernels.AddInto(v.Grad.Data(), g.Contiguous().Data())
-		return
-	}
-	sum := v.Grad.Clone()
-	kernels.AddInto(sum.Data(), g.Contiguous().Data())
-	v.Grad.CopyFrom(sum)
 }
 
 func runHooks(v *Var) {

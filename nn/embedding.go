@@ -10,7 +10,13 @@ import (
 
 // Embedding looks up rows of table [V, h] for ids (any shape S) and returns
 // [S..., h]. Every id must lie in [0, V). The table's gradient is
-// accumulated directly (scatter-add in id order, deterministic).
+// accumulated directly (scatter-add in id order, deterministic, through
+// AccumulateGrad).
+//
+// A bfloat16 or float16 table is read by widening only the looked-up rows
+// (exactly); the output is float32. Into a 16-bit Grad the pass's
+// scatter-add is summed in a float32 scratch of the table's size and added
+// with one rounding per element.
 func Embedding(t *autograd.Tape, table *autograd.Var, ids []int32, shape ...int) *autograd.Var {
 	return autograd.Apply(t, embeddingFn{table: table, ids: ids, shape: shape}, table)
 }
@@ -40,21 +46,57 @@ func (f embeddingFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Ten
 		}
 	}
 	y := tensor.New(append(append([]int(nil), f.shape...), h)...)
+	if w.DType().IsHalf() {
+		LookupRows(y.Data(), w, f.ids, 0)
+		return y, nil
+	}
 	kernels.EmbeddingForward(y.Data(), w.Data(), f.ids, h)
 	return y, nil
 }
 
 func (f embeddingFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
-	g := GradBuffer(f.table)
-	kernels.EmbeddingBackward(g.Data(), dy.Data(), f.ids, g.Dim(1))
+	h := f.table.Value.Dim(1)
+	AccumulateGrad(f.table, func(dst []float32) { kernels.EmbeddingBackward(dst, dy.Data(), f.ids, h) })
 	return []*tensor.Tensor{nil}, nil
+}
+
+// LookupRows writes row ids[i] − start of the 2-d table [rows, h] into
+// out[i·h : (i+1)·h] for every id in [start, start+rows), widened to
+// float32 from a 16-bit table (only those rows are read), and leaves the
+// other rows of out alone: a vocabulary-parallel rank's lookup (start its
+// first row), or with start 0 and in-range ids a whole-table lookup.
+func LookupRows(out []float32, table *tensor.Tensor, ids []int32, start int) {
+	rows, h := table.Dim(0), table.Dim(1)
+	table = table.Contiguous()
+	d := table.DType()
+	var f32 []float32
+	var bits []uint16
+	if d.IsHalf() {
+		bits = table.Bits()
+	} else {
+		f32 = table.Data()
+	}
+	for i, id := range ids {
+		k := int(id) - start
+		if k < 0 || k >= rows {
+			continue
+		}
+		dst := out[i*h : (i+1)*h]
+		if f32 != nil {
+			copy(dst, f32[k*h:(k+1)*h])
+		} else {
+			tensor.WidenInto(d, dst, bits[k*h:(k+1)*h])
+		}
+	}
 }
 
 // AddPositionsAt returns x + pos[start:start+s] broadcast over the batch,
 // for x [s, b, h] and pos [max_pos, h] (learned absolute position
 // embeddings): the positions of a sequence that begins at position start —
 // 0 for a whole sequence, r·s for sequence-parallel rank r's shard. pos
-// accumulates its gradient directly: dpos[start+i] += Σ_b dy[i, b].
+// accumulates its gradient directly: dpos[start+i] += Σ_b dy[i, b]
+// (AccumulateGrad). A bfloat16 or float16 pos is read by widening only the
+// rows [start, start+s); x, y and the sums are float32.
 func AddPositionsAt(t *autograd.Tape, x, pos *autograd.Var, start int) *autograd.Var {
 	return autograd.Apply(t, addPositionsFn{pos: pos, start: start}, x, pos)
 }
@@ -77,7 +119,7 @@ func (f addPositionsFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.
 		return nil, fmt.Errorf("nn: position embedding: positions [%d, %d) exceed max_position_embeddings %d", f.start, f.start+s, p.Dim(0))
 	}
 	y := x.Clone()
-	yd, pd := y.Data(), p.Data()[f.start*h:]
+	yd, pd := y.Data(), values(p.Narrow(0, f.start, s))
 	for i := 0; i < s; i++ {
 		for j := 0; j < b; j++ {
 			kernels.AddInto(yd[(i*b+j)*h:(i*b+j+1)*h], pd[i*h:(i+1)*h])
@@ -89,11 +131,13 @@ func (f addPositionsFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.
 func (f addPositionsFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
 	if c.NeedsGrad(1) { // a frozen (or constant) table gets no gradient
 		s, b, h := dy.Dim(0), dy.Dim(1), dy.Dim(2)
-		dp := GradBuffer(f.pos).Data()[f.start*h:]
 		dd := dy.Data()
-		for i := 0; i < s; i++ {
-			kernels.ColumnSumInto(dp[i*h:(i+1)*h], dd[i*b*h:(i+1)*b*h], b, h)
-		}
+		AccumulateGrad(f.pos, func(dst []float32) {
+			dp := dst[f.start*h:]
+			for i := 0; i < s; i++ {
+				kernels.ColumnSumInto(dp[i*h:(i+1)*h], dd[i*b*h:(i+1)*b*h], b, h)
+			}
+		})
 	}
 	return []*tensor.Tensor{dy, nil}, nil
 }

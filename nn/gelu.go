@@ -11,7 +11,8 @@ import (
 // BiasGELU returns gelu(x + b) for x [..., n] and b [n], with the tanh
 // approximation gelu(u) = ½u(1 + tanh(√(2/π)(u + 0.044715u³))): the fused
 // bias-GELU of Megatron's MLP (linear_fc1 is then applied without its bias).
-// b accumulates its gradient directly.
+// b accumulates its gradient directly (AccumulateGrad). A bfloat16 or
+// float16 b is widened (exactly); x, y and the arithmetic are float32.
 func BiasGELU(t *autograd.Tape, x, b *autograd.Var) *autograd.Var {
 	return autograd.Apply(t, biasGELUFn{b: b}, x, b)
 }
@@ -29,7 +30,7 @@ func (f biasGELUFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tens
 	}
 	rows := x.Len() / n
 	y := tensor.New(x.Shape()...)
-	xd, yd, bd := x.Data(), y.Data(), b.Data()
+	xd, yd, bd := x.Data(), y.Data(), values(b)
 	parallelRows(rows, split(c, rows, n), func(_, lo, hi int) {
 		kernels.BiasGeluForward(yd[lo*n:hi*n], xd[lo*n:hi*n], bd, hi-lo, n)
 	})
@@ -47,16 +48,13 @@ func (f biasGELUFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tens
 	dx := tensor.New(x.Shape()...)
 	nw := split(c, rows, n)
 	part := make([][]float32, nw)
-	xd, dyd, dxd, bd := x.Data(), dy.Data(), dx.Data(), b.Data()
+	xd, dyd, dxd, bd := x.Data(), dy.Data(), dx.Data(), values(b)
 	parallelRows(rows, nw, func(k, lo, hi int) {
 		part[k] = make([]float32, n)
 		kernels.BiasGeluBackward(dxd[lo*n:hi*n], part[k], dyd[lo*n:hi*n], xd[lo*n:hi*n], bd, hi-lo, n)
 	})
 	if c.NeedsGrad(1) { // a frozen (or constant) bias gets no gradient
-		db := GradBuffer(f.b).Data()
-		for _, p := range part {
-			kernels.AddInto(db, p)
-		}
+		AccumulateGrad(f.b, addAll(part))
 	}
 	return []*tensor.Tensor{dx, nil}, nil
 }

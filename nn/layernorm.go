@@ -12,6 +12,11 @@ import (
 // LayerNorm normalises x [..., h] over its last dimension:
 // y = (x − mean)/sqrt(var + eps)·w + b, with the biased variance (as
 // torch.nn.LayerNorm). w and b [h] accumulate their gradients directly.
+//
+// Mixed precision: w and b may be bfloat16 or float16; they are widened
+// (exactly) and the normalisation runs in float32 on x, with y and dx
+// float32. Their gradients are summed in float32 and accumulated by
+// AccumulateGrad (one rounding per element into a 16-bit Grad).
 func LayerNorm(t *autograd.Tape, x, w, b *autograd.Var, eps float32) *autograd.Var {
 	return autograd.Apply(t, layerNormFn{w: w, b: b, eps: eps}, x, w, b)
 }
@@ -35,7 +40,7 @@ func (f layerNormFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Ten
 	rows := x.Len() / h
 	y := tensor.New(x.Shape()...)
 	st := layerNormState{mean: make([]float32, rows), rstd: make([]float32, rows)}
-	xd, yd, wd, bd := x.Data(), y.Data(), w.Data(), b.Data()
+	xd, yd, wd, bd := x.Data(), y.Data(), values(w), values(b)
 	parallelRows(rows, split(c, rows, h), func(_, lo, hi int) {
 		kernels.LayerNormForward(yd[lo*h:hi*h], st.mean[lo:hi], st.rstd[lo:hi], xd[lo*h:hi*h], wd, bd, hi-lo, h, f.eps)
 	})
@@ -58,23 +63,17 @@ func (f layerNormFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Ten
 	// then added in worker order, so the result does not depend on timing.
 	pdw := make([][]float32, nw)
 	pdb := make([][]float32, nw)
-	xd, dyd, dxd, wd := x.Data(), dy.Data(), dx.Data(), w.Data()
+	xd, dyd, dxd, wd := x.Data(), dy.Data(), dx.Data(), values(w)
 	parallelRows(rows, nw, func(k, lo, hi int) {
 		pdw[k], pdb[k] = make([]float32, h), make([]float32, h)
 		kernels.LayerNormBackward(dxd[lo*h:hi*h], pdw[k], pdb[k], dyd[lo*h:hi*h], xd[lo*h:hi*h], st.mean[lo:hi], st.rstd[lo:hi], wd, hi-lo, h)
 	})
 	// A frozen (or constant) w or b gets no gradient.
 	if c.NeedsGrad(1) {
-		dw := GradBuffer(f.w).Data()
-		for _, p := range pdw {
-			kernels.AddInto(dw, p)
-		}
+		AccumulateGrad(f.w, addAll(pdw))
 	}
 	if c.NeedsGrad(2) {
-		db := GradBuffer(f.b).Data()
-		for _, p := range pdb {
-			kernels.AddInto(db, p)
-		}
+		AccumulateGrad(f.b, addAll(pdb))
 	}
 	return []*tensor.Tensor{dx, nil, nil}, nil
 }
@@ -82,3 +81,13 @@ func (f layerNormFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Ten
 // StateBytes reports the per-row mean and 1/σ LayerNorm keeps for
 // backward (autograd's activation-memory accounting).
 func (st layerNormState) StateBytes() int64 { return 4 * int64(cap(st.mean)+cap(st.rstd)) }
+
+// addAll returns an AccumulateGrad callback adding the partial sums parts
+// into dst in order.
+func addAll(parts [][]float32) func(dst []float32) {
+	return func(dst []float32) {
+		for _, p := range parts {
+			kernels.AddInto(dst, p)
+		}
+	}
+}

@@ -17,6 +17,16 @@ import (
 // gradient-accumulation fusion writes into main_grad, so no weight-sized
 // temporary is made; their hooks run as usual. Apply it with
 // Linear.
+//
+// Mixed precision: when W is bfloat16 or float16, x is rounded to W's type
+// once in forward (GemmInput) and that 16-bit copy is both the GEMM's
+// operand and what is saved for backward (half the activation memory of a
+// float32 x); y is float32 (float32 accumulation), a 16-bit b is widened
+// before it is added. In backward dy is rounded to W's type once and used
+// for both dx = dy·W and dW = dyᵀ·x; dx is float32. dW and db (the column
+// sum of the float32 dy) are accumulated by AccumulateGrad: straight into a
+// float32 Grad (the GEMM with beta = 1), or into a 16-bit Grad with one
+// rounding per element.
 type LinearFn struct {
 	W, B *autograd.Var // B may be nil
 }
@@ -39,7 +49,7 @@ func (f LinearFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor
 	if x.Dim(-1) != inF {
 		return nil, fmt.Errorf("nn: linear %q: input's last dimension is %d, weight is [%d, %d]", f.W.Name, x.Dim(-1), out, inF)
 	}
-	x = x.Contiguous()
+	x = GemmInput(x.Contiguous(), w)
 	var b *tensor.Tensor
 	if f.B != nil {
 		b = in[2]
@@ -57,20 +67,26 @@ func (f LinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor
 	x, w := s[0], s[1]
 	out, inF := w.Dim(0), w.Dim(1)
 	rows := x.Len() / inF
-	dy2 := dy.View(rows, out)
+	workers := c.Tape().Workers()
+	var dyg *tensor.Tensor // dy as the GEMMs read it: rounded once for a 16-bit W
+	if c.NeedsGrad(0) || c.NeedsGrad(1) {
+		dyg = GemmInput(dy.View(rows, out), w)
+	}
 	grads := make([]*tensor.Tensor, 2, 3)
 	if c.NeedsGrad(0) {
 		dx := tensor.New(x.Shape()...)
-		tensor.GemmParallel(c.Tape().Workers(), false, false, 1, dy2, w, 0, dx.View(rows, inF))
+		tensor.GemmParallel(workers, false, false, 1, dyg, w, 0, dx.View(rows, inF))
 		grads[0] = dx
 	}
 	if c.NeedsGrad(1) {
-		tensor.GemmParallel(c.Tape().Workers(), true, false, 1, dy2, x.View(rows, inF), 1, GradBuffer(f.W))
+		AccumulateGrad(f.W, func(dst []float32) {
+			tensor.GemmParallel(workers, true, false, 1, dyg, x.View(rows, inF), 1, tensor.FromSlice(dst, out, inF))
+		})
 	}
 	if f.B != nil {
 		grads = append(grads, nil)
 		if c.NeedsGrad(2) {
-			kernels.ColumnSumInto(GradBuffer(f.B).Data(), dy.Data(), rows, out)
+			AccumulateGrad(f.B, func(dst []float32) { kernels.ColumnSumInto(dst, dy.Data(), rows, out) })
 		}
 	}
 	return grads, nil
@@ -80,6 +96,12 @@ func (f LinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor
 // [out, in] and b [out] (nil: no bias), y [..., out], on workers
 // goroutines: the arithmetic of every linear layer (nn.Linear and the
 // tensor-parallel linears), so their results agree bit for bit.
+//
+// y is float32. With a 16-bit w (or x) the GEMM is mixed precision: both
+// operands are rounded to that type (a float32 x is rounded here, once, if
+// the caller has not rounded it with GemmInput) and the products are
+// accumulated in float32. A 16-bit b is widened (exactly) and added as the
+// GEMM's initial y, as a float32 b is.
 func LinearForward(workers int, x, w, b *tensor.Tensor) *tensor.Tensor {
 	out, inF := w.Dim(0), w.Dim(1)
 	rows := x.Len() / inF
@@ -87,7 +109,7 @@ func LinearForward(workers int, x, w, b *tensor.Tensor) *tensor.Tensor {
 	y := tensor.New(shape...)
 	beta := float32(0)
 	if b != nil {
-		bd := b.Contiguous().Data()
+		bd := values(b)
 		yd := y.Data()
 		for r := 0; r < rows; r++ {
 			copy(yd[r*out:(r+1)*out], bd)
@@ -116,8 +138,10 @@ func CheckParam(v *autograd.Var, what string) error {
 	return nil
 }
 
-// GradBuffer returns v's gradient tensor, allocating a zero one on first
-// use, for Functions that accumulate into a parameter's gradient directly.
+// GradBuffer returns v's gradient tensor, allocating a zero float32 one of
+// v's shape on first use (whatever v's dtype), for Functions that
+// accumulate into a parameter's gradient directly. Such Functions go
+// through AccumulateGrad, which also handles a 16-bit Grad.
 func GradBuffer(v *autograd.Var) *tensor.Tensor {
 	if v.Grad == nil {
 		v.Grad = tensor.New(v.Value.Shape()...)

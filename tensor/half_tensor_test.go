@@ -132,4 +132,3 @@ func refGemm(ta, tb bool, alpha float64, a, b *Tensor, beta float64, c *Tensor) 
 	}
 	return out
 }
-

@@ -45,8 +45,20 @@ func allReduce(ctx context.Context, g comm.Group, x *tensor.Tensor, op comm.Redu
 	return y, nil
 }
 
+// bufferOf returns a comm.Buffer over the elements of the contiguous
+// tensor t, of t's dtype (float32, bfloat16 or float16).
+func bufferOf(t *tensor.Tensor) comm.Buffer {
+	switch t.DType() {
+	case tensor.BFloat16:
+		return comm.BF16(t.Bits())
+	case tensor.Float16:
+		return comm.F16(t.Bits())
+	}
+	return comm.F32(t.Data())
+}
+
 // gatherFirst all-gathers x [n, ...] along dim 0 into [tp·n, ...], rank
-// order.
+// order, in x's dtype (a 16-bit x travels and is returned in 16 bits).
 func gatherFirst(ctx context.Context, g comm.Group, x *tensor.Tensor, what string) (*tensor.Tensor, error) {
 	ws := worldSize(g)
 	if ws == 1 {
@@ -55,8 +67,8 @@ func gatherFirst(ctx context.Context, g comm.Group, x *tensor.Tensor, what strin
 	x = x.Contiguous()
 	shape := append([]int(nil), x.Shape()...)
 	shape[0] *= ws
-	y := tensor.New(shape...)
-	if err := g.AllGather(ctx, comm.F32(y.Data()), comm.F32(x.Data())); err != nil {
+	y := tensor.NewOf(x.DType(), shape...)
+	if err := g.AllGather(ctx, bufferOf(y), bufferOf(x)); err != nil {
 		return nil, fmt.Errorf("tp: %s: all-gather along dim 0 over %s: %w", what, groupName(g), err)
 	}
 	return y, nil

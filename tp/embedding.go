@@ -94,8 +94,14 @@ func (e *VocabParallelEmbedding) Parameters() []*nn.Parameter { return []*nn.Par
 // (ReduceScatterToSequenceParallelRegion). Exactly one rank contributes a
 // non-zero row per id and x + 0 is exact, so the output is bitwise the
 // serial lookup. Backward scatter-adds dy into the Weight's Grad directly
-// (nn.GradBuffer), in id order, so the gradient rows are bitwise those of
-// nn.Embedding on the whole table.
+// (nn.AccumulateGrad), in id order, so the gradient rows are bitwise those
+// of nn.Embedding on the whole table.
+//
+// A bfloat16 or float16 Weight is read by widening only the looked-up rows
+// this rank holds (exactly), so the output and its reduction are float32
+// and equal the lookup in the float32 table of the same values. Into a
+// 16-bit Grad the pass's scatter-add is summed in a float32 scratch of the
+// rank's rows and added with one rounding per element.
 //
 // Ids outside [0, NumEmbeddings) are an error on every rank (every rank
 // sees the same ids), as is a dim 0 not divisible by tp under
@@ -171,16 +177,13 @@ func (f *vocabEmbeddingFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tens
 	}
 	w = w.Contiguous()
 	y := tensor.New(append(append([]int(nil), f.shape...), h)...)
-	yd, wd := y.Data(), w.Data()
-	if worldSize(e.Group) == 1 {
-		kernels.EmbeddingForward(yd, wd, f.ids, h)
+	yd := y.Data()
+	if worldSize(e.Group) == 1 && !w.DType().IsHalf() {
+		kernels.EmbeddingForward(yd, w.Data(), f.ids, h)
 		return y, nil
 	}
-	for i, id := range f.ids {
-		if k := int(id) - e.VocabStart; k >= 0 && k < rowsHeld {
-			copy(yd[i*h:i*h+h], wd[k*h:k*h+h])
-		} // else: held by another rank, the row stays zero
-	}
+	// The rows held here (widened from 16 bits); the others stay zero.
+	nn.LookupRows(yd, w, f.ids, e.VocabStart)
 	return y, nil
 }
 
@@ -192,16 +195,19 @@ func (f *vocabEmbeddingFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tens
 	}
 	e := f.e
 	h := e.EmbeddingDim
-	gd, dd := nn.GradBuffer(e.Weight.Var).Data(), dy.Data()
-	if worldSize(e.Group) == 1 {
-		kernels.EmbeddingBackward(gd, dd, f.ids, h)
-		return []*tensor.Tensor{nil}, nil
-	}
+	dd := dy.Data()
 	rowsHeld := e.VocabEnd - e.VocabStart
-	for i, id := range f.ids {
-		if k := int(id) - e.VocabStart; k >= 0 && k < rowsHeld {
-			kernels.AddInto(gd[k*h:k*h+h], dd[i*h:i*h+h])
+	one := worldSize(e.Group) == 1
+	nn.AccumulateGrad(e.Weight.Var, func(gd []float32) {
+		if one {
+			kernels.EmbeddingBackward(gd, dd, f.ids, h)
+			return
 		}
-	}
+		for i, id := range f.ids {
+			if k := int(id) - e.VocabStart; k >= 0 && k < rowsHeld {
+				kernels.AddInto(gd[k*h:k*h+h], dd[i*h:i*h+h])
+			}
+		}
+	})
 	return []*tensor.Tensor{nil}, nil
 }

@@ -204,7 +204,10 @@ func (l *ColumnParallelLinear) Parameters() []*nn.Parameter {
 // ExplicitExpertComm or DisableGradReduce is set (the linear core does the
 // input-gradient communication, or none is wanted), and passes through
 // CopyToTensorModelParallelRegion otherwise. A weight that does not
-// require a gradient runs LinearWithFrozenWeight.
+// require a gradient runs LinearWithFrozenWeight. A bfloat16 or float16
+// weight and bias follow LinearWithGradAccumulationAndAsyncAllreduce's
+// mixed-precision rules (the input rounded once and kept, and under
+// sequence parallelism gathered, in 16 bits; float32 output).
 //
 // Errors are also recorded on the tape.
 func (l *ColumnParallelLinear) Forward(t *autograd.Tape, x, weight *autograd.Var, runtimeGatherOutput *bool) (out, bias *autograd.Var, err error) {
@@ -399,7 +402,10 @@ func (l *RowParallelLinear) Parameters() []*nn.Parameter {
 // parallelism, all-reduced otherwise, and returned unreduced for an
 // expert layer with ExplicitExpertComm. The bias [out] is then added,
 // or returned as bias with SkipBiasAdd (bias is nil otherwise). A weight
-// that does not require a gradient runs LinearWithFrozenWeight.
+// that does not require a gradient runs LinearWithFrozenWeight. A bfloat16
+// or float16 weight follows LinearWithGradAccumulationAndAsyncAllreduce's
+// mixed-precision rules, so the partial sums reduced here are float32; a
+// 16-bit bias is widened (AddBias).
 //
 // Errors are also recorded on the tape.
 func (l *RowParallelLinear) Forward(t *autograd.Tape, x *autograd.Var) (out, bias *autograd.Var, err error) {
@@ -450,8 +456,10 @@ func partitionedWeight(name string, out, in, dim, stride, rank, ws int, init Ini
 
 // AddBias returns y = x + b with b [n] broadcast over the rows of x
 // [..., n]. Backward passes dy to x and accumulates db = Σ_rows dy straight
-// into b's Grad (nn.GradBuffer, kernels.ColumnSumInto), so b must be a leaf
-// parameter when it requires a gradient.
+// into b's Grad (nn.AccumulateGrad, kernels.ColumnSumInto), so b must be a
+// leaf parameter when it requires a gradient. A bfloat16 or float16 b is
+// widened (exactly); x, y and dy are float32, and the column sum is
+// accumulated into a 16-bit Grad with one rounding per element.
 func AddBias(t *autograd.Tape, x, b *autograd.Var) *autograd.Var {
 	return autograd.Apply(t, addBiasFn{b: b}, x, b)
 }
@@ -471,7 +479,7 @@ func (f addBiasFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tenso
 		return nil, fmt.Errorf("tp: add bias %q: bias has shape %v, input %v; want bias [n] for input [..., n]", f.b.Name, b.Shape(), x.Shape())
 	}
 	x = x.Contiguous()
-	bd := b.Contiguous().Data()
+	bd := b.Float32().Contiguous().Data()
 	n := b.Dim(0)
 	y := tensor.New(x.Shape()...)
 	xd, yd := x.Data(), y.Data()
@@ -488,8 +496,8 @@ func (f addBiasFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tenso
 		grads[0] = dy
 	}
 	if c.NeedsGrad(1) {
-		n := dy.Dim(-1)
-		kernels.ColumnSumInto(nn.GradBuffer(f.b).Data(), dy.Data(), leadingRows(dy.Shape()), n)
+		n, rows := dy.Dim(-1), leadingRows(dy.Shape())
+		nn.AccumulateGrad(f.b, func(dst []float32) { kernels.ColumnSumInto(dst, dy.Data(), rows, n) })
 	}
 	return grads, nil
 }

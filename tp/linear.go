@@ -64,6 +64,18 @@ type LinearOptions struct {
 // arithmetic is that of nn.Linear, so on one rank the output and every
 // gradient are bitwise those of nn.Linear.
 //
+// Mixed precision: when the weight is bfloat16 or float16, x is rounded to
+// its type once in forward (nn.GemmInput) — under SequenceParallel the local
+// shard is rounded before the all-gather, which then carries 16-bit
+// elements, as does backward's re-gather — and the 16-bit x (the local
+// shard under SequenceParallel) is what is kept for backward. y and dX are
+// float32 (GEMMs accumulate in float32; a 16-bit bias is widened), and the
+// dX all-reduce or reduce-scatter is float32. In backward dY is rounded to
+// the weight's type once and used for both GEMMs; dW and db (the column sum
+// of the float32 dY) are accumulated by nn.AccumulateGrad into a float32 or
+// a 16-bit Grad. These are nn.Linear's rules, so on one rank the results
+// are still bitwise nn.Linear's.
+//
 // With opts.FrozenWeight (see LinearWithFrozenWeight) only dX is computed.
 // Errors (shapes, a non-leaf weight, AllreduceDgrad with SequenceParallel, a
 // failed collective) are recorded on the tape; the returned Var then has
@@ -125,7 +137,9 @@ func (f *asyncLinearFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.
 	if f.b != nil && (in[2].Rank() != 1 || in[2].Dim(0) != out) {
 		return nil, fmt.Errorf("tp: %s: bias has shape %v, want [%d]", f.name(), in[2].Shape(), out)
 	}
-	x = x.Contiguous()
+	// A 16-bit weight: round x (the local shard) once; it is gathered, used
+	// and kept in 16 bits.
+	x = nn.GemmInput(x.Contiguous(), w)
 	total := x
 	if f.sp() {
 		if x.Rank() < 2 {
@@ -189,9 +203,9 @@ func (f *asyncLinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.
 	total := x
 	var gather comm.Work
 	if sp && needW {
-		total = tensor.New(totalShape...)
+		total = tensor.NewOf(x.DType(), totalShape...) // x's dtype: 16 bits for a 16-bit weight
 		var err error
-		if gather, err = g.AllGatherAsync(ctx, comm.F32(total.Data()), comm.F32(x.Data())); err != nil {
+		if gather, err = g.AllGatherAsync(ctx, bufferOf(total), bufferOf(x)); err != nil {
 			return nil, fmt.Errorf("tp: %s backward: all-gather of the sequence-parallel input over %s: %w", f.name(), groupName(g), err)
 		}
 		if f.opts.SerialComm {
@@ -202,11 +216,17 @@ func (f *asyncLinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.
 		}
 	}
 
-	// 2. dX = dY·W.
+	// 2. dX = dY·W, with dY rounded once to a 16-bit weight's type (and
+	// used again for dW).
+	workers := c.Tape().Workers()
+	var dyg *tensor.Tensor
+	if needX || needW {
+		dyg = nn.GemmInput(dy2, w)
+	}
 	var dx *tensor.Tensor
 	if needX {
 		dx = tensor.New(totalShape...)
-		tensor.GemmParallel(c.Tape().Workers(), false, false, 1, dy2, w, 0, dx.View(rows, inF))
+		tensor.GemmParallel(workers, false, false, 1, dyg, w, 0, dx.View(rows, inF))
 	}
 	if gather != nil {
 		if err := f.wait(ctx, gather, "all-gather of the sequence-parallel input"); err != nil {
@@ -246,10 +266,12 @@ func (f *asyncLinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.
 	// 4. While it runs: dW += dYᵀ·X, db += Σ_rows dY, into the parameters'
 	// gradients.
 	if needW {
-		tensor.GemmParallel(c.Tape().Workers(), true, false, 1, dy2, total.View(rows, inF), 1, nn.GradBuffer(f.w))
+		nn.AccumulateGrad(f.w, func(dst []float32) {
+			tensor.GemmParallel(workers, true, false, 1, dyg, total.View(rows, inF), 1, tensor.FromSlice(dst, out, inF))
+		})
 	}
 	if needB {
-		kernels.ColumnSumInto(nn.GradBuffer(f.b).Data(), dy.Data(), rows, out)
+		nn.AccumulateGrad(f.b, func(dst []float32) { kernels.ColumnSumInto(dst, dy.Data(), rows, out) })
 	}
 
 	// 5. Wait for the input gradient.

@@ -27,15 +27,17 @@ func FullShape(p *nn.Parameter, ws int) []int {
 // chunks put back in order (rank r's chunk k is master chunk k·ws + r of
 // size partition/stride along PartitionDim, the inverse of
 // InitializeAffineWeightCPU). A parameter that is not tensor-parallel is
-// returned as it is. Every member of g must call it.
+// returned as it is. The gather is in local's dtype: a bfloat16 or float16
+// tensor (a mixed-precision value or gradient) is reassembled in 16 bits.
+// Every member of g must call it.
 func GatherPartitioned(ctx context.Context, g comm.Group, p *nn.Parameter, local *tensor.Tensor) (*tensor.Tensor, error) {
 	ws := worldSize(g)
 	if !p.TensorModelParallel || p.PartitionDim < 0 || ws == 1 {
 		return local, nil
 	}
 	local = local.Contiguous()
-	all := tensor.New(append([]int{ws}, local.Shape()...)...)
-	if err := g.AllGather(ctx, comm.F32(all.Data()), comm.F32(local.Data())); err != nil {
+	all := tensor.NewOf(local.DType(), append([]int{ws}, local.Shape()...)...)
+	if err := g.AllGather(ctx, bufferOf(all), bufferOf(local)); err != nil {
 		return nil, fmt.Errorf("tp: gathering %s over %s: %w", p.Name, groupName(g), err)
 	}
 	stride := max(p.PartitionStride, 1)

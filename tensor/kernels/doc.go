@@ -17,7 +17,9 @@
 //   - Adam/AdamW exactly as torch.optim ([AdamStep]) and the clipping factor ([ClipScale]).
 //   - Elementwise and reductions ([AddInto], [Add], [Scale], [Axpy], [SumSquares],
 //     [ColumnSumInto]).
-//   - bf16 and fp16 conversions ([F32ToBF16], [BF16ToF32], [F32ToF16], [F16ToF32]).
+//   - bf16 and fp16 conversions ([F32ToBF16], [BF16ToF32], [F32ToF16], [F16ToF32]), and the
+//     accumulation of a float32 contribution into a 16-bit gradient with one rounding
+//     ([AddRoundBF16], [AddRoundF16]).
 //
 // # Contracts
 //
