@@ -7,7 +7,6 @@ import (
 
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/nn"
-	"github.com/gotron/gotron/tensor/kernels"
 )
 
 // bucketGroup is a set of buckets reduced together (the reference's
@@ -33,16 +32,17 @@ type bucketGroup struct {
 	lastMicrobatch bool
 
 	// Gradient reduction in flight: works, and per bucket the
-	// reduce-scatter output (copied into the bucket's shard once done).
+	// reduce-scatter output (copied into the bucket's shard once done), in
+	// the gradient type.
 	works        []comm.Work
 	scattered    bool // the reduction in flight reduce-scatters (else all-reduces)
-	rsOut        [][]float32
+	rsOut        []comm.Buffer
 	gradFinished bool
 	check        *gradCheck // the NaN/Inf and large-gradient check in flight
 
-	// Parameter all-gather (distributed optimizer).
+	// Parameter all-gather (distributed optimizer), in the parameter type.
 	paramWorks      []comm.Work
-	agIn            [][]float32
+	agIn            []comm.Buffer
 	paramDispatched bool
 	next            *bucketGroup // the group whose all-gather to prefetch after this one's
 }
@@ -89,12 +89,15 @@ func (g *bucketGroup) registerGradReady(p *nn.Parameter) {
 	g.d.fail(g.startGradSync(g.d.ctx, g.d.ForceAllReduce))
 }
 
-// startGradSync launches the group's reduction: check the gradients if
-// asked, scale each bucket by its factor, then all-reduce each bucket, or
-// under the distributed optimizer reduce-scatter it into this rank's
+// startGradSync launches the group's reduction: round the float32 local
+// gradients into the buffer (Bucket.FP32GradParams), check the gradients
+// if asked, scale each bucket by its factor, then all-reduce each bucket,
+// or under the distributed optimizer reduce-scatter it into this rank's
 // shard (and, with several optimizer instances, all-reduce the shard
-// across them). Asynchronous under overlap_grad_reduce, else finished
-// before it returns.
+// across them). Every collective carries the gradient type; a 16-bit
+// reduction accumulates in float32 in rank order and rounds once (comm's
+// ReduceOp), and a 16-bit scaling is g ← r(w(g)·factor). Asynchronous
+// under overlap_grad_reduce, else finished before it returns.
 func (g *bucketGroup) startGradSync(ctx context.Context, forceAllReduce bool) error {
 	d := g.d
 	if g.firstBatch && g.works != nil {
@@ -102,6 +105,9 @@ func (g *bucketGroup) startGradSync(ctx context.Context, forceAllReduce bool) er
 	}
 	if g.works != nil {
 		return fmt.Errorf("dp: bucket group %d: a gradient reduction is already in flight", g.index)
+	}
+	for _, b := range g.buckets {
+		d.Buffer.copyInFP32Grads(b)
 	}
 	if d.cfg.CheckForNaNInGrad || d.cfg.CheckForLargeGrads {
 		c, err := g.startCheck(ctx)
@@ -112,7 +118,7 @@ func (g *bucketGroup) startGradSync(ctx context.Context, forceAllReduce bool) er
 	}
 	for _, b := range g.buckets {
 		if b.GradientScalingFactor != 1 {
-			scale(b.GradData, b.GradientScalingFactor, d.Workers)
+			scaleData(b.GradData, b.GradientScalingFactor, d.Workers)
 		}
 	}
 	op := comm.Sum
@@ -135,10 +141,10 @@ func (g *bucketGroup) startGradSync(ctx context.Context, forceAllReduce bool) er
 			}
 			continue
 		case scatter:
-			g.rsOut[i] = ensure(g.rsOut[i], len(b.GradData)/d.shards)
-			w, err = d.group.ReduceScatterAsync(ctx, comm.F32(g.rsOut[i]), comm.F32(b.GradData), op)
+			g.rsOut[i] = ensureData(g.rsOut[i], d.Buffer.GradDType, b.GradData.Len()/d.shards)
+			w, err = d.group.ReduceScatterAsync(ctx, g.rsOut[i], b.GradData, op)
 		default:
-			w, err = d.group.AllReduceAsync(ctx, comm.F32(b.GradData), op)
+			w, err = d.group.AllReduceAsync(ctx, b.GradData, op)
 		}
 		if err != nil {
 			return fmt.Errorf("dp: gradient reduction of bucket %d over %s: %w", b.ID, d.group.Name(), err)
@@ -152,8 +158,9 @@ func (g *bucketGroup) startGradSync(ctx context.Context, forceAllReduce bool) er
 }
 
 // waitGradSync waits for the group's reduction, puts reduce-scatter
-// results in place, all-reduces the shards across optimizer instances,
-// and reports a failed gradient check.
+// results in place, all-reduces the shards across optimizer instances (in
+// the gradient type), widens the results back into the float32 local
+// gradients, and reports a failed gradient check.
 func (g *bucketGroup) waitGradSync(ctx context.Context) error {
 	d := g.d
 	var errs []error
@@ -176,14 +183,17 @@ func (g *bucketGroup) waitGradSync(ctx context.Context) error {
 			case d.cfg.ReduceScatterWithFP32Accumulation:
 				sumChunks(shard, g.rsOut[i], d.shards)
 			default:
-				copy(shard, g.rsOut[i])
+				shard.CopyFrom(g.rsOut[i])
 			}
 			if d.inter != nil {
-				if err := d.inter.AllReduce(ctx, comm.F32(shard), op); err != nil {
+				if err := d.inter.AllReduce(ctx, shard, op); err != nil {
 					return fmt.Errorf("dp: all-reduce of bucket %d's shard across optimizer instances over %s: %w", b.ID, d.inter.Name(), err)
 				}
 			}
 		}
+	}
+	for _, b := range g.buckets {
+		d.Buffer.copyBackFP32Grads(b)
 	}
 	if g.check != nil {
 		c := g.check
@@ -194,24 +204,15 @@ func (g *bucketGroup) waitGradSync(ctx context.Context) error {
 }
 
 // allToAllReduce is the first half of
-// reduce_scatter_with_fp32_accumulation: an all-to-all of the bucket
-// leaves chunk k of rsOut with rank k's values of this rank's shard, which
-// waitGradSync sums in rank order (sumChunks). The all-to-all has no
-// asynchronous form in comm, so it runs when the bucket is ready, in the
-// caller's goroutine.
+// reduce_scatter_with_fp32_accumulation: an all-to-all of the bucket, in
+// the gradient type (16 bits on the wire for a 16-bit buffer), leaves
+// chunk k of rsOut with rank k's values of this rank's shard, which
+// waitGradSync sums in float32 in rank order and rounds once into the
+// shard (sumChunks). The all-to-all has no asynchronous form in comm, so
+// it runs when the bucket is ready, in the caller's goroutine.
 func (g *bucketGroup) allToAllReduce(ctx context.Context, i int, b *Bucket) error {
-	g.rsOut[i] = ensure(g.rsOut[i], len(b.GradData))
-	return g.d.group.AllToAll(ctx, comm.F32(g.rsOut[i]), comm.F32(b.GradData))
-}
-
-// sumChunks sets shard = Σ_k chunk k of all (k = 0 … n−1, left to right,
-// in float32).
-func sumChunks(shard, all []float32, n int) {
-	m := len(shard)
-	copy(shard, all[:m])
-	for k := 1; k < n; k++ {
-		kernels.AddInto(shard, all[k*m:(k+1)*m])
-	}
+	g.rsOut[i] = ensureData(g.rsOut[i], g.d.Buffer.GradDType, b.GradData.Len())
+	return g.d.group.AllToAll(ctx, g.rsOut[i], b.GradData)
 }
 
 // finishGradSync waits for (or, without overlap or in the first
@@ -239,8 +240,9 @@ func (g *bucketGroup) finishGradSync(ctx context.Context, forceAllReduce bool) e
 }
 
 // startParamSync launches the all-gather of every bucket's updated shard
-// (distributed optimizer): asynchronous under overlap_param_gather unless
-// forceSync, which also finishes one in flight.
+// (distributed optimizer), in the parameter type: asynchronous under
+// overlap_param_gather unless forceSync, which also finishes one in
+// flight.
 func (g *bucketGroup) startParamSync(ctx context.Context, forceSync bool) error {
 	d := g.d
 	if forceSync && g.paramWorks != nil {
@@ -255,9 +257,9 @@ func (g *bucketGroup) startParamSync(ctx context.Context, forceSync bool) error 
 	}
 	g.paramWorks = []comm.Work{}
 	for i, b := range g.buckets {
-		g.agIn[i] = ensure(g.agIn[i], len(b.ParamData)/d.shards)
-		copy(g.agIn[i], shardOf(b.ParamData, d.shards, d.shardRank))
-		w, err := d.group.AllGatherAsync(ctx, comm.F32(b.ParamData), comm.F32(g.agIn[i]))
+		g.agIn[i] = ensureData(g.agIn[i], d.Buffer.ParamDType, b.ParamData.Len()/d.shards)
+		g.agIn[i].CopyFrom(shardOf(b.ParamData, d.shards, d.shardRank))
+		w, err := d.group.AllGatherAsync(ctx, b.ParamData, g.agIn[i])
 		if err != nil {
 			return fmt.Errorf("dp: parameter all-gather of bucket %d over %s: %w", b.ID, d.group.Name(), err)
 		}
@@ -300,12 +302,4 @@ func (g *bucketGroup) finishParamSync(ctx context.Context, skipNext bool) error 
 		return g.next.startParamSync(ctx, false)
 	}
 	return nil
-}
-
-// ensure returns buf if it has length n, else a new slice of length n.
-func ensure(buf []float32, n int) []float32 {
-	if len(buf) == n {
-		return buf
-	}
-	return make([]float32, n)
 }

@@ -6,7 +6,6 @@ import (
 	"math"
 
 	"github.com/gotron/gotron/comm"
-	"github.com/gotron/gotron/tensor/kernels"
 )
 
 // LargeGradFactor is check_for_large_grads' threshold: a bucket's local
@@ -39,7 +38,10 @@ const checkFields = 5
 // startCheck checks each bucket's local gradients before the reduction
 // (check_for_nan_in_grad: a NaN or an infinity in the bucket's L2 norm;
 // check_for_large_grads: see LargeGradFactor) and launches the all-reduce
-// that shares the findings.
+// that shares the findings. The norm is of the buffer as it will be
+// reduced, in its type: √Σ w(g)², a 16-bit buffer widened block by block
+// (sumSquares), after the float32 local gradients were rounded into it —
+// so a float32 gradient that overflows float16 is found as infinite.
 func (g *bucketGroup) startCheck(ctx context.Context) (*gradCheck, error) {
 	d := g.d
 	size, rank, world := 1, 0, -1
@@ -55,7 +57,7 @@ func (g *bucketGroup) startCheck(ctx context.Context) (*gradCheck, error) {
 		if mine[0] != 0 {
 			break
 		}
-		n := math.Sqrt(kernels.SumSquares(b.GradData))
+		n := math.Sqrt(sumSquares(b.GradData))
 		switch {
 		case d.cfg.CheckForNaNInGrad && (math.IsNaN(n) || math.IsInf(n, 0)):
 			kind := int64(checkInf)
@@ -132,10 +134,11 @@ type GradError struct{ Msg string }
 func (e *GradError) Error() string { return "dp: " + e.Msg }
 
 // nonFinite returns the buffer index of b's first parameter whose gradient
-// holds a NaN or an infinity, or -1 (the bad value is in padding).
+// (its range of the gradient buffer) holds a NaN or an infinity, or -1
+// (the bad value is in padding).
 func (d *DDP) nonFinite(b *Bucket) int {
 	for _, p := range b.Params {
-		s := kernels.SumSquares(p.Grad.Data())
+		s := sumSquares(d.Buffer.GradInBuffer(p))
 		if math.IsNaN(s) || math.IsInf(s, 0) {
 			return d.Buffer.ParamIndex(p)
 		}
@@ -144,11 +147,11 @@ func (d *DDP) nonFinite(b *Bucket) int {
 }
 
 // largestParam returns the buffer index of b's parameter with the largest
-// gradient norm.
+// gradient norm (of its range of the gradient buffer).
 func (d *DDP) largestParam(b *Bucket) int {
 	best, at := -1.0, -1
 	for _, p := range b.Params {
-		if s := kernels.SumSquares(p.Grad.Data()); s > best {
+		if s := sumSquares(d.Buffer.GradInBuffer(p)); s > best {
 			best, at = s, d.Buffer.ParamIndex(p)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/nn"
-	"github.com/gotron/gotron/tensor/kernels"
+	"github.com/gotron/gotron/tensor"
 )
 
 // Options are what New needs beyond the parameters and the config.
@@ -35,6 +35,12 @@ type Options struct {
 	SharedEmbedding *nn.Parameter
 	// CalculatePerTokenLoss is the model config's calculate_per_token_loss.
 	CalculatePerTokenLoss bool
+	// ParamDType is the type the parameters are stored in (the reference's
+	// param_dtype): Float32 (the zero value), or BFloat16 / Float16 under
+	// --bf16 / --fp16, each parameter's float32 value being rounded to
+	// nearest even into the buffer. The gradients are float32 under
+	// grad_reduce_in_fp32, else of this type (GradDTypeFor).
+	ParamDType tensor.DType
 }
 
 // DDP wraps a model chunk's parameters for data-parallel training
@@ -44,7 +50,9 @@ type Options struct {
 // overlap_grad_reduce, else in FinishGradSync — by an all-reduce, or a
 // reduce-scatter into this rank's shard under the distributed optimizer,
 // which then all-gathers the updated parameters (StartParamSync, or
-// under overlap_param_gather a forward pre-hook, ParamPreHook).
+// under overlap_param_gather a forward pre-hook, ParamPreHook). The
+// buffer's types are Buffer.ParamDType and Buffer.GradDType; every
+// collective carries them (see the package doc's Precision).
 type DDP struct {
 	cfg    config.DDPConfig
 	Buffer *Buffer
@@ -97,7 +105,11 @@ func New(ctx context.Context, params []*nn.Parameter, cfg config.DDPConfig, o Op
 	} else {
 		l = DefaultLayout(lps, o.BucketSize)
 	}
-	b, err := NewBuffer(params, l)
+	b, err := NewBuffer(params, l, BufferOptions{
+		ParamDType:            o.ParamDType,
+		GradDType:             GradDTypeFor(o.ParamDType, cfg.GradReduceInFP32),
+		FP32LocalAccumulation: cfg.ParamNamePatternsForFP32LocalAccumulation,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +137,7 @@ func New(ctx context.Context, params []*nn.Parameter, cfg config.DDPConfig, o Op
 		}
 	}
 	for i, g := range d.groups {
-		g.rsOut, g.agIn = make([][]float32, len(g.buckets)), make([][]float32, len(g.buckets))
+		g.rsOut, g.agIn = make([]comm.Buffer, len(g.buckets)), make([]comm.Buffer, len(g.buckets))
 		if i > 0 {
 			g.next = d.groups[i-1]
 		}
@@ -143,18 +155,23 @@ func New(ctx context.Context, params []*nn.Parameter, cfg config.DDPConfig, o Op
 }
 
 // checkConfig refuses what the wrapper cannot do with cfg and o: the
-// config's own rules (DDPConfig.Validate), the per-token loss with
-// averaging in the collective (the reference's assert), and separate
-// float32 main gradients, which gotron's float32 buffers make moot.
+// config's own rules (DDPConfig.Validate), a parameter type other than
+// float32, bfloat16 and float16, the per-token loss with averaging in the
+// collective (the reference's assert), and separate float32 local
+// gradients with a float32 gradient buffer, where they would change
+// nothing.
 func checkConfig(cfg config.DDPConfig, o Options) error {
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := checkDType("parameter type", o.ParamDType); err != nil {
 		return err
 	}
 	if cfg.AverageInCollective && o.CalculatePerTokenLoss {
 		return fmt.Errorf("dp: average_in_collective with calculate_per_token_loss: the per-token loss is normalised by the global token count, so the collective must sum; turn one off")
 	}
-	if len(cfg.ParamNamePatternsForFP32LocalAccumulation) > 0 {
-		return fmt.Errorf("dp: param_name_patterns_for_fp32_local_accumulation: gotron's gradient buffers are float32 already, so there is nothing to accumulate separately; leave it empty")
+	if n := len(cfg.ParamNamePatternsForFP32LocalAccumulation); n > 0 && !GradDTypeFor(o.ParamDType, cfg.GradReduceInFP32).IsHalf() {
+		return fmt.Errorf("dp: param_name_patterns_for_fp32_local_accumulation has %d pattern(s), but the parameters are %v, so the gradient buffer is float32 and every gradient already accumulates in float32; leave it empty (it applies to --bf16 or --fp16 without grad_reduce_in_fp32)", n, o.ParamDType)
 	}
 	return nil
 }
@@ -192,11 +209,16 @@ func (d *DDP) Shards() ([]BucketShard, int, error) {
 	return s, d.shards, err
 }
 
-// ZeroGradBuffer zeroes every gradient and prepares the bucket groups for
-// the next iteration (zero_grad_buffer).
+// ZeroGradBuffer zeroes every gradient — the gradient buffer and the
+// float32 local gradients — and prepares the bucket groups for the next
+// iteration (zero_grad_buffer).
 func (d *DDP) ZeroGradBuffer() {
-	g := d.Buffer.GradData
-	kernels.ParallelFor(len(g), max(1, min(d.Workers, len(g)>>16)), func(lo, hi int) { clear(g[lo:hi]) })
+	clearData(d.Buffer.GradData, d.Workers)
+	for _, b := range d.Buffer.Buckets {
+		for _, p := range b.FP32GradParams {
+			clear(p.Grad.Data())
+		}
+	}
 	for _, bg := range d.groups {
 		bg.reset()
 	}
@@ -251,8 +273,17 @@ func (d *DDP) FinishGradSync(ctx context.Context, forceAllReduce bool) error {
 	return nil
 }
 
-// ScaleGradients multiplies every gradient by s (scale_gradients).
-func (d *DDP) ScaleGradients(s float32) { scale(d.Buffer.GradData, s, d.Workers) }
+// ScaleGradients multiplies every gradient by s (scale_gradients): g ← g·s
+// in float32 for a float32 buffer and the float32 local gradients,
+// g ← r(w(g)·s) for a 16-bit buffer.
+func (d *DDP) ScaleGradients(s float32) {
+	scaleData(d.Buffer.GradData, s, d.Workers)
+	for _, b := range d.Buffer.Buckets {
+		for _, p := range b.FP32GradParams {
+			scaleData(comm.F32(p.Grad.Data()), s, d.Workers)
+		}
+	}
+}
 
 // StartParamSync all-gathers the updated parameter shards of every bucket
 // (start_param_sync, distributed optimizer only): asynchronously under
@@ -297,38 +328,36 @@ func (d *DDP) ParamPreHook(ctx context.Context, ps []*nn.Parameter) error {
 }
 
 // BroadcastParams copies every parameter from the group's rank 0 to the
-// others (broadcast_params), so all data-parallel replicas start equal.
+// others (broadcast_params), in the parameter type, so all data-parallel
+// replicas start equal.
 func (d *DDP) BroadcastParams(ctx context.Context) error {
 	for _, g := range []comm.Group{d.group, d.inter} {
 		if g == nil || g.Size() == 1 {
 			continue
 		}
-		if err := g.Broadcast(ctx, comm.F32(d.Buffer.ParamData), 0); err != nil {
+		if err := g.Broadcast(ctx, d.Buffer.ParamData, 0); err != nil {
 			return fmt.Errorf("dp: parameter broadcast over %s: %w", g.Name(), err)
 		}
 	}
 	return nil
 }
 
-// scale multiplies x by s with up to workers goroutines.
-func scale(x []float32, s float32, workers int) {
-	kernels.ParallelFor(len(x), max(1, min(workers, len(x)>>16)), func(lo, hi int) { kernels.Scale(x[lo:hi], s) })
-}
-
 // AllGatherGrads makes every gradient whole on every rank under the
 // distributed optimizer, whose reduction leaves each rank only its shards
 // reduced: each bucket's shards are all-gathered into the gradient
-// buffer. For inspection (gradient dumps, tests); training does not need
-// it. Without the distributed optimizer it does nothing.
+// buffer, in the gradient type, and widened into the float32 local
+// gradients. For inspection (gradient dumps, tests); training does not
+// need it. Without the distributed optimizer it does nothing.
 func (d *DDP) AllGatherGrads(ctx context.Context) error {
 	if !d.cfg.UseDistributedOptimizer || d.group == nil {
 		return nil
 	}
 	for _, b := range d.Buffer.Buckets {
-		in := append([]float32(nil), shardOf(b.GradData, d.shards, d.shardRank)...)
-		if err := d.group.AllGather(ctx, comm.F32(b.GradData), comm.F32(in)); err != nil {
+		in := cloneData(shardOf(b.GradData, d.shards, d.shardRank))
+		if err := d.group.AllGather(ctx, b.GradData, in); err != nil {
 			return fmt.Errorf("dp: gradient all-gather of bucket %d over %s: %w", b.ID, d.group.Name(), err)
 		}
+		d.Buffer.copyBackFP32Grads(b)
 	}
 	return nil
 }

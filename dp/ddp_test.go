@@ -229,13 +229,13 @@ func TestBufferViewsAndPadding(t *testing.T) {
 	if len(b.Buckets) < 3 {
 		t.Fatalf("%d buckets; the test wants several", len(b.Buckets))
 	}
-	owned := make([]bool, len(b.GradData))
+	owned := make([]bool, b.GradData.Len())
 	for _, p := range m.Parameters() {
 		r, ok := b.Range(p)
 		if !ok || r.Start%ParamAlign != 0 {
 			t.Fatalf("%s: range %+v", p.Name, r)
 		}
-		if &p.Grad.Data()[0] != &b.GradData[r.Start] || &p.Value.Data()[0] != &b.ParamData[r.Start] || p.Value.Len() != r.End-r.Start {
+		if &p.Grad.Data()[0] != &b.GradData.Float32s()[r.Start] || &p.Value.Data()[0] != &b.ParamData.Float32s()[r.Start] || p.Value.Len() != r.End-r.Start {
 			t.Errorf("%s is not a view of the buffers at %+v", p.Name, r)
 		}
 		if rel(p.Value.Data(), before[p.Name]) != 0 {
@@ -249,7 +249,7 @@ func TestBufferViewsAndPadding(t *testing.T) {
 	for i, o := range owned {
 		if !o {
 			pad++
-			b.ParamData[i] = 0
+			b.ParamData.Float32s()[i] = 0
 		}
 	}
 	if pad == 0 {
@@ -257,8 +257,8 @@ func TestBufferViewsAndPadding(t *testing.T) {
 	}
 	accumulate(t, autograd.NewTape(ctx), m, nil, 0, 2, 2)
 	for i, o := range owned {
-		if !o && b.GradData[i] != 0 {
-			t.Fatalf("padding element %d holds gradient %g", i, b.GradData[i])
+		if !o && b.GradData.Float32s()[i] != 0 {
+			t.Fatalf("padding element %d holds gradient %g", i, b.GradData.Float32s()[i])
 		}
 	}
 	p := m.Parameters()[3]
@@ -268,7 +268,7 @@ func TestBufferViewsAndPadding(t *testing.T) {
 		t.Errorf("ScaleGradients: %v, want %v", p.Grad.Data()[0], 2*g0)
 	}
 	d.ZeroGradBuffer()
-	for _, v := range b.GradData {
+	for _, v := range b.GradData.Float32s() {
 		if v != 0 {
 			t.Fatal("ZeroGradBuffer left a non-zero gradient")
 		}

@@ -22,4 +22,25 @@
 // the wrapper all-gathers the parameters (StartParamSync), at once or, with
 // overlap_param_gather, bucket by bucket from a forward pre-hook
 // (ParamPreHook) as the next forward pass reaches them.
+//
+// # Precision
+//
+// The parameters are stored in Options.ParamDType — float32, or bfloat16 /
+// float16 for --bf16 / --fp16 — and the gradients in float32 under
+// grad_reduce_in_fp32, else in the parameters' type (GradDTypeFor), as the
+// reference's _ParamAndGradBuffer does. Every collective carries the
+// buffer's type. With w(x) the exact widening of a 16-bit x and r(v) the
+// rounding of a float32 v to nearest even, a 16-bit gradient buffer sees:
+//
+//	scaling by f (1/(dp·cp), scale_gradients)   g ← r(w(g)·f)
+//	reduction over ranks 0 … n−1                 g ← r(w(g₀) + w(g₁) + … + w(g_{n−1}))
+//	    (float32 sums left to right, one rounding; Avg divides the sum by n
+//	    before rounding; reduce_scatter_with_fp32_accumulation gives the same
+//	    numbers from an all-to-all of the 16-bit chunks and a local float32 sum)
+//	float32 local gradient m (param_name_patterns_for_fp32_local_accumulation)
+//	    g ← r(m) before the check, scaling and reduction; m ← w(g) after
+//
+// finalize_model_grads reduces gradients in their type too (float32 when a
+// float32 local gradient is coalesced with 16-bit ones). A float32 buffer
+// keeps float32 arithmetic throughout.
 package dp

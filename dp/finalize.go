@@ -6,6 +6,7 @@ import (
 
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/nn"
+	"github.com/gotron/gotron/tensor"
 )
 
 // FinalizeOptions are the groups and settings FinalizeModelGrads needs
@@ -130,22 +131,48 @@ func allReduceGrads(ctx context.Context, ps []*nn.Parameter, g comm.Group, what 
 }
 
 // reduceGrads reduces the gradients of ps over g with op in one coalesced
-// all-reduce.
+// all-reduce, in the gradients' type (coalescedDType): a 16-bit reduction
+// accumulates in float32 in rank order and rounds once, and a 16-bit
+// gradient coalesced into a float32 buffer is widened into it and rounded
+// back from the result.
 func reduceGrads(ctx context.Context, ps []*nn.Parameter, g comm.Group, op comm.ReduceOp, what string) error {
 	n := 0
 	for _, p := range ps {
 		n += p.Grad.Len()
 	}
-	buf := make([]float32, 0, n)
-	for _, p := range ps {
-		buf = append(buf, p.Grad.Data()...)
-	}
-	if err := g.AllReduce(ctx, comm.F32(buf), op); err != nil {
-		return fmt.Errorf("dp: all-reduce of %s over %s: %w", what, g.Name(), err)
-	}
+	buf := newData(coalescedDType(ps), n)
 	off := 0
 	for _, p := range ps {
-		off += copy(p.Grad.Data(), buf[off:off+p.Grad.Len()])
+		m := p.Grad.Len()
+		viewOf(buf, off, off+m, []int{m}).CopyFrom(p.Grad.View(m))
+		off += m
+	}
+	if err := g.AllReduce(ctx, buf, op); err != nil {
+		return fmt.Errorf("dp: all-reduce of %s over %s: %w", what, g.Name(), err)
+	}
+	off = 0
+	for _, p := range ps {
+		m := p.Grad.Len()
+		p.Grad.View(m).CopyFrom(viewOf(buf, off, off+m, []int{m}))
+		off += m
 	}
 	return nil
+}
+
+// coalescedDType is the type of the buffer the gradients of ps are
+// coalesced into: their common type, or float32 when they differ (16-bit
+// gradients beside float32 local ones,
+// param_name_patterns_for_fp32_local_accumulation), as torch's
+// _flatten_dense_tensors promotes mixed types.
+func coalescedDType(ps []*nn.Parameter) tensor.DType {
+	if len(ps) == 0 {
+		return tensor.Float32
+	}
+	d := ps[0].Grad.DType()
+	for _, p := range ps[1:] {
+		if p.Grad.DType() != d {
+			return tensor.Float32
+		}
+	}
+	return d
 }
