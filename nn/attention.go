@@ -6,7 +6,6 @@ import (
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/tensor"
-	"github.com/gotron/gotron/tensor/blas"
 	"github.com/gotron/gotron/tensor/kernels"
 	"github.com/gotron/gotron/tensor/rng"
 )
@@ -33,10 +32,20 @@ import (
 // so backward regenerates it and the result does not depend on how the
 // pairs are spread over workers.
 func CausalAttention(t *autograd.Tape, qkv *autograd.Var, heads int, dropout float32, g *rng.RNG) *autograd.Var {
+	return CausalAttentionIn(tensor.Float32, t, qkv, heads, dropout, g)
+}
+
+// CausalAttentionIn is CausalAttention with its GEMMs in precision d, as a
+// model with d parameters runs them: for a 16-bit d, Q, K, V, the
+// probabilities P, dO and dS are rounded to d before their GEMMs, which
+// accumulate in float32 (bfloat16 on oneDNN); the scores, the softmax and
+// its backward stay float32. Only the rounded Q, K, V are kept for
+// backward (2 bytes per element instead of 4).
+func CausalAttentionIn(d tensor.DType, t *autograd.Tape, qkv *autograd.Var, heads int, dropout float32, g *rng.RNG) *autograd.Var {
 	if !t.Recording() {
 		dropout = 0 // evaluation: no dropout
 	}
-	f := &attentionFn{heads: heads, p: dropout}
+	f := &attentionFn{heads: heads, p: dropout, dtype: d}
 	if dropout > 0 {
 		f.seed = g.Uint64()
 	}
@@ -47,6 +56,7 @@ type attentionFn struct {
 	heads int
 	p     float32
 	seed  uint64
+	dtype tensor.DType // the GEMMs' precision
 }
 
 type attentionState struct {
@@ -70,7 +80,8 @@ func (f *attentionFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Te
 	s, d := st.s, st.d
 	ldq, ldo := st.b*st.n*3*d, st.b*st.n*d
 	scale := float32(1 / math.Sqrt(float64(d)))
-	qkv, od := x.Data(), out.Data()
+	x = f.operand(x)
+	od := out.Data()
 	pairs := st.b * st.n
 	parallelRows(pairs, split(c, pairs, s*s), func(_, lo, hi int) {
 		p := make([]float32, s*s)
@@ -78,15 +89,16 @@ func (f *attentionFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Te
 		if f.p > 0 {
 			mask = make([]byte, s*s)
 		}
+		pg := f.newGEMMScratch(s)
 		for k := lo; k < hi; k++ {
 			bi, head := k/st.n, k%st.n
-			q := qkv[st.qkvOffset(bi, head):]
-			causalScores(p, q, q[d:], s, d, ldq)
+			q := f.at(x, st.qkvOffset(bi, head))
+			causalScores(p, q, q.at(d), s, d, ldq)
 			kernels.CausalSoftmaxForward(p, s, s, scale, st.lse[k*s:(k+1)*s])
 			if f.p > 0 {
 				dropoutRows(p, mask, s, f.p, f.seed, k)
 			}
-			causalRowsTimes(od[st.outOffset(bi, head):], ldo, p, q[2*d:], ldq, s, d)
+			causalRowsTimes(od[st.outOffset(bi, head):], ldo, pg.lower(f.dtype, p, s), q.at(2*d), ldq, s, d)
 		}
 	})
 	if c.Recording() {
@@ -103,7 +115,8 @@ func (f *attentionFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Te
 	ldq, ldo := st.b*st.n*3*d, st.b*st.n*d
 	scale := float32(1 / math.Sqrt(float64(d)))
 	dx := tensor.New(x.Shape()...)
-	qkv, dqkv, dod := x.Data(), dx.Data(), dy.Data()
+	dqkv := dx.Data()
+	dO := f.operand(dy.Contiguous())
 	pairs := st.b * st.n
 	parallelRows(pairs, split(c, pairs, s*s), func(_, lo, hi int) {
 		p := make([]float32, s*s)
@@ -114,28 +127,30 @@ func (f *attentionFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Te
 			mask = make([]byte, s*s)
 			pd = make([]float32, s*s)
 		}
+		pg := f.newGEMMScratch(s)
 		for k := lo; k < hi; k++ {
 			bi, head := k/st.n, k%st.n
 			off := st.qkvOffset(bi, head)
-			q, dq := qkv[off:], dqkv[off:]
-			do := dod[st.outOffset(bi, head):]
-			causalScores(p, q, q[d:], s, d, ldq)
+			q, dq := f.at(x, off), dqkv[off:]
+			do := f.at(dO, st.outOffset(bi, head))
+			causalScores(p, q, q.at(d), s, d, ldq)
 			kernels.CausalSoftmaxRecompute(p, s, s, scale, st.lse[k*s:(k+1)*s])
 			// dP' = dO·Vᵀ, where P' is the (dropped-out) matrix multiplying V.
-			causalScores(dp, do, q[2*d:], s, d, ldo, ldq)
+			causalScores(dp, do, q.at(2*d), s, d, ldo, ldq)
 			if f.p > 0 {
 				// dV = P'ᵀ·dO with P' = P⊙mask/(1−p); then dP = dP'⊙mask/(1−p).
 				copy(pd, p)
 				dropoutRows(pd, mask, s, f.p, f.seed, k)
-				causalColsTimes(dq[2*d:], ldq, pd, do, ldo, s, d)
+				causalColsTimes(dq[2*d:], ldq, pg.lower(f.dtype, pd, s), do, ldo, s, d)
 				kernels.DropoutBackward(dp, dp, mask, f.p)
 			} else {
-				causalColsTimes(dq[2*d:], ldq, p, do, ldo, s, d)
+				causalColsTimes(dq[2*d:], ldq, pg.lower(f.dtype, p, s), do, ldo, s, d)
 			}
 			kernels.SoftmaxBackwardRows(dp, p, dp, s, s, scale)
 			// dQ = dS·K, dK = dSᵀ·Q.
-			causalRowsTimes(dq, ldq, dp, q[d:], ldq, s, d)
-			causalColsTimes(dq[d:], ldq, dp, q, ldq, s, d)
+			ds := pg.lower(f.dtype, dp, s)
+			causalRowsTimes(dq, ldq, ds, q.at(d), ldq, s, d)
+			causalColsTimes(dq[d:], ldq, ds, q, ldq, s, d)
 		}
 	})
 	return []*tensor.Tensor{dx}, nil
@@ -150,34 +165,34 @@ const causalBlock = 64
 // stride s) to A·Bᵀ, for A and B s×d with row strides lda (and ldb, if
 // given; else lda). Entries strictly above the diagonal's blocks are left
 // untouched: the softmax kernels never read them.
-func causalScores(p, a, b []float32, s, d, lda int, ldb ...int) {
+func causalScores(p []float32, a, b operand, s, d, lda int, ldb ...int) {
 	lb := lda
 	if len(ldb) > 0 {
 		lb = ldb[0]
 	}
 	for r0 := 0; r0 < s; r0 += causalBlock {
 		r1 := min(s, r0+causalBlock)
-		blas.Sgemm(false, true, r1-r0, r1, d, 1, a[r0*lda:], lda, b, lb, 0, p[r0*s:], s)
+		gemm(false, true, r1-r0, r1, d, a.at(r0*lda), lda, b, lb, p[r0*s:], s)
 	}
 }
 
 // causalRowsTimes sets out (s×d, row stride ldo) to P·B for a lower-
 // triangular s×s P (row stride s) and B s×d (row stride ldb), by row
 // blocks that only read P's columns up to the block's end.
-func causalRowsTimes(out []float32, ldo int, p, b []float32, ldb, s, d int) {
+func causalRowsTimes(out []float32, ldo int, p, b operand, ldb, s, d int) {
 	for r0 := 0; r0 < s; r0 += causalBlock {
 		r1 := min(s, r0+causalBlock)
-		blas.Sgemm(false, false, r1-r0, d, r1, 1, p[r0*s:], s, b, ldb, 0, out[r0*ldo:], ldo)
+		gemm(false, false, r1-r0, d, r1, p.at(r0*s), s, b, ldb, out[r0*ldo:], ldo)
 	}
 }
 
 // causalColsTimes sets out (s×d, row stride ldo) to Pᵀ·B for a lower-
 // triangular s×s P (row stride s) and B s×d (row stride ldb): output rows
 // [c0, c1) read only P's rows from c0 down.
-func causalColsTimes(out []float32, ldo int, p, b []float32, ldb, s, d int) {
+func causalColsTimes(out []float32, ldo int, p, b operand, ldb, s, d int) {
 	for c0 := 0; c0 < s; c0 += causalBlock {
 		c1 := min(s, c0+causalBlock)
-		blas.Sgemm(true, false, c1-c0, d, s-c0, 1, p[c0*s+c0:], s, b[c0*ldb:], ldb, 0, out[c0*ldo:], ldo)
+		gemm(true, false, c1-c0, d, s-c0, p.at(c0*s+c0), s, b.at(c0*ldb), ldb, out[c0*ldo:], ldo)
 	}
 }
 

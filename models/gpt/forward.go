@@ -294,12 +294,14 @@ func (l *Layer) forward(t *autograd.Tape, x *autograd.Var, m *Model, r *Randomne
 		return qkv
 	}
 	var ctx *autograd.Var // [s, b, h/tp]
+	// The attention's GEMMs run in the precision of the layer's weights.
+	prec := l.QKV.Weight.Value.DType()
 	if cfg.RecomputeGranularity == "selective" && t.Recording() {
 		ctx = tp.Checkpoint(t, func(t *autograd.Tape, args []*autograd.Var) (*autograd.Var, error) {
-			return nn.CausalAttention(t, args[0], heads, cfg.AttentionDropout, mp), t.Err()
+			return nn.CausalAttentionIn(prec, t, args[0], heads, cfg.AttentionDropout, mp), t.Err()
 		}, m.checkpointOptions(r), qkv)
 	} else {
-		ctx = nn.CausalAttention(t, qkv, heads, cfg.AttentionDropout, mp)
+		ctx = nn.CausalAttentionIn(prec, t, qkv, heads, cfg.AttentionDropout, mp)
 	}
 	y, _, err = l.Proj.Forward(t, ctx) // [s, b, h], or [s/tp, b, h] under SP
 	if err != nil {

@@ -13,6 +13,8 @@ import "math"
 func F32ToBF16(dst []uint16, src []float32) {
 	needLen("F32ToBF16", "dst", len(dst), len(src), "len(src)")
 	dst = dst[:len(src)]
+	k := f32ToBF16SIMD(dst, src)
+	dst, src = dst[k:], src[k:]
 	for i, f := range src {
 		b := math.Float32bits(f)
 		if b&0x7FFFFFFF > 0x7F800000 { // NaN
@@ -27,6 +29,8 @@ func F32ToBF16(dst []uint16, src []float32) {
 func BF16ToF32(dst []float32, src []uint16) {
 	needLen("BF16ToF32", "dst", len(dst), len(src), "len(src)")
 	dst = dst[:len(src)]
+	k := bf16ToF32SIMD(dst, src)
+	dst, src = dst[k:], src[k:]
 	for i, h := range src {
 		dst[i] = math.Float32frombits(uint32(h) << 16)
 	}

@@ -28,3 +28,5 @@ func layerNormDxSIMD(dx, dy, x, w []float32, m, rs, mg, mgx float32) bool   { re
 func adamSIMD(param, grad, expAvg, expAvgSq []float32, k *adamScalars) bool { return false }
 func dotWideSIMD(a, b []float32) (float32, bool)                            { return 0, false }
 func softmaxGradRowSIMD(ds, p, dp []float32, scale, d float32) bool         { return false }
+func f32ToBF16SIMD(dst []uint16, src []float32) int                         { return 0 }
+func bf16ToF32SIMD(dst []float32, src []uint16) int                         { return 0 }
