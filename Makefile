@@ -17,7 +17,7 @@ TRAIN_FLAGS ?= --go-stdlib-corpus \
 	--log-interval 10 --eval-interval 50 --eval-iters 4 \
 	--sample 400 --sample-prompt "func "
 
-.PHONY: all build build-mpi train test test-go test-mpi bench reference vet fmt clean deps
+.PHONY: all build build-mpi train precision test test-go test-mpi bench reference vet fmt clean deps
 
 all: build
 
@@ -34,6 +34,12 @@ build-mpi: deps
 
 train: build
 	$(BIN) train $(TRAIN_FLAGS)
+
+# The make train model in float32 and in bf16, the loss curves compared:
+# bf16 must stay within 2% of float32 at every logged iteration (about
+# five minutes on two cores).
+precision: build
+	scripts/precision-curve.sh $(TRAIN_FLAGS)
 
 test: test-go test-mpi
 
@@ -53,7 +59,8 @@ test-mpi: deps
 # models; gotron again under tensor (and sequence) parallelism, and the
 # overlap of the parallel linears' collectives; one rank against pipeline
 # parallelism (1F1B and interleaved) over 8 microbatches, with the measured
-# bubble; then point-to-point latency and collective bandwidth next to a
+# bubble; data parallelism under mpirun; bf16 against float32; then
+# point-to-point latency and collective bandwidth next to a
 # memory copy. OPENBLAS_CORETYPE is unset for these commands so
 # OpenBLAS picks the machine's own kernel.
 bench: build build-mpi
@@ -65,6 +72,7 @@ bench: build build-mpi
 	env -u OPENBLAS_CORETYPE $(GO) test ./tp -run '^$$' -bench LinearBackward -benchtime 30x -count 3
 	scripts/bench-pipeline.sh 3
 	scripts/bench-dp.sh 3
+	scripts/bench-precision.sh 3
 	$(GO) test -run '^$$' -bench PingPong -benchtime 1s ./pp/p2p
 	$(GO) test -run '^$$' -bench 'AllReduce|Memcpy' -benchtime 1s ./comm/local
 	comm/mpi/run_tests.sh -bench

@@ -28,6 +28,10 @@ type State struct {
 	// Args records the settings the run was started with, for checks on
 	// resume.
 	Args map[string]any `json:"args,omitempty"`
+	// GradScaler is the loss scaler's state of a mixed-precision run with
+	// loss scaling (optim.ScalerState's JSON: scale, growth_tracker,
+	// hysteresis_tracker), absent otherwise.
+	GradScaler json.RawMessage `json:"grad_scaler,omitempty"`
 }
 
 // Checkpoint is everything saved for one iteration.

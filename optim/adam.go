@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/gotron/gotron/nn"
+	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/kernels"
 )
 
@@ -30,13 +31,44 @@ type Segment struct {
 	// ExpAvg and ExpAvgSq are Adam's first and second moments (fp32), Len
 	// elements each.
 	ExpAvg, ExpAvgSq []float32
+	// Main holds the float32 main parameters of a 16-bit parameter's
+	// elements (Megatron's fp32 main params), Len elements; nil for a
+	// float32 parameter, which is its own main parameter.
+	Main []float32
+	// MainGrad holds the float32 copy of a 16-bit gradient's elements
+	// (CopyGradsToMain); nil for a float32 gradient, which the optimizer
+	// reads in place.
+	MainGrad []float32
 }
 
-// Value returns the segment's view of the parameter's values.
-func (s *Segment) Value() []float32 { return s.Param.Value.Data()[s.Offset : s.Offset+s.Len] }
+// Value returns the segment's main parameters: Main, or the view of a
+// float32 parameter's values.
+func (s *Segment) Value() []float32 {
+	if s.Main != nil {
+		return s.Main
+	}
+	return s.Param.Value.Data()[s.Offset : s.Offset+s.Len]
+}
 
-// Grad returns the segment's view of the parameter's gradient.
-func (s *Segment) Grad() []float32 { return s.Param.Grad.Data()[s.Offset : s.Offset+s.Len] }
+// Grad returns the segment's main gradient: MainGrad, or the view of a
+// float32 gradient.
+func (s *Segment) Grad() []float32 {
+	if s.MainGrad != nil {
+		return s.MainGrad
+	}
+	return s.Param.Grad.Data()[s.Offset : s.Offset+s.Len]
+}
+
+// initMain gives a segment of a 16-bit parameter its float32 main
+// parameters: the parameter's values, widened.
+func (s *Segment) initMain() {
+	v := s.Param.Value
+	if !v.DType().IsHalf() {
+		return
+	}
+	s.Main = make([]float32, s.Len)
+	tensor.WidenInto(v.DType(), s.Main, v.Bits()[s.Offset:s.Offset+s.Len])
+}
 
 // Adam is the Adam optimizer over segments of parameters, holding fp32
 // exp_avg and exp_avg_sq for each.
@@ -61,6 +93,7 @@ func NewAdam(params []*nn.Parameter, cfg AdamConfig) *Adam {
 	for _, p := range params {
 		n := p.Value.Len()
 		o.Segments = append(o.Segments, Segment{Param: p, Len: n, ExpAvg: make([]float32, n), ExpAvgSq: make([]float32, n)})
+		o.Segments[len(o.Segments)-1].initMain()
 	}
 	return o
 }
@@ -72,16 +105,18 @@ func NewAdamSegments(segs []Segment, cfg AdamConfig) *Adam {
 	for i := range o.Segments {
 		s := &o.Segments[i]
 		s.ExpAvg, s.ExpAvgSq = make([]float32, s.Len), make([]float32, s.Len)
+		s.initMain()
 	}
 	return o
 }
 
 // StateElements returns the number of fp32 values of optimizer state the
-// optimizer holds (both moments).
+// optimizer holds (both moments and the main parameters of 16-bit
+// parameters).
 func (o *Adam) StateElements() int {
 	n := 0
 	for _, s := range o.Segments {
-		n += len(s.ExpAvg) + len(s.ExpAvgSq)
+		n += len(s.ExpAvg) + len(s.ExpAvgSq) + len(s.Main)
 	}
 	return n
 }
@@ -123,8 +158,15 @@ func (o *Adam) Step(lr float32) error {
 			WeightDecay: wd, Step: o.Steps, Decoupled: o.Config.Decoupled,
 		}
 		pd, gd, m, v := s.Value(), s.Grad(), s.ExpAvg, s.ExpAvgSq
+		var model []uint16
+		if s.Main != nil {
+			model = p.Value.Bits()[s.Offset : s.Offset+s.Len]
+		}
 		kernels.ParallelFor(len(pd), max(1, min(o.Workers, len(pd)/minAdamWork)), func(lo, hi int) {
 			kernels.AdamStep(pd[lo:hi], gd[lo:hi], m[lo:hi], v[lo:hi], h)
+			if model != nil { // the 16-bit model parameters follow their main copy
+				tensor.RoundInto(p.Value.DType(), model[lo:hi], pd[lo:hi])
+			}
 		})
 	}
 	return nil

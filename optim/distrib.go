@@ -8,7 +8,6 @@ import (
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/dp"
 	"github.com/gotron/gotron/nn"
-	"github.com/gotron/gotron/tensor/kernels"
 )
 
 // DistributedOptimizer is Adam sharded over the data-parallel ranks
@@ -61,31 +60,7 @@ func NewDistributedOptimizer(ddps []*dp.DDP, cfg AdamConfig, normGroup comm.Grou
 // sums the squares of the gradient elements in its shards (of the
 // parameters it owns for the norm), and the sums are added over Group.
 func (o *DistributedOptimizer) GradNorm(ctx context.Context) (float64, error) {
-	var s float64
-	for i := range o.Segments {
-		seg := &o.Segments[i]
-		if o.owned == nil || o.owned(seg.Param) {
-			s += kernels.SumSquares(seg.Grad())
-		}
-	}
-	return GlobalNorm(ctx, s, o.Group)
-}
-
-// ClipGradients scales the shards' gradients by min(1, maxNorm/(norm +
-// 1e-6)); maxNorm ≤ 0 disables clipping. It reports whether they were
-// scaled.
-func (o *DistributedOptimizer) ClipGradients(norm, maxNorm float64) bool {
-	if maxNorm <= 0 {
-		return false
-	}
-	c := kernels.ClipScale(norm, maxNorm)
-	if c >= 1 {
-		return false
-	}
-	for i := range o.Segments {
-		kernels.Scale(o.Segments[i].Grad(), c)
-	}
-	return true
+	return GlobalNorm(ctx, o.SumSquares(o.owned), o.Group)
 }
 
 // Step updates this rank's shards with learning rate lr, then, unless

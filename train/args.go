@@ -24,6 +24,10 @@ type Args struct {
 	// overlap_param_gather under the interleaved schedule, else off.
 	AlignParamGather *bool
 
+	// Precision holds the loss-scaling and gradient-type settings of a
+	// mixed-precision run (Model.BF16 or Model.FP16).
+	Precision
+
 	// WorldSize is the number of ranks run as goroutines of this process
 	// (ignored when a world group is passed to Run).
 	WorldSize int
@@ -114,6 +118,7 @@ func DefaultArgs() Args {
 		DistributedTimeoutMinutes: 10,
 		SampleTemperature:         0.8,
 		SamplePrompt:              "func ",
+		Precision:                 DefaultPrecision(),
 	}
 }
 
@@ -181,9 +186,7 @@ func (a Args) Validate(world int) error {
 			add("%s %d: this gotron trains with data, tensor, sequence and pipeline parallelism so far; context and expert parallel training are not built yet: use %s 1", x.flag, x.v, x.flag)
 		}
 	}
-	if mp.BF16 || mp.FP16 {
-		add("--bf16/--fp16: mixed-precision training (16-bit parameters with float32 main parameters) is not built yet in gotron; train in float32 (drop the flag)")
-	}
+	errs = append(errs, a.precisionErrors()...)
 	for _, f := range []struct {
 		flag string
 		v    float64
@@ -194,6 +197,7 @@ func (a Args) Validate(world int) error {
 		{"--attention-dropout", float64(a.Model.AttentionDropout)}, {"--layernorm-epsilon", float64(a.Model.LayernormEpsilon)},
 		{"--sample-temperature", a.SampleTemperature}, {"--split-valid", a.SplitValid},
 		{"--distributed-timeout-minutes", a.DistributedTimeoutMinutes},
+		{"--loss-scale", a.LossScale}, {"--initial-loss-scale", a.InitialLossScale}, {"--min-loss-scale", a.MinLossScale},
 	} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			add("%s %g: must be a finite number", f.flag, f.v)

@@ -43,9 +43,10 @@ type BenchOptions struct {
 	// overrides its align_param_gather as Args.AlignParamGather does.
 	DDP              *config.DDPConfig
 	AlignParamGather *bool
-	// BF16 and FP16 ask for mixed precision (refused, as by training,
-	// until it lands).
+	// BF16 and FP16 ask for mixed precision, with Precision's settings
+	// (nil: the defaults), as training does.
 	BF16, FP16 bool
+	Precision  *Precision
 }
 
 // BenchConfig is a benchmark model.
@@ -157,6 +158,9 @@ func benchArgs(c BenchConfig, o BenchOptions, n int) Args {
 	a.Model.SeqLength, a.Model.MaxPositionEmbeddings, a.Model.VocabSize = c.Seq, c.Seq, c.Vocab
 	a.Model.HiddenDropout, a.Model.AttentionDropout = 0, 0
 	a.Model.BF16, a.Model.FP16 = o.BF16, o.FP16
+	if o.Precision != nil {
+		a.Precision = *o.Precision
+	}
 	a.Model.TensorModelParallelSize, a.Model.SequenceParallel = max(o.TensorParallel, 1), o.SequenceParallel
 	a.Model.PipelineModelParallelSize, a.Model.VirtualPipelineModelParallelSize = max(o.PipelineParallel, 1), o.VirtualPipeline
 	if o.DDP != nil {

@@ -36,7 +36,17 @@ func (t *trainer) save(ctx context.Context) error {
 	if err := t.finishParamSync(ctx); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
-	model, err := t.wholeTensors(ctx, func(p *nn.Parameter) *tensor.Tensor { return p.Value })
+	// A 16-bit model saves its float32 main parameters: the values the
+	// optimizer continues from (the model's are them rounded).
+	weights := func(p *nn.Parameter) *tensor.Tensor { return p.Value }
+	if t.mixedPrecision() {
+		main, err := t.segmentTensors(ctx, mainOf)
+		if err != nil {
+			return fmt.Errorf("save checkpoint: %w", err)
+		}
+		weights = func(p *nn.Parameter) *tensor.Tensor { return main[0][p] }
+	}
+	model, err := t.wholeTensors(ctx, weights)
 	if err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
@@ -67,6 +77,7 @@ func (t *trainer) save(ctx context.Context) error {
 				ConsumedSamples: int64(t.iteration) * int64(t.a.GlobalBatchSize),
 				OptimizerSteps:  t.opt.Steps,
 				Args:            argsRecord(t.a, w.Size()),
+				GradScaler:      t.scalerState(),
 			},
 			Model:     model,
 			Optimizer: moments,
@@ -144,14 +155,31 @@ func (t *trainer) resume() error {
 		return err
 	}
 	f := &safetensors.File{Name: t.a.Load, Tensors: c.Model}
+	// A 16-bit model loads the saved weights as its float32 main
+	// parameters and rounds them into the model.
+	main := map[*nn.Parameter]*tensor.Tensor{}
+	into := func(p *nn.Parameter) *tensor.Tensor { return p.Value }
+	if t.mixedPrecision() {
+		t.stateBuffers(main)
+		into = func(p *nn.Parameter) *tensor.Tensor { return main[p] }
+	}
 	for _, ch := range t.chunks {
-		if err := ch.LoadTensors(f, fmt.Sprintf("--load %s (iteration %d)", t.a.Load, c.State.Iteration)); err != nil {
+		if err := ch.LoadInto(f, fmt.Sprintf("--load %s (iteration %d)", t.a.Load, c.State.Iteration), "", into); err != nil {
 			return err
 		}
 	}
+	if t.mixedPrecision() {
+		for p, m := range main {
+			p.Value.CopyFrom(m)
+		}
+		t.setSegments([]segmentField{mainOf}, main)
+	}
+	if err := t.loadScaler(c.State.GradScaler); err != nil {
+		return fmt.Errorf("--load %s: %w", t.a.Load, err)
+	}
 	opt := &safetensors.File{Name: t.a.Load, Tensors: c.Optimizer}
 	expAvg, expAvgSq := map[*nn.Parameter]*tensor.Tensor{}, map[*nn.Parameter]*tensor.Tensor{}
-	t.momentBuffers(expAvg, expAvgSq)
+	t.stateBuffers(expAvg, expAvgSq)
 	for _, m := range []struct {
 		prefix string
 		into   map[*nn.Parameter]*tensor.Tensor
@@ -171,7 +199,7 @@ func (t *trainer) resume() error {
 			}
 		}
 	}
-	t.setMoments(expAvg, expAvgSq)
+	t.setSegments([]segmentField{expAvgOf, expAvgSqOf}, expAvg, expAvgSq)
 	if gbs, ok := c.State.Args["global_batch_size"].(float64); ok && int(gbs) != t.a.GlobalBatchSize {
 		return fmt.Errorf("--load %s: the checkpoint was trained with --global-batch-size %d, this run has %d: the data position would not continue; use the same global batch", t.a.Load, int(gbs), t.a.GlobalBatchSize)
 	}

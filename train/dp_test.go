@@ -83,16 +83,7 @@ func TestDistributedOptimizerResume(t *testing.T) {
 	a := ppArgs(2, 1, 1)
 	a.DDP.UseDistributedOptimizer, a.DDP.OverlapGradReduce = true, true
 	a.TrainIters, a.LRDecayIters = 10, 10
-	full, err := Run(context.Background(), a, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "ckpt")
-	first := a
-	first.TrainIters, first.Save, first.SaveInterval = 5, dir, 5
-	if _, err := Run(context.Background(), first, Options{}); err != nil {
-		t.Fatal(err)
-	}
+	full, dir := runAndSaveAt5(t, a)
 	for _, l := range []struct {
 		name string
 		set  func(b *Args)
@@ -117,4 +108,22 @@ func TestDistributedOptimizerResume(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runAndSaveAt5 trains a (10 iterations) uninterrupted, then again for 5
+// iterations saving a checkpoint at the 5th; it returns the uninterrupted
+// run and the checkpoint directory.
+func runAndSaveAt5(t *testing.T, a Args) (*Result, string) {
+	t.Helper()
+	full, err := Run(context.Background(), a, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	first := a
+	first.TrainIters, first.Save, first.SaveInterval = 5, dir, 5
+	if _, err := Run(context.Background(), first, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	return full, dir
 }

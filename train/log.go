@@ -20,24 +20,30 @@ type logger struct {
 	start time.Time
 
 	// Accumulated since the last printed line.
-	sumLoss  float64
-	sumTime  time.Duration
-	count    int
-	lastNorm float64
+	sumLoss float64
+	sumTime time.Duration
+	count   int
+	skipped int
 }
 
 // Record is one line of --log-json.
 type Record struct {
-	Iteration  int     `json:"iteration"`
-	Loss       float64 `json:"loss"`
-	LR         float64 `json:"lr"`
-	GradNorm   float64 `json:"grad_norm"`
-	TokensPerS float64 `json:"tokens_per_s"`
-	StepMS     float64 `json:"step_ms"`
+	Iteration int     `json:"iteration"`
+	Loss      float64 `json:"loss"`
+	LR        float64 `json:"lr"`
+	// GradNorm is the gradient norm; nil when the step was skipped.
+	GradNorm   *float64 `json:"grad_norm"`
+	TokensPerS float64  `json:"tokens_per_s"`
+	StepMS     float64  `json:"step_ms"`
 	// PeakActivationBytes is, per global rank, the peak of the activation
 	// memory the rank held for backward during the iteration (bytes
 	// saved by the forward pass; see docs/MEMORY.md).
 	PeakActivationBytes []int64 `json:"peak_activation_bytes"`
+	// LossScale is the loss scale the iteration ran with (with --fp16, or
+	// --loss-scale); Skipped says a non-finite gradient skipped its
+	// optimizer step.
+	LossScale *float64 `json:"loss_scale,omitempty"`
+	Skipped   bool     `json:"skipped,omitempty"`
 }
 
 func newLogger(out io.Writer, progress io.Writer, jsonPath string, total int) (*logger, error) {
@@ -73,9 +79,16 @@ func (l *logger) printf(format string, args ...any) {
 // interval iterations.
 func (l *logger) iteration(a Args, it int, r stepResult, interval int) error {
 	tokens := float64(a.GlobalBatchSize * a.Model.SeqLength)
-	rec := Record{Iteration: it, Loss: r.loss, LR: r.lr, GradNorm: r.gradNorm,
+	rec := Record{Iteration: it, Loss: r.loss, LR: r.lr,
 		TokensPerS: tokens / r.elapsed.Seconds(), StepMS: float64(r.elapsed.Microseconds()) / 1000,
-		PeakActivationBytes: r.peakActivations}
+		PeakActivationBytes: r.peakActivations, Skipped: r.skipped}
+	if !r.skipped {
+		rec.GradNorm = &r.gradNorm
+	}
+	scaled := !math.IsNaN(r.lossScale)
+	if scaled {
+		rec.LossScale = &r.lossScale
+	}
 	if l.enc != nil {
 		if err := l.enc.Encode(rec); err != nil {
 			return fmt.Errorf("--log-json: %w", err)
@@ -84,13 +97,30 @@ func (l *logger) iteration(a Args, it int, r stepResult, interval int) error {
 	l.sumLoss += r.loss
 	l.sumTime += r.elapsed
 	l.count++
+	if r.skipped {
+		l.skipped++
+	}
 	if it%interval == 0 || it == a.TrainIters {
 		avg := l.sumTime / time.Duration(l.count)
-		l.printf(" [%s] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | throughput (tokens/s): %.0f | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | grad norm: %.3f | elapsed: %s |\n",
+		// With a loss scaler, Megatron's loss scale and the interval's
+		// number of skipped iterations join the line.
+		var scale string
+		if scaled {
+			scale = fmt.Sprintf("loss scale: %.1f | ", r.lossScale)
+		}
+		norm := fmt.Sprintf("grad norm: %.3f | ", r.gradNorm)
+		if r.skipped {
+			norm = ""
+		}
+		var skipped string
+		if scaled {
+			skipped = fmt.Sprintf("number of skipped iterations: %3d | ", l.skipped)
+		}
+		l.printf(" [%s] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | throughput (tokens/s): %.0f | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | %s%s%selapsed: %s |\n",
 			time.Now().Format("2006-01-02 15:04:05"), it, a.TrainIters, int64(it)*int64(a.GlobalBatchSize),
 			float64(avg.Microseconds())/1000, tokens/avg.Seconds(), r.lr, a.GlobalBatchSize,
-			l.sumLoss/float64(l.count), r.gradNorm, time.Since(l.start).Round(time.Second))
-		l.sumLoss, l.sumTime, l.count = 0, 0, 0
+			l.sumLoss/float64(l.count), scale, norm, skipped, time.Since(l.start).Round(time.Second))
+		l.sumLoss, l.sumTime, l.count, l.skipped = 0, 0, 0, 0
 	}
 	if l.bar != nil {
 		l.bar.Describe(fmt.Sprintf("loss %.3f", r.loss))

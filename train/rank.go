@@ -39,15 +39,20 @@ type trainer struct {
 	opt    *optim.Adam
 	// dopt is the distributed optimizer (use_distributed_optimizer), whose
 	// Adam is opt; nil otherwise.
-	dopt  *optim.DistributedOptimizer
-	sched optim.Schedule
-	rand  *gpt.Randomness // dropout: the default stream and the tracker's
-	data  *datasets
-	tp    comm.Group // the tensor-parallel group
-	mp    comm.Group // the model-parallel group (gradient norm)
-	pp    comm.Group // the pipeline-parallel group
-	p2p   *p2p.Communicator
-	rec   *recorder // the schedule's events, while an iteration is profiled
+	dopt *optim.DistributedOptimizer
+	// scaler is the loss scaler of a 16-bit model (nil: no loss scaling).
+	scaler optim.GradScaler
+	// skipped counts the iterations whose step a non-finite gradient
+	// skipped (fp16's dynamic loss scaling).
+	skipped int
+	sched   optim.Schedule
+	rand    *gpt.Randomness // dropout: the default stream and the tracker's
+	data    *datasets
+	tp      comm.Group // the tensor-parallel group
+	mp      comm.Group // the model-parallel group (gradient norm)
+	pp      comm.Group // the pipeline-parallel group
+	p2p     *p2p.Communicator
+	rec     *recorder // the schedule's events, while an iteration is profiled
 
 	iteration int
 }
@@ -204,9 +209,14 @@ func (t *trainer) positionEmbeddings() []*nn.Parameter {
 // stepResult is what one iteration reports.
 type stepResult struct {
 	loss     float64
-	gradNorm float64
+	gradNorm float64 // NaN when the step was skipped
 	lr       float64
-	elapsed  time.Duration
+	// skipped reports an optimizer step skipped for a non-finite
+	// gradient; lossScale is the loss scale the iteration ran with (NaN:
+	// no loss scaling).
+	skipped   bool
+	lossScale float64
+	elapsed   time.Duration
 	// peakActivation is the rank's largest activation memory (bytes saved
 	// for backward) during the iteration; peakActivations holds every
 	// rank's, gathered when --log-json asks for them.
@@ -234,7 +244,7 @@ func (t *trainer) dumpGrads(ctx context.Context) error {
 			return fmt.Errorf("--dump-grads: %w", err)
 		}
 	}
-	grads, err := t.wholeTensors(ctx, func(p *nn.Parameter) *tensor.Tensor { return p.Grad })
+	grads, err := t.wholeTensors(ctx, func(p *nn.Parameter) *tensor.Tensor { return p.Grad.Float32() })
 	if err != nil {
 		return fmt.Errorf("--dump-grads: %w", err)
 	}

@@ -26,8 +26,12 @@ type Options struct {
 type Result struct {
 	// Losses holds the training loss of each iteration run, in order.
 	Losses []float64
-	// GradNorms holds each iteration's gradient norm before clipping.
+	// GradNorms holds each iteration's gradient norm before clipping (NaN
+	// for an iteration whose step was skipped).
 	GradNorms []float64
+	// Skipped counts the iterations whose optimizer step a non-finite
+	// gradient skipped (fp16's dynamic loss scaling).
+	Skipped int
 	// ValidLoss is the last validation loss (NaN if none was computed).
 	ValidLoss float64
 	// Sample is the text generated after training (empty if none).
@@ -136,6 +140,9 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 		}
 		res.Losses = append(res.Losses, r.loss)
 		res.GradNorms = append(res.GradNorms, r.gradNorm)
+		if r.skipped {
+			res.Skipped++
+		}
 		if log != nil {
 			if err := log.iteration(a, t.iteration, r, a.LogInterval); err != nil {
 				return res, err
@@ -203,6 +210,7 @@ func normalise(a Args, world int) Args {
 	// training layer turns it off with a warning).
 	a.Model = a.Model.ResolvePipelineLayout()
 	mp := &a.Model.ModelParallelConfig
+	a = a.ResolvePrecision()
 	if a.OverlapP2PComm != nil {
 		mp.OverlapP2PComm = *a.OverlapP2PComm
 		mp.BatchP2PComm = !mp.OverlapP2PComm

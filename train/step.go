@@ -12,6 +12,7 @@ import (
 	"github.com/gotron/gotron/dp"
 	"github.com/gotron/gotron/mesh"
 	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/optim"
 	"github.com/gotron/gotron/pp"
 	"github.com/gotron/gotron/tensor"
@@ -48,27 +49,39 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 			return stepResult{}, err
 		}
 	}
-	norm, err := t.gradNorm(ctx)
+	scale := t.lossScale()
+	lr := t.sched.LR(t.opt.Steps)
+	skip, err := t.unscale(ctx)
 	if err != nil {
 		return stepResult{}, err
 	}
-	if math.IsNaN(loss) || math.IsInf(loss, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
-		return stepResult{}, fmt.Errorf("iteration %d: the loss is %g and the gradient norm %g: training diverged; lower --lr, raise --lr-warmup-iters, or set --clip-grad", t.iteration+1, loss, norm)
-	}
-	lr := t.sched.LR(t.opt.Steps)
-	if t.dopt != nil {
-		t.dopt.ClipGradients(norm, a.ClipGrad)
-		if err := t.dopt.Step(ctx, float32(lr)); err != nil {
-			return stepResult{}, err
-		}
-	} else {
-		optim.ClipGradients(t.params, norm, a.ClipGrad)
-		if err := t.opt.Step(float32(lr)); err != nil {
-			return stepResult{}, err
-		}
+	norm := math.NaN()
+	if skip {
+		t.skipped++
+	} else if norm, err = t.optimizerStep(ctx, loss, lr); err != nil {
+		return stepResult{}, err
 	}
 	t.iteration++
-	return stepResult{loss: loss, gradNorm: norm, lr: lr, elapsed: time.Since(start), peakActivation: t.tape.PeakActivationBytes()}, nil
+	return stepResult{loss: loss, gradNorm: norm, lr: lr, skipped: skip, lossScale: scale,
+		elapsed: time.Since(start), peakActivation: t.tape.PeakActivationBytes()}, nil
+}
+
+// optimizerStep takes the gradient norm, clips and updates the parameters
+// with learning rate lr; it returns the norm. A non-finite loss or norm
+// stops the run.
+func (t *trainer) optimizerStep(ctx context.Context, loss, lr float64) (float64, error) {
+	norm, err := t.gradNorm(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if math.IsNaN(loss) || math.IsInf(loss, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return 0, fmt.Errorf("iteration %d: the loss is %g and the gradient norm %g: training diverged; lower --lr, raise --lr-warmup-iters, or set --clip-grad", t.iteration+1, loss, norm)
+	}
+	t.opt.ClipGradients(norm, t.a.ClipGrad)
+	if t.dopt != nil {
+		return norm, t.dopt.Step(ctx, float32(lr))
+	}
+	return norm, t.opt.Step(float32(lr))
 }
 
 // forwardBackward runs one pass over the rank's microbatches of global
@@ -80,6 +93,9 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch in
 	cfg := a.Model
 	cfg.NoSyncFunc = t.noSync
 	cfg.FinalizeModelGradsFunc = t.finalize
+	if t.scaler != nil {
+		cfg.GradScaleFunc = t.scaler.Scale
+	}
 	if a.DDP.OverlapGradReduce {
 		cfg.GradSyncFunc = func(ctx context.Context, chunk int) error { return t.ddps[chunk].StartGradSync(ctx) }
 	}
@@ -195,7 +211,21 @@ func (t *trainer) gradNorm(ctx context.Context) (float64, error) {
 	if t.dopt != nil {
 		return t.dopt.GradNorm(ctx)
 	}
-	return optim.GradNorm(ctx, t.normParams(), t.mp, t.tp.Rank())
+	return optim.GlobalNorm(ctx, t.opt.SumSquares(t.normOwned()), t.mp)
+}
+
+// normOwned reports whether the gradient norm counts a parameter's
+// squares on this rank: one of normParams, partitioned over TP or, if
+// every TP rank replicates it, on TP rank 0 only
+// (param_is_not_tensor_parallel_duplicate).
+func (t *trainer) normOwned() func(*nn.Parameter) bool {
+	owned := map[*nn.Parameter]bool{}
+	for _, p := range t.normParams() {
+		if p.TensorModelParallel || t.tp.Rank() == 0 {
+			owned[p] = true
+		}
+	}
+	return func(p *nn.Parameter) bool { return owned[p] }
 }
 
 // finishParamSync finishes every parameter all-gather of the distributed

@@ -22,6 +22,7 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 	if ddp.NumDistributedOptimizerInstances > 1 {
 		intra, inter = t.groups.Get(mesh.GroupIntraDPCP), t.groups.Get(mesh.GroupInterDistOpt)
 	}
+	var err error
 	for i, c := range t.chunks {
 		ps := c.RegisteredParameters()
 		n := 0
@@ -37,6 +38,7 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 			BucketSize:       dp.BucketSize(ddp, t.dp, n, t.pp.Rank(), i),
 			DisableBucketing: i > 0, SharedEmbedding: shared,
 			CalculatePerTokenLoss: a.Model.CalculatePerTokenLoss,
+			ParamDType:            a.paramDType(),
 		})
 		if err != nil {
 			return err
@@ -52,18 +54,15 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 		Beta1: float32(a.AdamBeta1), Beta2: float32(a.AdamBeta2), Eps: float32(a.AdamEps),
 		WeightDecay: float32(a.WeightDecay), Decoupled: true,
 	}
+	if t.scaler, err = a.newScaler(); err != nil {
+		return err
+	}
 	if !ddp.UseDistributedOptimizer {
 		t.opt = optim.NewAdam(t.params, cfg)
 		t.opt.Workers = workers
 		return nil
 	}
-	owned := map[*nn.Parameter]bool{}
-	for _, p := range t.normParams() {
-		if p.TensorModelParallel || t.tp.Rank() == 0 {
-			owned[p] = true
-		}
-	}
-	dopt, err := optim.NewDistributedOptimizer(t.ddps, cfg, t.groups.Get(mesh.GroupIntraDistOpt), func(p *nn.Parameter) bool { return owned[p] })
+	dopt, err := optim.NewDistributedOptimizer(t.ddps, cfg, t.groups.Get(mesh.GroupIntraDistOpt), t.normOwned())
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ process, or, with --backend mpi, one per process of an mpirun job:
 			if cmd.Flags().Changed("data-parallel-size") && o.DataParallel < 1 {
 				return fmt.Errorf("--data-parallel-size %d: must be at least 1", o.DataParallel)
 			}
-			o.DDP, o.AlignParamGather, o.BF16, o.FP16 = &a.DDP, a.AlignParamGather, a.Model.BF16, a.Model.FP16
+			o.DDP, o.AlignParamGather, o.BF16, o.FP16, o.Precision = &a.DDP, a.AlignParamGather, a.Model.BF16, a.Model.FP16, &a.Precision
 			if backend != "local" && backend != "mpi" {
 				return fmt.Errorf("--backend %q: choose local (ranks as goroutines) or mpi (one process per rank under mpirun)", backend)
 			}

@@ -75,8 +75,9 @@ there are no shards: the table prints none and the JSON has "shards": [].
 The data-parallel size is --data-parallel-size, or --world-size /
 (--tensor-model-parallel-size × --pipeline-model-parallel-size ×
 --context-parallel-size); the buckets are reduced over dp × cp ranks. The
-buffers' dtype is their gradients' type: float16 with --fp16, else float32
-(--bf16 reduces in float32, as --accumulate-allreduce-grads-in-fp32 does).
+buffers' dtype is their gradients' type: float32, or with --bf16
+--grad-reduce-in-bf16 bfloat16, with --fp16 float16 (unless
+--accumulate-allreduce-grads-in-fp32).
 The flags gotron train takes and the layout does not depend on are accepted
 and validated as there.
 
@@ -114,7 +115,8 @@ rank's "buckets" runs over every buffer's buckets, buffer by buffer.`,
 
 // report validates the settings and lays out the pipeline rank's buffers.
 func (f *bucketsFlags) report() (bucketsReport, error) {
-	m, ddp := f.args.Model, f.args.DDP
+	resolved := f.args.ResolvePrecision()
+	m, ddp := resolved.Model, resolved.DDP
 	if s := m.PipelineModelParallelLayout; s != "" && !f.numLayers {
 		if l, err := config.ParsePipelineLayout(s, 1); err == nil {
 			m.NumLayers = l.Count(config.LayerDecoder)
@@ -192,12 +194,17 @@ func (f *bucketsFlags) sizes(mp config.ModelParallelConfig) (dpSize, world int, 
 }
 
 // gradBufferDType is the element type of the gradient buffers: float32
-// with --accumulate-allreduce-grads-in-fp32 (GradReduceInFP32) and with
-// --bf16, for which the reference's training layer turns that flag on;
-// otherwise the parameters' type, float16 with --fp16, else float32.
+// with --accumulate-allreduce-grads-in-fp32 (GradReduceInFP32, which
+// train.Args.ResolvePrecision turns on for --bf16 unless
+// --grad-reduce-in-bf16), otherwise the parameters' type.
 func gradBufferDType(mp config.ModelParallelConfig, ddp config.DDPConfig) config.DType {
-	if mp.FP16 && !ddp.GradReduceInFP32 {
+	switch {
+	case ddp.GradReduceInFP32:
+		return config.Float32
+	case mp.FP16:
 		return config.Float16
+	case mp.BF16:
+		return config.BFloat16
 	}
 	return config.Float32
 }

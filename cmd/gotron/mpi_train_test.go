@@ -27,7 +27,9 @@ import (
 // DP 2 with the distributed optimizer and both overlaps over 8 — and compares
 // each loss curve with a single in-process rank's: equal to 1e-6 relative
 // without tensor parallelism, 1e-5 with it (whose sums are split
-// differently).
+// differently). Two bf16 runs with the distributed optimizer (float32 and
+// bfloat16 gradient buffers, the latter reduced in bfloat16 through MPI)
+// follow the one-rank bf16 curve to 1e-4 and 1e-3.
 func TestMPITrainMatchesSingleRank(t *testing.T) {
 	if _, err := exec.LookPath("mpirun"); err != nil {
 		t.Skip("mpirun not found: install openmpi-bin (make test-mpi does)")
@@ -47,20 +49,27 @@ func TestMPITrainMatchesSingleRank(t *testing.T) {
 		np    string
 		extra []string
 		tol   float64
+		prec  string // "" float32, "bf16", "bf16-grads" (--bf16 --grad-reduce-in-bf16): the reference's precision
 	}{
-		{"dp2", "2", nil, 1e-6},
-		{"tp2-sp", "2", []string{"--tensor-model-parallel-size", "2", "--sequence-parallel"}, 1e-5},
+		{"dp2", "2", nil, 1e-6, ""},
+		{"tp2-sp", "2", []string{"--tensor-model-parallel-size", "2", "--sequence-parallel"}, 1e-5, ""},
 		{"tp2-dp2-full-recompute", "4", []string{"--tensor-model-parallel-size", "2", "--recompute-granularity", "full",
-			"--recompute-method", "uniform", "--recompute-num-layers", "1"}, 1e-5},
-		{"pp2", "2", []string{"--pipeline-model-parallel-size", "2"}, 1e-6},
+			"--recompute-method", "uniform", "--recompute-num-layers", "1"}, 1e-5, ""},
+		{"pp2", "2", []string{"--pipeline-model-parallel-size", "2"}, 1e-6, ""},
 		{"tp2-pp2-vpp2-layout", "4", []string{"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
-			"--pipeline-model-parallel-layout", "E|t|t|L"}, 1e-5},
+			"--pipeline-model-parallel-layout", "E|t|t|L"}, 1e-5, ""},
 		{"dp2-distopt-overlaps", "2", []string{"--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
-			"--ddp-bucket-size", "2000"}, 1e-6},
+			"--ddp-bucket-size", "2000"}, 1e-6, ""},
 		{"dp4-distopt-2-instances", "4", []string{"--use-distributed-optimizer", "--num-distributed-optimizer-instances", "2",
-			"--overlap-grad-reduce", "--ddp-num-buckets", "4"}, 1e-6},
+			"--overlap-grad-reduce", "--ddp-num-buckets", "4"}, 1e-6, ""},
 		{"tp2-pp2-dp2-distopt-overlaps", "8", []string{"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
-			"--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"}, 1e-5},
+			"--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"}, 1e-5, ""},
+		// Mixed precision: bf16 with float32 gradients (the tolerance of
+		// train's TestMixedPrecisionLayouts), and with bfloat16 gradient
+		// buffers reduced in bfloat16 over MPI.
+		{"bf16-dp2-distopt-overlaps", "2", []string{"--bf16", "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
+			"--ddp-bucket-size", "2000"}, 1e-4, "bf16"},
+		{"bf16-grads-bf16-dp2-distopt", "2", []string{"--bf16", "--grad-reduce-in-bf16", "--use-distributed-optimizer"}, 1e-3, "bf16-grads"},
 	}
 	curves := make([][]float64, len(layouts))
 	for i, l := range layouts {
@@ -81,11 +90,18 @@ func TestMPITrainMatchesSingleRank(t *testing.T) {
 	a.MicroBatchSize, a.GlobalBatchSize, a.TrainIters = 1, 8, 20
 	a.LR, a.LRWarmupIters, a.LRDecayStyle = 3e-3, 2, "cosine"
 	a.Model.HiddenDropout, a.Model.AttentionDropout, a.EvalIters = 0, 0, 0
-	ref, err := train.Run(context.Background(), a, train.Options{})
-	if err != nil {
-		t.Fatal(err)
+	refs := map[string]*train.Result{}
+	for _, prec := range []string{"", "bf16", "bf16-grads"} {
+		b := a
+		b.Model.BF16, b.GradReduceInBF16 = prec != "", prec == "bf16-grads"
+		r, err := train.Run(context.Background(), b, train.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs[prec] = r
 	}
 	for k, l := range layouts {
+		ref := refs[l.prec]
 		got := curves[k]
 		if len(got) != len(ref.Losses) {
 			t.Fatalf("%s: mpirun logged %d iterations, want %d", l.name, len(got), len(ref.Losses))
