@@ -14,6 +14,10 @@
 #	         backward, each rank's Adam update of its half, the parameters
 #	         all-gathered
 #
+# and the same three with --bf16 (bf16-sync, bf16-overlap, bf16-distopt:
+# bfloat16 parameters, float32 gradients, the parameter all-gather in
+# bfloat16),
+#
 # interleaved over ROUNDS rounds (default 3). It prints every run's
 # `gotron bench` line, then the median and range per setting of tokens/s,
 # the iteration's time, and the optimizer step's two parts: the Adam update
@@ -37,6 +41,9 @@ settings=(
 	"sync|"
 	"overlap|--overlap-grad-reduce"
 	"distopt|--use-distributed-optimizer"
+	"bf16-sync|--bf16"
+	"bf16-overlap|--bf16 --overlap-grad-reduce"
+	"bf16-distopt|--bf16 --use-distributed-optimizer"
 )
 for r in $(seq "$rounds"); do
 	for s in "${settings[@]}"; do
@@ -53,13 +60,15 @@ vals() { awk -v k="$1" -v c="$2" '!/^#/ && $1 == k { print $c }' "$out" | sort -
 stat() { vals "$1" "$2" | awk '{ v[NR] = $1 } END { if (NR) printf "%s (%s-%s)", v[int((NR + 1) / 2)], v[1], v[NR] }'; }
 med() { vals "$1" "$2" | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
 echo
-printf "%-8s %-26s %-26s %-8s %-24s %s\n" setting "tokens/s median (min-max)" "step ms median (min-max)" buckets "adam ms median (min-max)" "gather ms median (min-max)"
+printf "%-12s %-26s %-26s %-8s %-24s %s\n" setting "tokens/s median (min-max)" "step ms median (min-max)" buckets "adam ms median (min-max)" "gather ms median (min-max)"
 for s in "${settings[@]}"; do
 	name=${s%%|*}
 	b=$(awk -v k="$name" '!/^#/ && $1 == k { v = $16 } END { print v }' "$out")
-	printf "%-8s %-26s %-26s %-8s %-24s %s\n" "$name" "$(stat "$name" 9)" "$(stat "$name" 12)" "$b" "$(stat "$name" 17)" "$(stat "$name" 18)"
+	printf "%-12s %-26s %-26s %-8s %-24s %s\n" "$name" "$(stat "$name" 9)" "$(stat "$name" 12)" "$b" "$(stat "$name" 17)" "$(stat "$name" 18)"
 done
-awk -v s="$(med sync 9)" -v o="$(med overlap 9)" -v a="$(med sync 17)" -v da="$(med distopt 17)" -v dg="$(med distopt 18)" 'BEGIN {
-	printf "overlap / sync tokens/s (medians): %.1f%%\n", 100 * o / s
-	printf "optimizer step (medians): unsharded Adam %.1f ms; distributed optimizer %.1f ms Adam + %.1f ms all-gather = %.1f ms\n", a, da, dg, da + dg
-}'
+for p in "" bf16-; do
+	awk -v p="$p" -v s="$(med "${p}sync" 9)" -v o="$(med "${p}overlap" 9)" -v a="$(med "${p}sync" 17)" -v da="$(med "${p}distopt" 17)" -v dg="$(med "${p}distopt" 18)" 'BEGIN {
+		printf "%soverlap / %ssync tokens/s (medians): %.1f%%\n", p, p, 100 * o / s
+		printf "%soptimizer step (medians): unsharded Adam %.1f ms; distributed optimizer %.1f ms Adam (%.0f%%) + %.1f ms all-gather = %.1f ms\n", p, a, da, 100 * da / a, dg, da + dg
+	}'
+done

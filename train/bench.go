@@ -16,6 +16,7 @@ import (
 	"github.com/gotron/gotron/comm/local"
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/tensor/blas"
+	"github.com/gotron/gotron/tensor/dnnl"
 )
 
 // BenchOptions select what Bench measures.
@@ -47,6 +48,19 @@ type BenchOptions struct {
 	// (nil: the defaults), as training does.
 	BF16, FP16 bool
 	Precision  *Precision
+}
+
+// benchPrecision names the parameters' type and what runs the bf16 GEMMs.
+func benchPrecision(o BenchOptions) string {
+	switch {
+	case o.BF16 && dnnl.Available():
+		return "bf16 (GEMMs on oneDNN, AVX-512 BF16)"
+	case o.BF16:
+		return "bf16 (no AVX-512 BF16: GEMMs widened to float32)"
+	case o.FP16:
+		return "fp16 (GEMMs on float16 values in float32)"
+	}
+	return "fp32"
 }
 
 // BenchConfig is a benchmark model.
@@ -197,8 +211,8 @@ func bench(ctx context.Context, w io.Writer, o BenchOptions, args []Args, n, loc
 	if dp > 1 {
 		layout += " per data-parallel replica"
 	}
-	fmt.Fprintf(w, "gotron bench: %s, %d core(s), BLAS %s (OPENBLAS_CORETYPE=%q), %s\n",
-		layout, threadsOr(o.Threads), blas.Kernel(), os.Getenv("OPENBLAS_CORETYPE"), time.Now().Format("2006-01-02"))
+	fmt.Fprintf(w, "gotron bench: %s, %d core(s), %s, BLAS %s (OPENBLAS_CORETYPE=%q), %s\n",
+		layout, threadsOr(o.Threads), benchPrecision(o), blas.Kernel(), os.Getenv("OPENBLAS_CORETYPE"), time.Now().Format("2006-01-02"))
 	fmt.Fprintf(w, "%-8s %7s %7s %6s %5s %6s %5s %12s %10s %12s %10s %8s %8s %8s %8s %9s %9s\n", "config", "layers", "hidden", "heads", "seq", "vocab", "micro",
 		"tokens/s", "GFLOP/s", "peak MiB", "step ms", "bubble", "theory", "idle", "buckets", "adam ms", "gather ms")
 	for i, a := range args {

@@ -89,9 +89,7 @@ func (a Args) precisionErrors() []string {
 	var errs []string
 	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	mp := a.Model.ModelParallelConfig
-	if mp.BF16 && mp.FP16 {
-		add("--bf16 and --fp16 both given: choose one 16-bit parameter type")
-	}
+	// --bf16 with --fp16 is refused by the model config's own rule.
 	if a.GradReduceInBF16 && !mp.BF16 {
 		add("--grad-reduce-in-bf16 keeps a bfloat16 model's gradients in bfloat16, and --bf16 is not set: add --bf16 or drop the flag")
 	}
@@ -209,4 +207,26 @@ func (t *trainer) loadScaler(raw json.RawMessage) error {
 		return fmt.Errorf("the loss scaler's state: %w", err)
 	}
 	return nil
+}
+
+// precisionDesc describes the run's precision for the start-up line.
+func (t *trainer) precisionDesc() string {
+	d := t.a.paramDType()
+	if d == tensor.Float32 {
+		return "float32"
+	}
+	grads := "float32"
+	if !t.a.DDP.GradReduceInFP32 {
+		grads = d.String()
+	}
+	s := fmt.Sprintf("%v with float32 main parameters and %s gradients", d, grads)
+	switch sc := t.scaler.(type) {
+	case nil:
+		s += ", no loss scaling"
+	case *optim.DynamicGradScaler:
+		s += fmt.Sprintf(", dynamic loss scale from %g", sc.Scale())
+	default:
+		s += fmt.Sprintf(", loss scale %g", sc.Scale())
+	}
+	return s
 }

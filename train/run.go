@@ -102,8 +102,8 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 	}
 	res := &Result{ValidLoss: math.NaN(), StartIteration: t.iteration}
 	if log != nil {
-		log.printf("gotron: %d parameters; world %d (%s, %d micro-batches of %d per rank per iteration); %s; BLAS %s, %d thread(s) per rank\n",
-			gpt.NumParameters(a.Model), world.Size(), layoutDesc(a, t.dp), t.micro, a.MicroBatchSize, ds.desc, blas.Kernel(), t.tape.Workers())
+		log.printf("gotron: %d parameters, %s; world %d (%s, %d micro-batches of %d per rank per iteration); %s; BLAS %s, %d thread(s) per rank\n",
+			gpt.NumParameters(a.Model), t.precisionDesc(), world.Size(), layoutDesc(a, t.dp), t.micro, a.MicroBatchSize, ds.desc, blas.Kernel(), t.tape.Workers())
 		if t.iteration > 0 {
 			log.printf("gotron: resumed from %s at iteration %d\n", a.Load, t.iteration)
 		}

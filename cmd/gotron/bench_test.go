@@ -26,7 +26,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--align-param-gather", "--no-align-param-gather"}, []string{"contradict"}},
 		{[]string{"--configs", "small", "--data-parallel-size", "2", "--ddp-bucket-size", "-5"}, []string{"bucket_size = -5"}},
 		{[]string{"--configs", "small", "--data-parallel-size", "2", "--overlap-grad-reduce", "--overlap-param-gather"}, []string{"overlap_param_gather", "use_distributed_optimizer"}},
-		{[]string{"--configs", "small", "--bf16", "--fp16"}, []string{"--bf16 and --fp16"}},
+		{[]string{"--configs", "small", "--bf16", "--fp16"}, []string{"fp16 and bf16 are both true"}},
 		{[]string{"--configs", "small", "--loss-scale", "128"}, []string{"--loss-scale 128", "neither --bf16 nor --fp16"}},
 	}
 	for _, c := range cases {
