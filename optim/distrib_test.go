@@ -12,6 +12,7 @@ import (
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/dp"
 	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/rng"
 )
 
@@ -20,15 +21,32 @@ import (
 // rank holds at most 2·numel/dp values (its shard of each padded bucket,
 // two moments) and at least that less the padding (alignment gaps and
 // bucket ends), and the ranks together
-// hold exactly the unsharded optimizer's 2·Σ parameters.
+// hold exactly the unsharded optimizer's 2·Σ parameters. With bfloat16
+// parameters the float32 main parameters are sharded alike: 3 values per
+// element instead of 2.
 func TestDistributedOptimizerStateIsSharded(t *testing.T) {
+	for _, d := range []tensor.DType{tensor.Float32, tensor.BFloat16} {
+		t.Run(d.String(), func(t *testing.T) { testStateSharded(t, d) })
+	}
+}
+
+func testStateSharded(t *testing.T, dtype tensor.DType) {
 	cfg := config.DefaultTransformerConfig()
 	cfg.NumLayers, cfg.HiddenSize, cfg.NumAttentionHeads, cfg.SeqLength, cfg.VocabSize = 2, 32, 4, 16, 100
 	whole, err := gpt.New(cfg, rng.New(1))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if dtype != tensor.Float32 {
+		for _, p := range whole.Parameters() {
+			p.Value = tensor.ToHalf(p.Value, dtype)
+		}
+	}
 	plain := NewAdam(whole.Parameters(), AdamConfig{}).StateElements()
+	per := 2 // state values per element: two moments, and main parameters of 16-bit ones
+	if dtype != tensor.Float32 {
+		per = 3
+	}
 	ddp := config.DefaultDDPConfig()
 	ddp.UseDistributedOptimizer = true
 	for _, n := range []int{1, 2, 4, 8} {
@@ -41,7 +59,7 @@ func TestDistributedOptimizerStateIsSharded(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				d, err := dp.New(ctx, m.RegisteredParameters(), ddp, dp.Options{Group: g, BucketSize: 3000})
+				d, err := dp.New(ctx, m.RegisteredParameters(), ddp, dp.Options{Group: g, BucketSize: 3000, ParamDType: dtype})
 				if err != nil {
 					return err
 				}
@@ -55,7 +73,7 @@ func TestDistributedOptimizerStateIsSharded(t *testing.T) {
 					held += p.Numel
 				}
 				// Padding: the 64-element alignment gaps and the bucket ends.
-				got, most, pad := o.StateElements(), 2*l.Numel/n, 2*(l.Numel-held)
+				got, most, pad := o.StateElements(), per*l.Numel/n, per*(l.Numel-held)
 				if got > most || got < most-pad {
 					t.Errorf("rank %d holds %d state values; 1/%d of the padded buffer's is %d (padding %d)", g.Rank(), got, n, most, pad)
 				}
