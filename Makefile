@@ -17,7 +17,7 @@ TRAIN_FLAGS ?= --go-stdlib-corpus \
 	--log-interval 10 --eval-interval 50 --eval-iters 4 \
 	--sample 400 --sample-prompt "func "
 
-.PHONY: all build build-mpi train precision test test-go test-mpi bench reference vet fmt clean deps
+.PHONY: all build build-mpi train precision fuzz test test-go test-mpi bench reference vet fmt clean deps
 
 all: build
 
@@ -42,6 +42,15 @@ precision: build
 	scripts/precision-curve.sh $(TRAIN_FLAGS)
 
 test: test-go test-mpi
+
+# Every fuzz target for FUZZTIME each (make test runs their seed corpora).
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./ckpt/safetensors
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./ckpt
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePipelineLayout$$' -fuzztime $(FUZZTIME) ./config
+	$(GO) test -run '^$$' -fuzz '^FuzzLayout$$' -fuzztime $(FUZZTIME) ./dp
+	$(GO) test -run '^$$' -fuzz '^FuzzScalerLoad$$' -fuzztime $(FUZZTIME) ./optim
 
 # Every package in the SIMD build, and the packages with vector paths also
 # in the plain build.

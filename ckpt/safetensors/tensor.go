@@ -75,14 +75,15 @@ func (t Tensor) Float32() ([]float32, error) {
 }
 
 // numElements returns the product of shape and whether it is valid: no negative dimension
-// and a product below 2^62, so that multiplying it by an element size cannot overflow.
+// and a product of at most MaxInt64/8, so that multiplying it by an element size (at most
+// 8) cannot overflow.
 func numElements(shape []int) (int64, bool) {
 	n := int64(1)
 	for _, d := range shape {
 		if d < 0 {
 			return 0, false
 		}
-		if d != 0 && n > (1<<62)/int64(d) {
+		if d != 0 && n > (math.MaxInt64/8)/int64(d) {
 			return 0, false
 		}
 		n *= int64(d)
