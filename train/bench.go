@@ -48,6 +48,10 @@ type BenchOptions struct {
 	// (nil: the defaults), as training does.
 	BF16, FP16 bool
 	Precision  *Precision
+	// Breakdown profiles the timed iterations of each configuration (the
+	// CPU time of every rank in this process) and prints it by phase
+	// (Breakdown).
+	Breakdown bool
 }
 
 // benchPrecision names the parameters' type and what runs the bf16 GEMMs.
@@ -99,6 +103,9 @@ type BenchResult struct {
 	// Buckets is the number of gradient buckets of world rank 0 (over all
 	// its model chunks).
 	Buckets int
+	// Phases is where the timed iterations' CPU time went (with
+	// BenchOptions.Breakdown).
+	Phases *Breakdown
 	// AdamMS is the mean time of the optimizer's Adam update on world rank
 	// 0 (its shards under the distributed optimizer) and GatherMS that of
 	// the distributed optimizer's parameter all-gather (0 without it):
@@ -217,12 +224,15 @@ func bench(ctx context.Context, w io.Writer, o BenchOptions, args []Args, n, loc
 		"tokens/s", "GFLOP/s", "peak MiB", "step ms", "bubble", "theory", "idle", "buckets", "adam ms", "gather ms")
 	for i, a := range args {
 		c := benchConfigs[o.Configs[i]]
-		r, err := benchOne(ctx, c, a, n, localRanks, run)
+		r, err := benchOne(ctx, c, a, n, localRanks, o.Breakdown, run)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "%-8s %7d %7d %6d %5d %6d %5d %12.0f %10.1f %12.0f %10.1f %7.1f%% %7.1f%% %7.1f%% %8d %9.1f %9.1f\n", c.Name, c.Layers, c.Hidden, c.Heads, c.Seq, c.Vocab, c.MicroBatch,
 			r.TokensPerS, r.GFLOPs, float64(r.PeakRSS)/(1<<20), r.StepMS, 100*r.Bubble, 100*r.TheoreticalBubble, 100*r.Idle, r.Buckets, r.AdamMS, r.GatherMS)
+		if r.Phases != nil {
+			fmt.Fprintf(w, "phases of %s (CPU time of the timed iterations, %s in all): %v\n", c.Name, r.Phases.Total.Round(time.Millisecond), r.Phases)
+		}
 	}
 	return nil
 }
@@ -286,7 +296,7 @@ func threadsOr(n int) int {
 // started by run, and measures world rank 0: the mean time of the timed
 // iterations (the first one warms up), then the mean time of the
 // optimizer step over as many extra steps (benchOptimizerStep).
-func benchOne(ctx context.Context, c BenchConfig, a Args, n, localRanks int,
+func benchOne(ctx context.Context, c BenchConfig, a Args, n, localRanks int, breakdown bool,
 	run func(context.Context, func(context.Context, comm.Group) error) error) (BenchResult, error) {
 	m := a.NumMicroBatches(a.DataParallelSize(n))
 	p := a.Model.PipelineModelParallelSize
@@ -298,6 +308,8 @@ func benchOne(ctx context.Context, c BenchConfig, a Args, n, localRanks int,
 	var bub, idle float64
 	var buckets int
 	optSteps := a.TrainIters - 1
+	var prof *cpuProfile
+	defer func() { _ = prof.stop() }() // a run that failed while profiling
 	ds, err := openData(a)
 	if err != nil {
 		return BenchResult{}, err
@@ -321,6 +333,18 @@ func benchOne(ctx context.Context, c BenchConfig, a Args, n, localRanks int,
 			}
 			if t.iteration > 1 && g.Rank() == 0 { // the first iteration warms up
 				steps = append(steps, r.elapsed)
+			}
+			if breakdown && g.Rank() == 0 {
+				switch t.iteration {
+				case 1: // profile the timed iterations
+					if prof, err = startProfile(); err != nil {
+						return err
+					}
+				case a.TrainIters:
+					if err := prof.stop(); err != nil {
+						return err
+					}
+				}
 			}
 			if tl != nil {
 				b := tl.bubbles()
@@ -361,6 +385,9 @@ func benchOne(ctx context.Context, c BenchConfig, a Args, n, localRanks int,
 		AdamMS: ms(adam, optSteps), GatherMS: ms(gather, optSteps)}
 	if p > 1 {
 		res.TheoreticalBubble = theoreticalBubble(p, a.Model.NumModelChunks(), m)
+	}
+	if prof != nil {
+		res.Phases = &prof.phases
 	}
 	return res, nil
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -38,20 +36,14 @@ process, or, with --backend mpi, one per process of an mpirun job:
 			if backend != "local" && backend != "mpi" {
 				return fmt.Errorf("--backend %q: choose local (ranks as goroutines) or mpi (one process per rank under mpirun)", backend)
 			}
-			if cpuProfile != "" {
-				if r := os.Getenv("OMPI_COMM_WORLD_RANK"); backend == "mpi" && r != "" {
-					cpuProfile += ".rank" + r // one profile per process
-				}
-				f, err := os.Create(cpuProfile)
-				if err != nil {
-					return fmt.Errorf("--cpuprofile: %w", err)
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return fmt.Errorf("--cpuprofile: %w", err)
-				}
-				defer pprof.StopCPUProfile()
+			if cpuProfile != "" && o.Breakdown {
+				return fmt.Errorf("--cpuprofile and --breakdown both profile the run: give one")
 			}
+			stop, err := startCPUProfile(cpuProfile, backend)
+			if err != nil {
+				return err
+			}
+			defer stop()
 			if backend == "mpi" {
 				return benchMPI(cmd.Context(), cmd.OutOrStdout(), o)
 			}
@@ -72,5 +64,6 @@ process, or, with --backend mpi, one per process of an mpirun job:
 	f.IntVar(&o.Microbatches, "num-microbatches", 1, "microbatches per iteration of each data-parallel replica (the global batch is this many micro-batches × the data-parallel size)")
 	addDDPFlags(f, &a)
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) here (with --backend mpi, one per process: FILE.rankN)")
+	f.BoolVar(&o.Breakdown, "breakdown", false, "profile the timed iterations and print where the CPU time goes: GEMM, attention, other kernels, optimizer, communication, allocation, runtime")
 	return cmd
 }

@@ -15,7 +15,7 @@ import (
 
 func newTrainCmd() *cobra.Command {
 	a := train.DefaultArgs()
-	var dataPath, backend string
+	var dataPath, backend, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "train",
 		Short: "Pretrain a GPT (Megatron's pretrain_gpt.py)",
@@ -38,12 +38,19 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 			if cmd.Flags().Changed("world-size") && a.WorldSize < 1 {
 				return fmt.Errorf("--world-size %d: must be at least 1", a.WorldSize)
 			}
+			if backend != "local" && backend != "mpi" {
+				return fmt.Errorf("--backend %q: choose local (ranks as goroutines) or mpi (one process per rank under mpirun)", backend)
+			}
+			stop, err := startCPUProfile(cpuProfile, backend)
+			if err != nil {
+				return err
+			}
+			defer stop()
 			o := train.Options{Out: os.Stdout}
 			if term.IsTerminal(int(os.Stderr.Fd())) {
 				o.Progress = os.Stderr
 			}
 			var res *train.Result
-			var err error
 			switch backend {
 			case "local":
 				res, err = train.Run(cmd.Context(), a, o)
@@ -52,8 +59,6 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 					return fmt.Errorf("--world-size with --backend mpi: the world is the mpirun job (mpirun -np N); drop --world-size")
 				}
 				res, err = runMPI(cmd.Context(), a, o)
-			default:
-				return fmt.Errorf("--backend %q: choose local (ranks as goroutines) or mpi (one process per rank under mpirun)", backend)
 			}
 			if err != nil {
 				return err
@@ -73,6 +78,7 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 	addRecomputeFlags(f, &a.Model)
 	addParallelFlags(f, &a)
 	f.StringVar(&a.ProfileSchedule, "profile-schedule", "", "write the measured pipeline schedule of the last iteration, every rank, as an SVG timeline to this file")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) here (with --backend mpi, one per process: FILE.rankN)")
 	f.Bool("overlap-p2p-communication", false, "overlap pipeline sends and receives with computation (interleaved schedule; the default there)")
 	f.Bool("no-overlap-p2p-communication", false, "batch pipeline sends and receives instead of overlapping them (interleaved schedule: needs --pipeline-model-parallel-size > 2)")
 	f.StringVar(&backend, "backend", "local", "local: --world-size ranks as goroutines of this process; mpi: this process is one rank of an mpirun job")

@@ -1,0 +1,141 @@
+package train
+
+import (
+	"bytes"
+	"fmt"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/google/pprof/profile"
+)
+
+// Phase names of a CPU-time breakdown, in the order they print.
+var phaseNames = []string{"GEMM", "attention", "other kernels", "optimizer", "communication", "allocation", "runtime and other"}
+
+// Breakdown is where the CPU time of a profiled stretch of training went:
+// per phase, the CPU time of the profile's samples (every goroutine and
+// cgo thread of the process, so up to cores × wall time).
+type Breakdown struct {
+	Total time.Duration
+	CPU   map[string]time.Duration
+}
+
+// String formats the phases as percentages of the total.
+func (b Breakdown) String() string {
+	if b.Total == 0 {
+		return "no samples"
+	}
+	var parts []string
+	for _, n := range phaseNames {
+		parts = append(parts, fmt.Sprintf("%s %.1f%%", n, 100*float64(b.CPU[n])/float64(b.Total)))
+	}
+	return strings.Join(parts, " | ")
+}
+
+// phaseOf assigns a sample's call stack (leaf first) to a phase. The
+// attention core (nn's attentionFn, its GEMMs included) and the optimizer
+// (package optim: Adam, clipping, the gradient norm) are scopes: a frame
+// of theirs anywhere in the stack decides. Otherwise the frame nearest the
+// leaf that belongs to a phase decides:
+//
+//   - communication: packages comm, dp and pp/p2p (the collectives'
+//     copies and reductions, gradient buckets; waiting costs no CPU; the
+//     in-process ranks' own goroutine roots, comm/local's Run, do not
+//     count);
+//   - GEMM: tensor.Gemm, the BLAS and oneDNN calls;
+//   - allocation: the Go allocator and the zeroing of new memory (where
+//     first-touch page faults land);
+//   - other kernels: package tensor/kernels (layer norm, GELU, the loss's
+//     softmax, conversions);
+//   - runtime and other: the rest (garbage collection, scheduling, glue).
+func phaseOf(frames []string) string {
+	for _, f := range frames {
+		switch {
+		case strings.Contains(f, "nn.(*attentionFn)"):
+			return "attention"
+		case strings.Contains(f, "gotron/optim."):
+			return "optimizer"
+		}
+	}
+	for _, f := range frames {
+		switch {
+		case strings.Contains(f, "comm/local.runRank"), strings.Contains(f, "comm/local.(*World).Run"):
+			// a rank goroutine's root, not communication
+		case strings.Contains(f, "gotron/comm."), strings.Contains(f, "gotron/comm/"), strings.Contains(f, "gotron/dp."), strings.Contains(f, "gotron/pp/p2p."):
+			return "communication"
+		case strings.Contains(f, "gotron/tensor.Gemm"), strings.Contains(f, "gotron/tensor.gemm"),
+			strings.Contains(f, "gotron/tensor/blas."), strings.Contains(f, "gotron/tensor/dnnl."):
+			return "GEMM"
+		case strings.HasPrefix(f, "runtime.mallocgc"), strings.HasPrefix(f, "runtime.memclrNoHeapPointers"),
+			strings.HasPrefix(f, "runtime.makeslice"), strings.HasPrefix(f, "runtime.growslice"):
+			return "allocation"
+		case strings.Contains(f, "gotron/tensor/kernels."):
+			return "other kernels"
+		}
+	}
+	return "runtime and other"
+}
+
+// breakdownOf classifies the samples of a CPU profile (pprof's encoding).
+func breakdownOf(raw []byte) (Breakdown, error) {
+	p, err := profile.Parse(bytes.NewReader(raw))
+	if err != nil {
+		return Breakdown{}, fmt.Errorf("--breakdown: reading the CPU profile: %w", err)
+	}
+	ti := -1
+	for i, st := range p.SampleType {
+		if st.Type == "cpu" && st.Unit == "nanoseconds" {
+			ti = i
+		}
+	}
+	if ti < 0 {
+		return Breakdown{}, fmt.Errorf("--breakdown: the profile has no cpu/nanoseconds samples")
+	}
+	b := Breakdown{CPU: map[string]time.Duration{}}
+	var frames []string
+	for _, s := range p.Sample {
+		frames = frames[:0]
+		for _, loc := range s.Location {
+			for _, l := range loc.Line {
+				if l.Function != nil {
+					frames = append(frames, l.Function.Name)
+				}
+			}
+		}
+		d := time.Duration(s.Value[ti])
+		b.CPU[phaseOf(frames)] += d
+		b.Total += d
+	}
+	return b, nil
+}
+
+// cpuProfile is a CPU profile of a stretch of a benchmark, kept in memory
+// for its Breakdown.
+type cpuProfile struct {
+	buf    bytes.Buffer
+	done   bool
+	phases Breakdown
+}
+
+// startProfile starts profiling the process's CPU time.
+func startProfile() (*cpuProfile, error) {
+	p := &cpuProfile{}
+	if err := pprof.StartCPUProfile(&p.buf); err != nil {
+		return nil, fmt.Errorf("--breakdown: %w", err)
+	}
+	return p, nil
+}
+
+// stop ends the profile (once; a nil profile is a no-op) and classifies
+// its samples.
+func (p *cpuProfile) stop() error {
+	if p == nil || p.done {
+		return nil
+	}
+	pprof.StopCPUProfile()
+	p.done = true
+	var err error
+	p.phases, err = breakdownOf(p.buf.Bytes())
+	return err
+}
