@@ -64,8 +64,8 @@ test-mpi: deps
 	comm/mpi/run_tests.sh
 	$(GO) test -tags mpi -run TestMPITrain ./cmd/gotron
 
-# Training throughput of gotron and, side by side, of PyTorch on the same
-# models; gotron again under tensor (and sequence) parallelism, and the
+# Training throughput of gotron and, side by side in one run, of PyTorch on
+# the same models, tuned for this CPU and as installed; gotron again under tensor (and sequence) parallelism, and the
 # overlap of the parallel linears' collectives; one rank against pipeline
 # parallelism (1F1B and interleaved) over 8 microbatches, with the measured
 # bubble; data parallelism under mpirun; bf16 against float32; then
@@ -73,9 +73,7 @@ test-mpi: deps
 # memory copy. OPENBLAS_CORETYPE is unset for these commands so
 # OpenBLAS picks the machine's own kernel.
 bench: build build-mpi
-	@scripts/deps.sh torch
-	env -u OPENBLAS_CORETYPE $(BIN) bench
-	env -u OPENBLAS_CORETYPE /usr/bin/python3 tools/torchref/bench.py --threads 2
+	scripts/bench-torch.sh 3
 	env -u OPENBLAS_CORETYPE $(BIN) bench --tensor-model-parallel-size 2
 	env -u OPENBLAS_CORETYPE $(BIN) bench --tensor-model-parallel-size 2 --sequence-parallel
 	env -u OPENBLAS_CORETYPE $(GO) test ./tp -run '^$$' -bench LinearBackward -benchtime 30x -count 3

@@ -4,6 +4,8 @@
 #   scripts/deps.sh dnnl     oneDNN headers and library (cgo bf16 GEMM, tensor/dnnl)
 #   scripts/deps.sh mpi      Open MPI (the comm/mpi backend and its tests)
 #   scripts/deps.sh torch    PyTorch (regenerating the reference fixtures)
+#   scripts/deps.sh torchbench  PyTorch at its best for scripts/bench-torch.sh: the
+#                            OpenMP build of OpenBLAS and jemalloc, preloaded there
 # As root it runs apt-get; otherwise it prints the exact command and fails.
 set -euo pipefail
 
@@ -14,7 +16,11 @@ for what in "$@"; do
     dnnl)  [ -f /usr/include/oneapi/dnnl/dnnl.h ] || need+=(libdnnl-dev) ;;
     mpi)   command -v mpirun >/dev/null 2>&1 && pkg-config --exists ompi-c 2>/dev/null || need+=(openmpi-bin libopenmpi-dev pkg-config) ;;
     torch) /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || need+=(python3-torch) ;;
-    *) echo "scripts/deps.sh: unknown component '$what' (blas, dnnl, mpi, torch)" >&2; exit 2 ;;
+    torchbench)
+      /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || need+=(python3-torch)
+      [ -f /usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0 ] || need+=(libopenblas0-openmp)
+      [ -f /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || need+=(libjemalloc2) ;;
+    *) echo "scripts/deps.sh: unknown component '$what' (blas, dnnl, mpi, torch, torchbench)" >&2; exit 2 ;;
   esac
 done
 [ ${#need[@]} -eq 0 ] && exit 0
