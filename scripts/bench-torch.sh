@@ -58,10 +58,8 @@ for r in $(seq "$rounds"); do
 			awk -v n="$v" -v r="$r" 'NR==1 { print "# round " r ": " $0; next } NR>2 { print n, $0 }' | tee -a "$out"
 	done
 done
-# the values of column $3 of the lines of "$out" for variant $1 and model $2, sorted
-vals() { awk -v k="$1" -v m="$2" -v c="$3" '!/^#/ && $1 == k && $2 == m { print $c }' "$out" | sort -g; }
-stat() { vals "$1" "$2" "$3" | awk '{ v[NR] = $1 } END { if (NR) printf "%s (%s-%s)", v[int((NR + 1) / 2)], v[1], v[NR] }'; }
-med() { vals "$1" "$2" "$3" | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
+# shellcheck source=scripts/stats.sh
+. scripts/stats.sh
 echo
 printf "%-7s %-8s %-26s %-26s %s\n" model variant "tokens/s median (min-max)" "step ms median (min-max)" "peak MiB median (min-max)"
 for m in small medium; do
