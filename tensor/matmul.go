@@ -53,27 +53,10 @@ func (t *Tensor) matrixShape() (rows, cols, ld, n int) {
 // op(a) [m,k], op(b) [k,n], c [m,n]. It panics on mismatched shapes.
 //
 // c is float32. When a or b is 16-bit the product is a mixed-precision
-// GEMM (gemmHalf): both operands are rounded to that type and the products
-// are accumulated in float32.
+// GEMM (promoteHalf): both operands are rounded to that type and the
+// products are accumulated in float32.
 func Gemm(transA, transB bool, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
-	if a.DType() != Float32 || b.DType() != Float32 {
-		gemmHalf(transA, transB, alpha, a, b, beta, c)
-		return
-	}
-	ad, ar, ac, lda := a.matrix()
-	bd, br, bc, ldb := b.matrix()
-	cd, m, n, ldc := c.matrix()
-	k := ac
-	if transA {
-		ar, ac = ac, ar
-		k = ac
-	}
-	if transB {
-		br, bc = bc, br
-	}
-	if ar != m || bc != n || br != k {
-		panic(fmt.Sprintf("tensor: Gemm shapes op(a) %d×%d, op(b) %d×%d, c %d×%d", ar, ac, br, bc, m, n))
-	}
+	m, n, k := gemmShape(transA, transB, a, b, c)
 	if m == 0 || n == 0 {
 		return
 	}
@@ -81,7 +64,33 @@ func Gemm(transA, transB bool, alpha float32, a, b *Tensor, beta float32, c *Ten
 		c.Scale(beta)
 		return
 	}
+	a, b = promoteHalf(a, b)
+	if a.DType() == BFloat16 {
+		gemmBF16(transA, transB, m, n, k, alpha, a, b, beta, c)
+		return
+	}
+	ad, _, _, lda := a.matrix()
+	bd, _, _, ldb := b.matrix()
+	cd, _, _, ldc := c.matrix()
 	blas.Sgemm(transA, transB, m, n, k, alpha, ad, lda, bd, ldb, beta, cd, ldc)
+}
+
+// gemmShape checks the operands of c = op(a)·op(b) (any element types) and
+// returns m, n and k, panicking on mismatched shapes.
+func gemmShape(transA, transB bool, a, b, c *Tensor) (m, n, k int) {
+	ar, ac, _, _ := a.matrixShape()
+	br, bc, _, _ := b.matrixShape()
+	m, n, _, _ = c.matrixShape()
+	if transA {
+		ar, ac = ac, ar
+	}
+	if transB {
+		br, bc = bc, br
+	}
+	if ar != m || bc != n || br != ac {
+		panic(fmt.Sprintf("tensor: Gemm shapes op(a) %d×%d, op(b) %d×%d, c %d×%d", ar, ac, br, bc, m, n))
+	}
+	return m, n, ac
 }
 
 // MatMul returns op(a)·op(b) as a new [m,n] tensor.
@@ -129,8 +138,8 @@ const minParallelFLOPs = 1 << 21
 // The BLAS library's own thread pool should be 1 (blas.SetThreads(1)) so
 // the goroutines do not oversubscribe the cores.
 //
-// A mixed-precision GEMM (a or b 16-bit) rounds its float32 operand once,
-// before the split.
+// A mixed-precision GEMM (a or b 16-bit) prepares its operands once,
+// before the split (promoteHalf).
 func GemmParallel(workers int, transA, transB bool, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
 	a, b = promoteHalf(a, b)
 	m, n := c.Dim(0), c.Dim(1)

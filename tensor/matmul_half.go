@@ -3,7 +3,6 @@ package tensor
 import (
 	"fmt"
 
-	"github.com/gotron/gotron/tensor/blas"
 	"github.com/gotron/gotron/tensor/dnnl"
 )
 
@@ -21,55 +20,37 @@ func halfType(a, b *Tensor) DType {
 	panic(fmt.Sprintf("tensor: GEMM of a %v and a %v operand", da, db))
 }
 
-// promoteHalf rounds the float32 operand of a mixed-precision GEMM to the
-// other's 16-bit type; operands of one type are returned as they are.
+// promoteHalf prepares the operands of a GEMM with a 16-bit operand: both
+// are rounded to its type and multiplied with float32 accumulation.
+// bfloat16 operands are returned as bfloat16 (gemmBF16 runs them on
+// oneDNN's matmul: AVX-512 BF16 where the CPU has it). float16 operands are
+// returned widened to float32, for the float32 BLAS, as this CPU family has
+// no float16 arithmetic (the values are those of a float16 GEMM with float32
+// accumulation; the speed is float32's). Two float32 operands are returned
+// as they are.
 func promoteHalf(a, b *Tensor) (*Tensor, *Tensor) {
-	if a.DType() == b.DType() {
+	if a.DType() == Float32 && b.DType() == Float32 {
 		return a, b
 	}
 	d := halfType(a, b)
-	if a.DType() == Float32 {
+	if a.DType() != d { // views of the right type are used in place
 		a = ToHalf(a, d)
-	} else if b.DType() == Float32 {
+	}
+	if b.DType() != d {
 		b = ToHalf(b, d)
+	}
+	if d == Float16 {
+		return a.Float32(), b.Float32()
 	}
 	return a, b
 }
 
-// gemmHalf is Gemm with a 16-bit operand: both operands are rounded to its
-// type and multiplied with float32 accumulation into the float32 c.
-// bfloat16 runs on oneDNN's matmul (tensor/dnnl: AVX-512 BF16 where the CPU
-// has it); float16 is widened and multiplied by the float32 BLAS, as this
-// CPU family has no float16 arithmetic (the values are those of a float16
-// GEMM with float32 accumulation; the speed is float32's).
-func gemmHalf(transA, transB bool, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
-	a, b = promoteHalf(a, b)
-	d := a.DType()
-	if d == Float16 {
-		Gemm(transA, transB, alpha, a.Float32(), b.Float32(), beta, c)
-		return
-	}
-	ad, ar, ac, lda := a.matrixBits()
-	bd, br, bc, ldb := b.matrixBits()
-	cd, m, n, ldc := c.matrix()
-	k := ac
-	if transA {
-		ar, ac = ac, ar
-		k = ac
-	}
-	if transB {
-		br, bc = bc, br
-	}
-	if ar != m || bc != n || br != k {
-		panic(fmt.Sprintf("tensor: Gemm shapes op(a) %d×%d, op(b) %d×%d, c %d×%d", ar, ac, br, bc, m, n))
-	}
-	if m == 0 || n == 0 {
-		return
-	}
-	if k == 0 {
-		blas.ScaleC(cd, m, n, ldc, beta)
-		return
-	}
+// gemmBF16 is Gemm on checked, non-empty bfloat16 operands: oneDNN's
+// matmul with float32 accumulation into the float32 c.
+func gemmBF16(transA, transB bool, m, n, k int, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
+	ad, _, _, lda := a.matrixBits()
+	bd, _, _, ldb := b.matrixBits()
+	cd, _, _, ldc := c.matrix()
 	if err := dnnl.GemmBF16(transA, transB, m, n, k, alpha, ad, lda, bd, ldb, beta, cd, ldc); err != nil {
 		panic(fmt.Sprintf("tensor: bfloat16 GEMM: %v", err))
 	}
