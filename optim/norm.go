@@ -1,27 +1,23 @@
 package optim
 
 import (
-	"context"
-
-	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/nn"
 )
 
-// GradNorm returns the global L2 norm of the gradients of a model split
-// over the model-parallel group mp (Megatron's get_grad_norm_fp32): each
-// rank sums the squares of the gradients it owns (SumSquares) — its
-// partitions of tensor-parallel parameters, and, on tensor-parallel rank 0
-// only, the parameters every TP rank replicates
-// (param_is_not_tensor_parallel_duplicate) — the sums are all-reduced over
-// mp, and the result is the square root. A single rank passes mp nil and
-// tpRank 0. Every member of mp gets the same norm, so clipping scales all
-// ranks alike.
-func GradNorm(ctx context.Context, params []*nn.Parameter, mp comm.Group, tpRank int) (float64, error) {
-	owned := make([]*nn.Parameter, 0, len(params))
+// NormOwners returns which of params a rank of tensor-parallel rank tpRank
+// counts in the global gradient norm (Megatron's get_grad_norm_fp32 with
+// param_is_not_tensor_parallel_duplicate): its partitions of
+// tensor-parallel parameters, and, on tensor-parallel rank 0 only, the
+// parameters every TP rank replicates. Parameters outside params (the
+// second copy of a tied weight, say) count nowhere. Summing each rank's
+// Adam.SumSquares over these and the squares over the model-parallel group
+// (GlobalNorm) gives the whole model's norm on every rank.
+func NormOwners(params []*nn.Parameter, tpRank int) func(*nn.Parameter) bool {
+	owned := make(map[*nn.Parameter]bool, len(params))
 	for _, p := range params {
 		if p.TensorModelParallel || tpRank == 0 {
-			owned = append(owned, p)
+			owned[p] = true
 		}
 	}
-	return GlobalNorm(ctx, SumSquares(owned), mp)
+	return func(p *nn.Parameter) bool { return owned[p] }
 }

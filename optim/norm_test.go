@@ -13,7 +13,7 @@ import (
 	"github.com/gotron/gotron/tensor"
 )
 
-// TestGradNorm: a TP-split parameter counts each rank's
+// TestGradNorm: with NormOwners, a TP-split parameter counts each rank's
 // partition, a replicated one counts once; the norm equals the norm of the
 // whole model's gradients on one rank.
 func TestGradNorm(t *testing.T) {
@@ -33,7 +33,8 @@ func TestGradNorm(t *testing.T) {
 			split.Grad = tensor.FromSlice(append([]float32(nil), full[g.Rank()*c:(g.Rank()+1)*c]...), c)
 			r := nn.NewParameter("replicated", tensor.New(2))
 			r.Grad = tensor.FromSlice(append([]float32(nil), rep...), 2)
-			got, err := GradNorm(ctx, []*nn.Parameter{split, r}, g, g.Rank())
+			ps := []*nn.Parameter{split, r}
+			got, err := GlobalNorm(ctx, NewAdam(ps, AdamConfig{}).SumSquares(NormOwners(ps, g.Rank())), g)
 			if err != nil {
 				return err
 			}

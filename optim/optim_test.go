@@ -57,18 +57,19 @@ func TestAdamDecaysOnlyMatrices(t *testing.T) {
 func TestClipGradients(t *testing.T) {
 	p := nn.NewParameter("w", tensor.New(2))
 	p.Grad = tensor.FromSlice([]float32{3, 4}, 2)
-	norm, err := GradNorm(context.Background(), []*nn.Parameter{p}, nil, 0)
+	o := NewAdam([]*nn.Parameter{p}, AdamConfig{})
+	norm, err := GlobalNorm(context.Background(), o.SumSquares(nil), nil)
 	if err != nil || norm != 5 {
 		t.Fatalf("norm %v, want 5", norm)
 	}
-	if !ClipGradients([]*nn.Parameter{p}, norm, 1) {
+	if !o.ClipGradients(norm, 1) {
 		t.Fatal("not clipped")
 	}
 	g := p.Grad.Data()
 	if math.Abs(float64(g[0])-0.6) > 1e-6 || math.Abs(float64(g[1])-0.8) > 1e-6 {
 		t.Errorf("clipped gradient %v, want [0.6 0.8]", g)
 	}
-	if ClipGradients([]*nn.Parameter{p}, 1, 2) {
+	if o.ClipGradients(1, 2) {
 		t.Error("clipped a gradient below the maximum")
 	}
 }

@@ -215,17 +215,9 @@ func (t *trainer) gradNorm(ctx context.Context) (float64, error) {
 }
 
 // normOwned reports whether the gradient norm counts a parameter's
-// squares on this rank: one of normParams, partitioned over TP or, if
-// every TP rank replicates it, on TP rank 0 only
-// (param_is_not_tensor_parallel_duplicate).
+// squares on this rank (optim.NormOwners of normParams).
 func (t *trainer) normOwned() func(*nn.Parameter) bool {
-	owned := map[*nn.Parameter]bool{}
-	for _, p := range t.normParams() {
-		if p.TensorModelParallel || t.tp.Rank() == 0 {
-			owned[p] = true
-		}
-	}
-	return func(p *nn.Parameter) bool { return owned[p] }
+	return optim.NormOwners(t.normParams(), t.tp.Rank())
 }
 
 // finishParamSync finishes every parameter all-gather of the distributed
