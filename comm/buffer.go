@@ -73,6 +73,20 @@ func F16(s []uint16) Buffer { return Buffer{dtype: Float16, u16: s} }
 // I64 returns an Int64 Buffer over s.
 func I64(s []int64) Buffer { return Buffer{dtype: Int64, i64: s} }
 
+// NewBuffer returns a Buffer of n zero elements of type d (an Int64
+// Buffer for an invalid d).
+func NewBuffer(d DType, n int) Buffer {
+	switch d {
+	case Float32:
+		return F32(make([]float32, n))
+	case BFloat16:
+		return BF16(make([]uint16, n))
+	case Float16:
+		return F16(make([]uint16, n))
+	}
+	return I64(make([]int64, n))
+}
+
 // DType returns the element type; 0 (invalid) for the zero Buffer.
 func (b Buffer) DType() DType { return b.dtype }
 

@@ -51,15 +51,7 @@ func dtypeOf(b comm.Buffer) tensor.DType {
 }
 
 // newData returns n zero elements of type d.
-func newData(d tensor.DType, n int) comm.Buffer {
-	switch d {
-	case tensor.BFloat16:
-		return comm.BF16(make([]uint16, n))
-	case tensor.Float16:
-		return comm.F16(make([]uint16, n))
-	}
-	return comm.F32(make([]float32, n))
-}
+func newData(d tensor.DType, n int) comm.Buffer { return comm.NewBuffer(commDType(d), n) }
 
 // ensureData returns buf if it holds n elements of type d, else newData.
 func ensureData(buf comm.Buffer, d tensor.DType, n int) comm.Buffer {

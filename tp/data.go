@@ -98,7 +98,7 @@ func BroadcastData(ctx context.Context, g comm.Group, keys []string, data map[st
 	}
 	total := offsets[len(keys)]
 
-	flat := newDataBuffer(srcType, total)
+	flat := comm.NewBuffer(srcType, total)
 	if rank == 0 {
 		for i, k := range keys {
 			flat.Slice(offsets[i], offsets[i+1]).CopyFrom(data[k].Buf)
@@ -187,18 +187,4 @@ func dataHeaderError(g comm.Group, keys []string, hdr []int64) error {
 		return fmt.Errorf("%s: invalid dtype %v; ask for comm.Int64, Float32, BFloat16 or Float16", pre, comm.DType(hdr[2]))
 	}
 	return fmt.Errorf("%s: unknown header status %d", pre, hdr[0])
-}
-
-// newDataBuffer allocates n elements of dt.
-func newDataBuffer(dt comm.DType, n int) comm.Buffer {
-	switch dt {
-	case comm.Float32:
-		return comm.F32(make([]float32, n))
-	case comm.BFloat16:
-		return comm.BF16(make([]uint16, n))
-	case comm.Float16:
-		return comm.F16(make([]uint16, n))
-	default:
-		return comm.I64(make([]int64, n))
-	}
 }

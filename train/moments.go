@@ -102,4 +102,4 @@ func (t *trainer) setSegments(fields []segmentField, maps ...map[*nn.Parameter]*
 
 // mixedPrecision reports whether the model's parameters are 16-bit, with
 // float32 main parameters in the optimizer.
-func (t *trainer) mixedPrecision() bool { return t.a.paramDType() != tensor.Float32 }
+func (t *trainer) mixedPrecision() bool { return t.a.ParamDType() != tensor.Float32 }

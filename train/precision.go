@@ -135,8 +135,9 @@ func (a Args) newScaler() (optim.GradScaler, error) {
 	return nil, nil
 }
 
-// paramDType is the storage type of the model's parameters.
-func (a Args) paramDType() tensor.DType {
+// ParamDType is the storage type of the model's parameters (--bf16,
+// --fp16, else float32).
+func (a Args) ParamDType() tensor.DType {
 	switch {
 	case a.Model.BF16:
 		return tensor.BFloat16
@@ -211,7 +212,7 @@ func (t *trainer) loadScaler(raw json.RawMessage) error {
 
 // precisionDesc describes the run's precision for the start-up line.
 func (t *trainer) precisionDesc() string {
-	d := t.a.paramDType()
+	d := t.a.ParamDType()
 	if d == tensor.Float32 {
 		return "float32"
 	}

@@ -38,7 +38,7 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 			BucketSize:       dp.BucketSize(ddp, t.dp, n, t.pp.Rank(), i),
 			DisableBucketing: i > 0, SharedEmbedding: shared,
 			CalculatePerTokenLoss: a.Model.CalculatePerTokenLoss,
-			ParamDType:            a.paramDType(),
+			ParamDType:            a.ParamDType(),
 		})
 		if err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/dp"
 	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/train"
 )
 
@@ -41,7 +42,7 @@ type bucketsReport struct {
 	pipeRank, pipeSize int
 	dp, cp, world      int
 	ddp                config.DDPConfig
-	dtype              config.DType
+	dtype              tensor.DType
 	buffers            []chunkBuffer
 }
 
@@ -145,7 +146,7 @@ func (f *bucketsFlags) report() (bucketsReport, error) {
 		return bucketsReport{}, err
 	}
 	dpcp := dpSize * m.ContextParallelSize
-	r := bucketsReport{pipeRank: f.pipeRank, pipeSize: len(chunks), dp: dpcp, cp: m.ContextParallelSize, world: world, ddp: ddp, dtype: gradBufferDType(m.ModelParallelConfig, ddp)}
+	r := bucketsReport{pipeRank: f.pipeRank, pipeSize: len(chunks), dp: dpcp, cp: m.ContextParallelSize, world: world, ddp: ddp, dtype: dp.GradDTypeFor(resolved.ParamDType(), ddp.GradReduceInFP32)}
 	for v, ch := range chunks[f.pipeRank] {
 		if ch.MTPLayers > 0 {
 			return bucketsReport{}, fmt.Errorf("pipeline rank %d, model chunk %d holds %d multi-token-prediction layer(s) (m), which gotron's GPT does not have: remove the m from the layout", f.pipeRank, v, ch.MTPLayers)
@@ -191,22 +192,6 @@ func (f *bucketsFlags) sizes(mp config.ModelParallelConfig) (dpSize, world int, 
 			f.dataPar, world, world, mp.TensorModelParallelSize, mp.PipelineModelParallelSize, mp.ContextParallelSize, dpSize)
 	}
 	return dpSize, world, nil
-}
-
-// gradBufferDType is the element type of the gradient buffers: float32
-// with --accumulate-allreduce-grads-in-fp32 (GradReduceInFP32, which
-// train.Args.ResolvePrecision turns on for --bf16 unless
-// --grad-reduce-in-bf16), otherwise the parameters' type.
-func gradBufferDType(mp config.ModelParallelConfig, ddp config.DDPConfig) config.DType {
-	switch {
-	case ddp.GradReduceInFP32:
-		return config.Float32
-	case mp.FP16:
-		return config.Float16
-	case mp.BF16:
-		return config.BFloat16
-	}
-	return config.Float32
 }
 
 // validateBuckets checks m and ddp with the config package's rules (the
