@@ -90,15 +90,16 @@ func (f *attentionFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Te
 			mask = make([]byte, s*s)
 		}
 		pg := f.newGEMMScratch(s)
+		qkvBuf := f.newOperand(s * 3 * d)
 		for k := lo; k < hi; k++ {
 			bi, head := k/st.n, k%st.n
-			q := f.at(x, st.qkvOffset(bi, head))
-			causalScores(p, q, q.at(d), s, d, ldq)
+			q := f.at(x, st.qkvOffset(bi, head)).packRows(qkvBuf, s, 3*d, ldq)
+			causalScores(p, q, q.at(d), s, d, 3*d)
 			kernels.CausalSoftmaxForward(p, s, s, scale, st.lse[k*s:(k+1)*s])
 			if f.p > 0 {
 				dropoutRows(p, mask, s, f.p, f.seed, k)
 			}
-			causalRowsTimes(od[st.outOffset(bi, head):], ldo, pg.lower(f.dtype, p, s), q.at(2*d), ldq, s, d)
+			causalRowsTimes(od[st.outOffset(bi, head):], ldo, pg.lower(f.dtype, p, s), q.at(2*d), 3*d, s, d)
 		}
 	})
 	if c.Recording() {
@@ -128,29 +129,35 @@ func (f *attentionFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Te
 			pd = make([]float32, s*s)
 		}
 		pg := f.newGEMMScratch(s)
+		qkvBuf, doBuf := f.newOperand(s*3*d), f.newOperand(s*d)
+		dq := make([]float32, s*3*d)
+		lq := 3 * d // the packed rows' stride
 		for k := lo; k < hi; k++ {
 			bi, head := k/st.n, k%st.n
 			off := st.qkvOffset(bi, head)
-			q, dq := f.at(x, off), dqkv[off:]
-			do := f.at(dO, st.outOffset(bi, head))
-			causalScores(p, q, q.at(d), s, d, ldq)
+			q := f.at(x, off).packRows(qkvBuf, s, lq, ldq)
+			do := f.at(dO, st.outOffset(bi, head)).packRows(doBuf, s, d, ldo)
+			causalScores(p, q, q.at(d), s, d, lq)
 			kernels.CausalSoftmaxRecompute(p, s, s, scale, st.lse[k*s:(k+1)*s])
 			// dP' = dO·Vᵀ, where P' is the (dropped-out) matrix multiplying V.
-			causalScores(dp, do, q.at(2*d), s, d, ldo, ldq)
+			causalScores(dp, do, q.at(2*d), s, d, d, lq)
 			if f.p > 0 {
 				// dV = P'ᵀ·dO with P' = P⊙mask/(1−p); then dP = dP'⊙mask/(1−p).
 				copy(pd, p)
 				dropoutRows(pd, mask, s, f.p, f.seed, k)
-				causalColsTimes(dq[2*d:], ldq, pg.lower(f.dtype, pd, s), do, ldo, s, d)
+				causalColsTimes(dq[2*d:], lq, pg.lower(f.dtype, pd, s), do, d, s, d)
 				kernels.DropoutBackward(dp, dp, mask, f.p)
 			} else {
-				causalColsTimes(dq[2*d:], ldq, pg.lower(f.dtype, p, s), do, ldo, s, d)
+				causalColsTimes(dq[2*d:], lq, pg.lower(f.dtype, p, s), do, d, s, d)
 			}
 			kernels.SoftmaxBackwardRows(dp, p, dp, s, s, scale)
 			// dQ = dS·K, dK = dSᵀ·Q.
 			ds := pg.lower(f.dtype, dp, s)
-			causalRowsTimes(dq, ldq, ds, q.at(d), ldq, s, d)
-			causalColsTimes(dq[d:], ldq, ds, q, ldq, s, d)
+			causalRowsTimes(dq, lq, ds, q.at(d), lq, s, d)
+			causalColsTimes(dq[d:], lq, ds, q, lq, s, d)
+			for r := range s {
+				copy(dqkv[off+r*ldq:off+r*ldq+lq], dq[r*lq:(r+1)*lq])
+			}
 		}
 	})
 	return []*tensor.Tensor{dx}, nil

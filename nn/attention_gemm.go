@@ -25,6 +25,31 @@ func (o operand) at(i int) operand {
 	return operand{f: o.f[i:]}
 }
 
+// packRows copies rows rows of width w and row stride ld, from o on, into
+// buf densely (row stride w) and returns buf: the attention core's GEMMs
+// then read one (batch row, head)'s Q, K and V (or dO) from a few hundred
+// contiguous kilobytes that stay in cache, instead of rows spread over the
+// whole qkv tensor.
+func (o operand) packRows(buf operand, rows, w, ld int) operand {
+	for r := range rows {
+		if o.h != nil {
+			copy(buf.h[r*w:(r+1)*w], o.h[r*ld:r*ld+w])
+		} else {
+			copy(buf.f[r*w:(r+1)*w], o.f[r*ld:r*ld+w])
+		}
+	}
+	return buf
+}
+
+// newOperand returns an operand of n elements of the attention's GEMM
+// precision (bfloat16 bits, else float32).
+func (f *attentionFn) newOperand(n int) operand {
+	if f.dtype == tensor.BFloat16 {
+		return operand{h: make([]uint16, n)}
+	}
+	return operand{f: make([]float32, n)}
+}
+
 // gemm sets c (m×n, row stride ldc) to op(a)·op(b), accumulating in
 // float32; a and b are of one kind.
 func gemm(transA, transB bool, m, n, k int, a operand, lda int, b operand, ldb int, c []float32, ldc int) {
@@ -32,7 +57,7 @@ func gemm(transA, transB bool, m, n, k int, a operand, lda int, b operand, ldb i
 		blas.Sgemm(transA, transB, m, n, k, 1, a.f, lda, b.f, ldb, 0, c, ldc)
 		return
 	}
-	if err := dnnl.GemmBF16(transA, transB, m, n, k, 1, a.h, lda, b.h, ldb, 0, c, ldc); err != nil {
+	if err := dnnl.GemmBF16(transA, transB, m, n, k, 1, a.h, lda, b.h, ldb, 0, c, ldc, 1); err != nil {
 		panic(fmt.Sprintf("nn: attention GEMM: %v", err))
 	}
 }

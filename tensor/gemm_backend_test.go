@@ -9,6 +9,7 @@ import (
 
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/blas"
+	"github.com/gotron/gotron/tensor/dnnl"
 )
 
 // TestGemmMatchesGonum compares tensor.Gemm, which runs on the build's BLAS
@@ -20,8 +21,10 @@ import (
 // may block and order the k-sums differently, so the agreement is
 // max|diff| ≤ 1e-5·(1+max|c|), not bitwise.
 func TestGemmMatchesGonum(t *testing.T) {
-	t.Logf("BLAS in use: %s", blas.Kernel())
-	shapes := [][3]int{{1, 1, 1}, {3, 5, 7}, {33, 17, 65}, {64, 48, 31}, {129, 7, 200}}
+	t.Logf("BLAS in use: %s; %s", blas.Kernel(), dnnl.Version())
+	// The last two are above minLargeFLOPs: oneDNN's float32 GEMM, when
+	// the build has it.
+	shapes := [][3]int{{1, 1, 1}, {3, 5, 7}, {33, 17, 65}, {64, 48, 31}, {129, 7, 200}, {300, 70, 129}, {64, 513, 96}}
 	seed := uint64(500)
 	for _, s := range shapes {
 		m, n, k := s[0], s[1], s[2]

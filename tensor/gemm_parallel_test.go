@@ -5,12 +5,13 @@ import (
 	"testing"
 )
 
-// TestGemmParallelMatchesGemm splits GEMMs by rows and by columns over
-// several workers, with every transpose combination, and compares with one
-// Gemm call. Each element is one BLAS dot product over the same k, but a
-// BLAS kernel may order that sum differently for a block than for the
-// whole matrix (OpenBLAS's Haswell kernel does, its Cooperlake one gives
-// the same bits), so the bound is the reordered sum's: 2·k·ε·Σ|a·b| + ε|c|.
+// TestGemmParallelMatchesGemm runs GEMMs on several workers (oneDNN's
+// threads) and split by rows and by columns over goroutines (gemmSplit, the
+// build without oneDNN), with every transpose combination, and compares
+// with one Gemm call. Each element is one dot product over the same k, but
+// a kernel may order that sum differently for a block than for the whole
+// matrix (OpenBLAS's Haswell kernel does, its Cooperlake one gives the same
+// bits), so the bound is the reordered sum's: 2·k·ε·Σ|a·b| + ε|c|.
 func TestGemmParallelMatchesGemm(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	fill := func(rows, cols int) *Tensor {
@@ -39,17 +40,25 @@ func TestGemmParallelMatchesGemm(t *testing.T) {
 				Gemm(ta, tb, 0.5, a, b, 1, want)
 				absProd := New(sz.m, sz.n) // Σ_k |a·b|·|alpha|
 				Gemm(ta, tb, 0.5, absOf(a), absOf(b), 0, absProd)
-				for _, w := range []int{2, 3, 7} {
-					got := c0.Clone()
-					GemmParallel(w, ta, tb, 0.5, a, b, 1, got)
-					for i, v := range got.Data() {
-						d := v - want.Data()[i]
-						if d < 0 {
-							d = -d
-						}
-						const eps = 0x1p-24
-						if bound := 2*float64(sz.k)*eps*float64(absProd.Data()[i]) + eps*float64(abs32(want.Data()[i])); float64(d) > bound {
-							t.Fatalf("%v ta=%v tb=%v workers=%d: element %d = %v, Gemm gives %v", sz, ta, tb, w, i, v, want.Data()[i])
+				for _, run := range []struct {
+					name string
+					f    func(w int, got *Tensor)
+				}{
+					{"GemmParallel", func(w int, got *Tensor) { GemmParallel(w, ta, tb, 0.5, a, b, 1, got) }},
+					{"gemmSplit", func(w int, got *Tensor) { gemmSplit(w, ta, tb, 0.5, a, b, 1, got) }},
+				} {
+					for _, w := range []int{2, 3, 7} {
+						got := c0.Clone()
+						run.f(w, got)
+						for i, v := range got.Data() {
+							d := v - want.Data()[i]
+							if d < 0 {
+								d = -d
+							}
+							const eps = 0x1p-24
+							if bound := 2*float64(sz.k)*eps*float64(absProd.Data()[i]) + eps*float64(abs32(want.Data()[i])); float64(d) > bound {
+								t.Fatalf("%s %v ta=%v tb=%v workers=%d: element %d = %v, Gemm gives %v", run.name, sz, ta, tb, w, i, v, want.Data()[i])
+							}
 						}
 					}
 				}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gotron/gotron/tensor/blas"
+	"github.com/gotron/gotron/tensor/dnnl"
 )
 
 // matrix returns the storage, rows, columns and row stride of a 2-d float32
@@ -46,33 +47,18 @@ func (t *Tensor) matrixShape() (rows, cols, ld, n int) {
 	return rows, cols, ld, (rows-1)*ld + cols
 }
 
-// Gemm computes c = alpha·op(a)·op(b) + beta·c on 2-d tensors through BLAS,
-// where op transposes when transA/transB is set. Each operand must have
-// dense rows (last stride 1); row strides may be larger than the width, so a
-// column Narrow of a matrix is used in place without a copy. Shapes:
+// Gemm computes c = alpha·op(a)·op(b) + beta·c on 2-d tensors on one
+// thread, where op transposes when transA/transB is set. Each operand must
+// have dense rows (last stride 1); row strides may be larger than the width,
+// so a column Narrow of a matrix is used in place without a copy. Shapes:
 // op(a) [m,k], op(b) [k,n], c [m,n]. It panics on mismatched shapes.
 //
 // c is float32. When a or b is 16-bit the product is a mixed-precision
 // GEMM (promoteHalf): both operands are rounded to that type and the
-// products are accumulated in float32.
+// products are accumulated in float32. Gemm is GemmParallel with one
+// worker, and gives its bits.
 func Gemm(transA, transB bool, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
-	m, n, k := gemmShape(transA, transB, a, b, c)
-	if m == 0 || n == 0 {
-		return
-	}
-	if k == 0 {
-		c.Scale(beta)
-		return
-	}
-	a, b = promoteHalf(a, b)
-	if a.DType() == BFloat16 {
-		gemmBF16(transA, transB, m, n, k, alpha, a, b, beta, c)
-		return
-	}
-	ad, _, _, lda := a.matrix()
-	bd, _, _, ldb := b.matrix()
-	cd, _, _, ldc := c.matrix()
-	blas.Sgemm(transA, transB, m, n, k, alpha, ad, lda, bd, ldb, beta, cd, ldc)
+	GemmParallel(1, transA, transB, alpha, a, b, beta, c)
 }
 
 // gemmShape checks the operands of c = op(a)·op(b) (any element types) and
@@ -126,32 +112,70 @@ func (t *Tensor) Scale(s float32) {
 	}
 }
 
-// minParallelFLOPs is the least work (2·m·n·k) worth splitting a GEMM over
-// goroutines.
-const minParallelFLOPs = 1 << 21
+// minLargeFLOPs is the least work (2·m·n·k) of a float32 GEMM that runs on
+// oneDNN, and the least work per worker of any GEMM. Smaller float32 GEMMs
+// run on OpenBLAS, whose cost per call is a small fraction of oneDNN's
+// (about 1.6 µs per call, BenchmarkGemmSmall in tensor/dnnl).
+const minLargeFLOPs = 1 << 21
 
-// GemmParallel is Gemm split over up to workers goroutines, each calling a
-// single-threaded BLAS on its own block of rows (or, for a short wide
-// result, columns) of c. Each element of c is computed by one call with the
-// same k-loop as Gemm's, so the result does not depend on workers when the
-// BLAS kernel's per-element arithmetic does not depend on the block shape.
-// The BLAS library's own thread pool should be 1 (blas.SetThreads(1)) so
-// the goroutines do not oversubscribe the cores.
+// GemmParallel is Gemm on up to workers threads: one per minLargeFLOPs of
+// work, at most workers. Which library computes c depends on its element
+// types and its size, never on workers:
 //
-// A mixed-precision GEMM (a or b 16-bit) prepares its operands once,
-// before the split (promoteHalf).
+//   - bfloat16 (a or b): oneDNN's bf16 matmul on the threads (tensor/dnnl);
+//   - float32 (float16 operands are rounded and widened first, see
+//     promoteHalf) with 2·m·n·k ≥ minLargeFLOPs: oneDNN's float32 matmul on
+//     the threads, which share the packed operands;
+//   - smaller float32: one single-threaded OpenBLAS call.
+//
+// oneDNN computes each element as one sum over k in the same order whatever
+// the thread count, unless m·n is too small to keep the threads busy (see
+// dnnl.GemmF32). In a build without oneDNN, a large float32 GEMM is split
+// into blocks of rows (or, for a short wide result, columns) of c, one
+// goroutine each calling a single-threaded BLAS; the BLAS library's own
+// pool should then be 1 (blas.SetThreads(1)).
 func GemmParallel(workers int, transA, transB bool, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
-	a, b = promoteHalf(a, b)
-	m, n := c.Dim(0), c.Dim(1)
-	k := a.Dim(1)
-	if transA {
-		k = a.Dim(0)
-	}
-	w := min(workers, max(1, 2*m*n*k/minParallelFLOPs))
-	if w <= 1 {
-		Gemm(transA, transB, alpha, a, b, beta, c)
+	m, n, k := gemmShape(transA, transB, a, b, c)
+	if m == 0 || n == 0 {
 		return
 	}
+	if k == 0 {
+		c.Scale(beta)
+		return
+	}
+	a, b = promoteHalf(a, b)
+	flops := 2 * m * n * k
+	w := min(workers, max(1, flops/minLargeFLOPs))
+	switch {
+	case a.DType() == BFloat16:
+		gemmBF16(w, transA, transB, m, n, k, alpha, a, b, beta, c)
+	case flops >= minLargeFLOPs && dnnl.F32():
+		ad, _, _, lda := a.matrix()
+		bd, _, _, ldb := b.matrix()
+		cd, _, _, ldc := c.matrix()
+		if err := dnnl.GemmF32(transA, transB, m, n, k, alpha, ad, lda, bd, ldb, beta, cd, ldc, w); err != nil {
+			panic(fmt.Sprintf("tensor: float32 GEMM: %v", err))
+		}
+	case w <= 1:
+		sgemm(transA, transB, m, n, k, alpha, a, b, beta, c)
+	default:
+		gemmSplit(w, transA, transB, alpha, a, b, beta, c)
+	}
+}
+
+// sgemm is one single-threaded OpenBLAS call on checked float32 operands.
+func sgemm(transA, transB bool, m, n, k int, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
+	ad, _, _, lda := a.matrix()
+	bd, _, _, ldb := b.matrix()
+	cd, _, _, ldc := c.matrix()
+	blas.Sgemm(transA, transB, m, n, k, alpha, ad, lda, bd, ldb, beta, cd, ldc)
+}
+
+// gemmSplit computes a float32 GEMM on w goroutines, each a single-threaded
+// BLAS call on its own block of rows of c, or of columns when c is wider
+// than tall.
+func gemmSplit(w int, transA, transB bool, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
+	m, n, k := gemmShape(transA, transB, a, b, c)
 	byRows := m >= n
 	size := n
 	if byRows {
@@ -164,25 +188,32 @@ func GemmParallel(workers int, transA, transB bool, alpha float32, a, b *Tensor,
 		go func() {
 			defer func() { done <- struct{}{} }()
 			if byRows {
-				var ai *Tensor
+				dim := 0
 				if transA {
-					ai = a.Narrow(1, lo, hi-lo)
-				} else {
-					ai = a.Narrow(0, lo, hi-lo)
+					dim = 1
 				}
-				Gemm(transA, transB, alpha, ai, b, beta, c.Narrow(0, lo, hi-lo))
+				ai := a.Narrow(dim, lo, hi-lo)
+				sgemm(transA, transB, hi-lo, n, k, alpha, ai, b, beta, c.Narrow(0, lo, hi-lo))
 				return
 			}
-			var bi *Tensor
+			dim := 1
 			if transB {
-				bi = b.Narrow(0, lo, hi-lo)
-			} else {
-				bi = b.Narrow(1, lo, hi-lo)
+				dim = 0
 			}
-			Gemm(transA, transB, alpha, a, bi, beta, c.Narrow(1, lo, hi-lo))
+			sgemm(transA, transB, m, hi-lo, k, alpha, a, b.Narrow(dim, lo, hi-lo), beta, c.Narrow(1, lo, hi-lo))
 		}()
 	}
 	for i := 0; i < w; i++ {
 		<-done
 	}
+}
+
+// GemmLibraries names the libraries behind Gemm and GemmParallel, with the
+// CPU kernels they chose, for logs and benchmark headers: for example
+// "oneDNN 2.6.3 (avx512_core_bf16) from 2 MFLOP, OpenBLAS Cooperlake below".
+func GemmLibraries() string {
+	if !dnnl.F32() {
+		return blas.Kernel()
+	}
+	return fmt.Sprintf("%s from %d MFLOP, %s below", dnnl.Version(), minLargeFLOPs>>20, blas.Kernel())
 }

@@ -46,12 +46,12 @@ func promoteHalf(a, b *Tensor) (*Tensor, *Tensor) {
 }
 
 // gemmBF16 is Gemm on checked, non-empty bfloat16 operands: oneDNN's
-// matmul with float32 accumulation into the float32 c.
-func gemmBF16(transA, transB bool, m, n, k int, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
+// matmul on threads threads with float32 accumulation into the float32 c.
+func gemmBF16(threads int, transA, transB bool, m, n, k int, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
 	ad, _, _, lda := a.matrixBits()
 	bd, _, _, ldb := b.matrixBits()
 	cd, _, _, ldc := c.matrix()
-	if err := dnnl.GemmBF16(transA, transB, m, n, k, alpha, ad, lda, bd, ldb, beta, cd, ldc); err != nil {
+	if err := dnnl.GemmBF16(transA, transB, m, n, k, alpha, ad, lda, bd, ldb, beta, cd, ldc, threads); err != nil {
 		panic(fmt.Sprintf("tensor: bfloat16 GEMM: %v", err))
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/gotron/gotron/comm/local"
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/models/gpt"
-	"github.com/gotron/gotron/tensor/blas"
+	"github.com/gotron/gotron/tensor"
 )
 
 // Options say where a run's output goes.
@@ -102,8 +102,8 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 	}
 	res := &Result{ValidLoss: math.NaN(), StartIteration: t.iteration}
 	if log != nil {
-		log.printf("gotron: %d parameters, %s; world %d (%s, %d micro-batches of %d per rank per iteration); %s; BLAS %s, %d thread(s) per rank\n",
-			gpt.NumParameters(a.Model), t.precisionDesc(), world.Size(), layoutDesc(a, t.dp), t.micro, a.MicroBatchSize, ds.desc, blas.Kernel(), t.tape.Workers())
+		log.printf("gotron: %d parameters, %s; world %d (%s, %d micro-batches of %d per rank per iteration); %s; GEMM %s, %d thread(s) per rank\n",
+			gpt.NumParameters(a.Model), t.precisionDesc(), world.Size(), layoutDesc(a, t.dp), t.micro, a.MicroBatchSize, ds.desc, tensor.GemmLibraries(), t.tape.Workers())
 		if t.iteration > 0 {
 			log.printf("gotron: resumed from %s at iteration %d\n", a.Load, t.iteration)
 		}

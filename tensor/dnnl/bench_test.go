@@ -15,11 +15,10 @@ import (
 var gptShapes = [][3]int{{1024, 512, 1536}, {1024, 1536, 512}, {1024, 512, 2048}, {1024, 2048, 512}}
 
 // BenchmarkGemm runs C[m×n] = A[m×k]·B[k×n] on dense row-major operands in
-// bf16 through GemmBF16 and in float32 through blas.Sgemm, at 1 and 2
-// threads (SetThreads and blas.SetThreads), and reports GFLOP/s (2·m·n·k per
-// call).
+// bf16 through GemmBF16, in float32 through GemmF32 and through blas.Sgemm,
+// at 1 and 2 threads (the threads argument and blas.SetThreads), and
+// reports GFLOP/s (2·m·n·k per call).
 func BenchmarkGemm(b *testing.B) {
-	defer SetThreads(Threads())
 	defer blas.SetThreads(blas.Threads())
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, th := range []int{1, 2} {
@@ -40,15 +39,22 @@ func BenchmarkGemm(b *testing.B) {
 				b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			}
 			b.Run("bf16/"+name, func(b *testing.B) {
-				SetThreads(th)
 				for b.Loop() {
-					if err := GemmBF16(false, false, m, n, k, 1, xh, k, yh, n, 0, z, n); err != nil {
+					if err := GemmBF16(false, false, m, n, k, 1, xh, k, yh, n, 0, z, n, th); err != nil {
 						b.Fatal(err)
 					}
 				}
 				gflops(b)
 			})
 			b.Run("float32/"+name, func(b *testing.B) {
+				for b.Loop() {
+					if err := GemmF32(false, false, m, n, k, 1, x, k, y, n, 0, z, n, th); err != nil {
+						b.Fatal(err)
+					}
+				}
+				gflops(b)
+			})
+			b.Run("float32-openblas/"+name, func(b *testing.B) {
 				blas.SetThreads(th)
 				for b.Loop() {
 					blas.Sgemm(false, false, m, n, k, 1, x, k, y, n, 0, z, n)
@@ -69,7 +75,7 @@ func BenchmarkGemmSmall(b *testing.B) {
 				x[i] = 0x3F80 // bf16 1
 			}
 			for b.Loop() {
-				if err := GemmBF16(false, false, n, n, n, 1, x, n, x, n, 0, z, n); err != nil {
+				if err := GemmBF16(false, false, n, n, n, 1, x, n, x, n, 0, z, n, 1); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,6 +1,7 @@
-// Package dnnl is gotron's bfloat16 GEMM: C = alpha·op(A)·op(B) + beta·C with
-// A and B in bfloat16, C in float32 and float32 accumulation, on row-major
-// matrices laid out as for [blas.Sgemm].
+// Package dnnl is gotron's large GEMM on oneDNN: C = alpha·op(A)·op(B) +
+// beta·C with A and B in bfloat16 ([GemmBF16]) or float32 ([GemmF32]), C in
+// float32 and float32 accumulation, on row-major matrices laid out as for
+// [blas.Sgemm].
 //
 // A bfloat16 value is a uint16 holding the top 16 bits of a float32, as
 // [kernels.F32ToBF16] produces and [kernels.BF16ToF32] widens exactly.
@@ -22,6 +23,14 @@
 // the same products (a bf16 product is exact in float32), rounded in another
 // order.
 //
+// GemmF32 is the same primitive on float32 A and B; oneDNN has float32
+// kernels for every x86-64 CPU, so it runs whenever oneDNN is linked ([F32]).
+// Split over two threads it reached 198–219 GFLOP/s on the medium benchmark
+// model's GEMM shapes on this project's 2-core AVX-512 machine, against
+// 148–193 for two goroutines each calling a single-threaded OpenBLAS on half
+// of C, which packs all of the shared operand twice (BenchmarkGemmF32 and
+// tensor's BenchmarkGemmThreads).
+//
 // # Primitive cache and concurrency
 //
 // Creating a oneDNN primitive costs far more than a small GEMM, so the cgo
@@ -35,10 +44,9 @@
 //
 // # Threads
 //
-// Debian's oneDNN runs on OpenMP. gotron splits work across goroutines itself,
-// so each call uses 1 OpenMP thread unless [SetThreads] says otherwise. The
-// count is a per-OS-thread OpenMP setting, so every call sets it on the OS
-// thread it runs on; with more than 1, each OS thread that calls GemmBF16
-// starts its own OpenMP team, whose idle threads spin briefly after each call
-// (OMP_WAIT_POLICY=passive stops that).
+// Debian's oneDNN runs on OpenMP. Each call says how many threads it runs
+// on; the count is a per-OS-thread OpenMP setting, so every call sets it on
+// the OS thread it runs on, and primitives are cached per count. With more
+// than 1, each OS thread that calls starts its own OpenMP team, whose idle
+// threads spin briefly after each call (OMP_WAIT_POLICY=passive stops that).
 package dnnl

@@ -9,7 +9,8 @@ import (
 )
 
 // GemmBF16 computes C = alpha·op(A)·op(B) + beta·C with A and B in bfloat16
-// and C in float32, accumulating in float32. op(X) is X or Xᵀ as transA and
+// and C in float32, accumulating in float32, on threads OpenMP threads
+// (below 1 means 1). op(X) is X or Xᵀ as transA and
 // transB say: A is stored m×k (k×m if transA) with row stride lda, B is stored
 // k×n (n×k if transB) with row stride ldb, and C is m×n with row stride ldc.
 // With beta == 0, C is overwritten (NaNs in C do not propagate); with
@@ -18,29 +19,55 @@ import (
 // A negative size, a leading dimension below the stored width, or a slice
 // too short for its shape is reported as an error before anything is read or
 // written; so is any failure inside oneDNN, naming the call and its status.
-func GemmBF16(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int) error {
+func GemmBF16(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int, threads int) error {
+	if run, err := check(transA, transB, m, n, k, alpha, len(a), lda, len(b), ldb, beta, c, ldc); !run {
+		return err
+	}
+	return gemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, max(threads, 1))
+}
+
+// GemmF32 is GemmBF16 with A and B in float32: oneDNN's float32 matmul on
+// threads OpenMP threads when [F32] reports it, else blas.Sgemm on blas's
+// own threads. Its arguments are checked, and errors reported, as
+// GemmBF16's.
+//
+// oneDNN computes each element of C as one float32 sum over k, whatever the
+// thread count, except when m·n is too small to keep the threads busy; it
+// may then split k between them, which changes the order of the sum.
+func GemmF32(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, threads int) error {
+	if run, err := check(transA, transB, m, n, k, alpha, len(a), lda, len(b), ldb, beta, c, ldc); !run {
+		return err
+	}
+	return gemmF32(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, max(threads, 1))
+}
+
+// check validates a GEMM's arguments (na and nb are the lengths of A and B)
+// and settles the cases that need no product: an empty C, and k == 0 or
+// alpha == 0 (C = beta·C). It reports whether the product must still run,
+// and the error that stops it.
+func check(transA, transB bool, m, n, k int, alpha float32, na, lda, nb, ldb int, beta float32, c []float32, ldc int) (run bool, err error) {
 	if m < 0 || n < 0 || k < 0 {
-		return fmt.Errorf("dnnl: negative size m=%d n=%d k=%d", m, n, k)
+		return false, fmt.Errorf("dnnl: negative size m=%d n=%d k=%d", m, n, k)
 	}
 	if m == 0 || n == 0 {
-		return nil
+		return false, nil
 	}
 	if err := blas.CheckMatrix("C", len(c), m, n, ldc); err != nil {
-		return fmt.Errorf("dnnl: %w", err)
+		return false, fmt.Errorf("dnnl: %w", err)
 	}
 	if k == 0 || alpha == 0 {
 		blas.ScaleC(c, m, n, ldc, beta)
-		return nil
+		return false, nil
 	}
 	ar, ac := blas.Stored(transA, m, k)
 	br, bc := blas.Stored(transB, k, n)
-	if err := blas.CheckMatrix("A", len(a), ar, ac, lda); err != nil {
-		return fmt.Errorf("dnnl: %w", err)
+	if err := blas.CheckMatrix("A", na, ar, ac, lda); err != nil {
+		return false, fmt.Errorf("dnnl: %w", err)
 	}
-	if err := blas.CheckMatrix("B", len(b), br, bc, ldb); err != nil {
-		return fmt.Errorf("dnnl: %w", err)
+	if err := blas.CheckMatrix("B", nb, br, bc, ldb); err != nil {
+		return false, fmt.Errorf("dnnl: %w", err)
 	}
-	return gemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	return true, nil
 }
 
 // widePool recycles the float32 copies gemmWidened makes.

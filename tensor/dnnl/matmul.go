@@ -67,9 +67,10 @@ static void gt_threads(int n) {
 }
 
 // gt_create builds the row-major GEMM C[m×n] = alpha·op(A)·op(B) + beta·C:
-// A, B bf16 and C f32, with the transposes and leading dimensions as strides.
+// A and B f32 (f32 set) or bf16, C f32, with the transposes and leading
+// dimensions as strides.
 static dnnl_status_t gt_create(int64_t m, int64_t n, int64_t k, int ta, int tb,
-		int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta, int nthr,
+		int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta, int nthr, int f32,
 		gt_gemm **out, const char **where) {
 	dnnl_status_t st = dnnl_success;
 	dnnl_primitive_attr_t attr = NULL;
@@ -83,8 +84,9 @@ static dnnl_status_t gt_create(int64_t m, int64_t n, int64_t k, int ta, int tb,
 	if (ta) { as[0] = 1; as[1] = lda; }
 	if (tb) { bs[0] = 1; bs[1] = ldb; }
 	gt_threads(nthr);
-	GT_TRY(dnnl_memory_desc_init_by_strides, (&g->a, 2, ad, dnnl_bf16, as));
-	GT_TRY(dnnl_memory_desc_init_by_strides, (&g->b, 2, bd, dnnl_bf16, bs));
+	dnnl_data_type_t src = f32 ? dnnl_f32 : dnnl_bf16;
+	GT_TRY(dnnl_memory_desc_init_by_strides, (&g->a, 2, ad, src, as));
+	GT_TRY(dnnl_memory_desc_init_by_strides, (&g->b, 2, bd, src, bs));
 	GT_TRY(dnnl_memory_desc_init_by_strides, (&g->c, 2, cd, dnnl_f32, cs));
 	GT_TRY(dnnl_matmul_desc_init, (&md, &g->a, &g->b, NULL, &g->c));
 	GT_TRY(dnnl_primitive_attr_create, (&attr));
@@ -170,8 +172,9 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
 	"unsafe"
+
+	"github.com/gotron/gotron/tensor/blas"
 )
 
 // key names one cached primitive.
@@ -179,7 +182,8 @@ type key struct {
 	m, n, k, lda, ldb, ldc int
 	transA, transB         bool
 	alpha, beta            uint32 // float32 bits
-	threads                int
+	threads                int    // OpenMP threads
+	f32                    bool   // float32 A and B, else bfloat16
 }
 
 var (
@@ -187,8 +191,6 @@ var (
 		sync.RWMutex
 		m map[key]*C.gt_gemm
 	}{m: map[key]*C.gt_gemm{}}
-
-	threads atomic.Int64 // OpenMP threads per call; 0 means 1
 
 	engineErr = sync.OnceValue(func() error {
 		var where *C.char
@@ -213,32 +215,73 @@ func statusErr(st C.dnnl_status_t, where *C.char) error {
 // float32 and calls blas.Sgemm.
 func Available() bool { return native() }
 
-// SetThreads sets the OpenMP threads each oneDNN GEMM runs on (1 by default;
-// n < 1 means 1). It takes effect for the next call on every OS thread;
-// primitives are cached per thread count. It does not touch blas's pool,
-// which the float32 fallback uses.
-func SetThreads(n int) {
-	threads.Store(int64(max(n, 1)))
+// F32 reports whether GemmF32 runs on oneDNN (this build links it and its
+// CPU engine starts); when it is false GemmF32 calls blas.Sgemm.
+func F32() bool { return engineErr() == nil }
+
+// Version names the library behind the GEMMs and the instruction set it
+// dispatches to, for example "oneDNN 2.6.3 (avx512_core_bf16)".
+func Version() string {
+	if engineErr() != nil {
+		return "oneDNN unavailable: " + engineErr().Error()
+	}
+	v := C.dnnl_version()
+	return fmt.Sprintf("oneDNN %d.%d.%d (%s)", int(v.major), int(v.minor), int(v.patch), isaName(C.dnnl_get_effective_cpu_isa()))
 }
 
-// Threads reports the OpenMP threads each oneDNN GEMM runs on.
-func Threads() int { return int(max(threads.Load(), 1)) }
+// isaName names a oneDNN CPU ISA.
+func isaName(isa C.dnnl_cpu_isa_t) string {
+	switch isa {
+	case C.dnnl_cpu_isa_sse41:
+		return "sse41"
+	case C.dnnl_cpu_isa_avx:
+		return "avx"
+	case C.dnnl_cpu_isa_avx2:
+		return "avx2"
+	case C.dnnl_cpu_isa_avx2_vnni:
+		return "avx2_vnni"
+	case C.dnnl_cpu_isa_avx512_core:
+		return "avx512_core"
+	case C.dnnl_cpu_isa_avx512_core_vnni:
+		return "avx512_core_vnni"
+	case C.dnnl_cpu_isa_avx512_core_bf16:
+		return "avx512_core_bf16"
+	case C.dnnl_cpu_isa_avx512_core_amx:
+		return "avx512_core_amx"
+	}
+	return fmt.Sprintf("isa %#x", int(isa))
+}
 
 // gemm is GemmBF16 on checked arguments with m, n, k ≥ 1 and alpha ≠ 0.
-func gemm(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int) error {
+func gemm(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int, threads int) error {
 	if !native() {
 		if err := engineErr(); err != nil {
 			return err
 		}
 		return gemmWidened(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 	}
-	nthr := Threads()
-	g, err := primitive(key{m, n, k, lda, ldb, ldc, transA, transB, math.Float32bits(alpha), math.Float32bits(beta), nthr})
+	return run(key{m, n, k, lda, ldb, ldc, transA, transB, math.Float32bits(alpha), math.Float32bits(beta), threads, false},
+		unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), unsafe.Pointer(&c[0]))
+}
+
+// gemmF32 is GemmF32 on checked arguments with m, n, k ≥ 1 and alpha ≠ 0.
+func gemmF32(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, threads int) error {
+	if !F32() {
+		blas.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return nil
+	}
+	return run(key{m, n, k, lda, ldb, ldc, transA, transB, math.Float32bits(alpha), math.Float32bits(beta), threads, true},
+		unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), unsafe.Pointer(&c[0]))
+}
+
+// run executes the cached primitive for kk on a, b and c.
+func run(kk key, a, b, c unsafe.Pointer) error {
+	g, err := primitive(kk)
 	if err != nil {
 		return err
 	}
 	var where *C.char
-	st := C.gt_exec(g, unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), unsafe.Pointer(&c[0]), C.int(nthr), &where)
+	st := C.gt_exec(g, a, b, c, C.int(kk.threads), &where)
 	return statusErr(st, where)
 }
 
@@ -254,7 +297,7 @@ func primitive(kk key) (*C.gt_gemm, error) {
 	var where *C.char
 	st := C.gt_create(C.int64_t(kk.m), C.int64_t(kk.n), C.int64_t(kk.k), cBool(kk.transA), cBool(kk.transB),
 		C.int64_t(kk.lda), C.int64_t(kk.ldb), C.int64_t(kk.ldc),
-		C.float(math.Float32frombits(kk.alpha)), C.float(math.Float32frombits(kk.beta)), C.int(kk.threads), &g, &where)
+		C.float(math.Float32frombits(kk.alpha)), C.float(math.Float32frombits(kk.beta)), C.int(kk.threads), cBool(kk.f32), &g, &where)
 	if err := statusErr(st, where); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,17 +12,20 @@ import (
 	"github.com/gotron/gotron/tensor/kernels"
 )
 
-// gemmCase is one GemmBF16 call: the shape, the layout and alpha, beta.
+// gemmCase is one GemmBF16 call, or GemmF32 call if f32: the shape, the
+// layout, alpha, beta and the threads.
 type gemmCase struct {
 	transA, transB bool
 	m, n, k        int
 	lda, ldb, ldc  int
 	alpha, beta    float32
+	f32            bool
+	threads        int
 }
 
 func (tc gemmCase) String() string {
-	return fmt.Sprintf("m=%d,n=%d,k=%d,tA=%v,tB=%v,ld=%d/%d/%d,alpha=%g,beta=%g",
-		tc.m, tc.n, tc.k, tc.transA, tc.transB, tc.lda, tc.ldb, tc.ldc, tc.alpha, tc.beta)
+	return fmt.Sprintf("m=%d,n=%d,k=%d,tA=%v,tB=%v,ld=%d/%d/%d,alpha=%g,beta=%g,f32=%v,threads=%d",
+		tc.m, tc.n, tc.k, tc.transA, tc.transB, tc.lda, tc.ldb, tc.ldc, tc.alpha, tc.beta, tc.f32, tc.threads)
 }
 
 // dims returns the stored rows and columns of A and B.
@@ -36,21 +40,24 @@ func (tc gemmCase) dims() (ar, ac, br, bc int) {
 	return
 }
 
-// operands fills A and B with bf16-rounded normal values and C with normal
-// values, each slice exactly (rows−1)·ld + cols long; C's padding holds a
-// sentinel that GemmBF16 must not touch.
-func (tc gemmCase) operands(r *rand.Rand) (a, b []uint16, c []float32) {
+// operands fills A and B with normal values (rounded to bf16 unless f32)
+// and C with normal values, each slice exactly (rows−1)·ld + cols long;
+// C's padding holds a sentinel that the GEMM must not touch.
+func (tc gemmCase) operands(r *rand.Rand) (a, b, c []float32) {
 	ar, ac, br, bc := tc.dims()
-	bf16 := func(n int) []uint16 {
+	fill := func(n int) []float32 {
 		f := make([]float32, n)
 		for i := range f {
 			f[i] = float32(r.NormFloat64())
 		}
-		h := make([]uint16, n)
-		kernels.F32ToBF16(h, f)
-		return h
+		if !tc.f32 {
+			h := make([]uint16, n)
+			kernels.F32ToBF16(h, f)
+			kernels.BF16ToF32(f, h)
+		}
+		return f
 	}
-	a, b = bf16((ar-1)*tc.lda+ac), bf16((br-1)*tc.ldb+bc)
+	a, b = fill((ar-1)*tc.lda+ac), fill((br-1)*tc.ldb+bc)
 	c = make([]float32, (tc.m-1)*tc.ldc+tc.n)
 	for i := range c {
 		c[i] = padSentinel
@@ -63,14 +70,11 @@ func (tc gemmCase) operands(r *rand.Rand) (a, b []uint16, c []float32) {
 
 const padSentinel = 12345.5
 
-// reference computes alpha·op(A)·op(B) + beta·C in float64 on the widened
-// inputs, and for each element the bound 1e-5·√k·(|alpha|·Σ|a||b| + |beta·c|):
-// float32 accumulation over k exact products typically errs by about
-// √k·2⁻²⁴ of Σ|a||b|, and the bound allows a hundredfold margin.
-func (tc gemmCase) reference(a, b []uint16, c []float32) (want, tol []float64) {
-	wa, wb := make([]float32, len(a)), make([]float32, len(b))
-	kernels.BF16ToF32(wa, a)
-	kernels.BF16ToF32(wb, b)
+// reference computes alpha·op(A)·op(B) + beta·C in float64, and for each
+// element the bound 1e-5·√k·(|alpha|·Σ|a||b| + |beta·c|): float32
+// accumulation over k products typically errs by about √k·2⁻²⁴ of Σ|a||b|,
+// and the bound allows a hundredfold margin.
+func (tc gemmCase) reference(wa, wb, c []float32) (want, tol []float64) {
 	want, tol = make([]float64, len(c)), make([]float64, len(c))
 	for i := range tc.m {
 		for j := range tc.n {
@@ -95,12 +99,12 @@ func (tc gemmCase) reference(a, b []uint16, c []float32) (want, tol []float64) {
 	return want, tol
 }
 
-// run calls GemmBF16 on fresh operands and compares C with the reference,
-// and C's padding with the sentinel.
+// run calls GemmBF16 (or GemmF32) on fresh operands and compares C with the
+// reference, and C's padding with the sentinel.
 func (tc gemmCase) run(r *rand.Rand) error {
 	a, b, c := tc.operands(r)
 	want, tol := tc.reference(a, b, c)
-	if err := GemmBF16(tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, a, tc.lda, b, tc.ldb, tc.beta, c, tc.ldc); err != nil {
+	if err := tc.call(a, b, c); err != nil {
 		return err
 	}
 	for i, got := range c {
@@ -117,16 +121,27 @@ func (tc gemmCase) run(r *rand.Rand) error {
 	return nil
 }
 
+// call runs the case's GEMM on a, b (bf16-representable unless f32) and c.
+func (tc gemmCase) call(a, b, c []float32) error {
+	if tc.f32 {
+		return GemmF32(tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, a, tc.lda, b, tc.ldb, tc.beta, c, tc.ldc, tc.threads)
+	}
+	ha, hb := make([]uint16, len(a)), make([]uint16, len(b))
+	kernels.F32ToBF16(ha, a)
+	kernels.F32ToBF16(hb, b)
+	return GemmBF16(tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, ha, tc.lda, hb, tc.ldb, tc.beta, c, tc.ldc, tc.threads)
+}
+
 // cases lists every shape × transpose pair × layout (dense, padded leading
-// dimensions) × (alpha, beta).
-func cases() []gemmCase {
+// dimensions) × (alpha, beta), in bf16 or float32 as f32 says, on 1 thread.
+func cases(f32 bool) []gemmCase {
 	var out []gemmCase
 	for _, s := range [][3]int{{1, 1, 1}, {3, 5, 7}, {64, 96, 128}, {257, 129, 65}} {
 		for _, ta := range []bool{false, true} {
 			for _, tb := range []bool{false, true} {
 				for _, pad := range []int{0, 3} {
 					for _, ab := range [][2]float32{{1, 0}, {0.5, 1}, {2, -1}} {
-						tc := gemmCase{transA: ta, transB: tb, m: s[0], n: s[1], k: s[2], alpha: ab[0], beta: ab[1]}
+						tc := gemmCase{transA: ta, transB: tb, m: s[0], n: s[1], k: s[2], alpha: ab[0], beta: ab[1], f32: f32, threads: 1}
 						_, ac, _, bc := tc.dims()
 						tc.lda, tc.ldb, tc.ldc = ac+pad, bc+2*pad, tc.n+pad+1
 						if pad == 0 {
@@ -141,32 +156,65 @@ func cases() []gemmCase {
 	return out
 }
 
-func TestGemmBF16MatchesReference(t *testing.T) {
-	t.Logf("oneDNN available: %v, threads %d", Available(), Threads())
+func TestGemmMatchesReference(t *testing.T) {
+	t.Logf("%s; bf16 on oneDNN: %v, float32 on oneDNN: %v", Version(), Available(), F32())
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, tc := range cases() {
-		if err := tc.run(r); err != nil {
-			t.Errorf("%v: %v", tc, err)
+	for _, f32 := range []bool{false, true} {
+		for _, tc := range cases(f32) {
+			if err := tc.run(r); err != nil {
+				t.Errorf("%v: %v", tc, err)
+			}
 		}
 	}
 }
 
-func TestGemmBF16TwoThreads(t *testing.T) {
-	defer SetThreads(Threads())
-	SetThreads(2)
+func TestGemmTwoThreads(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, tc := range []gemmCase{
-		{m: 257, n: 129, k: 65, lda: 65, ldb: 129, ldc: 129, alpha: 1},
-		{transA: true, transB: true, m: 64, n: 96, k: 128, lda: 67, ldb: 131, ldc: 99, alpha: 2, beta: -1},
-	} {
-		if err := tc.run(r); err != nil {
-			t.Errorf("%v: %v", tc, err)
+	for _, f32 := range []bool{false, true} {
+		for _, tc := range []gemmCase{
+			{m: 257, n: 129, k: 65, lda: 65, ldb: 129, ldc: 129, alpha: 1},
+			{transA: true, transB: true, m: 64, n: 96, k: 128, lda: 67, ldb: 131, ldc: 99, alpha: 2, beta: -1},
+			{transA: true, m: 512, n: 256, k: 1024, lda: 512, ldb: 256, ldc: 256, alpha: 1, beta: 1},
+		} {
+			tc.f32, tc.threads = f32, 2
+			if err := tc.run(r); err != nil {
+				t.Errorf("%v: %v", tc, err)
+			}
 		}
 	}
 }
 
-func TestGemmBF16Concurrent(t *testing.T) {
-	all := cases()
+// TestGemmF32ThreadsSameBits checks that two threads give one thread's bits
+// on the shapes of a GPT layer, where m·n keeps both threads busy without
+// splitting k.
+func TestGemmF32ThreadsSameBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, tc := range []gemmCase{
+		{m: 1024, n: 768, k: 256, transB: true},
+		{m: 1024, n: 256, k: 768},
+		{m: 768, n: 256, k: 1024, transA: true},
+		{m: 256, n: 256, k: 1024, transA: true},
+	} {
+		_, ac, _, bc := tc.dims()
+		tc.lda, tc.ldb, tc.ldc, tc.alpha, tc.f32 = ac, bc, tc.n, 1, true
+		a, b, c1 := tc.operands(r)
+		c2 := slices.Clone(c1)
+		tc.threads = 1
+		if err := tc.call(a, b, c1); err != nil {
+			t.Fatal(err)
+		}
+		tc.threads = 2
+		if err := tc.call(a, b, c2); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(c1, c2) {
+			t.Errorf("%v: two threads give other bits than one", tc)
+		}
+	}
+}
+
+func TestGemmConcurrent(t *testing.T) {
+	all := append(cases(false), cases(true)...)
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for g := range 4 {
@@ -192,28 +240,41 @@ func TestGemmBF16Concurrent(t *testing.T) {
 func TestGemmBF16BetaZeroOverwritesNaN(t *testing.T) {
 	one, two := uint16(0x3F80), uint16(0x4000) // bf16 1 and 2
 	c := []float32{float32(math.NaN()), float32(math.NaN())}
-	if err := GemmBF16(false, false, 1, 2, 1, 1, []uint16{two}, 1, []uint16{one, two}, 2, 0, c, 2); err != nil {
+	if err := GemmBF16(false, false, 1, 2, 1, 1, []uint16{two}, 1, []uint16{one, two}, 2, 0, c, 2, 1); err != nil {
 		t.Fatal(err)
 	}
 	if c[0] != 2 || c[1] != 4 {
 		t.Fatalf("C = %v, want [2 4]", c)
+	}
+	c = []float32{float32(math.NaN()), float32(math.NaN())}
+	if err := GemmF32(false, false, 1, 2, 1, 1, []float32{2}, 1, []float32{1, 2}, 2, 0, c, 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	if c[0] != 2 || c[1] != 4 {
+		t.Fatalf("float32: C = %v, want [2 4]", c)
 	}
 }
 
 func TestGemmBF16DegenerateShapes(t *testing.T) {
 	c := []float32{1, 2, 3, 4}
 	// k == 0 and alpha == 0 scale C by beta without reading A or B.
-	if err := GemmBF16(false, false, 2, 2, 0, 1, nil, 0, nil, 2, 0.5, c, 2); err != nil {
+	if err := GemmBF16(false, false, 2, 2, 0, 1, nil, 0, nil, 2, 0.5, c, 2, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := GemmBF16(true, true, 2, 2, 3, 0, nil, 0, nil, 0, 2, c, 2); err != nil {
+	if err := GemmBF16(true, true, 2, 2, 3, 0, nil, 0, nil, 0, 2, c, 2, 1); err != nil {
 		t.Fatal(err)
 	}
-	if c[0] != 1 || c[3] != 4 {
-		t.Fatalf("C = %v, want [1 2 3 4]", c)
+	if err := GemmF32(false, false, 2, 2, 0, 1, nil, 0, nil, 2, 3, c, 2, 2); err != nil {
+		t.Fatal(err)
 	}
-	if err := GemmBF16(false, false, 0, 5, 5, 1, nil, 0, nil, 0, 0, nil, 0); err != nil {
+	if c[0] != 3 || c[3] != 12 {
+		t.Fatalf("C = %v, want [3 6 9 12]", c)
+	}
+	if err := GemmBF16(false, false, 0, 5, 5, 1, nil, 0, nil, 0, 0, nil, 0, 1); err != nil {
 		t.Fatalf("m == 0: %v", err)
+	}
+	if err := GemmF32(false, false, 5, 0, 5, 1, nil, 0, nil, 0, 0, nil, 0, 1); err != nil {
+		t.Fatalf("float32, n == 0: %v", err)
 	}
 }
 
@@ -239,9 +300,17 @@ func TestGemmBF16ReportsBadArguments(t *testing.T) {
 		{name: "huge ld", want: "too large", m: 2, n: 4, k: 3, a: a, lda: math.MaxInt, b: b, ldb: 4, c: c, ldc: 4},
 		{name: "negative k", want: "negative size", m: 2, n: 4, k: -1, a: a, lda: 3, b: b, ldb: 4, c: c, ldc: 4},
 	} {
-		err := GemmBF16(tc.transA, tc.transB, tc.m, tc.n, tc.k, 1, tc.a, tc.lda, tc.b, tc.ldb, 0, tc.c, tc.ldc)
+		err := GemmBF16(tc.transA, tc.transB, tc.m, tc.n, tc.k, 1, tc.a, tc.lda, tc.b, tc.ldb, 0, tc.c, tc.ldc, 1)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want one containing %q", tc.name, err, tc.want)
+		}
+		fa, fb := make([]float32, len(tc.a)), make([]float32, len(tc.b))
+		if tc.a == nil {
+			fa = nil
+		}
+		err = GemmF32(tc.transA, tc.transB, tc.m, tc.n, tc.k, 1, fa, tc.lda, fb, tc.ldb, 0, tc.c, tc.ldc, 2)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("float32, %s: err = %v, want one containing %q", tc.name, err, tc.want)
 		}
 	}
 }

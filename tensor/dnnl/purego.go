@@ -2,18 +2,26 @@
 
 package dnnl
 
+import "github.com/gotron/gotron/tensor/blas"
+
 // Available reports false: this build has no oneDNN, and GemmBF16 widens to
 // float32 and calls blas.Sgemm.
 func Available() bool { return false }
 
-// SetThreads is a no-op in this build: the float32 fallback runs on blas,
-// whose threads blas.SetThreads sets.
-func SetThreads(n int) {}
+// F32 reports false: this build has no oneDNN, and GemmF32 calls
+// blas.Sgemm.
+func F32() bool { return false }
 
-// Threads reports 1: this build runs no oneDNN threads.
-func Threads() int { return 1 }
+// Version says that this build has no oneDNN.
+func Version() string { return "oneDNN not in this build" }
 
 // gemm is GemmBF16 on checked arguments with m, n, k ≥ 1 and alpha ≠ 0.
-func gemm(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int) error {
+func gemm(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int, threads int) error {
 	return gemmWidened(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// gemmF32 is GemmF32 on checked arguments with m, n, k ≥ 1 and alpha ≠ 0.
+func gemmF32(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, threads int) error {
+	blas.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	return nil
 }
