@@ -3,6 +3,7 @@ package train
 import (
 	"bytes"
 	"fmt"
+	"path"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -49,6 +50,13 @@ func (b Breakdown) String() string {
 //   - other kernels: package tensor/kernels (layer norm, GELU, the loss's
 //     softmax, conversions);
 //   - runtime and other: the rest (garbage collection, scheduling, glue).
+//
+// A thread the Go runtime did not start has no Go frames: its samples are
+// runtime._ExternalCode over the library the PC was in, as "[file]"
+// frames ("[unknown]" for code outside every mapping, such as oneDNN's
+// JIT kernels). OpenMP's threads (libgomp), oneDNN and JIT code are the
+// GEMM's extra threads, their spin-wait between GEMMs included; MPI's
+// libraries are communication.
 func phaseOf(frames []string) string {
 	for _, f := range frames {
 		switch {
@@ -72,6 +80,10 @@ func phaseOf(frames []string) string {
 			return "allocation"
 		case strings.Contains(f, "gotron/tensor/kernels."):
 			return "other kernels"
+		case strings.HasPrefix(f, "[libgomp"), strings.HasPrefix(f, "[libdnnl"), f == "[unknown]":
+			return "GEMM"
+		case strings.HasPrefix(f, "[libmpi"), strings.HasPrefix(f, "[libopen-"), strings.HasPrefix(f, "[mca_"):
+			return "communication"
 		}
 	}
 	return "runtime and other"
@@ -97,10 +109,15 @@ func breakdownOf(raw []byte) (Breakdown, error) {
 	for _, s := range p.Sample {
 		frames = frames[:0]
 		for _, loc := range s.Location {
+			named := false
 			for _, l := range loc.Line {
-				if l.Function != nil {
+				if l.Function != nil && l.Function.Name != "" {
 					frames = append(frames, l.Function.Name)
+					named = true
 				}
+			}
+			if !named {
+				frames = append(frames, libraryFrame(loc.Mapping))
 			}
 		}
 		d := time.Duration(s.Value[ti])
@@ -108,6 +125,15 @@ func breakdownOf(raw []byte) (Breakdown, error) {
 		b.Total += d
 	}
 	return b, nil
+}
+
+// libraryFrame names a location without symbols by its mapping's file:
+// "[libgomp.so.1.0.0]", or "[unknown]" outside every mapping.
+func libraryFrame(m *profile.Mapping) string {
+	if m == nil || m.File == "" {
+		return "[unknown]"
+	}
+	return "[" + path.Base(m.File) + "]"
 }
 
 // cpuProfile is a CPU profile of a stretch of a benchmark, kept in memory

@@ -24,6 +24,10 @@ func TestPhaseOf(t *testing.T) {
 		{[]string{"runtime.gcDrain", "runtime.gcBgMarkWorker"}, "runtime and other"},
 		{append([]string{"github.com/gotron/gotron/tensor/kernels.geluForward16"}, root...), "other kernels"},
 		{append([]string{"github.com/gotron/gotron/train.(*trainer).step"}, root...), "runtime and other"},
+		{[]string{"[libgomp.so.1.0.0]", "runtime._ExternalCode"}, "GEMM"},
+		{[]string{"[unknown]", "runtime._ExternalCode"}, "GEMM"},
+		{[]string{"[libopen-pal.so.40.30.2]", "runtime._ExternalCode"}, "communication"},
+		{[]string{"[libc.so.6]", "runtime._ExternalCode"}, "runtime and other"},
 	} {
 		if got := phaseOf(c.frames); got != c.want {
 			t.Errorf("%v: %s, want %s", c.frames, got, c.want)
