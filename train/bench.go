@@ -111,6 +111,9 @@ type BenchResult struct {
 	// the distributed optimizer's parameter all-gather (0 without it):
 	// benchOptimizerStep.
 	AdamMS, GatherMS float64
+	// FirstMS is the time of the first (warm-up, untimed) iteration on
+	// world rank 0: the cost of a cold start beside StepMS.
+	FirstMS float64
 }
 
 // Bench trains each configuration on mock data for o.Iters timed
@@ -220,16 +223,16 @@ func bench(ctx context.Context, w io.Writer, o BenchOptions, args []Args, n, loc
 	}
 	fmt.Fprintf(w, "gotron bench: %s, %d core(s), %s, GEMM %s (OPENBLAS_CORETYPE=%q), %s\n",
 		layout, threadsOr(o.Threads), benchPrecision(o), tensor.GemmLibraries(), os.Getenv("OPENBLAS_CORETYPE"), time.Now().Format("2006-01-02"))
-	fmt.Fprintf(w, "%-8s %7s %7s %6s %5s %6s %5s %12s %10s %12s %10s %8s %8s %8s %8s %9s %9s\n", "config", "layers", "hidden", "heads", "seq", "vocab", "micro",
-		"tokens/s", "GFLOP/s", "peak MiB", "step ms", "bubble", "theory", "idle", "buckets", "adam ms", "gather ms")
+	fmt.Fprintf(w, "%-8s %7s %7s %6s %5s %6s %5s %12s %10s %12s %10s %8s %8s %8s %8s %9s %9s %9s\n", "config", "layers", "hidden", "heads", "seq", "vocab", "micro",
+		"tokens/s", "GFLOP/s", "peak MiB", "step ms", "bubble", "theory", "idle", "buckets", "adam ms", "gather ms", "first ms")
 	for i, a := range args {
 		c := benchConfigs[o.Configs[i]]
 		r, err := benchOne(ctx, c, a, n, localRanks, o.Breakdown, run)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%-8s %7d %7d %6d %5d %6d %5d %12.0f %10.1f %12.0f %10.1f %7.1f%% %7.1f%% %7.1f%% %8d %9.1f %9.1f\n", c.Name, c.Layers, c.Hidden, c.Heads, c.Seq, c.Vocab, c.MicroBatch,
-			r.TokensPerS, r.GFLOPs, float64(r.PeakRSS)/(1<<20), r.StepMS, 100*r.Bubble, 100*r.TheoreticalBubble, 100*r.Idle, r.Buckets, r.AdamMS, r.GatherMS)
+		fmt.Fprintf(w, "%-8s %7d %7d %6d %5d %6d %5d %12.0f %10.1f %12.0f %10.1f %7.1f%% %7.1f%% %7.1f%% %8d %9.1f %9.1f %9.1f\n", c.Name, c.Layers, c.Hidden, c.Heads, c.Seq, c.Vocab, c.MicroBatch,
+			r.TokensPerS, r.GFLOPs, float64(r.PeakRSS)/(1<<20), r.StepMS, 100*r.Bubble, 100*r.TheoreticalBubble, 100*r.Idle, r.Buckets, r.AdamMS, r.GatherMS, r.FirstMS)
 		if r.Phases != nil {
 			fmt.Fprintf(w, "phases of %s (CPU time of the timed iterations, %s in all): %v\n", c.Name, r.Phases.Total.Round(time.Millisecond), r.Phases)
 		}
@@ -304,7 +307,7 @@ func benchOne(ctx context.Context, c BenchConfig, a Args, n, localRanks int, bre
 	debug.FreeOSMemory()
 	resetPeakRSS()
 	var steps []time.Duration
-	var adam, gather time.Duration
+	var first, adam, gather time.Duration
 	var bub, idle float64
 	var buckets int
 	optSteps := a.TrainIters - 1
@@ -331,8 +334,12 @@ func benchOne(ctx context.Context, c BenchConfig, a Args, n, localRanks int, bre
 			if err != nil {
 				return err
 			}
-			if t.iteration > 1 && g.Rank() == 0 { // the first iteration warms up
-				steps = append(steps, r.elapsed)
+			if g.Rank() == 0 {
+				if t.iteration > 1 {
+					steps = append(steps, r.elapsed)
+				} else { // the first iteration warms up
+					first = r.elapsed
+				}
 			}
 			if breakdown && g.Rank() == 0 {
 				switch t.iteration {
@@ -382,7 +389,7 @@ func benchOne(ctx context.Context, c BenchConfig, a Args, n, localRanks int, bre
 	tokens := c.MicroBatch * c.Seq * m * a.DataParallelSize(n)
 	res := BenchResult{Config: c, TokensPerS: float64(tokens) / avg.Seconds(), GFLOPs: c.FLOPs(tokens) / avg.Seconds() / 1e9,
 		PeakRSS: peakRSS(), StepMS: ms(total, len(steps)), Bubble: bub, Idle: idle, Buckets: buckets,
-		AdamMS: ms(adam, optSteps), GatherMS: ms(gather, optSteps)}
+		AdamMS: ms(adam, optSteps), GatherMS: ms(gather, optSteps), FirstMS: ms(first, 1)}
 	if p > 1 {
 		res.TheoreticalBubble = theoreticalBubble(p, a.Model.NumModelChunks(), m)
 	}

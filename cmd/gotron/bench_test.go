@@ -82,10 +82,13 @@ func TestBenchDataParallel(t *testing.T) {
 	if len(lines) != 3 || !strings.Contains(lines[0], "data parallel 2") || !strings.Contains(lines[0], "distributed optimizer with overlapped parameter all-gather") {
 		t.Fatalf("want a header, the column names and one line:\n%s", out)
 	}
-	// The last three columns: buckets, adam ms, gather ms.
+	// The last four columns: buckets, adam ms, gather ms, first ms.
 	v := strings.Fields(lines[2])
-	if !strings.HasSuffix(lines[1], "buckets   adam ms gather ms") || len(v) != 17 {
-		t.Fatalf("want 17 columns ending in buckets, adam ms and gather ms:\n%s", out)
+	if !strings.HasSuffix(lines[1], "buckets   adam ms gather ms  first ms") || len(v) != 18 {
+		t.Fatalf("want 18 columns ending in buckets, adam ms, gather ms and first ms:\n%s", out)
+	}
+	if v[17] == "0.0" {
+		t.Errorf("the first iteration was not timed:\n%s", out)
 	}
 	if v[14] != "8" {
 		t.Errorf("buckets %s, want 8 (the small model's 3.2M elements in buckets of 300000):\n%s", v[14], out)

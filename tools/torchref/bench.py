@@ -29,7 +29,11 @@ kernels (ATEN_CPU_CAPABILITY=avx512; this build picks AVX2 here: GELU gets faste
 softmax, AdamW and adds slower), OMP_WAIT_POLICY=ACTIVE or PASSIVE (passive is slower),
 OMP_PROC_BIND/OMP_PLACES (2x slower: threads created later inherit the first core),
 torch.set_flush_denormal, AdamW(foreach=True), torch.backends.mkldnn off (fp32 Linear
-runs on BLAS in 1.13 either way), tcmalloc instead of jemalloc, jemalloc thp:always (no
+runs on BLAS in 1.13 either way). This build has oneDNN (MKL-DNN 2.6.3, the version gotron
+uses for its large GEMMs), but 1.13 gives an fp32 training step no way onto it: its
+mkldnn_linear takes only MKL-DNN-layout tensors ("Could not run 'aten::mkldnn_linear' with
+arguments from the 'CPU' backend" for dense ones), and the rest of the model (layer norm,
+GELU, attention, autograd) has no kernels for that layout. Also left out: tcmalloc instead of jemalloc, jemalloc thp:always (no
 transparent huge pages are granted in this VM), torch.jit.script with CPU fusion (within
 noise). scaled_dot_product_attention and torch.compile do not exist in 1.13.
 """
