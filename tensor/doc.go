@@ -10,6 +10,8 @@
 // float32 is gotron's compute type. bfloat16 and float16 are storage and
 // communication types (Half), converted with round-to-nearest-even.
 //
-// Matrix products go through package blas (OpenBLAS via cgo, or gonum's
-// pure-Go BLAS with CGO_ENABLED=0).
+// Matrix products (Gemm, GemmParallel) of 2 MFLOP and more, and every
+// bfloat16 one, run on oneDNN's matmul (package dnnl) over the caller's
+// threads; smaller float32 ones on package blas (single-threaded OpenBLAS
+// via cgo). With CGO_ENABLED=0 every product runs on gonum's pure-Go BLAS.
 package tensor

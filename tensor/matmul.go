@@ -163,7 +163,8 @@ func GemmParallel(workers int, transA, transB bool, alpha float32, a, b *Tensor,
 	}
 }
 
-// sgemm is one single-threaded OpenBLAS call on checked float32 operands.
+// sgemm is one call of package blas (single-threaded OpenBLAS, or gonum
+// without cgo) on checked float32 operands.
 func sgemm(transA, transB bool, m, n, k int, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
 	ad, _, _, lda := a.matrix()
 	bd, _, _, ldb := b.matrix()
