@@ -25,11 +25,11 @@
 //
 // GemmF32 is the same primitive on float32 A and B; oneDNN has float32
 // kernels for every x86-64 CPU, so it runs whenever oneDNN is linked ([F32]).
-// Split over two threads it reached 198–219 GFLOP/s on the medium benchmark
+// Split over two threads it reached 197–219 GFLOP/s on the medium benchmark
 // model's GEMM shapes on this project's 2-core AVX-512 machine, against
-// 148–193 for two goroutines each calling a single-threaded OpenBLAS on half
-// of C, which packs all of the shared operand twice (BenchmarkGemmF32 and
-// tensor's BenchmarkGemmThreads).
+// 164–203 for two goroutines each calling a single-threaded OpenBLAS on half
+// of C, which packs all of the shared operand twice (tensor's
+// BenchmarkGemmThreads, -count 3, 2026-11-24).
 //
 // # Primitive cache and concurrency
 //
