@@ -86,6 +86,10 @@ type Args struct {
 	SampleTemperature float64
 }
 
+// maxTimeoutMinutes bounds --distributed-timeout-minutes (a year), far
+// below the ~292 years a time.Duration holds.
+const maxTimeoutMinutes = 365 * 24 * 60
+
 // defaultDDP is the DDP config of the training layer: the core defaults
 // with check_for_nan_in_grad on (Megatron's
 // --check-for-nan-in-loss-and-grad defaults to true).
@@ -226,6 +230,20 @@ func (a Args) Validate(world int) error {
 	}
 	if a.MicroBatchSize <= 0 {
 		add("--micro-batch-size %d: must be at least 1", a.MicroBatchSize)
+	}
+	if a.GlobalBatchSize < 0 {
+		add("--global-batch-size %d: must be positive (or 0 for --micro-batch-size × data-parallel size)", a.GlobalBatchSize)
+	}
+	for _, x := range []struct {
+		flag string
+		v    int
+	}{{"--lr-decay-iters", a.LRDecayIters}, {"--threads", a.Threads}} {
+		if x.v < 0 {
+			add("%s %d: must not be negative (0: the default)", x.flag, x.v)
+		}
+	}
+	if a.DistributedTimeoutMinutes > maxTimeoutMinutes {
+		add("--distributed-timeout-minutes %g: at most %d (a year); a collective that waits that long has hung", a.DistributedTimeoutMinutes, maxTimeoutMinutes)
 	}
 	if a.GlobalBatchSize == 0 && a.MicroBatchSize > 0 {
 		// Megatron's default: one micro-batch per data-parallel rank.

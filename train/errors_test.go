@@ -138,3 +138,25 @@ func TestNonFiniteFlagsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestNegativeAndOutOfRangeIntegersRefused: the issue's --global-batch-size
+// -4 trained "successfully" with negative micro-batches; every such value
+// is now an "invalid arguments" error naming the flag.
+func TestNegativeAndOutOfRangeIntegersRefused(t *testing.T) {
+	for _, c := range []struct {
+		flag string
+		set  func(a *Args)
+	}{
+		{"--global-batch-size -4", func(a *Args) { a.GlobalBatchSize = -4 }},
+		{"--lr-decay-iters -3", func(a *Args) { a.LRDecayIters = -3 }},
+		{"--threads -1", func(a *Args) { a.Threads = -1 }},
+		{"--distributed-timeout-minutes 1e+300", func(a *Args) { a.DistributedTimeoutMinutes = 1e300 }},
+	} {
+		a := mockArgs(3)
+		c.set(&a)
+		_, err := Run(context.Background(), a, Options{})
+		if err == nil || !strings.HasPrefix(err.Error(), "invalid arguments: "+c.flag) {
+			t.Errorf("%s: error %v, want one naming the flag", c.flag, err)
+		}
+	}
+}

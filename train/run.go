@@ -49,6 +49,9 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 	if err := a.Validate(a.WorldSize); err != nil {
 		return nil, err
 	}
+	if err := checkMemory(a, a.WorldSize, a.WorldSize, a.WorldSize); err != nil {
+		return nil, err
+	}
 	// The ranks of this process share one copy of the data.
 	ds, err := openData(a)
 	if err != nil {
@@ -73,6 +76,9 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 func RunRank(ctx context.Context, world comm.Group, a Args, o Options, localRanks int) (*Result, error) {
 	a = normalise(a, world.Size())
 	if err := a.Validate(world.Size()); err != nil {
+		return nil, err
+	}
+	if err := checkMemory(a, world.Size(), localRanks, 1); err != nil {
 		return nil, err
 	}
 	ds, err := openData(a)

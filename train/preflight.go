@@ -1,0 +1,195 @@
+package train
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/gotron/gotron/internal/sysmem"
+	"github.com/gotron/gotron/models/gpt"
+)
+
+// MemoryNeed is the memory a machine's ranks of a run need, in bytes, by
+// component: what the checks before training compare with the machine's
+// available memory. Values are float64 so that absurd sizes give +Inf, not
+// a wrapped integer.
+type MemoryNeed struct {
+	// Weights are the model parameters the process's ranks hold.
+	Weights float64
+	// Gradients are their gradient buffers.
+	Gradients float64
+	// Optimizer is Adam's two moments, and the float32 main parameters of
+	// a 16-bit model, divided over the data-parallel ranks under the
+	// distributed optimizer.
+	Optimizer float64
+	// Activations are what forward passes keep for backward: one
+	// micro-batch per rank without pipelining, min(p−i, m) on pipeline
+	// stage i under 1F1B (gpt.EstimateActivations per micro-batch).
+	Activations float64
+	// Attention is the attention kernels' per-worker score scratch: 8·s²
+	// bytes per worker (13·s² with attention dropout), for the backward's
+	// probabilities and their gradient.
+	Attention float64
+}
+
+// Total is the sum of the components.
+func (m MemoryNeed) Total() float64 {
+	return m.Weights + m.Gradients + m.Optimizer + m.Activations + m.Attention
+}
+
+// EstimateMemory returns the memory that localRanks of the run's world
+// ranks need together (all of them for the in-process backend; under
+// mpirun, the processes on one machine, which share its cores and memory),
+// for arguments normalised for world ranks.
+//
+// With P the model's parameters, t·p the ranks of one model replica and
+// R = localRanks, the R ranks hold R/(t·p) copies of the weights:
+//
+//	weights   = P·R/(t·p)·w       w = 4 (float32) or 2 (bf16/fp16)
+//	gradients = P·R/(t·p)·g       g = 4 unless gradients stay 16-bit
+//	optimizer = P·R/(t·p)·(8 + 4·[16-bit])/(dp if distributed optimizer)
+func EstimateMemory(a Args, world, localRanks int) MemoryNeed {
+	mp := a.Model.ModelParallelConfig
+	tp, pp := max(mp.TensorModelParallelSize, 1), max(mp.PipelineModelParallelSize, 1)
+	dp := max(a.DataParallelSize(world), 1)
+	copies := float64(localRanks) / float64(tp*pp)
+	params := parameterCount(a)
+	w, g, o := 4.0, 4.0, 8.0
+	if a.Model.BF16 || a.Model.FP16 {
+		w, o = 2, 12
+		if a.GradReduceInBF16 || a.Model.FP16 && !a.DDP.GradReduceInFP32 {
+			g = 2
+		}
+	}
+	if a.DDP.UseDistributedOptimizer {
+		o /= float64(dp)
+	}
+	need := MemoryNeed{Weights: params * copies * w, Gradients: params * copies * g, Optimizer: params * copies * o}
+
+	// Activations: each rank of a pipeline of p stages keeps min(p−i, m)
+	// micro-batches of its L/p layers.
+	s, b := float64(a.Model.SeqLength), float64(a.MicroBatchSize)
+	h, f, v := float64(a.Model.HiddenSize), float64(a.Model.FFN()), float64(a.Model.PaddedVocabSize())
+	m := max(a.NumMicroBatches(dp), 1)
+	inFlight := 0.0
+	for i := 0; i < pp; i++ {
+		inFlight += float64(min(pp-i, m))
+	}
+	var perMicroBatch float64
+	if s*b*max(h, f, v)*float64(max(a.Model.NumLayers, 1)) < 1<<55 {
+		perMicroBatch = float64(gpt.EstimateActivations(a.Model, a.MicroBatchSize).Total)
+	} else {
+		perMicroBatch = math.Inf(1)
+	}
+	// perMicroBatch covers every layer on one tensor-parallel rank; a
+	// stage holds 1/p of them, and t ranks share each stage.
+	need.Activations = perMicroBatch / float64(pp) * inFlight * float64(tp) * copies
+
+	threads := a.Threads
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	workers := max(1, threads/max(localRanks, 1))
+	pairs := max(a.MicroBatchSize*a.Model.NumAttentionHeads/tp, 1)
+	perWorker := 8 * s * s
+	if a.Model.AttentionDropout > 0 {
+		perWorker = 13 * s * s
+	}
+	need.Attention = perWorker * float64(min(workers, pairs)) * float64(localRanks)
+	return need
+}
+
+// parameterCount returns the model's parameters as a float64: the
+// non-layer parameters plus num_layers times one layer's (the exact
+// shapes of gpt.ParameterShapes), or +Inf when a size is absurd.
+func parameterCount(a Args) float64 {
+	c := a.Model
+	h, f, v := float64(c.HiddenSize), float64(c.FFN()), float64(max(c.VocabSize, c.MaxPositions()))
+	if h*max(h, f, v) >= 1<<55 {
+		return math.Inf(1)
+	}
+	c.NumLayers = 1
+	one := float64(gpt.NumParameters(c))
+	c.NumLayers = 2
+	perLayer := float64(gpt.NumParameters(c)) - one
+	return one - perLayer + float64(a.Model.NumLayers)*perLayer
+}
+
+// headroom is the fraction of the available memory a run's estimate may
+// take: the rest is for what the estimate leaves out (the Go runtime, the
+// autograd tape's records, the data, buffers of the collectives).
+const headroom = 0.9
+
+// availableMemory is sysmem.Available; tests replace it.
+var availableMemory = sysmem.Available
+
+// checkMemory refuses a run whose estimated memory exceeds what the
+// machine has available, before anything is allocated, with the numbers
+// and the flags that change them. A machine whose available memory cannot
+// be read is not checked.
+//
+// A run that fits gets a soft heap limit (runtime/debug.SetMemoryLimit) of
+// this process's share of the available memory, ranksHere of the
+// machine's localRanks, unless GOMEMLIMIT is set: Go's collector
+// otherwise lets the heap grow to twice the live data between cycles, and
+// a model that fits would be killed by the kernel for its garbage.
+func checkMemory(a Args, world, localRanks, ranksHere int) error {
+	avail, ok := availableMemory()
+	if !ok {
+		return nil
+	}
+	need := EstimateMemory(a, world, localRanks)
+	if need.Total() <= headroom*float64(avail) {
+		if os.Getenv("GOMEMLIMIT") == "" {
+			debug.SetMemoryLimit(avail / int64(max(localRanks, 1)) * int64(max(ranksHere, 1)))
+		}
+		return nil
+	}
+	parts := []string{
+		"weights " + bytesOf(need.Weights), "gradients " + bytesOf(need.Gradients),
+		"optimizer state " + bytesOf(need.Optimizer), "activations " + bytesOf(need.Activations),
+		"attention scratch " + bytesOf(need.Attention),
+	}
+	var fix []string
+	model := need.Weights + need.Gradients + need.Optimizer
+	if model > need.Total()/4 {
+		fix = append(fix, "a smaller model (--num-layers, --hidden-size, --ffn-hidden-size, --vocab-size)")
+		if !a.Model.BF16 && !a.Model.FP16 {
+			fix = append(fix, "--bf16")
+		}
+		if !a.DDP.UseDistributedOptimizer && a.DataParallelSize(world) > 1 {
+			fix = append(fix, "--use-distributed-optimizer")
+		}
+	}
+	if need.Activations > need.Total()/4 {
+		fix = append(fix, "a shorter --seq-length or --micro-batch-size")
+		if a.Model.RecomputeGranularity == "" {
+			fix = append(fix, "--recompute-granularity selective or full")
+		}
+	}
+	if need.Attention > need.Total()/4 {
+		fix = append(fix, "a shorter --seq-length (attention keeps s² scores per worker)", "fewer --threads")
+	}
+	fix = append(fix, "more machines under mpirun (--tensor-model-parallel-size, --pipeline-model-parallel-size)")
+	if n := len(fix); n > 1 {
+		fix[n-1] = "or " + fix[n-1]
+	}
+	where := "one rank"
+	if localRanks > 1 {
+		where = fmt.Sprintf("the %d ranks on this machine", localRanks)
+	}
+	return fmt.Errorf("invalid arguments: the run needs %s of memory for %s (%s), more than %.0f%% of the %s this machine has available: use %s",
+		bytesOf(need.Total()), where, strings.Join(parts, ", "), 100*headroom, sysmem.Format(avail), strings.Join(fix, ", "))
+}
+
+// bytesOf formats an estimate that may be +Inf or beyond int64:
+// "about 53.6 GiB", "more than 4 EiB".
+func bytesOf(x float64) string {
+	if math.IsInf(x, 0) || math.IsNaN(x) || x >= 1<<62 {
+		return "more than 4 EiB"
+	}
+	return "about " + sysmem.Format(int64(x))
+}
