@@ -1,7 +1,6 @@
 package data
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -56,25 +55,35 @@ func (c *Corpus) Stream() []byte {
 // LoadTextCorpus loads the text files under paths. Each path is a file, loaded whatever its
 // extension, or a directory walked recursively, loading its regular files whose extension
 // is in exts ("go" and ".go" both match *.go; empty exts matches every file) and skipping
-// directories whose name starts with a dot. Symbolic links inside directories are not
-// followed. Files containing a NUL byte are binary: they are listed in Skipped, not loaded.
+// directories whose name starts with a dot. A symbolic link given as a path is followed;
+// symbolic links and other files that are not regular (pipes, devices, sockets) inside
+// directories are skipped. Files containing a NUL byte are binary: they are listed in
+// Skipped, not loaded.
 //
-// The errors name the flag the paths come from, --data-path: a path that does not exist,
-// and a corpus with no text (no file, or only empty ones).
+// Every path is checked and every file listed before any is read. The errors name the flag
+// the paths come from, --data-path: a path that does not exist; a path that is neither a
+// regular file nor a directory (a named pipe or a device such as /dev/zero, which would
+// block or never end); files that together need more memory than is available
+// (MemAvailable of /proc/meminfo, or the room under the cgroup's limit, when readable); and
+// a corpus with no text (no file, or only empty ones).
 func LoadTextCorpus(paths []string, exts []string) (*Corpus, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("--data-path: no path given: pass at least one file or directory")
 	}
-	w := walker{label: "--data-path", exts: normaliseExts(exts)}
+	w := walker{label: "--data-path", exts: normaliseExts(exts), fix: "pass fewer or smaller files or directories to --data-path"}
 	for _, p := range paths {
 		if err := w.load(p); err != nil {
 			return nil, err
 		}
 	}
-	c := &Corpus{Source: "--data-path " + strings.Join(paths, ","), Docs: w.docs, Skipped: w.skipped}
+	source := "--data-path " + strings.Join(paths, ",")
+	if err := w.read(source); err != nil {
+		return nil, err
+	}
+	c := &Corpus{Source: source, Docs: w.docs, Skipped: w.skipped}
 	if c.NumBytes() == 0 {
-		return nil, fmt.Errorf("--data-path %s: no text found (0 bytes in %d files%s): pass files or directories that contain text files (%s)",
-			strings.Join(paths, ","), len(c.Docs)+len(c.Skipped), skippedNote(len(c.Skipped)), w.extsNote())
+		return nil, fmt.Errorf("%s: no text found (0 bytes in %d files%s): pass files or directories that contain text files (%s)",
+			source, len(c.Docs)+len(c.Skipped), skippedNote(len(c.Skipped)), w.extsNote())
 	}
 	return c, nil
 }
@@ -87,13 +96,22 @@ func skippedNote(n int) string {
 	return fmt.Sprintf(", %d of them skipped as binary because they contain NUL bytes", n)
 }
 
-// walker collects the documents of a corpus.
+// walker collects the documents of a corpus: load lists the files of each path, read
+// checks their total size against the available memory and reads them.
 type walker struct {
 	label    string   // how errors name the paths: the flag they come from
 	exts     []string // with a leading dot; empty matches everything
 	skipDirs []string // directory names not entered besides hidden ones
+	fix      string   // what to do when the files do not fit in memory
+	files    []listed
 	docs     []Document
 	skipped  []string
+}
+
+// listed is a regular file found by walker.load, to be read as the document name.
+type listed struct {
+	path, name string
+	size       int64 // when listed
 }
 
 // normaliseExts returns exts with a leading dot each.
@@ -130,29 +148,52 @@ func (w *walker) matches(name string) bool {
 	return false
 }
 
-// load adds the file or directory tree at p.
+// load lists the regular file or the directory tree at p, following p if it is a
+// symbolic link. Anything else is refused before it is opened: reading a named pipe blocks
+// until a writer comes, and a device such as /dev/zero never ends.
 func (w *walker) load(p string) error {
-	st, err := os.Stat(p)
+	lst, err := os.Lstat(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s %s: no such file or directory: pass an existing file or directory", w.label, p)
 	}
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", w.label, p, err)
 	}
-	if !st.IsDir() {
-		return w.add(p, filepath.Base(p))
+	st, link := lst, ""
+	if lst.Mode()&fs.ModeSymlink != 0 {
+		link = "a symbolic link to "
+		if st, err = os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			target, _ := os.Readlink(p)
+			return fmt.Errorf("%s %s: a symbolic link to %s, which does not exist: pass an existing file or directory", w.label, p, target)
+		} else if err != nil {
+			return fmt.Errorf("%s %s: %w", w.label, p, err)
+		}
+	}
+	switch {
+	case st.Mode().IsRegular():
+		w.files = append(w.files, listed{path: p, name: filepath.Base(p), size: st.Size()})
+		return nil
+	case !st.IsDir():
+		return fmt.Errorf("%s %s: %s%s, not a regular file or directory: pass text files or directories of them", w.label, p, link, fileKind(st.Mode()))
 	}
 	abs, err := filepath.Abs(p)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", w.label, p, err)
 	}
 	prefix := filepath.Base(abs)
-	return filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+	root := p
+	if link != "" {
+		// WalkDir does not follow a root that is a symbolic link.
+		if root, err = filepath.EvalSymlinks(p); err != nil {
+			return fmt.Errorf("%s %s: %w", w.label, p, err)
+		}
+	}
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("%s %s: reading %s: %w", w.label, p, path, err)
 		}
 		if d.IsDir() {
-			if path != p && (strings.HasPrefix(d.Name(), ".") || slices.Contains(w.skipDirs, d.Name())) {
+			if path != root && (strings.HasPrefix(d.Name(), ".") || slices.Contains(w.skipDirs, d.Name())) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -160,24 +201,15 @@ func (w *walker) load(p string) error {
 		if !d.Type().IsRegular() || !w.matches(d.Name()) {
 			return nil
 		}
-		rel, err := filepath.Rel(p, path)
+		info, err := d.Info()
+		if err != nil {
+			return fmt.Errorf("%s %s: reading %s: %w", w.label, p, path, err)
+		}
+		rel, err := filepath.Rel(root, path)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", w.label, p, err)
 		}
-		return w.add(path, prefix+"/"+filepath.ToSlash(rel))
-	})
-}
-
-// add loads the file at path as the document name, or lists it as skipped if binary.
-func (w *walker) add(path, name string) error {
-	text, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("%s: reading %s: %w", w.label, path, err)
-	}
-	if bytes.IndexByte(text, byte(EndOfDocument)) >= 0 {
-		w.skipped = append(w.skipped, path)
+		w.files = append(w.files, listed{path: path, name: prefix + "/" + filepath.ToSlash(rel), size: info.Size()})
 		return nil
-	}
-	w.docs = append(w.docs, Document{Name: name, Text: text})
-	return nil
+	})
 }

@@ -24,11 +24,16 @@ func GoRootCorpus() (*Corpus, error) {
 	if st, err := os.Stat(src); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("default corpus: GOROOT %s (%s) has no src directory: install the Go sources, or pass --data-path", root, how)
 	}
-	w := walker{label: "default corpus", exts: []string{".go"}, skipDirs: []string{"testdata"}}
+	w := walker{label: "default corpus", exts: []string{".go"}, skipDirs: []string{"testdata"},
+		fix: "free memory, or pass a smaller corpus with --data-path"}
 	if err := w.load(src); err != nil {
 		return nil, err
 	}
-	c := &Corpus{Source: "Go sources in " + src, Docs: w.docs, Skipped: w.skipped}
+	source := "Go sources in " + src
+	if err := w.read("default corpus " + src); err != nil {
+		return nil, err
+	}
+	c := &Corpus{Source: source, Docs: w.docs, Skipped: w.skipped}
 	if c.NumBytes() == 0 {
 		return nil, fmt.Errorf("default corpus: no Go source found under %s (%s): install the Go sources, or pass --data-path", src, how)
 	}

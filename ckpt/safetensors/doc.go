@@ -28,9 +28,11 @@
 // # Reading
 //
 // [ReadFile] and [Read] validate everything before returning: the header length against the
-// file size, the JSON, every dtype, every shape against its data_offsets, that no two tensors
-// overlap and that the data section holds every tensor. Each error names the file, says what
-// is wrong with the numbers involved and how to fix it. Holes between tensors and trailing
-// bytes after the last one are accepted. [File.Check] compares a file with the tensor names
-// and shapes a model expects and reports every difference at once.
+// file size and a 100 MB cap, the JSON, every dtype, every shape against its data_offsets
+// (element count and byte length computed with overflow checks, so that no header makes the
+// reader allocate more than the file holds), that no two tensors overlap and that the data
+// section holds every tensor. Each error names the file, says what is wrong with the
+// numbers involved and how to fix it. Holes between tensors and trailing bytes after the
+// last one are accepted. [File.Check] compares a file with the tensor names and shapes a
+// model expects and reports every difference at once.
 package safetensors

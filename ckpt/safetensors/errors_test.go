@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,10 @@ func TestReadErrors(t *testing.T) {
 	}
 	hugeLen := make([]byte, 16)
 	binary.LittleEndian.PutUint64(hugeLen, 1<<40)
+	overCap := make([]byte, 16)
+	binary.LittleEndian.PutUint64(overCap, maxHeaderLen+1)
+	maxLen := make([]byte, 16)
+	binary.LittleEndian.PutUint64(maxLen, 1<<64-1)
 	cases := []struct {
 		name string
 		raw  []byte
@@ -33,7 +38,7 @@ func TestReadErrors(t *testing.T) {
 		{"entry not an object", handFile(`{"w":3}`, nil, false), []string{`tensor "w"`, "malformed JSON header"}},
 		{"bad metadata", handFile(`{"__metadata__":{"a":1}}`, nil, false), []string{"__metadata__ must be an object of strings"}},
 		{"unknown dtype", handFile(`{"w":{"dtype":"F12","shape":[2],"data_offsets":[0,8]}}`, make([]byte, 8), false), []string{`tensor "w" has dtype "F12"`, "known: BOOL"}},
-		{"negative dim", handFile(`{"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}`, make([]byte, 8), false), []string{"negative dimension 0"}},
+		{"negative dim", handFile(`{"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}`, make([]byte, 8), false), []string{`tensor "w" of dtype F32 has shape [-2]: dimension -2 (index 0) is negative`}},
 		{"three offsets", handFile(`{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4,8]}}`, make([]byte, 8), false), []string{"has 3 data_offsets [0 4 8], want 2"}},
 		{"offsets reversed", handFile(`{`+f32(8, 0)+`}`, make([]byte, 8), false), []string{"data_offsets [8, 0] out of range"}},
 		{"negative offset", handFile(`{`+f32(-8, 0)+`}`, make([]byte, 8), false), []string{"data_offsets [-8, 0] out of range"}},
@@ -42,6 +47,16 @@ func TestReadErrors(t *testing.T) {
 		{"overlap", handFile(`{`+f32(0, 8)+`,"v":{"dtype":"U8","shape":[4],"data_offsets":[6,10]}}`, make([]byte, 10), false), []string{"tensors w at bytes [0,8) and v at bytes [6,10) overlap"}},
 		{"truncated body", handFile(`{`+f32(0, 8)+`}`, make([]byte, 5), false), []string{"tensor w needs bytes [0,8) but the data section has only 5 bytes: the file is truncated; re-create it"}},
 		{"invalid utf8", handFile("{\"\xff\":1}", nil, false), []string{"not valid UTF-8"}},
+		{"header length one over the limit", overCap, []string{"header length 100000001 exceeds the format's limit of 100000000 bytes"}},
+		{"header length of 2^64-1", maxLen, []string{"header length 18446744073709551615 exceeds"}},
+		{"empty header", handFile("", nil, false), []string{"malformed JSON header (0 bytes)"}},
+		{"duplicate escaped name", handFile(`{`+f32(0, 8)+`,"\u0077":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}}`, make([]byte, 16), false), []string{`"w" appears twice`}},
+		{"duplicate metadata", handFile(`{"__metadata__":{},"__metadata__":{}}`, nil, false), []string{`"__metadata__" appears twice`}},
+		{"identical ranges", handFile(`{`+f32(0, 8)+`,"v":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}}`, make([]byte, 8), false), []string{"tensors v at bytes [0,8) and w at bytes [0,8) overlap"}},
+		{"overlap not adjacent by name", handFile(`{"a":{"dtype":"U8","shape":[16],"data_offsets":[0,16]},"b":{"dtype":"U8","shape":[2],"data_offsets":[20,22]},"c":{"dtype":"U8","shape":[4],"data_offsets":[8,12]}}`, make([]byte, 24), false), []string{"tensors a at bytes [0,16) and c at bytes [8,12) overlap"}},
+		{"empty tensor past the end", handFile(`{"w":{"dtype":"F32","shape":[0],"data_offsets":[9,9]}}`, make([]byte, 8), false), []string{"tensor w needs bytes [9,9) but the data section has only 8 bytes"}},
+		{"offsets near the int64 limit", handFile(`{"w":{"dtype":"U8","shape":[7],"data_offsets":[9223372036854775800,9223372036854775807]}}`, make([]byte, 8), false), []string{"tensor w needs bytes [9223372036854775800,9223372036854775807) but the data section has only 8 bytes"}},
+		{"offset beyond int64", handFile(`{"w":{"dtype":"U8","shape":[0],"data_offsets":[0,9223372036854775808]}}`, nil, false), []string{`tensor "w"`, "malformed"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -74,12 +89,40 @@ func TestReadAcceptsHolesAndZeroSize(t *testing.T) {
 	}
 }
 
+func TestReadOffsetsOutOfNameOrder(t *testing.T) {
+	// Tensors need not be stored in name order; each gets its own bytes.
+	raw := handFile(`{"b":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"a":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}}`, []byte{1, 2, 3, 4}, false)
+	f, err := Read(bytes.NewReader(raw), int64(len(raw)), "order")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := f.Get("a"); !bytes.Equal(a.Data, []byte{3, 4}) {
+		t.Errorf("a = %v", a.Data)
+	}
+	if b, _ := f.Get("b"); !bytes.Equal(b.Data, []byte{1, 2}) {
+		t.Errorf("b = %v", b.Data)
+	}
+}
+
 func TestReadShortReader(t *testing.T) {
 	raw := handFile(goldenHeader, goldenData, true)
 	// The claimed size is right but the reader stops early.
 	_, err := Read(bytes.NewReader(raw[:len(raw)-3]), int64(len(raw)), "short")
 	if err == nil || !strings.Contains(err.Error(), "the data section should have 9 bytes") {
 		t.Errorf("error %v", err)
+	}
+	// Trailing bytes after the last tensor are not kept but must be there.
+	raw = handFile(goldenHeader, append(slices.Clone(goldenData), 1, 2, 3, 4, 5), true)
+	_, err = Read(bytes.NewReader(raw[:len(raw)-2]), int64(len(raw)), "short")
+	if err == nil || !strings.Contains(err.Error(), "the data section should have 14 bytes") || !strings.Contains(err.Error(), "only 12 could be read") {
+		t.Errorf("short trailing bytes: error %v", err)
+	}
+	f, err := Read(bytes.NewReader(raw), int64(len(raw)), "trailing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := f.Get("b"); !bytes.Equal(b.Data, []byte{7}) || cap(b.Data) != 1 {
+		t.Errorf("b = %v (cap %d)", b.Data, cap(b.Data))
 	}
 }
 

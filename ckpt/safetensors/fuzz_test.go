@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"math/big"
 	"slices"
 	"strconv"
@@ -96,10 +97,21 @@ func readSeeds(f *testing.F) [][]byte {
 		// product(shape)·elemsize must not overflow.
 		{`{"w":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}}`, 0},
 		{`{"w":{"dtype":"F32","shape":[2147483648,2147483648],"data_offsets":[0,0]}}`, 0},
-		{`{"w":{"dtype":"F64","shape":[2305843009213693953],"data_offsets":[0,8]}}`, 8},
 		{`{"w":{"dtype":"BF16","shape":[4611686018427387904],"data_offsets":[0,0]}}`, 0},
-		{`{"w":{"dtype":"U8","shape":[0,9223372036854775807,9223372036854775807],"data_offsets":[0,0]}}`, 0},
+		{`{"w":{"dtype":"U8","shape":[0,9223372036854775807],"data_offsets":[0,0]}}`, 0},
+		{`{"w":{"dtype":"F64","shape":[1152921504606846975,0],"data_offsets":[0,0]}}`, 0},
+		// Layouts: offsets near the int64 limit, an empty tensor past the end, a tensor
+		// inside another that is not its neighbour by offset, identical ranges.
+		{`{"w":{"dtype":"U8","shape":[7],"data_offsets":[9223372036854775800,9223372036854775807]}}`, 8},
+		{`{"w":{"dtype":"U8","shape":[0],"data_offsets":[9,9]}}`, 8},
+		{`{"a":{"dtype":"U8","shape":[16],"data_offsets":[0,16]},"b":{"dtype":"U8","shape":[2],"data_offsets":[20,22]},"c":{"dtype":"U8","shape":[4],"data_offsets":[8,12]}}`, 24},
+		{`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}}`, 8},
+		{`{"b":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"a":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}}`, 4},
+		{`{"__metadata__":{},"__metadata__":{}}`, 0},
 	} {
+		seeds = append(seeds, handFile(h.header, make([]byte, h.data), true))
+	}
+	for _, h := range badShapes {
 		seeds = append(seeds, handFile(h.header, make([]byte, h.data), true))
 	}
 	return seeds
@@ -190,6 +202,17 @@ func checkFile(t *testing.T, file *File) {
 			numel.Mul(numel, big.NewInt(int64(d)))
 		}
 		want := new(big.Int).Mul(numel, big.NewInt(int64(size)))
+		// The non-zero dimensions' product and byte length fit in an int (see shapeSize).
+		nonZero := big.NewInt(1)
+		for _, d := range tn.Shape {
+			if d != 0 {
+				nonZero.Mul(nonZero, big.NewInt(int64(d)))
+			}
+		}
+		if nonZero.Mul(nonZero, big.NewInt(int64(size))).Cmp(big.NewInt(math.MaxInt)) > 0 {
+			t.Errorf("tensor %q of dtype %s has shape %v whose non-zero dimensions span %v bytes, more than an int",
+				tn.Name, tn.DType, tn.Shape, nonZero)
+		}
 		if want.Cmp(big.NewInt(int64(len(tn.Data)))) != 0 {
 			t.Fatalf("tensor %q of dtype %s and shape %v holds %d bytes, want %v·%d = %v",
 				tn.Name, tn.DType, tn.Shape, len(tn.Data), numel, size, want)

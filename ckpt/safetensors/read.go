@@ -38,11 +38,13 @@ func ReadFile(path string) (*File, error) {
 // section.
 //
 // The checks, each reported with the numbers involved: the file has the 8-byte header
-// length; the header fits in the file and in 100 MB; the header is a JSON object whose entries are
-// tensors with a known dtype, a non-negative shape and two data_offsets, plus an optional
-// "__metadata__" of strings; no name appears twice; end-begin = product(shape)·elemsize; no
-// two non-empty tensors share bytes; every tensor lies within the data section; r holds
-// size bytes.
+// length; the header fits in the file and in 100 MB; the header is a JSON object whose
+// entries are tensors with a known dtype, a shape and two data_offsets, plus an optional
+// "__metadata__" of strings; no name appears twice; no dimension is negative and
+// product(shape)·elemsize, computed with overflow checks, fits in an int; end-begin is
+// exactly that; no two non-empty tensors share bytes; every tensor lies within the data
+// section; r holds size bytes. Only the data section up to the end of the last tensor is
+// held in memory; trailing bytes are read and dropped.
 func Read(r io.Reader, size int64, name string) (*File, error) {
 	if size < 8 {
 		return nil, fmt.Errorf("%s: file has %d bytes, fewer than the 8 bytes of the header length: it is truncated or not a safetensors file; re-create it", name, size)
@@ -70,8 +72,21 @@ func Read(r io.Reader, size int64, name string) (*File, error) {
 	if err := checkLayout(tensors, dataLen, name); err != nil {
 		return nil, err
 	}
-	data := make([]byte, dataLen)
-	if got, err := io.ReadFull(r, data); err != nil {
+	// Only the bytes the tensors cover are kept; the trailing ones are read and dropped, so
+	// memory is bounded by what the header describes and checkLayout found in the file.
+	var used int64
+	for _, t := range tensors {
+		used = max(used, t.end)
+	}
+	data := make([]byte, used)
+	k, err := io.ReadFull(r, data)
+	got := int64(k)
+	if err == nil {
+		var rest int64
+		rest, err = io.CopyN(io.Discard, r, dataLen-used)
+		got += rest
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%s: the data section should have %d bytes (file size %d) but only %d could be read (%v): the file is truncated; re-create it", name, dataLen, size, got, err)
 	}
 	f := &File{Name: name, Tensors: make([]Tensor, len(tensors)), Metadata: meta}

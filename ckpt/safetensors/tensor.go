@@ -24,8 +24,11 @@ type Tensor struct {
 //
 // F32 panics if len(data) is not the product of shape: that is a bug in the caller.
 func F32(name string, shape []int, data []float32) Tensor {
-	n, ok := numElements(shape)
-	if !ok || n != int64(len(data)) {
+	n, _, err := shapeSize(shape, 4)
+	if err != nil {
+		panic(fmt.Sprintf("safetensors.F32(%q): shape %v: %v", name, shape, err))
+	}
+	if n != int64(len(data)) {
 		panic(fmt.Sprintf("safetensors.F32(%q): shape %v holds %d elements but data has %d", name, shape, n, len(data)))
 	}
 	b := make([]byte, 4*len(data))
@@ -36,9 +39,10 @@ func F32(name string, shape []int, data []float32) Tensor {
 }
 
 // NumElements returns the number of elements of t, the product of its shape (1 for a
-// scalar).
+// scalar), or 0 if the shape has a negative dimension or if the element count or its byte
+// length in t's dtype overflows an int.
 func (t Tensor) NumElements() int {
-	n, _ := numElements(t.Shape)
+	n, _, _ := shapeSize(t.Shape, max(t.DType.ElemSize(), 1))
 	return int(n)
 }
 
@@ -51,8 +55,11 @@ func (t Tensor) Float32() ([]float32, error) {
 	default:
 		return nil, fmt.Errorf("tensor %s: dtype %q cannot be decoded as float32 (only F32, BF16 and F16 can): convert the file to one of those", t.Name, t.DType)
 	}
-	n, ok := numElements(t.Shape)
-	if !ok || n*int64(size) != int64(len(t.Data)) {
+	n, nbytes, err := shapeSize(t.Shape, size)
+	if err != nil {
+		return nil, fmt.Errorf("tensor %s: shape %v of %s is invalid: %v: fix the shape", t.Name, t.Shape, t.DType, err)
+	}
+	if nbytes != int64(len(t.Data)) {
 		return nil, fmt.Errorf("tensor %s: shape %v of %s needs %d·%d bytes but Data has %d", t.Name, t.Shape, t.DType, n, size, len(t.Data))
 	}
 	out := make([]float32, n)
@@ -72,21 +79,4 @@ func (t Tensor) Float32() ([]float32, error) {
 		}
 	}
 	return out, nil
-}
-
-// numElements returns the product of shape and whether it is valid: no negative dimension
-// and a product of at most MaxInt64/8, so that multiplying it by an element size (at most
-// 8) cannot overflow.
-func numElements(shape []int) (int64, bool) {
-	n := int64(1)
-	for _, d := range shape {
-		if d < 0 {
-			return 0, false
-		}
-		if d != 0 && n > (math.MaxInt64/8)/int64(d) {
-			return 0, false
-		}
-		n *= int64(d)
-	}
-	return n, true
 }

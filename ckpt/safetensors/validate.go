@@ -7,8 +7,9 @@ import (
 )
 
 // parseEntry decodes and checks the header entry of tensor key: the three fields present,
-// a known dtype, no negative dimension, two ordered non-negative offsets spanning exactly
-// product(shape)·elemsize bytes.
+// a known dtype, a shape whose element count and byte length product(shape)·elemsize fit
+// in an int (see [shapeSize]), two ordered non-negative offsets spanning exactly that many
+// bytes.
 func parseEntry(key string, raw json.RawMessage, name string) (parsedTensor, error) {
 	var e headerEntry
 	if err := json.Unmarshal(raw, &e); err != nil {
@@ -31,16 +32,13 @@ func parseEntry(key string, raw json.RawMessage, name string) (parsedTensor, err
 	if !dt.Valid() {
 		return parsedTensor{}, fmt.Errorf("%s: tensor %q has dtype %q, which is not a safetensors dtype (known: %s): the file was written by an incompatible tool; convert it to one of these", name, key, dt, knownDTypes)
 	}
+	numel, nbytes, err := shapeSize(*e.Shape, dt.ElemSize())
+	if err != nil {
+		return parsedTensor{}, fmt.Errorf("%s: tensor %q of dtype %s has shape %v: %v: the header is corrupt; re-create the file", name, key, dt, *e.Shape, err)
+	}
 	shape := make([]int, len(*e.Shape))
 	for i, d := range *e.Shape {
-		if d < 0 {
-			return parsedTensor{}, fmt.Errorf("%s: tensor %q has shape %v with negative dimension %d: the header is corrupt; re-create the file", name, key, *e.Shape, i)
-		}
-		shape[i] = int(d)
-	}
-	numel, ok := numElements(shape)
-	if !ok {
-		return parsedTensor{}, fmt.Errorf("%s: tensor %q has shape %v whose element count overflows: the header is corrupt; re-create the file", name, key, shape)
+		shape[i] = int(d) // fits: d <= product of the non-zero dimensions <= math.MaxInt
 	}
 	offs := *e.DataOffsets
 	if len(offs) != 2 {
@@ -50,10 +48,9 @@ func parseEntry(key string, raw json.RawMessage, name string) (parsedTensor, err
 	if begin < 0 || end < begin {
 		return parsedTensor{}, fmt.Errorf("%s: tensor %q has data_offsets [%d, %d] out of range (want 0 <= begin <= end): the header is corrupt; re-create the file", name, key, begin, end)
 	}
-	size := int64(dt.ElemSize())
-	if end-begin != numel*size {
+	if end-begin != nbytes { // no overflow: 0 <= begin <= end
 		return parsedTensor{}, fmt.Errorf("%s: tensor %q of dtype %s and shape %v needs %d·%d = %d bytes but its data_offsets [%d, %d] span %d: the header is corrupt; re-create the file",
-			name, key, dt, shape, numel, size, numel*size, begin, end, end-begin)
+			name, key, dt, shape, numel, dt.ElemSize(), nbytes, begin, end, end-begin)
 	}
 	return parsedTensor{Tensor: Tensor{Name: key, DType: dt, Shape: shape}, begin: begin, end: end}, nil
 }

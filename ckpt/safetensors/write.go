@@ -160,8 +160,12 @@ func encodeHeader(tensors []Tensor, metadata map[string]string) ([]Tensor, []byt
 		case !t.DType.Valid():
 			return nil, nil, fmt.Errorf("tensor %s has dtype %q, which is not a safetensors dtype (known: %s)", t.Name, t.DType, knownDTypes)
 		}
-		numel, ok := numElements(t.Shape)
-		if size := int64(t.DType.ElemSize()); !ok || numel*size != int64(len(t.Data)) {
+		size := t.DType.ElemSize()
+		numel, nbytes, err := shapeSize(t.Shape, size)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tensor %s of dtype %s has shape %v: %v: fix the shape", t.Name, t.DType, t.Shape, err)
+		}
+		if nbytes != int64(len(t.Data)) {
 			return nil, nil, fmt.Errorf("tensor %s of dtype %s and shape %v needs %d·%d bytes but Data has %d: the shape and the data disagree", t.Name, t.DType, t.Shape, numel, size, len(t.Data))
 		}
 	}
