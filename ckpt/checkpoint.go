@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -60,9 +61,16 @@ func save(dir string, c *Checkpoint, fail func(stage string) error) error {
 		return fmt.Errorf("save checkpoint: --save %s: %w", dir, err)
 	}
 	final := IterDir(dir, c.State.Iteration)
-	tmp, err := os.MkdirTemp(dir, filepath.Base(final)+".tmp-")
+	// What a save killed mid-way (SIGKILL, power loss) left behind.
+	RemoveStale(dir)
+	tmp, err := os.MkdirTemp(dir, filepath.Base(final)+tmpMarker)
 	if err != nil {
 		return fmt.Errorf("save checkpoint: --save %s is not writable: %w", dir, err)
+	}
+	// MkdirTemp creates 0700; a checkpoint is shared like any output.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("save checkpoint: %w", err)
 	}
 	ok := false
 	defer func() {
@@ -125,9 +133,14 @@ func save(dir string, c *Checkpoint, fail func(stage string) error) error {
 		return err
 	}
 	tracker := filepath.Join(dir, TrackerFile)
-	tt, err := os.CreateTemp(dir, TrackerFile+".tmp-")
+	tt, err := os.CreateTemp(dir, TrackerFile+tmpMarker)
 	if err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	if err := tt.Chmod(0o644); err != nil {
+		tt.Close()
+		os.Remove(tt.Name())
+		return fmt.Errorf("save checkpoint: tracker: %w", err)
 	}
 	_, werr := tt.WriteString(strconv.Itoa(c.State.Iteration) + "\n")
 	serr := tt.Sync()
@@ -143,12 +156,41 @@ func save(dir string, c *Checkpoint, fail func(stage string) error) error {
 	return syncDir(dir)
 }
 
-// Latest returns the iteration named by dir's tracker file.
+// tmpMarker separates an iteration directory's or the tracker's name from
+// the random suffix of its temporary copy during a save.
+const tmpMarker = ".tmp-"
+
+// ErrNoCheckpoint is wrapped by Latest and Load for a directory that holds
+// no checkpoint at all: missing, empty, or holding only what interrupted
+// saves left (a run with the same --save and --load starts from scratch).
+var ErrNoCheckpoint = errors.New("holds no gotron checkpoint")
+
+// RemoveStale deletes the temporary directories and tracker files that
+// saves killed mid-way left under dir (NAME.tmp-*). It is called at the
+// start of every save, when no other save into dir runs.
+func RemoveStale(dir string) {
+	stale, _ := filepath.Glob(filepath.Join(dir, "iter_*"+tmpMarker+"*"))
+	trackers, _ := filepath.Glob(filepath.Join(dir, TrackerFile+tmpMarker+"*"))
+	for _, p := range append(stale, trackers...) {
+		os.RemoveAll(p)
+	}
+}
+
+// Latest returns the iteration named by dir's tracker file. A directory
+// that is missing or holds no iteration directory gives an error wrapping
+// ErrNoCheckpoint; one with iterations but no tracker is an error that
+// says how to choose one.
 func Latest(dir string) (int, error) {
 	b, err := os.ReadFile(filepath.Join(dir, TrackerFile))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return 0, fmt.Errorf("--load %s: no %s: the directory holds no gotron checkpoint; pass the directory given to --save", dir, TrackerFile)
+			iters, _ := filepath.Glob(filepath.Join(dir, "iter_[0-9]*"))
+			iters = slices.DeleteFunc(iters, func(p string) bool { return strings.Contains(filepath.Base(p), tmpMarker) })
+			if len(iters) > 0 {
+				return 0, fmt.Errorf("--load %s: the directory holds %d iteration director(ies) (the last %s) but no %s: write the iteration to resume from into %s",
+					dir, len(iters), filepath.Base(iters[len(iters)-1]), TrackerFile, filepath.Join(dir, TrackerFile))
+			}
+			return 0, fmt.Errorf("--load %s %w (no %s, no iter_* directory): pass the directory given to --save", dir, ErrNoCheckpoint, TrackerFile)
 		}
 		return 0, fmt.Errorf("--load %s: %w", dir, err)
 	}
@@ -177,6 +219,9 @@ func Load(dir string) (*Checkpoint, error) {
 	if c.State.Iteration != it {
 		return nil, fmt.Errorf("--load %s: the tracker names iteration %d but %s records %d", dir, it, filepath.Join(d, "state.json"), c.State.Iteration)
 	}
+	if err := c.State.validate(); err != nil {
+		return nil, fmt.Errorf("--load %s: %s is damaged: %v", dir, filepath.Join(d, "state.json"), err)
+	}
 	m, err := safetensors.ReadFile(filepath.Join(d, "model.safetensors"))
 	if err != nil {
 		return nil, fmt.Errorf("--load %s: %w", dir, err)
@@ -187,6 +232,19 @@ func Load(dir string) (*Checkpoint, error) {
 	}
 	c.Model, c.Optimizer = m.Tensors, o.Tensors
 	return c, nil
+}
+
+// validate checks the values no training state can have.
+func (s State) validate() error {
+	switch {
+	case s.Iteration < 0:
+		return fmt.Errorf("iteration %d is negative", s.Iteration)
+	case s.ConsumedSamples < 0:
+		return fmt.Errorf("consumed_train_samples %d is negative", s.ConsumedSamples)
+	case s.OptimizerSteps < 0 || s.OptimizerSteps > s.Iteration:
+		return fmt.Errorf("optimizer_steps %d is outside [0, iteration %d]", s.OptimizerSteps, s.Iteration)
+	}
+	return nil
 }
 
 func writeFileSync(path string, b []byte) error {

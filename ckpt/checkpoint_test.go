@@ -84,7 +84,7 @@ func TestFailedSaveKeepsPreviousCheckpoint(t *testing.T) {
 
 func TestLoadErrors(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "holds no gotron checkpoint") {
+	if _, err := Load(dir); err == nil || !errors.Is(err, ErrNoCheckpoint) {
 		t.Errorf("empty dir: %v", err)
 	}
 	if err := Save(dir, sample(3)); err != nil {
@@ -100,5 +100,84 @@ func TestLoadErrors(t *testing.T) {
 	os.WriteFile(model, b[:len(b)-3], 0o644)
 	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "truncated") {
 		t.Errorf("truncated model: %v", err)
+	}
+}
+
+// TestNoCheckpointIsDistinguished: a missing or empty directory, or one
+// holding only an interrupted save's leftovers, wraps ErrNoCheckpoint; one
+// whose iterations lost their tracker is another error naming the last
+// iteration.
+func TestNoCheckpointIsDistinguished(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Join(dir, "missing"), dir} {
+		if _, err := Load(d); !errors.Is(err, ErrNoCheckpoint) {
+			t.Errorf("%s: %v, want ErrNoCheckpoint", d, err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "iter_0000004.tmp-123"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir); !errors.Is(err, ErrNoCheckpoint) {
+		t.Errorf("only a leftover temporary: %v, want ErrNoCheckpoint", err)
+	}
+	if err := Save(dir, sample(3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "iter_0000004.tmp-123")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the save left an interrupted save's directory in place: %v", err)
+	}
+	os.Remove(filepath.Join(dir, TrackerFile))
+	_, err := Load(dir)
+	if err == nil || errors.Is(err, ErrNoCheckpoint) || !strings.Contains(err.Error(), "iter_0000003") {
+		t.Errorf("iterations without a tracker: %v, want an error naming iter_0000003", err)
+	}
+}
+
+// TestCheckpointModes: the iteration directory is 0755 and the tracker
+// 0644, not MkdirTemp's and CreateTemp's private 0700 and 0600; files
+// written with os.Create keep 0666 less the umask.
+func TestCheckpointModes(t *testing.T) {
+	dir := t.TempDir()
+	if err := Save(dir, sample(3)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path string
+		mode os.FileMode
+	}{{IterDir(dir, 3), 0o755}, {filepath.Join(dir, TrackerFile), 0o644}} {
+		st, err := os.Stat(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Mode().Perm(); got != c.mode {
+			t.Errorf("%s: mode %v, want %v", c.path, got, c.mode)
+		}
+	}
+}
+
+// TestDamagedStateRefused: values no run can have (the issue's
+// optimizer_steps -1 panicked in the optimizer) are refused by Load.
+func TestDamagedStateRefused(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  func(*State)
+		want string
+	}{
+		{"negative steps", func(s *State) { s.OptimizerSteps = -1 }, "optimizer_steps -1"},
+		{"steps beyond iterations", func(s *State) { s.OptimizerSteps = 99 }, "optimizer_steps 99"},
+		{"negative samples", func(s *State) { s.ConsumedSamples = -8 }, "consumed_train_samples -8"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cp := sample(3)
+			c.set(&cp.State)
+			if err := Save(dir, cp); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(dir)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "state.json is damaged") {
+				t.Errorf("got %v, want an error naming %q", err, c.want)
+			}
+		})
 	}
 }

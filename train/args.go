@@ -56,6 +56,20 @@ type Args struct {
 	Save string // --save: checkpoint directory
 	Load string // --load: checkpoint directory to resume from
 
+	// ExitSignalHandler is --exit-signal-handler: SIGTERM or SIGINT
+	// finishes the iteration, saves (with --save) and ends the run with
+	// status 0 on every rank; a second signal exits at once. Without it,
+	// gotron train still finishes the iteration and saves when --save is
+	// given, but exits with 128+signal.
+	ExitSignalHandler bool
+	// ExitInterval is --exit-interval: stop (and save) when the iteration
+	// is a multiple of it (0: never).
+	ExitInterval int
+	// ExitDurationInMins is --exit-duration-in-mins: stop (and save) after
+	// the first iteration that ends this many minutes after training began
+	// (0: never).
+	ExitDurationInMins float64
+
 	LoadInit  string // --load-init: initial weights (safetensors)
 	DumpGrads string // --dump-grads: first step's gradients (safetensors)
 	LogJSON   string // --log-json: one JSON object per iteration
@@ -200,7 +214,7 @@ func (a Args) Validate(world int) error {
 		{"--init-method-std", a.Model.InitMethodStd}, {"--hidden-dropout", float64(a.Model.HiddenDropout)},
 		{"--attention-dropout", float64(a.Model.AttentionDropout)}, {"--layernorm-epsilon", float64(a.Model.LayernormEpsilon)},
 		{"--sample-temperature", a.SampleTemperature}, {"--split-valid", a.SplitValid},
-		{"--distributed-timeout-minutes", a.DistributedTimeoutMinutes},
+		{"--distributed-timeout-minutes", a.DistributedTimeoutMinutes}, {"--exit-duration-in-mins", a.ExitDurationInMins},
 		{"--loss-scale", a.LossScale}, {"--initial-loss-scale", a.InitialLossScale}, {"--min-loss-scale", a.MinLossScale},
 	} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
@@ -237,10 +251,13 @@ func (a Args) Validate(world int) error {
 	for _, x := range []struct {
 		flag string
 		v    int
-	}{{"--lr-decay-iters", a.LRDecayIters}, {"--threads", a.Threads}} {
+	}{{"--lr-decay-iters", a.LRDecayIters}, {"--threads", a.Threads}, {"--exit-interval", a.ExitInterval}} {
 		if x.v < 0 {
 			add("%s %d: must not be negative (0: the default)", x.flag, x.v)
 		}
+	}
+	if a.ExitDurationInMins < 0 {
+		add("--exit-duration-in-mins %g: must not be negative (0: no limit)", a.ExitDurationInMins)
 	}
 	if a.DistributedTimeoutMinutes > maxTimeoutMinutes {
 		add("--distributed-timeout-minutes %g: at most %d (a year); a collective that waits that long has hung", a.DistributedTimeoutMinutes, maxTimeoutMinutes)

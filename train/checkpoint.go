@@ -2,7 +2,10 @@ package train
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
+	"path/filepath"
 	"strings"
 
 	"github.com/gotron/gotron/ckpt"
@@ -19,6 +22,9 @@ const (
 	expAvgPrefix   = "exp_avg."
 	expAvgSqPrefix = "exp_avg_sq."
 )
+
+// saveCheckpoint is ckpt.Save; tests make it fail.
+var saveCheckpoint = ckpt.Save
 
 // save writes a checkpoint of the current iteration. The weights and
 // Adam moments are gathered to whole tensors over the tensor-parallel group
@@ -85,7 +91,7 @@ func (t *trainer) save(ctx context.Context) error {
 		for k := 0; k < len(all)/4; k++ {
 			c.State.RNG = append(c.State.RNG, [4]uint64{uint64(all[4*k]), uint64(all[4*k+1]), uint64(all[4*k+2]), uint64(all[4*k+3])})
 		}
-		if saveErr = ckpt.Save(t.a.Save, c); saveErr != nil {
+		if saveErr = saveCheckpoint(t.a.Save, c); saveErr != nil {
 			status[0] = 1
 		}
 	}
@@ -93,12 +99,21 @@ func (t *trainer) save(ctx context.Context) error {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
 	if saveErr != nil {
-		return fmt.Errorf("%w (the previous checkpoint in %s is intact)", saveErr, t.a.Save)
+		return fmt.Errorf("%w (%s)", saveErr, previousCheckpoint(t.a.Save))
 	}
 	if status[0] != 0 {
-		return fmt.Errorf("save checkpoint: rank 0 failed to write %s (see its error; the previous checkpoint is intact)", t.a.Save)
+		return fmt.Errorf("save checkpoint: rank 0 failed to write %s (see its error; %s)", t.a.Save, previousCheckpoint(t.a.Save))
 	}
 	return nil
+}
+
+// previousCheckpoint says what a failed save leaves in dir: the last
+// complete checkpoint, or none.
+func previousCheckpoint(dir string) string {
+	if it, err := ckpt.Latest(dir); err == nil {
+		return fmt.Sprintf("the checkpoint of iteration %d in %s is intact", it, dir)
+	}
+	return fmt.Sprintf("no earlier checkpoint was saved in %s", dir)
 }
 
 // rngStates returns the rank's generator states, flattened: the default
@@ -146,13 +161,54 @@ func argsRecord(a Args, world int) map[string]any {
 	}
 }
 
+// checkedArgs are the settings a resumed run must share with its
+// checkpoint: the model's shapes and head split, and the global batch
+// (the data position continues from iteration·global batch).
+var checkedArgs = []struct{ key, flag string }{
+	{"num_layers", "--num-layers"}, {"hidden_size", "--hidden-size"}, {"num_attention_heads", "--num-attention-heads"},
+	{"ffn_hidden_size", "--ffn-hidden-size"}, {"max_position_embeddings", "--max-position-embeddings"},
+	{"vocab_size", "--vocab-size"}, {"global_batch_size", "--global-batch-size"},
+}
+
+// checkArgs compares the run's settings with a checkpoint's record
+// (argsRecord's keys, as JSON numbers) and lists every difference.
+func checkArgs(a Args, saved map[string]any) error {
+	now := argsRecord(a, 1)
+	var diffs []string
+	for _, k := range checkedArgs {
+		v, ok := saved[k.key].(float64)
+		if !ok {
+			continue // a checkpoint that did not record it
+		}
+		if want := now[k.key].(int); int(v) != want || v != math.Trunc(v) {
+			diffs = append(diffs, fmt.Sprintf("%s %v in the checkpoint, %d in this run", k.flag, v, want))
+		}
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the checkpoint's settings differ from this run's: %s: pass the checkpoint's values", strings.Join(diffs, "; "))
+}
+
 // resume loads the latest checkpoint under --load into the model, the
 // optimizer, the iteration count and the generators. Each rank keeps its
 // tensor-parallel partition of the whole tensors the checkpoint holds.
+//
+// A --load directory that holds no checkpoint yet and is also --save
+// starts the run from scratch (t.freshStart), as Megatron does; any other
+// --load without a checkpoint is an error, so that a mistyped path does
+// not silently train from random weights.
 func (t *trainer) resume() error {
 	c, err := ckpt.Load(t.a.Load)
+	if errors.Is(err, ckpt.ErrNoCheckpoint) && t.a.Save != "" && filepath.Clean(t.a.Save) == filepath.Clean(t.a.Load) {
+		t.freshStart = true
+		return nil
+	}
 	if err != nil {
 		return err
+	}
+	if err := checkArgs(t.a, c.State.Args); err != nil {
+		return fmt.Errorf("--load %s (iteration %d): %w", t.a.Load, c.State.Iteration, err)
 	}
 	f := &safetensors.File{Name: t.a.Load, Tensors: c.Model}
 	// A 16-bit model loads the saved weights as its float32 main
@@ -200,9 +256,6 @@ func (t *trainer) resume() error {
 		}
 	}
 	t.setSegments([]segmentField{expAvgOf, expAvgSqOf}, expAvg, expAvgSq)
-	if gbs, ok := c.State.Args["global_batch_size"].(float64); ok && int(gbs) != t.a.GlobalBatchSize {
-		return fmt.Errorf("--load %s: the checkpoint was trained with --global-batch-size %d, this run has %d: the data position would not continue; use the same global batch", t.a.Load, int(gbs), t.a.GlobalBatchSize)
-	}
 	t.iteration = c.State.Iteration
 	t.opt.Steps = c.State.OptimizerSteps
 	r, world := t.groups.Rank, t.groups.World.Size()

@@ -2,11 +2,14 @@ package train
 
 import (
 	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gotron/gotron/ckpt"
 )
 
 // TestDivergenceIsAnError trains with an absurd learning rate and no
@@ -30,19 +33,43 @@ func TestDivergenceIsAnError(t *testing.T) {
 	}
 }
 
-// TestFailedSaveStopsEveryRank points --save at a regular file: rank 0
-// cannot save, and both ranks stop with the cause.
+// TestFailedSaveStopsEveryRank makes rank 0's save fail at iteration 2
+// (a full disk, say): both ranks stop with the cause, and the message says
+// that the checkpoint of iteration 1 is intact.
 func TestFailedSaveStopsEveryRank(t *testing.T) {
+	old := saveCheckpoint
+	t.Cleanup(func() { saveCheckpoint = old })
+	saveCheckpoint = func(dir string, c *ckpt.Checkpoint) error {
+		if c.State.Iteration == 2 {
+			return errors.New("save checkpoint: no space left on device")
+		}
+		return old(dir, c)
+	}
+	a := mockArgs(3)
+	a.WorldSize = 2
+	a.Save, a.SaveInterval = t.TempDir(), 1
+	_, err := Run(context.Background(), a, Options{})
+	if err == nil || !strings.Contains(err.Error(), "no space left") || !strings.Contains(err.Error(), "the checkpoint of iteration 1 in "+a.Save+" is intact") {
+		t.Fatalf("got %v, want the save error and the intact iteration", err)
+	}
+}
+
+// TestUnwritableSaveRefusedUpFront: a --save path that cannot hold a
+// checkpoint (here under a regular file) is refused before training, not
+// at the first save.
+func TestUnwritableSaveRefusedUpFront(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "not-a-dir")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a := mockArgs(3)
-	a.WorldSize = 2
-	a.Save = file
-	_, err := Run(context.Background(), a, Options{})
-	if err == nil || !strings.Contains(err.Error(), "save checkpoint") || !strings.Contains(err.Error(), file) {
-		t.Fatalf("got %v, want a save error naming %s", err, file)
+	for _, dir := range []string{file, filepath.Join(file, "sub")} {
+		a := mockArgs(3)
+		a.WorldSize = 2
+		a.Save = dir
+		res, err := Run(context.Background(), a, Options{})
+		if err == nil || !strings.HasPrefix(err.Error(), "invalid arguments: --save "+dir) || res != nil {
+			t.Errorf("--save %s: got %v, want an up-front error naming it", dir, err)
+		}
 	}
 }
 

@@ -1,7 +1,9 @@
 package train
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"runtime"
@@ -192,4 +194,36 @@ func bytesOf(x float64) string {
 		return "more than 4 EiB"
 	}
 	return "about " + sysmem.Format(int64(x))
+}
+
+// checkSaveDir creates the --save directory if needed and writes and
+// removes a file in it, so that a directory that cannot hold checkpoints
+// is refused before training, not at the first save after the work it
+// would lose.
+func checkSaveDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fail := func(what string, err error) error {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("invalid arguments: --save %s: %s (%v): choose a directory this user can write", dir, what, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fail("cannot create the checkpoint directory", err)
+	}
+	f, err := os.CreateTemp(dir, ".gotron-write-test-")
+	if err != nil {
+		return fail("cannot write into the checkpoint directory", err)
+	}
+	name := f.Name()
+	_, werr := f.Write([]byte("gotron\n"))
+	err = errors.Join(werr, f.Close())
+	os.Remove(name)
+	if err != nil {
+		return fail("cannot write into the checkpoint directory", err)
+	}
+	return nil
 }

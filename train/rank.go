@@ -55,6 +55,9 @@ type trainer struct {
 	rec     *recorder // the schedule's events, while an iteration is profiled
 
 	iteration int
+	// freshStart says that --load named the --save directory and it held
+	// no checkpoint yet: the run started from scratch.
+	freshStart bool
 }
 
 // newTrainer builds the rank's model chunks, optimizer and data, loading

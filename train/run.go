@@ -20,6 +20,9 @@ type Options struct {
 	Out io.Writer
 	// Progress, if set, receives a progress bar (a terminal).
 	Progress io.Writer
+	// Stop, if set, lets a signal handler end the run after the current
+	// iteration (with a save when --save is given); see Stop.
+	Stop *Stop
 }
 
 // Result is what a run reports (rank 0's view).
@@ -38,6 +41,12 @@ type Result struct {
 	Sample string
 	// StartIteration is the iteration the run resumed from.
 	StartIteration int
+	// Exit, when set, says why the run stopped before --train-iters (a
+	// signal, --exit-interval, --exit-duration-in-mins).
+	Exit *ExitReason
+	// Saved is the iteration of the last checkpoint the run wrote (0:
+	// none).
+	Saved int
 }
 
 // Run trains with a.WorldSize ranks as goroutines of this process.
@@ -50,6 +59,9 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 		return nil, err
 	}
 	if err := checkMemory(a, a.WorldSize, a.WorldSize, a.WorldSize); err != nil {
+		return nil, err
+	}
+	if err := checkSaveDir(a.Save); err != nil {
 		return nil, err
 	}
 	// The ranks of this process share one copy of the data.
@@ -81,6 +93,9 @@ func RunRank(ctx context.Context, world comm.Group, a Args, o Options, localRank
 	if err := checkMemory(a, world.Size(), localRanks, 1); err != nil {
 		return nil, err
 	}
+	if err := checkSaveDir(a.Save); err != nil {
+		return nil, err
+	}
 	ds, err := openData(a)
 	if err != nil {
 		return nil, err
@@ -90,6 +105,7 @@ func RunRank(ctx context.Context, world comm.Group, a Args, o Options, localRank
 
 // runRank runs one rank with the arguments validated and the data open.
 func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datasets, localRanks int) (*Result, error) {
+	started := time.Now()
 	var err error
 	var log *logger
 	if world.Rank() == 0 {
@@ -112,6 +128,9 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 			gpt.NumParameters(a.Model), t.precisionDesc(), world.Size(), layoutDesc(a, t.dp), t.micro, a.MicroBatchSize, ds.desc, tensor.GemmLibraries(), t.tape.Workers())
 		if t.iteration > 0 {
 			log.printf("gotron: resumed from %s at iteration %d\n", a.Load, t.iteration)
+		}
+		if t.freshStart {
+			log.printf("gotron: --load %s holds no checkpoint yet (it is also --save): starting from scratch\n", a.Load)
 		}
 	}
 	for t.iteration < a.TrainIters {
@@ -167,13 +186,36 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 				}
 			}
 		}
-		if a.Save != "" && (a.SaveInterval > 0 && t.iteration%a.SaveInterval == 0 || last) {
+		save := func() error {
 			if err := t.save(ctx); err != nil {
-				return res, err
+				return err
 			}
+			res.Saved = t.iteration
 			if log != nil {
 				log.printf("gotron: saved checkpoint at iteration %d to %s\n", t.iteration, a.Save)
 			}
+			return nil
+		}
+		if a.Save != "" && (a.SaveInterval > 0 && t.iteration%a.SaveInterval == 0 || last) {
+			if err := save(); err != nil {
+				return res, err
+			}
+		}
+		reason, stop, err := t.exitReason(ctx, o.Stop, started)
+		if err != nil {
+			return res, err
+		}
+		if stop {
+			if a.Save != "" && res.Saved != t.iteration {
+				if err := save(); err != nil {
+					return res, err
+				}
+			}
+			if log != nil {
+				log.printf("gotron: exiting after iteration %d (%s)\n", t.iteration, reason)
+			}
+			res.Exit = &reason
+			return res, nil
 		}
 	}
 	if a.Sample > 0 && t.dpRank == 0 {

@@ -5,34 +5,40 @@
 //	gotron bench
 //
 // Flags are spelled as Megatron's. Errors are printed as one line naming
-// the flag or file and the fix, and the command exits with status 1.
+// the flag or file and the fix, and the command exits with status 1. A
+// first SIGINT or SIGTERM stops training after the current iteration,
+// saving with --save (status 0 with --exit-signal-handler, else
+// 128+signal); a second exits at once.
 package main
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, in := watchSignals()
 	err := newRoot().ExecuteContext(ctx)
-	interrupted := ctx.Err() != nil
-	stop()
-	if err != nil {
-		if interrupted {
-			// Every rank stops with the context's error; say what happened
-			// first, and keep the detail of where each rank was.
-			fmt.Fprintf(os.Stderr, "gotron: interrupted by a signal; nothing after the last saved checkpoint is kept (stopped at: %v)\n", err)
-		} else {
-			fmt.Fprintf(os.Stderr, "gotron: %v\n", err)
-		}
-		os.Exit(1)
+	if err == nil {
+		return
 	}
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		fmt.Fprintf(os.Stderr, "gotron: %s\n", ee.msg)
+		os.Exit(ee.code)
+	case in.received() != 0 && ctx.Err() != nil:
+		// Every part of the command stopped with the context's error;
+		// say what happened instead.
+		s := in.received()
+		fmt.Fprintf(os.Stderr, "gotron: interrupted by %s: stopped without finishing\n", name(s))
+		os.Exit(128 + int(s))
+	}
+	fmt.Fprintf(os.Stderr, "gotron: %v\n", err)
+	os.Exit(1)
 }
 
 func newRoot() *cobra.Command {

@@ -41,12 +41,22 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 			if backend != "local" && backend != "mpi" {
 				return fmt.Errorf("--backend %q: choose local (ranks as goroutines) or mpi (one process per rank under mpirun)", backend)
 			}
+			if err := checkLauncher(backend); err != nil {
+				return err
+			}
 			stop, err := startCPUProfile(cpuProfile, backend)
 			if err != nil {
 				return err
 			}
 			defer stop()
-			o := train.Options{Out: os.Stdout}
+			o := train.Options{Out: os.Stdout, Stop: &train.Stop{}}
+			if in := interruptsFrom(cmd.Context()); in != nil {
+				note := "finishing the iteration, then exiting; nothing is saved without --save"
+				if a.Save != "" {
+					note = "finishing the iteration and saving to " + a.Save + ", then exiting"
+				}
+				in.training(o.Stop, note)
+			}
 			if term.IsTerminal(int(os.Stderr.Fd())) {
 				o.Progress = os.Stderr
 			}
@@ -65,6 +75,9 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 			}
 			if res == nil {
 				return nil
+			}
+			if e := res.Exit; e != nil && e.Signal != 0 && !a.ExitSignalHandler {
+				return stoppedBySignal(a, res)
 			}
 			if res.Sample != "" {
 				fmt.Printf("\n--- sample from the trained model (%d bytes, temperature %g) ---\n%s\n--- end of sample ---\n", a.Sample, a.SampleTemperature, res.Sample)
@@ -102,6 +115,9 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 	f.StringVar(&a.Save, "save", a.Save, "checkpoint directory to save into")
 	f.StringVar(&a.Load, "load", a.Load, "checkpoint directory to resume from")
 	f.IntVar(&a.SaveInterval, "save-interval", a.SaveInterval, "save a checkpoint every this many iterations (and at the end)")
+	f.BoolVar(&a.ExitSignalHandler, "exit-signal-handler", false, "on SIGTERM or SIGINT, finish the iteration, save (with --save) and exit with status 0 on every rank; a second signal exits at once")
+	f.IntVar(&a.ExitInterval, "exit-interval", 0, "stop (and save) when the iteration is a multiple of this")
+	f.Float64Var(&a.ExitDurationInMins, "exit-duration-in-mins", 0, "stop (and save) after the first iteration that ends this many minutes after training began")
 	f.BoolVar(&a.MockData, "mock-data", false, "train on synthetic mock data")
 	f.StringVar(&dataPath, "data-path", "", "text files or directories (comma-separated)")
 	f.BoolVar(&a.GoStdlibCorpus, "go-stdlib-corpus", false, "train on the Go standard library's source (go env GOROOT)/src")
@@ -114,6 +130,18 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 	f.StringVar(&a.SamplePrompt, "sample-prompt", a.SamplePrompt, "text the sample starts from")
 	f.Float64Var(&a.SampleTemperature, "sample-temperature", a.SampleTemperature, "sampling temperature")
 	return cmd
+}
+
+// stoppedBySignal is the command's error for a run a signal stopped
+// without --exit-signal-handler: status 128+signal, and what was saved.
+func stoppedBySignal(a train.Args, res *train.Result) error {
+	s := res.Exit.Signal
+	it := res.StartIteration + len(res.Losses)
+	what := "nothing was saved (no --save)"
+	if res.Saved > 0 {
+		what = fmt.Sprintf("its checkpoint is in %s: resume with --load %s", a.Save, a.Save)
+	}
+	return &exitError{code: 128 + int(s), msg: fmt.Sprintf("stopped by %s after iteration %d; %s (with --exit-signal-handler a signal ends the run with status 0)", name(s), it, what)}
 }
 
 func addModelFlags(f *pflag.FlagSet, m *config.TransformerConfig) {
@@ -146,7 +174,8 @@ func addParallelFlags(f *pflag.FlagSet, a *train.Args) {
 	f.BoolVar(&a.Model.SequenceParallel, "sequence-parallel", a.Model.SequenceParallel, "split the layer-norm and dropout regions along the sequence across the tensor-parallel ranks")
 	f.IntVar(&a.Model.PipelineModelParallelSize, "pipeline-model-parallel-size", a.Model.PipelineModelParallelSize, "pipeline-parallel size: the layers split into this many stages, run under the 1F1B schedule")
 	addPipelineFlags(f, &a.Model)
-	f.IntVar(&a.Model.ContextParallelSize, "context-parallel-size", a.Model.ContextParallelSize, "context-parallel size")
+	f.IntVar(&a.Model.ContextParallelSize, "context-parallel-size", a.Model.ContextParallelSize, "context-parallel size (not built yet: 1)")
+	f.IntVar(&a.Model.ExpertModelParallelSize, "expert-model-parallel-size", a.Model.ExpertModelParallelSize, "expert-parallel size (not built yet: 1)")
 	f.Float64Var(&a.DistributedTimeoutMinutes, "distributed-timeout-minutes", a.DistributedTimeoutMinutes, "fail a collective that waits longer than this")
 	addDDPFlags(f, a)
 }
