@@ -100,11 +100,23 @@ func save(dir string, c *Checkpoint, fail func(stage string) error) error {
 	if err := writeFileSync(filepath.Join(tmp, "state.json"), append(js, '\n')); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
+	if err := install(dir, tmp, c.State.Iteration, fail); err != nil {
+		return err
+	}
+	ok = true
+	return nil
+}
+
+// install syncs the complete iteration directory tmp, renames it into
+// place as iteration it under dir (replacing an older save of the same
+// iteration only once the new one is complete) and points the tracker at
+// it (write, sync, rename). fail is save's fault hook. On an error before
+// the rename, tmp is left for the caller to remove.
+func install(dir, tmp string, it int, fail func(string) error) error {
+	final := IterDir(dir, it)
 	if err := syncDir(tmp); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
-	// An older save of the same iteration is replaced only once the new one
-	// is complete.
 	if err := fail("rename"); err != nil {
 		return err
 	}
@@ -122,7 +134,6 @@ func save(dir string, c *Checkpoint, fail func(stage string) error) error {
 		}
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
-	ok = true
 	if old != "" {
 		os.RemoveAll(old)
 	}
@@ -142,7 +153,7 @@ func save(dir string, c *Checkpoint, fail func(stage string) error) error {
 		os.Remove(tt.Name())
 		return fmt.Errorf("save checkpoint: tracker: %w", err)
 	}
-	_, werr := tt.WriteString(strconv.Itoa(c.State.Iteration) + "\n")
+	_, werr := tt.WriteString(strconv.Itoa(it) + "\n")
 	serr := tt.Sync()
 	cerr := tt.Close()
 	if err := errors.Join(werr, serr, cerr); err != nil {
@@ -154,6 +165,65 @@ func save(dir string, c *Checkpoint, fail func(stage string) error) error {
 		return fmt.Errorf("save checkpoint: tracker: %w", err)
 	}
 	return syncDir(dir)
+}
+
+// TempDir returns the temporary directory of iteration it's save under
+// dir, named by a nonce the saving ranks agree on.
+func TempDir(dir string, it int, nonce uint64) string {
+	return fmt.Sprintf("%s%s%016x", IterDir(dir, it), tmpMarker, nonce)
+}
+
+// BeginSave prepares a distributed save of iteration it into dir: it
+// creates dir, removes what interrupted saves left, and creates the
+// temporary iteration directory (TempDir) every rank writes its shard
+// into. One rank calls it, before the others write.
+func BeginSave(dir string, it int, nonce uint64) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("save checkpoint: --save %s: %w", dir, err)
+	}
+	RemoveStale(dir)
+	tmp := TempDir(dir, it, nonce)
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return "", fmt.Errorf("save checkpoint: --save %s is not writable: %w", dir, err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil { // whatever the umask
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("save checkpoint: %w", err)
+	}
+	return tmp, nil
+}
+
+// RemoveTemp removes the temporary directory of a save that failed.
+func RemoveTemp(tmp string) { os.RemoveAll(tmp) }
+
+// Commit completes a distributed save: it writes the manifest m (whose
+// shards every rank has written into tmp), and installs tmp as iteration
+// m.Iteration. On an error tmp is removed and the previous checkpoint and
+// tracker stay as they were.
+func Commit(dir, tmp string, m *Manifest) error { return commit(dir, tmp, m, nil) }
+
+// commit is Commit with save's fault hook.
+func commit(dir, tmp string, m *Manifest, fail func(string) error) error {
+	if fail == nil {
+		fail = func(string) error { return nil }
+	}
+	m.Format = Format
+	err := m.validate()
+	if err == nil {
+		err = fail("manifest")
+	}
+	if err == nil {
+		err = writeManifest(tmp, m)
+	}
+	if err != nil {
+		err = fmt.Errorf("save checkpoint: %w", err)
+	} else {
+		err = install(dir, tmp, m.Iteration, fail)
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+	}
+	return err
 }
 
 // tmpMarker separates an iteration directory's or the tracker's name from

@@ -1,16 +1,40 @@
 // Package ckpt saves and loads gotron's training checkpoints.
 //
-// A checkpoint directory holds one sub-directory per saved iteration and a
-// tracker file, as Megatron's do:
+// A checkpoint directory holds one sub-directory per saved iteration and
+// Megatron's tracker file:
 //
-//	DIR/latest_checkpointed_iteration.txt      "20"
-//	DIR/iter_0000020/model.safetensors         weights, Megatron names
-//	DIR/iter_0000020/optimizer.safetensors     exp_avg.NAME, exp_avg_sq.NAME
-//	DIR/iter_0000020/state.json                iteration, consumed samples,
-//	                                           RNG state, optimizer step, args
+//	DIR/latest_checkpointed_iteration.txt   "20"
+//	DIR/iter_0000020/metadata.json          the manifest (CRC32C-protected)
+//	DIR/iter_0000020/shard_00000.bin        rank 0's pieces, float32
+//	DIR/iter_0000020/shard_00003.bin        rank 3's pieces, …
 //
-// Saving is atomic: the iteration is written into a temporary directory,
-// synced and renamed into place, and only then is the tracker replaced
-// (write, sync, rename). A save that fails at any point leaves the previous
-// checkpoint and tracker untouched.
+// The checkpoint is distributed: every rank writes, in parallel, the
+// pieces of the tensors it owns (its tensor- and pipeline-parallel
+// partitions, its distributed-optimizer shard; replicated data once). A
+// piece is a Box of a whole tensor, keyed by the tensor's global name
+// ("model/decoder.layers.0.mlp.linear_fc1.weight",
+// "optimizer/exp_avg/…", "optimizer/exp_avg_sq/…"), so a checkpoint does
+// not depend on the layout that wrote it: Regions maps a rank's local
+// tensor (or a flat range of it, FlatBoxes) to boxes of the whole tensor,
+// and Reader.Fill reads any box back from the pieces that intersect it.
+//
+// The manifest lists the run's arguments and layout, the training state
+// (iteration, consumed samples, optimizer steps, loss scaler, every
+// rank's generator states), every tensor's whole shape, and every shard's
+// pieces with a CRC32C per BlockSize bytes. A load reads only the blocks
+// around the elements it needs and verifies each: a flipped bit is
+// reported with the shard, the tensor and the piece (DamageError). The
+// manifest carries its own checksum; Open also refuses pieces that overlap
+// or leave part of a tensor unsaved.
+//
+// Saving is atomic: BeginSave creates a temporary directory, the ranks
+// write their shards into it (WriteShard), and Commit writes the manifest,
+// syncs, renames the directory into place, and only then replaces the
+// tracker (write, sync, rename). A save that fails at any point leaves the
+// previous checkpoint and tracker untouched; temporaries a killed save
+// left are removed by the next save.
+//
+// Save and Load read and write the whole-tensor form (model.safetensors,
+// optimizer.safetensors and state.json, Megatron's parameter names), which
+// `gotron ckpt convert` produces and reads.
 package ckpt

@@ -33,24 +33,31 @@ func TestDivergenceIsAnError(t *testing.T) {
 	}
 }
 
-// TestFailedSaveStopsEveryRank makes rank 0's save fail at iteration 2
-// (a full disk, say): both ranks stop with the cause, and the message says
-// that the checkpoint of iteration 1 is intact.
+// TestFailedSaveStopsEveryRank makes rank 1's shard fail at iteration 2
+// (a full disk, say) under TP 2: both ranks stop with the cause, naming
+// the rank, the message says that the checkpoint of iteration 1 is intact,
+// and nothing temporary is left.
 func TestFailedSaveStopsEveryRank(t *testing.T) {
-	old := saveCheckpoint
-	t.Cleanup(func() { saveCheckpoint = old })
-	saveCheckpoint = func(dir string, c *ckpt.Checkpoint) error {
-		if c.State.Iteration == 2 {
-			return errors.New("save checkpoint: no space left on device")
+	old := writeShard
+	t.Cleanup(func() { writeShard = old })
+	writeShard = func(dir string, rank int, pieces []ckpt.PieceData) (ckpt.Shard, error) {
+		if rank == 1 && strings.Contains(dir, "iter_0000002") {
+			return ckpt.Shard{}, errors.New("no space left on device")
 		}
-		return old(dir, c)
+		return old(dir, rank, pieces)
 	}
 	a := mockArgs(3)
-	a.WorldSize = 2
+	a.WorldSize, a.Model.TensorModelParallelSize = 2, 2
 	a.Save, a.SaveInterval = t.TempDir(), 1
 	_, err := Run(context.Background(), a, Options{})
-	if err == nil || !strings.Contains(err.Error(), "no space left") || !strings.Contains(err.Error(), "the checkpoint of iteration 1 in "+a.Save+" is intact") {
+	if err == nil || !strings.Contains(err.Error(), "rank 1: no space left") || !strings.Contains(err.Error(), "the checkpoint of iteration 1 in "+a.Save+" is intact") {
 		t.Fatalf("got %v, want the save error and the intact iteration", err)
+	}
+	entries, _ := os.ReadDir(a.Save)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("temporary %s left behind", e.Name())
+		}
 	}
 }
 

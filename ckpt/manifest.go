@@ -1,0 +1,224 @@
+package ckpt
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+)
+
+// ManifestFile names an iteration's manifest in a distributed checkpoint.
+const ManifestFile = "metadata.json"
+
+// Format is the manifest's format name.
+const Format = "gotron-distributed-1"
+
+// castagnoli is CRC32C's table (hardware-accelerated on amd64 and arm64).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Manifest describes one saved iteration of a distributed checkpoint:
+// the training state, the layout that wrote it, every tensor's whole
+// shape, and every shard file with its pieces and checksums.
+type Manifest struct {
+	Format string `json:"format"`
+	// Iteration, ConsumedSamples and OptimizerSteps are as in State.
+	Iteration       int   `json:"iteration"`
+	ConsumedSamples int64 `json:"consumed_train_samples"`
+	OptimizerSteps  int   `json:"optimizer_steps"`
+	// Args are the run's settings (for the checks on resume).
+	Args map[string]int `json:"args"`
+	// Layout is the parallel layout of the run that saved.
+	Layout Layout `json:"layout"`
+	// GradScaler is the loss scaler's state, if any.
+	GradScaler json.RawMessage `json:"grad_scaler,omitempty"`
+	// Tensors maps every saved tensor's key ("model/NAME",
+	// "optimizer/exp_avg/NAME", "optimizer/exp_avg_sq/NAME") to its whole
+	// shape; the data are float32.
+	Tensors map[string][]int `json:"tensors"`
+	// Shards are the files the ranks wrote, in rank order.
+	Shards []Shard `json:"shards"`
+	// Ranks holds each world rank's coordinates and generator states.
+	Ranks []RankState `json:"ranks"`
+}
+
+// Layout is the parallel layout of a run.
+type Layout struct {
+	World                int  `json:"world_size"`
+	TP                   int  `json:"tensor_model_parallel_size"`
+	PP                   int  `json:"pipeline_model_parallel_size"`
+	VPP                  int  `json:"virtual_pipeline_model_parallel_size"`
+	DP                   int  `json:"data_parallel_size"`
+	DistributedOptimizer bool `json:"use_distributed_optimizer"`
+}
+
+// RankState is one world rank's place in the layout and its generator
+// states (the default stream, then the tracker's in name order).
+type RankState struct {
+	Rank int         `json:"rank"`
+	TP   int         `json:"tp_rank"`
+	PP   int         `json:"pp_rank"`
+	DP   int         `json:"dp_rank"`
+	RNG  [][4]uint64 `json:"rng_state"`
+}
+
+// Shard is one file of pieces written by one rank.
+type Shard struct {
+	File   string  `json:"file"`
+	Rank   int     `json:"rank"`
+	Size   int64   `json:"bytes"`
+	Pieces []Piece `json:"pieces"`
+}
+
+// Piece is one box of one tensor, stored at Pos in its shard as float32
+// little-endian values in the box's row-major order. CRC holds the CRC32C
+// of each BlockSize bytes of the piece (the last block may be shorter).
+type Piece struct {
+	Key string `json:"key"`
+	Box
+	Pos int64    `json:"pos"`
+	CRC []uint32 `json:"crc32c"`
+}
+
+// BlockSize is the span of one checksum: a load reads whole blocks, and
+// verifies each, around the elements it needs.
+const BlockSize = 1 << 20
+
+// manifestFile is the manifest's file form: the CRC32C of the manifest's
+// bytes as they stand in the file, then the manifest.
+type manifestFile struct {
+	Checksum string          `json:"crc32c"`
+	Manifest json.RawMessage `json:"manifest"`
+}
+
+// writeManifest writes m into dir, synced.
+func writeManifest(dir string, m *Manifest) error {
+	body, err := json.MarshalIndent(m, "", " ")
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "{\"crc32c\": \"%08x\", \"manifest\": ", crc32.Checksum(body, castagnoli))
+	b.Write(body)
+	b.WriteString("}\n")
+	return writeFileSync(filepath.Join(dir, ManifestFile), b.Bytes())
+}
+
+// readManifest reads and verifies dir's manifest.
+func readManifest(dir string) (*Manifest, error) {
+	path := filepath.Join(dir, ManifestFile)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f manifestFile
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return nil, fmt.Errorf("%s is damaged (%v): restore it or load an earlier iteration", path, err)
+	}
+	if got := fmt.Sprintf("%08x", crc32.Checksum(f.Manifest, castagnoli)); got != f.Checksum {
+		return nil, fmt.Errorf("%s is damaged: its checksum is %s, the file records %s: restore it or load an earlier iteration", path, got, f.Checksum)
+	}
+	m := &Manifest{}
+	dec := json.NewDecoder(bytes.NewReader(f.Manifest))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(m); err != nil {
+		return nil, fmt.Errorf("%s is damaged (%v): restore it or load an earlier iteration", path, err)
+	}
+	if err := m.validate(); err != nil {
+		return nil, fmt.Errorf("%s is damaged: %v", path, err)
+	}
+	return m, nil
+}
+
+// validate checks what a manifest must satisfy to be read safely: a known
+// format, sane state, tensors with non-negative shapes, pieces that lie
+// within their tensors and shards, checksums for every block, no two
+// pieces of a tensor sharing an element, and every element of every
+// tensor saved.
+func (m *Manifest) validate() error {
+	if m.Format != Format {
+		return fmt.Errorf("format %q, want %q", m.Format, Format)
+	}
+	st := State{Iteration: m.Iteration, ConsumedSamples: m.ConsumedSamples, OptimizerSteps: m.OptimizerSteps}
+	if err := st.validate(); err != nil {
+		return err
+	}
+	for key, shape := range m.Tensors {
+		if _, err := numel(shape); err != nil {
+			return fmt.Errorf("tensor %s: %v", key, err)
+		}
+	}
+	byKey := map[string][]Box{}
+	for _, s := range m.Shards {
+		if s.File == "" || filepath.Base(s.File) != s.File || s.Size < 0 {
+			return fmt.Errorf("shard %q: not a file name in the iteration's directory, or a negative size", s.File)
+		}
+		for _, p := range s.Pieces {
+			whole, ok := m.Tensors[p.Key]
+			if !ok {
+				return fmt.Errorf("%s: piece of %s, which the manifest does not list", s.File, p.Key)
+			}
+			if len(p.Offset) != len(whole) || len(p.Shape) != len(whole) {
+				return fmt.Errorf("%s: piece %s of %s has %d/%d dimensions, the tensor %d", s.File, p.Box, p.Key, len(p.Offset), len(p.Shape), len(whole))
+			}
+			for d := range whole {
+				if p.Offset[d] < 0 || p.Shape[d] <= 0 || p.Offset[d] > whole[d] || p.Shape[d] > whole[d]-p.Offset[d] {
+					return fmt.Errorf("%s: piece %s lies outside %s of shape %v", s.File, p.Box, p.Key, whole)
+				}
+			}
+			n, _ := numel(p.Shape)
+			bytes := 4 * n
+			if p.Pos < 0 || p.Pos > s.Size || bytes > s.Size-p.Pos {
+				return fmt.Errorf("%s: piece %s of %s (%d bytes at %d) lies outside the shard's %d bytes", s.File, p.Box, p.Key, bytes, p.Pos, s.Size)
+			}
+			if int64(len(p.CRC)) != (bytes+BlockSize-1)/BlockSize {
+				return fmt.Errorf("%s: piece %s of %s has %d checksums for %d bytes", s.File, p.Box, p.Key, len(p.CRC), bytes)
+			}
+			byKey[p.Key] = append(byKey[p.Key], p.Box)
+		}
+	}
+	keys := make([]string, 0, len(m.Tensors))
+	for k := range m.Tensors {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		boxes := byKey[key]
+		var total int64
+		for i, b := range boxes {
+			n, _ := numel(b.Shape)
+			total += n
+			for _, c := range boxes[:i] {
+				if o, ok := b.Intersect(c); ok {
+					return fmt.Errorf("tensor %s: pieces %s and %s overlap in %s", key, c, b, o)
+				}
+			}
+		}
+		if want, _ := numel(m.Tensors[key]); total != want {
+			return fmt.Errorf("tensor %s: the pieces hold %d of its %d elements: the checkpoint is incomplete", key, total, want)
+		}
+	}
+	if !slices.IsSortedFunc(m.Ranks, func(a, b RankState) int { return a.Rank - b.Rank }) {
+		return fmt.Errorf("ranks out of order")
+	}
+	return nil
+}
+
+// numel returns the product of shape, refusing negative dimensions and
+// products beyond 2⁶⁰.
+func numel(shape []int) (int64, error) {
+	n := int64(1)
+	for _, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("negative dimension in %v", shape)
+		}
+		if d != 0 && n > (1<<60)/int64(d) {
+			return 0, fmt.Errorf("shape %v has more than 2⁶⁰ elements", shape)
+		}
+		n *= int64(d)
+	}
+	return n, nil
+}

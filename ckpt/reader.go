@@ -1,0 +1,150 @@
+package ckpt
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Reader reads the tensors of one saved iteration, box by box, opening
+// each shard once.
+type Reader struct {
+	// Dir is the iteration's directory; Manifest its manifest.
+	Dir      string
+	Manifest *Manifest
+	files    map[string]*os.File
+	pieces   map[string][]pieceRef
+}
+
+type pieceRef struct {
+	file  string
+	piece *Piece
+}
+
+// Open reads and verifies the manifest of the latest iteration under dir
+// (the tracker's).
+func Open(dir string) (*Reader, error) {
+	it, err := Latest(dir)
+	if err != nil {
+		return nil, err
+	}
+	d := IterDir(dir, it)
+	m, err := readManifest(d)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			if _, e := os.Stat(filepath.Join(d, "model.safetensors")); e == nil {
+				return nil, fmt.Errorf("--load %s: iteration %d is in the whole-tensor format of earlier gotron versions: convert it with `gotron ckpt convert --from-whole %s --to DIR`", dir, it, d)
+			}
+		}
+		return nil, fmt.Errorf("--load %s: iteration %d: %w", dir, it, err)
+	}
+	if m.Iteration != it {
+		return nil, fmt.Errorf("--load %s: the tracker names iteration %d but %s records %d", dir, it, filepath.Join(d, ManifestFile), m.Iteration)
+	}
+	return NewReader(d, m), nil
+}
+
+// NewReader returns a reader of the verified manifest m of the iteration
+// directory dir.
+func NewReader(dir string, m *Manifest) *Reader {
+	r := &Reader{Dir: dir, Manifest: m, files: map[string]*os.File{}, pieces: map[string][]pieceRef{}}
+	for i := range m.Shards {
+		s := &m.Shards[i]
+		for j := range s.Pieces {
+			p := &s.Pieces[j]
+			r.pieces[p.Key] = append(r.pieces[p.Key], pieceRef{file: s.File, piece: p})
+		}
+	}
+	return r
+}
+
+// Close closes the shards the reader opened.
+func (r *Reader) Close() error {
+	var errs []error
+	for _, f := range r.files {
+		errs = append(errs, f.Close())
+	}
+	r.files = map[string]*os.File{}
+	return errors.Join(errs...)
+}
+
+// Has reports whether the checkpoint holds the tensor key.
+func (r *Reader) Has(key string) bool { _, ok := r.Manifest.Tensors[key]; return ok }
+
+// Fill reads box b of tensor key into dst (b's elements, row-major). Only
+// the checksum blocks of the pieces b intersects are read, and each is
+// verified.
+func (r *Reader) Fill(key string, b Box, dst []float32) error {
+	whole, ok := r.Manifest.Tensors[key]
+	if !ok {
+		return fmt.Errorf("%s: the checkpoint has no tensor %s", r.Dir, key)
+	}
+	if len(b.Shape) != len(whole) || len(dst) != b.Numel() {
+		return fmt.Errorf("%s: reading %s %s: the tensor is %v", r.Dir, key, b, whole)
+	}
+	got := 0
+	for _, ref := range r.pieces[key] {
+		p := ref.piece
+		in, ok := p.Box.Intersect(b)
+		if !ok {
+			continue
+		}
+		f, err := r.file(ref.file)
+		if err != nil {
+			return err
+		}
+		rel := relative(in, p.Box)
+		lo, hi := span(p.Shape, rel)
+		vals, err := readBlocks(f, filepath.Join(r.Dir, ref.file), p, lo, hi)
+		if err != nil {
+			return err
+		}
+		tmp := make([]float32, in.Numel())
+		CopyBox(tmp, vals, p.Shape, int(lo), rel)
+		PasteBox(dst, b.Shape, 0, relative(in, b), tmp)
+		got += in.Numel()
+	}
+	if got != b.Numel() {
+		return fmt.Errorf("%s: the checkpoint holds %d of the %d elements of %s %s: it is incomplete", r.Dir, got, b.Numel(), key, b)
+	}
+	return nil
+}
+
+// file opens a shard once.
+func (r *Reader) file(name string) (*os.File, error) {
+	if f, ok := r.files[name]; ok {
+		return f, nil
+	}
+	f, err := os.Open(filepath.Join(r.Dir, name))
+	if err != nil {
+		return nil, fmt.Errorf("%w: restore the shard or load an earlier iteration", err)
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: not a regular file: restore the shard", filepath.Join(r.Dir, name))
+	}
+	r.files[name] = f
+	return f, nil
+}
+
+// relative returns box in's coordinates within box of.
+func relative(in, of Box) Box {
+	r := Box{Offset: make([]int, len(in.Offset)), Shape: in.Shape}
+	for d := range in.Offset {
+		r.Offset[d] = in.Offset[d] - of.Offset[d]
+	}
+	return r
+}
+
+// span returns the flat range [lo, hi) of a tensor of shape that box b's
+// elements lie in: from its first element to its last.
+func span(shape []int, b Box) (int64, int64) {
+	var lo, hi int64
+	for d := range shape {
+		lo = lo*int64(shape[d]) + int64(b.Offset[d])
+		hi = hi*int64(shape[d]) + int64(b.Offset[d]+b.Shape[d]-1)
+	}
+	return lo, hi + 1
+}

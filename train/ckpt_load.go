@@ -1,0 +1,121 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/gotron/gotron/ckpt"
+	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/nn"
+	"github.com/gotron/gotron/tensor"
+	"github.com/gotron/gotron/tensor/rng"
+	"github.com/gotron/gotron/tp"
+)
+
+// resume loads the latest checkpoint under --load into the model, the
+// optimizer, the iteration count and the generators, whatever layout saved
+// it: each rank reads the boxes of the whole tensors its partitions and
+// optimizer segments cover, and only the checksum blocks around them.
+//
+// A --load directory that holds no checkpoint yet and is also --save
+// starts the run from scratch (t.freshStart), as Megatron does; any other
+// --load without a checkpoint is an error, so that a mistyped path does
+// not silently train from random weights.
+func (t *trainer) resume() error {
+	r, err := ckpt.Open(t.a.Load)
+	if errors.Is(err, ckpt.ErrNoCheckpoint) && t.a.Save != "" && filepath.Clean(t.a.Save) == filepath.Clean(t.a.Load) {
+		t.freshStart = true
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	m := r.Manifest
+	where := fmt.Sprintf("--load %s (iteration %d)", t.a.Load, m.Iteration)
+	if err := checkArgs(t.a, m.Args); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	for name := range gpt.ParameterShapes(t.a.Model) {
+		for _, k := range keyFields {
+			if !r.Has(k.prefix + name) {
+				return fmt.Errorf("%s: the checkpoint has no %s%s: it was saved from another model", where, k.prefix, name)
+			}
+		}
+	}
+	whole := gpt.ParameterShapes(t.a.Model)
+
+	// Weights: every rank reads its whole partition of every parameter
+	// (the model needs all of it) and, with 16-bit parameters, rounds them
+	// into the model and keeps the float32 values as main parameters.
+	values := map[*nn.Parameter]*tensor.Tensor{}
+	for _, p := range t.params {
+		local := p.Value.Shape()
+		all := ckpt.Box{Offset: make([]int, len(local)), Shape: local}
+		buf := make([]float32, all.Numel())
+		if err := t.readRegions(r, modelKey+p.Name, p, whole[p.Name], []ckpt.Box{all}, buf, 0); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		values[p] = tensor.FromSlice(buf, local...)
+		p.Value.CopyFrom(values[p])
+	}
+	if t.mixedPrecision() {
+		t.setSegments([]segmentField{mainOf}, values)
+	}
+	// Moments: each segment reads its own range.
+	for i := range t.opt.Segments {
+		s := &t.opt.Segments[i]
+		p := s.Param
+		boxes := ckpt.FlatBoxes(p.Value.Shape(), s.Offset, s.Offset+s.Len)
+		for _, k := range keyFields[1:] {
+			if err := t.readRegions(r, k.prefix+p.Name, p, whole[p.Name], boxes, k.field(s), s.Offset); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+		}
+	}
+	if err := t.loadScaler(m.GradScaler); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	t.iteration = m.Iteration
+	t.opt.Steps = m.OptimizerSteps
+	return t.resumeRNG(m)
+}
+
+// readRegions fills the local boxes of p's tensor (dst holds the flat
+// range of p's local tensor starting at element base) from key.
+func (t *trainer) readRegions(r *ckpt.Reader, key string, p *nn.Parameter, whole []int, boxes []ckpt.Box, dst []float32, base int) error {
+	local := p.Value.Shape()
+	for _, reg := range ckpt.Regions(local, t.partition(p), whole, boxes) {
+		buf := make([]float32, reg.Global.Numel())
+		if err := r.Fill(key, reg.Global, buf); err != nil {
+			return err
+		}
+		ckpt.PasteBox(dst, local, base, reg.Local, buf)
+	}
+	return nil
+}
+
+// resumeRNG restores the generators: each rank continues its own streams
+// when the layout is the one that saved; otherwise each data-parallel
+// replica starts fresh streams derived from the seed, its replica and the
+// iteration, the TP ranks of a replica sharing the default one, as they
+// must.
+func (t *trainer) resumeRNG(m *ckpt.Manifest) error {
+	l, now := m.Layout, t.layout()
+	r := t.groups.Rank
+	per := len(t.rngStates()) / 4
+	if l.World == now.World && l.TP == now.TP && l.PP == now.PP && l.VPP == now.VPP && len(m.Ranks) == now.World && len(m.Ranks[r].RNG) == per {
+		if err := t.setRNGStates(m.Ranks[r].RNG); err != nil {
+			return fmt.Errorf("--load %s: %w", t.a.Load, err)
+		}
+		return nil
+	}
+	base := rng.SplitMix64(t.seedBase() ^ uint64(t.iteration)*0x9E3779B97F4A7C15)
+	tracker, def, err := tp.ModelParallelManualSeed(base, t.tp.Rank(), 0, 0)
+	if err != nil {
+		return err
+	}
+	t.rand.Default.SetState(def.State())
+	return t.rand.Tracker.SetStates(tracker.GetStates())
+}

@@ -1,0 +1,281 @@
+package train
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/gotron/gotron/ckpt"
+	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/mesh"
+	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/nn"
+)
+
+// Checkpoint keys: the float32 (main) weights, and Adam's moments, of each
+// parameter under its Megatron name.
+const (
+	modelKey    = "model/"
+	expAvgKey   = "optimizer/exp_avg/"
+	expAvgSqKey = "optimizer/exp_avg_sq/"
+)
+
+// keyFields pairs each key prefix with the optimizer segment's array.
+var keyFields = []struct {
+	prefix string
+	field  segmentField
+}{{modelKey, mainOf}, {expAvgKey, expAvgOf}, {expAvgSqKey, expAvgSqOf}}
+
+// save writes a distributed checkpoint of the current iteration: every
+// rank writes, in parallel, the pieces of the tensors it owns into its own
+// shard, and rank 0 writes the manifest and installs the iteration.
+//
+// Ownership follows the reference's: the float32 (main) weights and the
+// Adam moments of each parameter come from the optimizer's segments
+// (each rank's distributed-optimizer shard, or the whole parameter
+// without it) of the first data-parallel replica, or of every data-parallel
+// rank of the first optimizer instance under the distributed optimizer;
+// tensors replicated over tensor parallelism from TP rank 0; the word
+// embedding once, from the first pipeline stage. Every piece is a box of
+// the whole tensor (ckpt.Regions), so any layout can read it back.
+func (t *trainer) save(ctx context.Context) error {
+	w := t.groups.World
+	if err := t.finishParamSync(ctx); err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	mine := t.rngStates()
+	all := make([]int64, len(mine)*w.Size())
+	if err := w.AllGather(ctx, comm.I64(all), comm.I64(mine)); err != nil {
+		return fmt.Errorf("save checkpoint: gathering generator states: %w", err)
+	}
+	coords := []int64{int64(t.tp.Rank()), int64(t.pp.Rank()), int64(t.dpRank)}
+	allCoords := make([]int64, 3*w.Size())
+	if err := w.AllGather(ctx, comm.I64(allCoords), comm.I64(coords)); err != nil {
+		return fmt.Errorf("save checkpoint: gathering the layout: %w", err)
+	}
+
+	// Rank 0 prepares the temporary directory; every rank learns its name.
+	head := []int64{0, 0}
+	var tmp string
+	var beginErr error
+	if w.Rank() == 0 {
+		nonce := rand.Uint64()
+		if tmp, beginErr = ckpt.BeginSave(t.a.Save, t.iteration, nonce); beginErr != nil {
+			head[0] = 1
+		}
+		head[1] = int64(nonce)
+	}
+	if err := w.Broadcast(ctx, comm.I64(head), 0); err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	if head[0] != 0 {
+		if beginErr != nil {
+			return fmt.Errorf("%w (%s)", beginErr, previousCheckpoint(t.a.Save))
+		}
+		return fmt.Errorf("save checkpoint: rank 0 could not prepare %s (see its error; %s)", t.a.Save, previousCheckpoint(t.a.Save))
+	}
+	tmp = ckpt.TempDir(t.a.Save, t.iteration, uint64(head[1]))
+
+	// Every rank writes its shard and sends its index (or its error) to all.
+	result := shardResult{}
+	if pieces := t.checkpointPieces(); len(pieces) > 0 {
+		s, err := writeShard(tmp, w.Rank(), pieces)
+		if err != nil {
+			result.Error = fmt.Sprintf("rank %d: %v", w.Rank(), err)
+		} else {
+			result.Shard = &s
+		}
+	}
+	results, err := gatherJSON(ctx, w, result)
+	if err != nil {
+		return fmt.Errorf("save checkpoint: gathering the shards' indexes: %w", err)
+	}
+
+	status := []int64{0}
+	var saveErr error
+	if w.Rank() == 0 {
+		m := &ckpt.Manifest{
+			Iteration: t.iteration, ConsumedSamples: int64(t.iteration) * int64(t.a.GlobalBatchSize), OptimizerSteps: t.opt.Steps,
+			Args: argsRecord(t.a, w.Size()), Layout: t.layout(), GradScaler: t.scalerState(), Tensors: map[string][]int{},
+		}
+		for name, shape := range gpt.ParameterShapes(t.a.Model) {
+			for _, k := range keyFields {
+				m.Tensors[k.prefix+name] = shape
+			}
+		}
+		var errs []error
+		for _, raw := range results {
+			var r shardResult
+			if err := json.Unmarshal(raw, &r); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if r.Error != "" {
+				errs = append(errs, errors.New(r.Error))
+			}
+			if r.Shard != nil {
+				m.Shards = append(m.Shards, *r.Shard)
+			}
+		}
+		per := len(mine) / 4
+		for r := 0; r < w.Size(); r++ {
+			rs := ckpt.RankState{Rank: r, TP: int(allCoords[3*r]), PP: int(allCoords[3*r+1]), DP: int(allCoords[3*r+2])}
+			for k := 0; k < per; k++ {
+				x := all[4*(r*per+k):]
+				rs.RNG = append(rs.RNG, [4]uint64{uint64(x[0]), uint64(x[1]), uint64(x[2]), uint64(x[3])})
+			}
+			m.Ranks = append(m.Ranks, rs)
+		}
+		if saveErr = errors.Join(errs...); saveErr != nil {
+			abandon(tmp)
+			saveErr = fmt.Errorf("save checkpoint: %w", saveErr)
+		} else {
+			saveErr = commitCheckpoint(t.a.Save, tmp, m)
+		}
+		if saveErr != nil {
+			status[0] = 1
+		}
+	}
+	if err := w.Broadcast(ctx, comm.I64(status), 0); err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	if saveErr != nil {
+		return fmt.Errorf("%w (%s)", saveErr, previousCheckpoint(t.a.Save))
+	}
+	if status[0] != 0 {
+		return fmt.Errorf("save checkpoint: the save into %s failed (see rank 0's error; %s)", t.a.Save, previousCheckpoint(t.a.Save))
+	}
+	return nil
+}
+
+// Hooks tests replace to make a save fail.
+var (
+	writeShard       = ckpt.WriteShard
+	commitCheckpoint = ckpt.Commit
+)
+
+// abandon removes a failed save's temporary directory.
+func abandon(tmp string) { ckpt.RemoveTemp(tmp) }
+
+// shardResult is what a rank reports after writing its shard.
+type shardResult struct {
+	Shard *ckpt.Shard `json:"shard,omitempty"`
+	Error string      `json:"error,omitempty"`
+}
+
+// layout describes the run's parallel layout for the manifest.
+func (t *trainer) layout() ckpt.Layout {
+	return ckpt.Layout{World: t.groups.World.Size(), TP: t.tp.Size(), PP: t.pp.Size(), VPP: t.a.Model.NumModelChunks(), DP: t.dp,
+		DistributedOptimizer: t.dopt != nil}
+}
+
+// checkpointPieces returns the boxes this rank writes (see save).
+func (t *trainer) checkpointPieces() []ckpt.PieceData {
+	if !t.writesOptimizerState() {
+		return nil
+	}
+	whole := gpt.ParameterShapes(t.a.Model)
+	skip := t.duplicateParams()
+	var out []ckpt.PieceData
+	for i := range t.opt.Segments {
+		s := &t.opt.Segments[i]
+		p := s.Param
+		if skip[p] || (!isPartitioned(p) && t.tp.Rank() != 0) {
+			continue
+		}
+		local := p.Value.Shape()
+		regions := ckpt.Regions(local, t.partition(p), whole[p.Name], ckpt.FlatBoxes(local, s.Offset, s.Offset+s.Len))
+		for _, k := range keyFields {
+			src := k.field(s)
+			for _, r := range regions {
+				d := make([]float32, r.Local.Numel())
+				ckpt.CopyBox(d, src, local, s.Offset, r.Local)
+				out = append(out, ckpt.PieceData{Key: k.prefix + p.Name, Box: r.Global, Data: d})
+			}
+		}
+	}
+	return out
+}
+
+// writesOptimizerState reports whether this rank's segments are saved:
+// the first data-parallel replica's, or under the distributed optimizer
+// every data-parallel rank's of the first optimizer instance.
+func (t *trainer) writesOptimizerState() bool {
+	if t.dopt == nil {
+		return t.dpRank == 0
+	}
+	if t.a.DDP.NumDistributedOptimizerInstances <= 1 {
+		return true
+	}
+	inter := t.groups.Get(mesh.GroupInterDistOpt)
+	return inter == nil || inter.Rank() == 0
+}
+
+// duplicateParams returns the parameters whose values another of the
+// rank's pipeline stages owns: the word embedding's copy on a stage
+// without the embedding (the output layer of a tied model).
+func (t *trainer) duplicateParams() map[*nn.Parameter]bool {
+	out := map[*nn.Parameter]bool{}
+	for _, c := range t.chunks {
+		if c.WordEmbeddings != nil && !c.Spec.PreProcess && t.pp.Size() > 1 {
+			out[c.WordEmbeddings] = true
+		}
+	}
+	return out
+}
+
+// isPartitioned reports whether p is split over tensor parallelism (a
+// replicated parameter is saved by TP rank 0 alone).
+func isPartitioned(p *nn.Parameter) bool { return p.TensorModelParallel && p.PartitionDim >= 0 }
+
+// partition describes how p's local tensor is cut from the whole tensor
+// on this rank.
+func (t *trainer) partition(p *nn.Parameter) ckpt.Partition {
+	if !isPartitioned(p) {
+		return ckpt.Partition{Dim: -1}
+	}
+	return ckpt.Partition{Dim: p.PartitionDim, Stride: max(p.PartitionStride, 1), Size: t.tp.Size(), Rank: t.tp.Rank()}
+}
+
+// gatherJSON gathers every world rank's v, JSON-encoded, to every rank, in
+// rank order (the bytes travel packed eight to an int64).
+func gatherJSON(ctx context.Context, w comm.Group, v any) ([][]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	words := make([]int64, (len(b)+7)/8)
+	padded := make([]byte, 8*len(words))
+	copy(padded, b)
+	for i := range words {
+		words[i] = int64(binary.LittleEndian.Uint64(padded[8*i:]))
+	}
+	lens := make([]int64, w.Size())
+	if err := w.AllGather(ctx, comm.I64(lens), comm.I64([]int64{int64(len(b))})); err != nil {
+		return nil, err
+	}
+	counts := make([]int, w.Size())
+	total := 0
+	for r, n := range lens {
+		counts[r] = int((n + 7) / 8)
+		total += counts[r]
+	}
+	out := make([]int64, total)
+	if err := w.AllGatherV(ctx, comm.I64(out), comm.I64(words), counts); err != nil {
+		return nil, err
+	}
+	res := make([][]byte, w.Size())
+	off := 0
+	for r := range res {
+		buf := make([]byte, 8*counts[r])
+		for i := 0; i < counts[r]; i++ {
+			binary.LittleEndian.PutUint64(buf[8*i:], uint64(out[off+i]))
+		}
+		res[r] = buf[:lens[r]]
+		off += counts[r]
+	}
+	return res, nil
+}
