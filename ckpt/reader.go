@@ -29,18 +29,27 @@ func Open(dir string) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
+	return OpenIteration(dir, it)
+}
+
+// OpenIteration reads and verifies the manifest of iteration it under dir
+// (Megatron's --ckpt-step).
+func OpenIteration(dir string, it int) (*Reader, error) {
 	d := IterDir(dir, it)
 	m, err := readManifest(d)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			if _, e := os.Stat(filepath.Join(d, "model.safetensors")); e == nil {
-				return nil, fmt.Errorf("--load %s: iteration %d is in the whole-tensor format of earlier gotron versions: convert it with `gotron ckpt convert --from-whole %s --to DIR`", dir, it, d)
+				return nil, fmt.Errorf("--load %s: iteration %d is in the whole-tensor format: convert it with `gotron ckpt convert --from-whole %s DIR` and load DIR", dir, it, dir)
+			}
+			if _, e := os.Stat(d); e != nil {
+				return nil, fmt.Errorf("--load %s: no iteration %d (%s): pass an iteration the directory holds", dir, it, filepath.Base(d))
 			}
 		}
 		return nil, fmt.Errorf("--load %s: iteration %d: %w", dir, it, err)
 	}
 	if m.Iteration != it {
-		return nil, fmt.Errorf("--load %s: the tracker names iteration %d but %s records %d", dir, it, filepath.Join(d, ManifestFile), m.Iteration)
+		return nil, fmt.Errorf("--load %s: %s records iteration %d, its directory names %d: the checkpoint is damaged", dir, filepath.Join(d, ManifestFile), m.Iteration, it)
 	}
 	return NewReader(d, m), nil
 }

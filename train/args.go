@@ -56,6 +56,17 @@ type Args struct {
 	Save string // --save: checkpoint directory
 	Load string // --load: checkpoint directory to resume from
 
+	// Checkpoint contents, as Megatron's flags: NoSaveOptim and NoSaveRNG
+	// leave the optimizer state and the generators out of a save;
+	// NoLoadOptim and NoLoadRNG ignore them on load (Adam starts afresh
+	// with zero moments and step 0; the generators start from the seed);
+	// Finetune loads the weights only and starts at iteration 0; CkptStep
+	// loads that iteration instead of the tracker's (0: the tracker's);
+	// UseCheckpointArgs takes the model's shape (layers, width, heads, FFN,
+	// positions, vocabulary, sequence length) from the checkpoint.
+	NoSaveOptim, NoSaveRNG, NoLoadOptim, NoLoadRNG, Finetune, UseCheckpointArgs bool
+	CkptStep                                                                 int
+
 	// ExitSignalHandler is --exit-signal-handler: SIGTERM or SIGINT
 	// finishes the iteration, saves (with --save) and ends the run with
 	// status 0 on every rank; a second signal exits at once. Without it,
@@ -255,6 +266,23 @@ func (a Args) Validate(world int) error {
 		if x.v < 0 {
 			add("%s %d: must not be negative (0: the default)", x.flag, x.v)
 		}
+	}
+	if a.CkptStep < 0 {
+		add("--ckpt-step %d: must be a saved iteration (1 or more; 0: the latest)", a.CkptStep)
+	}
+	if a.Load == "" {
+		for _, x := range []struct {
+			flag string
+			on   bool
+		}{{"--ckpt-step", a.CkptStep > 0}, {"--finetune", a.Finetune}, {"--no-load-optim", a.NoLoadOptim},
+			{"--no-load-rng", a.NoLoadRNG}, {"--use-checkpoint-args", a.UseCheckpointArgs}} {
+			if x.on {
+				add("%s says how to load a checkpoint, and --load is not given: pass --load DIR or drop %s", x.flag, x.flag)
+			}
+		}
+	}
+	if a.Save == "" && (a.NoSaveOptim || a.NoSaveRNG) {
+		add("--no-save-optim/--no-save-rng say what a checkpoint leaves out, and --save is not given: pass --save DIR or drop them")
 	}
 	if a.ExitDurationInMins < 0 {
 		add("--exit-duration-in-mins %g: must not be negative (0: no limit)", a.ExitDurationInMins)

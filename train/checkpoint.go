@@ -78,8 +78,8 @@ func checkArgs(a Args, saved map[string]int) error {
 	var diffs []string
 	for _, k := range checkedArgs {
 		v, ok := saved[k.key]
-		if !ok {
-			continue // a checkpoint that did not record it
+		if !ok || k.key == "global_batch_size" && a.Finetune {
+			continue // not recorded; or --finetune, whose data start afresh
 		}
 		if want := now[k.key]; v != want {
 			diffs = append(diffs, fmt.Sprintf("%s %d in the checkpoint, %d in this run", k.flag, v, want))
@@ -89,4 +89,29 @@ func checkArgs(a Args, saved map[string]int) error {
 		return nil
 	}
 	return fmt.Errorf("the checkpoint's settings differ from this run's: %s: pass the checkpoint's values", strings.Join(diffs, "; "))
+}
+
+// useCheckpointArgs implements --use-checkpoint-args: the model's shape is
+// taken from the checkpoint --load names, before the arguments are
+// validated.
+func useCheckpointArgs(a Args) (Args, error) {
+	if !a.UseCheckpointArgs || a.Load == "" {
+		return a, nil
+	}
+	r, err := openCheckpoint(a)
+	if err != nil {
+		return a, fmt.Errorf("--use-checkpoint-args: %w", err)
+	}
+	defer r.Close()
+	m := &a.Model
+	for key, field := range map[string]*int{
+		"num_layers": &m.NumLayers, "hidden_size": &m.HiddenSize, "num_attention_heads": &m.NumAttentionHeads,
+		"ffn_hidden_size": &m.FFNHiddenSize, "seq_length": &m.SeqLength, "max_position_embeddings": &m.MaxPositionEmbeddings,
+		"vocab_size": &m.VocabSize,
+	} {
+		if v, ok := r.Manifest.Args[key]; ok {
+			*field = v
+		}
+	}
+	return a, nil
 }

@@ -23,7 +23,7 @@ import (
 // --load without a checkpoint is an error, so that a mistyped path does
 // not silently train from random weights.
 func (t *trainer) resume() error {
-	r, err := ckpt.Open(t.a.Load)
+	r, err := openCheckpoint(t.a)
 	if errors.Is(err, ckpt.ErrNoCheckpoint) && t.a.Save != "" && filepath.Clean(t.a.Save) == filepath.Clean(t.a.Load) {
 		t.freshStart = true
 		return nil
@@ -37,10 +37,15 @@ func (t *trainer) resume() error {
 	if err := checkArgs(t.a, m.Args); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
+	loadOptim := !t.a.NoLoadOptim && !t.a.Finetune
 	for name := range gpt.ParameterShapes(t.a.Model) {
 		for _, k := range keyFields {
-			if !r.Has(k.prefix + name) {
-				return fmt.Errorf("%s: the checkpoint has no %s%s: it was saved from another model", where, k.prefix, name)
+			if !r.Has(k.prefix+name) && (k.prefix == modelKey || loadOptim) {
+				hint := "it was saved from another model"
+				if k.prefix != modelKey {
+					hint = "it was saved without the optimizer state (--no-save-optim): pass --no-load-optim or --finetune"
+				}
+				return fmt.Errorf("%s: the checkpoint has no %s%s: %s", where, k.prefix, name, hint)
 			}
 		}
 	}
@@ -63,6 +68,14 @@ func (t *trainer) resume() error {
 	if t.mixedPrecision() {
 		t.setSegments([]segmentField{mainOf}, values)
 	}
+	if t.a.Finetune {
+		// The weights only: iteration 0, fresh optimizer and generators.
+		return nil
+	}
+	t.iteration = m.Iteration
+	if !loadOptim {
+		return t.resumeRNG(m)
+	}
 	// Moments: each segment reads its own range.
 	for i := range t.opt.Segments {
 		s := &t.opt.Segments[i]
@@ -77,9 +90,16 @@ func (t *trainer) resume() error {
 	if err := t.loadScaler(m.GradScaler); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	t.iteration = m.Iteration
 	t.opt.Steps = m.OptimizerSteps
 	return t.resumeRNG(m)
+}
+
+// openCheckpoint opens --load's latest iteration, or --ckpt-step's.
+func openCheckpoint(a Args) (*ckpt.Reader, error) {
+	if a.CkptStep > 0 {
+		return ckpt.OpenIteration(a.Load, a.CkptStep)
+	}
+	return ckpt.Open(a.Load)
 }
 
 // readRegions fills the local boxes of p's tensor (dst holds the flat
@@ -97,7 +117,8 @@ func (t *trainer) readRegions(r *ckpt.Reader, key string, p *nn.Parameter, whole
 }
 
 // resumeRNG restores the generators: each rank continues its own streams
-// when the layout is the one that saved; otherwise each data-parallel
+// when the layout is the one that saved (and the checkpoint holds them,
+// and --no-load-rng is not given); otherwise each data-parallel
 // replica starts fresh streams derived from the seed, its replica and the
 // iteration, the TP ranks of a replica sharing the default one, as they
 // must.
@@ -105,7 +126,7 @@ func (t *trainer) resumeRNG(m *ckpt.Manifest) error {
 	l, now := m.Layout, t.layout()
 	r := t.groups.Rank
 	per := len(t.rngStates()) / 4
-	if l.World == now.World && l.TP == now.TP && l.PP == now.PP && l.VPP == now.VPP && len(m.Ranks) == now.World && len(m.Ranks[r].RNG) == per {
+	if !t.a.NoLoadRNG && l.World == now.World && l.TP == now.TP && l.PP == now.PP && l.VPP == now.VPP && len(m.Ranks) == now.World && len(m.Ranks[r].RNG) == per {
 		if err := t.setRNGStates(m.Ranks[r].RNG); err != nil {
 			return fmt.Errorf("--load %s: %w", t.a.Load, err)
 		}

@@ -102,7 +102,7 @@ func (t *trainer) save(ctx context.Context) error {
 			Args: argsRecord(t.a, w.Size()), Layout: t.layout(), GradScaler: t.scalerState(), Tensors: map[string][]int{},
 		}
 		for name, shape := range gpt.ParameterShapes(t.a.Model) {
-			for _, k := range keyFields {
+			for _, k := range t.savedFields() {
 				m.Tensors[k.prefix+name] = shape
 			}
 		}
@@ -123,7 +123,7 @@ func (t *trainer) save(ctx context.Context) error {
 		per := len(mine) / 4
 		for r := 0; r < w.Size(); r++ {
 			rs := ckpt.RankState{Rank: r, TP: int(allCoords[3*r]), PP: int(allCoords[3*r+1]), DP: int(allCoords[3*r+2])}
-			for k := 0; k < per; k++ {
+			for k := 0; k < per && !t.a.NoSaveRNG; k++ {
 				x := all[4*(r*per+k):]
 				rs.RNG = append(rs.RNG, [4]uint64{uint64(x[0]), uint64(x[1]), uint64(x[2]), uint64(x[3])})
 			}
@@ -166,6 +166,18 @@ type shardResult struct {
 	Error string      `json:"error,omitempty"`
 }
 
+// savedFields are the tensors a save writes: the weights, and the
+// moments unless --no-save-optim.
+func (t *trainer) savedFields() []struct {
+	prefix string
+	field  segmentField
+} {
+	if t.a.NoSaveOptim {
+		return keyFields[:1]
+	}
+	return keyFields
+}
+
 // layout describes the run's parallel layout for the manifest.
 func (t *trainer) layout() ckpt.Layout {
 	return ckpt.Layout{World: t.groups.World.Size(), TP: t.tp.Size(), PP: t.pp.Size(), VPP: t.a.Model.NumModelChunks(), DP: t.dp,
@@ -188,7 +200,7 @@ func (t *trainer) checkpointPieces() []ckpt.PieceData {
 		}
 		local := p.Value.Shape()
 		regions := ckpt.Regions(local, t.partition(p), whole[p.Name], ckpt.FlatBoxes(local, s.Offset, s.Offset+s.Len))
-		for _, k := range keyFields {
+		for _, k := range t.savedFields() {
 			src := k.field(s)
 			for _, r := range regions {
 				d := make([]float32, r.Local.Numel())

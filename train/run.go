@@ -54,6 +54,10 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 	if a.WorldSize < 1 {
 		return nil, fmt.Errorf("invalid arguments: --world-size %d: must be at least 1", a.WorldSize)
 	}
+	a, err := useCheckpointArgs(a)
+	if err != nil {
+		return nil, err
+	}
 	a = normalise(a, a.WorldSize)
 	if err := a.Validate(a.WorldSize); err != nil {
 		return nil, err
@@ -86,6 +90,10 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 // every process calls it. localRanks is how many ranks share this process
 // (the cores are divided among them).
 func RunRank(ctx context.Context, world comm.Group, a Args, o Options, localRanks int) (*Result, error) {
+	a, err := useCheckpointArgs(a)
+	if err != nil {
+		return nil, err
+	}
 	a = normalise(a, world.Size())
 	if err := a.Validate(world.Size()); err != nil {
 		return nil, err
