@@ -65,7 +65,7 @@ type Args struct {
 	// UseCheckpointArgs takes the model's shape (layers, width, heads, FFN,
 	// positions, vocabulary, sequence length) from the checkpoint.
 	NoSaveOptim, NoSaveRNG, NoLoadOptim, NoLoadRNG, Finetune, UseCheckpointArgs bool
-	CkptStep                                                                 int
+	CkptStep                                                                    int
 
 	// ExitSignalHandler is --exit-signal-handler: SIGTERM or SIGINT
 	// finishes the iteration, saves (with --save) and ends the run with
