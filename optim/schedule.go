@@ -17,12 +17,15 @@ import (
 //	  inverse-square-root  max(min_lr, max_lr·sqrt(max(warmup,1))/sqrt(max(step,1)))
 //
 // step is the number of optimizer steps already taken, so the first
-// iteration runs with LR(0), as in Megatron.
+// iteration runs with LR(0), as in Megatron. With SamplesPerStep > 0
+// (Megatron's --train-samples mode) WarmupIters and DecayIters count
+// samples and step is multiplied by SamplesPerStep (the global batch).
 type Schedule struct {
-	MaxLR, MinLR float64
-	Style        string // constant, linear, cosine, inverse-square-root
-	WarmupIters  int
-	DecayIters   int
+	MaxLR, MinLR   float64
+	Style          string // constant, linear, cosine, inverse-square-root
+	WarmupIters    int
+	DecayIters     int
+	SamplesPerStep int
 }
 
 // Validate checks the schedule's settings, naming the flags.
@@ -36,13 +39,20 @@ func (s Schedule) Validate() error {
 		return fmt.Errorf("--lr %g and --min-lr %g: need 0 ≤ min-lr ≤ lr", s.MaxLR, s.MinLR)
 	}
 	if s.WarmupIters < 0 || s.Style != "constant" && s.Style != "inverse-square-root" && s.DecayIters <= s.WarmupIters && s.DecayIters > 0 {
-		return fmt.Errorf("--lr-warmup-iters %d must be ≥ 0 and below --lr-decay-iters %d", s.WarmupIters, s.DecayIters)
+		unit := "iters"
+		if s.SamplesPerStep > 0 {
+			unit = "samples"
+		}
+		return fmt.Errorf("--lr-warmup-%s %d must be ≥ 0 and below --lr-decay-%s %d", unit, s.WarmupIters, unit, s.DecayIters)
 	}
 	return nil
 }
 
 // LR returns the learning rate after step optimizer steps.
 func (s Schedule) LR(step int) float64 {
+	if s.SamplesPerStep > 0 {
+		step *= s.SamplesPerStep
+	}
 	if s.WarmupIters > 0 && step <= s.WarmupIters {
 		return s.MaxLR * float64(step) / float64(s.WarmupIters)
 	}

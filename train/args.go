@@ -35,12 +35,25 @@ type Args struct {
 	MicroBatchSize  int // --micro-batch-size
 	GlobalBatchSize int // --global-batch-size: micro·dp·accumulation steps
 	TrainIters      int // --train-iters
+	// TrainSamples is --train-samples: train for this many samples,
+	// TrainSamples / GlobalBatchSize iterations, with the learning-rate
+	// schedule counted in samples (--lr-warmup-samples,
+	// --lr-decay-samples); 0: --train-iters.
+	TrainSamples int
+	// SkipTrain is --skip-train: no training iterations, only the
+	// evaluation (and sample) of the loaded model.
+	SkipTrain bool
 
 	LR            float64 // --lr
 	MinLR         float64 // --min-lr
 	LRDecayStyle  string  // --lr-decay-style
 	LRWarmupIters int     // --lr-warmup-iters
 	LRDecayIters  int     // --lr-decay-iters (0: TrainIters)
+	// LRWarmupFraction is --lr-warmup-fraction: the warmup as a fraction
+	// of the decay (iterations or samples), instead of --lr-warmup-iters.
+	LRWarmupFraction float64
+	LRWarmupSamples  int // --lr-warmup-samples (with --train-samples)
+	LRDecaySamples   int // --lr-decay-samples (with --train-samples; 0: TrainSamples)
 	WeightDecay   float64 // --weight-decay
 	AdamBeta1     float64 // --adam-beta1
 	AdamBeta2     float64 // --adam-beta2
@@ -165,12 +178,25 @@ func (a Args) DataParallelSize(world int) int {
 func (a Args) NumMicroBatches(dp int) int { return a.GlobalBatchSize / (a.MicroBatchSize * dp) }
 
 // Schedule returns the learning-rate schedule.
+//
+// With --train-samples the warmup and decay count samples (Megatron's
+// sample-based schedule); --lr-warmup-fraction sets the warmup to that
+// fraction of the decay, in either unit.
 func (a Args) Schedule() optim.Schedule {
-	decay := a.LRDecayIters
-	if decay == 0 {
-		decay = a.TrainIters
+	s := optim.Schedule{MaxLR: a.LR, MinLR: a.MinLR, Style: a.LRDecayStyle, WarmupIters: a.LRWarmupIters, DecayIters: a.LRDecayIters}
+	if s.DecayIters == 0 {
+		s.DecayIters = a.TrainIters
 	}
-	return optim.Schedule{MaxLR: a.LR, MinLR: a.MinLR, Style: a.LRDecayStyle, WarmupIters: a.LRWarmupIters, DecayIters: decay}
+	if a.TrainSamples > 0 {
+		s.WarmupIters, s.DecayIters, s.SamplesPerStep = a.LRWarmupSamples, a.LRDecaySamples, a.GlobalBatchSize
+		if s.DecayIters == 0 {
+			s.DecayIters = a.TrainSamples
+		}
+	}
+	if a.LRWarmupFraction > 0 {
+		s.WarmupIters = int(a.LRWarmupFraction * float64(s.DecayIters))
+	}
+	return s
 }
 
 // Validate reports every problem with the settings at once, each naming
@@ -226,6 +252,7 @@ func (a Args) Validate(world int) error {
 		{"--attention-dropout", float64(a.Model.AttentionDropout)}, {"--layernorm-epsilon", float64(a.Model.LayernormEpsilon)},
 		{"--sample-temperature", a.SampleTemperature}, {"--split-valid", a.SplitValid},
 		{"--distributed-timeout-minutes", a.DistributedTimeoutMinutes}, {"--exit-duration-in-mins", a.ExitDurationInMins},
+		{"--lr-warmup-fraction", a.LRWarmupFraction},
 		{"--loss-scale", a.LossScale}, {"--initial-loss-scale", a.InitialLossScale}, {"--min-loss-scale", a.MinLossScale},
 	} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
@@ -296,8 +323,30 @@ func (a Args) Validate(world int) error {
 		add("--global-batch-size %d is not divisible by --micro-batch-size × data-parallel size = %d × %d = %d: choose a global batch that is a multiple of %d",
 			a.GlobalBatchSize, a.MicroBatchSize, dp, a.MicroBatchSize*dp, a.MicroBatchSize*dp)
 	}
-	if a.TrainIters <= 0 {
-		add("--train-iters %d: set the number of iterations to train (at least 1)", a.TrainIters)
+	switch {
+	case a.TrainSamples < 0:
+		add("--train-samples %d: must be positive", a.TrainSamples)
+	case a.TrainSamples > 0 && a.TrainIters != a.TrainSamples/max(a.GlobalBatchSize, 1):
+		add("--train-iters %d and --train-samples %d: give one of them", a.TrainIters, a.TrainSamples)
+	case a.TrainIters <= 0 && a.TrainSamples > 0 && !a.SkipTrain:
+		add("--train-samples %d is less than one global batch (%d): train at least one iteration", a.TrainSamples, a.GlobalBatchSize)
+	case a.TrainIters <= 0 && !a.SkipTrain:
+		add("--train-iters %d: set the number of iterations to train (at least 1), or --train-samples", a.TrainIters)
+	}
+	if a.TrainSamples > 0 && (a.LRWarmupIters != 0 || a.LRDecayIters != 0) {
+		add("--lr-warmup-iters/--lr-decay-iters with --train-samples: the schedule counts samples; use --lr-warmup-samples/--lr-decay-samples")
+	}
+	if a.TrainSamples == 0 && (a.LRWarmupSamples != 0 || a.LRDecaySamples != 0) {
+		add("--lr-warmup-samples/--lr-decay-samples need --train-samples (the schedule counts iterations otherwise): use --lr-warmup-iters/--lr-decay-iters")
+	}
+	if a.LRWarmupSamples < 0 || a.LRDecaySamples < 0 {
+		add("--lr-warmup-samples %d, --lr-decay-samples %d: must not be negative", a.LRWarmupSamples, a.LRDecaySamples)
+	}
+	if a.LRWarmupFraction != 0 && (a.LRWarmupFraction < 0 || a.LRWarmupFraction > 1 || a.LRWarmupIters != 0 || a.LRWarmupSamples != 0) {
+		add("--lr-warmup-fraction %g: must lie in [0, 1] and replaces --lr-warmup-iters/--lr-warmup-samples (give one)", a.LRWarmupFraction)
+	}
+	if a.SkipTrain && a.Load == "" {
+		add("--skip-train evaluates a loaded model, and --load is not given: pass --load DIR")
 	}
 	if a.LogInterval <= 0 {
 		add("--log-interval %d: must be at least 1", a.LogInterval)

@@ -141,7 +141,7 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 			log.printf("gotron: --load %s holds no checkpoint yet (it is also --save): starting from scratch\n", a.Load)
 		}
 	}
-	for t.iteration < a.TrainIters {
+	for t.iteration < a.TrainIters && !a.SkipTrain {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
@@ -226,6 +226,20 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 			return res, nil
 		}
 	}
+	if a.SkipTrain {
+		// --skip-train: evaluate the loaded model, as the loop's last
+		// iteration would.
+		v, err := t.evaluate(ctx)
+		if err != nil {
+			return res, err
+		}
+		res.ValidLoss = v
+		if log != nil && !math.IsNaN(v) {
+			if err := log.validation(t.iteration, v); err != nil {
+				return res, err
+			}
+		}
+	}
 	if a.Sample > 0 && t.dpRank == 0 {
 		// The ranks of the first data-parallel replica generate (the
 		// model's forward is a collective over its tensor-parallel group);
@@ -248,6 +262,9 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 func normalise(a Args, world int) Args {
 	if a.GlobalBatchSize == 0 {
 		a.GlobalBatchSize = a.MicroBatchSize * max(1, a.DataParallelSize(world))
+	}
+	if a.TrainSamples > 0 && a.TrainIters == 0 && a.GlobalBatchSize > 0 {
+		a.TrainIters = a.TrainSamples / a.GlobalBatchSize
 	}
 	if a.Model.VocabSize == 0 && !a.MockData {
 		a.Model.VocabSize = 256

@@ -98,11 +98,16 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 	f.IntVar(&a.MicroBatchSize, "micro-batch-size", a.MicroBatchSize, "rows per micro-batch on each rank")
 	f.IntVar(&a.GlobalBatchSize, "global-batch-size", a.GlobalBatchSize, "rows per iteration over all data-parallel ranks (gradient accumulation fills the rest; 0: micro-batch-size × data-parallel size)")
 	f.IntVar(&a.TrainIters, "train-iters", a.TrainIters, "iterations to train")
+	f.IntVar(&a.TrainSamples, "train-samples", 0, "samples to train (train-samples / global-batch-size iterations); the learning-rate schedule then counts samples")
+	f.BoolVar(&a.SkipTrain, "skip-train", false, "with --load: train nothing, evaluate the loaded model")
 	f.Float64Var(&a.LR, "lr", a.LR, "peak learning rate")
 	f.Float64Var(&a.MinLR, "min-lr", a.MinLR, "learning rate at the end of decay")
 	f.StringVar(&a.LRDecayStyle, "lr-decay-style", a.LRDecayStyle, "constant, linear, cosine or inverse-square-root")
 	f.IntVar(&a.LRWarmupIters, "lr-warmup-iters", a.LRWarmupIters, "iterations of linear warmup")
 	f.IntVar(&a.LRDecayIters, "lr-decay-iters", a.LRDecayIters, "iterations over which the learning rate decays (0: --train-iters)")
+	f.Float64Var(&a.LRWarmupFraction, "lr-warmup-fraction", 0, "warmup as a fraction of the decay (instead of --lr-warmup-iters or --lr-warmup-samples)")
+	f.IntVar(&a.LRWarmupSamples, "lr-warmup-samples", 0, "samples of linear warmup (with --train-samples)")
+	f.IntVar(&a.LRDecaySamples, "lr-decay-samples", 0, "samples over which the learning rate decays (with --train-samples; 0: --train-samples)")
 	f.Float64Var(&a.WeightDecay, "weight-decay", a.WeightDecay, "decoupled weight decay of the 2-d weights")
 	f.Float64Var(&a.AdamBeta1, "adam-beta1", a.AdamBeta1, "Adam's β1")
 	f.Float64Var(&a.AdamBeta2, "adam-beta2", a.AdamBeta2, "Adam's β2")
@@ -167,8 +172,34 @@ func addModelFlags(f *pflag.FlagSet, m *config.TransformerConfig) {
 	f.IntVar(&m.MakeVocabSizeDivisibleBy, "make-vocab-size-divisible-by", m.MakeVocabSizeDivisibleBy, "pad the vocabulary to a multiple of this × the tensor-parallel size (padding changes no loss or gradient)")
 }
 
+// recomputeActivations is --recompute-activations, Megatron's shorthand
+// for --recompute-granularity selective.
+type recomputeActivations struct{ m *config.TransformerConfig }
+
+func (r recomputeActivations) String() string {
+	if r.m != nil && r.m.RecomputeGranularity == "selective" {
+		return "true"
+	}
+	return "false"
+}
+
+func (r recomputeActivations) Set(s string) error {
+	switch s {
+	case "true":
+		r.m.RecomputeGranularity = "selective"
+	case "false":
+	default:
+		return fmt.Errorf("--recompute-activations=%s: true or false", s)
+	}
+	return nil
+}
+
+func (recomputeActivations) Type() string { return "bool" }
+
 // addRecomputeFlags adds the activation-recompute flags.
 func addRecomputeFlags(f *pflag.FlagSet, m *config.TransformerConfig) {
+	f.Var(recomputeActivations{m}, "recompute-activations", "selective activation recompute (the attention core): --recompute-granularity selective")
+	f.Lookup("recompute-activations").NoOptDefVal = "true"
 	f.StringVar(&m.RecomputeGranularity, "recompute-granularity", m.RecomputeGranularity, "activation recompute: full (whole layers) or selective (the attention core); empty: none")
 	f.StringVar(&m.RecomputeMethod, "recompute-method", m.RecomputeMethod, "with full recompute: uniform (chunks of --recompute-num-layers layers) or block (the first --recompute-num-layers layers)")
 	f.IntVar(&m.RecomputeNumLayers, "recompute-num-layers", m.RecomputeNumLayers, "layers per recomputed chunk (uniform) or recomputed layers per stage (block)")
