@@ -52,14 +52,14 @@ type Args struct {
 	// LRWarmupFraction is --lr-warmup-fraction: the warmup as a fraction
 	// of the decay (iterations or samples), instead of --lr-warmup-iters.
 	LRWarmupFraction float64
-	LRWarmupSamples  int // --lr-warmup-samples (with --train-samples)
-	LRDecaySamples   int // --lr-decay-samples (with --train-samples; 0: TrainSamples)
-	WeightDecay   float64 // --weight-decay
-	AdamBeta1     float64 // --adam-beta1
-	AdamBeta2     float64 // --adam-beta2
-	AdamEps       float64 // --adam-eps
-	ClipGrad      float64 // --clip-grad (0 disables)
-	Seed          uint64  // --seed
+	LRWarmupSamples  int     // --lr-warmup-samples (with --train-samples)
+	LRDecaySamples   int     // --lr-decay-samples (with --train-samples; 0: TrainSamples)
+	WeightDecay      float64 // --weight-decay
+	AdamBeta1        float64 // --adam-beta1
+	AdamBeta2        float64 // --adam-beta2
+	AdamEps          float64 // --adam-eps
+	ClipGrad         float64 // --clip-grad (0 disables)
+	Seed             uint64  // --seed
 
 	LogInterval  int // --log-interval
 	EvalInterval int // --eval-interval (0: only at the end)
