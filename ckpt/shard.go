@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"unsafe"
 )
 
 // PieceData is a box of a tensor and its values, to be written.
@@ -40,10 +41,7 @@ func WriteShard(dir string, rank int, pieces []PieceData) (Shard, error) {
 		piece := Piece{Key: p.Key, Box: p.Box, Pos: pos}
 		for lo := 0; lo < len(p.Data); lo += BlockSize / 4 {
 			vals := p.Data[lo:min(len(p.Data), lo+BlockSize/4)]
-			b := block[:4*len(vals)]
-			for i, v := range vals {
-				binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-			}
+			b := encodeF32(block[:4*len(vals)], vals)
 			piece.CRC = append(piece.CRC, crc32.Checksum(b, castagnoli))
 			if _, err := w.Write(b); err != nil {
 				f.Close()
@@ -77,12 +75,8 @@ func readBlocks(f *os.File, name string, p *Piece, lo, hi int64) ([]float32, err
 			return nil, &DamageError{File: name, Key: p.Key, Box: p.Box, Block: int(k), Got: got, Want: p.CRC[k]}
 		}
 	}
-	out := make([]float32, hi-lo)
 	off := 4*lo - start
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[off+4*int64(i):]))
-	}
-	return out, nil
+	return decodeF32(buf[off : off+4*(hi-lo)]), nil
 }
 
 // DamageError reports a checksum that does not match: a flipped bit, a
@@ -97,4 +91,34 @@ type DamageError struct {
 func (e *DamageError) Error() string {
 	return fmt.Sprintf("%s is damaged: tensor %s, piece %s, block %d has checksum %08x, the manifest records %08x: restore the file or load an earlier iteration",
 		e.File, e.Key, e.Box, e.Block, e.Got, e.Want)
+}
+
+// littleEndian says whether float32 values are stored as the files store
+// them, so that encoding and decoding are copies.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// encodeF32 writes vals into b (4·len(vals) bytes) as little-endian
+// float32 and returns b.
+func encodeF32(b []byte, vals []float32) []byte {
+	if littleEndian && len(vals) > 0 {
+		copy(b, unsafe.Slice((*byte)(unsafe.Pointer(&vals[0])), 4*len(vals)))
+		return b
+	}
+	for i, v := range vals {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return b
+}
+
+// decodeF32 returns the little-endian float32 values of b.
+func decodeF32(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	if littleEndian && len(out) > 0 {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), len(b)), b)
+		return out
+	}
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
 }
