@@ -17,7 +17,7 @@ TRAIN_FLAGS ?= --go-stdlib-corpus \
 	--log-interval 10 --eval-interval 50 --eval-iters 4 \
 	--sample 400 --sample-prompt "func "
 
-.PHONY: all build build-mpi train precision fuzz test test-go test-mpi bench reference vet fmt clean deps
+.PHONY: all build build-mpi train precision fuzz fuzz-brief test test-go test-mpi bench reference vet fmt clean deps
 
 all: build
 
@@ -43,26 +43,29 @@ precision: build
 
 test: test-go test-mpi
 
-# Every fuzz target for FUZZTIME each (make test runs their seed corpora).
-FUZZTIME ?= 30s
+# Every fuzz target (every func Fuzz... in a *_test.go file, found by
+# scripts/fuzz.sh) for FUZZTIME each; make test runs each for FUZZBRIEF.
+# A failing input lands in PKG/testdata/fuzz/NAME/: a bug to fix.
+FUZZTIME  ?= 30s
+FUZZBRIEF ?= 3s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./ckpt/safetensors
-	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./ckpt
-	$(GO) test -run '^$$' -fuzz '^FuzzParsePipelineLayout$$' -fuzztime $(FUZZTIME) ./config
-	$(GO) test -run '^$$' -fuzz '^FuzzLayout$$' -fuzztime $(FUZZTIME) ./dp
-	$(GO) test -run '^$$' -fuzz '^FuzzScalerLoad$$' -fuzztime $(FUZZTIME) ./optim
+	GO=$(GO) scripts/fuzz.sh $(FUZZTIME)
+
+fuzz-brief:
+	GO=$(GO) scripts/fuzz.sh $(FUZZBRIEF)
 
 # Every package in the SIMD build, and the packages with vector paths also
-# in the plain build.
+# in the plain build; then every fuzz target for FUZZBRIEF.
 test-go: deps
 	$(GO) vet ./...
 	$(GO) test ./...
 	GOEXPERIMENT= $(GO) test ./tensor/... ./nn/... ./models/... ./train/...
+	GO=$(GO) scripts/fuzz.sh $(FUZZBRIEF)
 
 test-mpi: deps
 	@scripts/deps.sh mpi
 	comm/mpi/run_tests.sh
-	$(GO) test -tags mpi -run TestMPITrain ./cmd/gotron
+	$(GO) test -tags mpi -run 'TestMPITrain|TestMPISignal' ./cmd/gotron
 
 # Training throughput of gotron and, side by side in one run, of PyTorch on
 # the same models, tuned for this CPU and as installed; gotron again under tensor (and sequence) parallelism, and the

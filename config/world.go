@@ -1,5 +1,7 @@
 package config
 
+import "math"
+
 // World-size arithmetic of initialize_model_parallel
 // (megatron-semantics.md §2.3): the dense grid is tp × cp × dp × pp and the
 // expert grid etp × ep × edp × pp over the same world, so
@@ -96,7 +98,14 @@ func (c ModelParallelConfig) denseDP(world int, vs *violationList) int {
 			world, tp, pp, cp)
 		return 0
 	}
-	m := tp * pp * cp
+	m, ok := product(tp, pp, cp)
+	if !ok {
+		vs.add(fieldList("world_size", "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"),
+			"world_size %d is not divisible by tensor_model_parallel_size·pipeline_model_parallel_size·context_parallel_size = %d·%d·%d, "+
+				"a product beyond any number of ranks: lower the sizes",
+			world, tp, pp, cp)
+		return 0
+	}
 	if world%m != 0 {
 		vs.add(fieldList("world_size", "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"),
 			"world_size %d is not divisible by tensor_model_parallel_size·pipeline_model_parallel_size·context_parallel_size = %d·%d·%d = %d "+
@@ -116,7 +125,14 @@ func (c ModelParallelConfig) expertDP(world int, vs *violationList) int {
 			world, etp, ep, pp)
 		return 0
 	}
-	m := etp * ep * pp
+	m, ok := product(etp, ep, pp)
+	if !ok {
+		vs.add(fieldList("world_size", "expert_tensor_parallel_size", "expert_model_parallel_size", "pipeline_model_parallel_size"),
+			"world_size %d is not divisible by expert_tensor_parallel_size·expert_model_parallel_size·pipeline_model_parallel_size = %d·%d·%d, "+
+				"a product beyond any number of ranks: lower the expert sizes",
+			world, etp, ep, pp)
+		return 0
+	}
 	if world%m != 0 {
 		vs.add(fieldList("world_size", "expert_tensor_parallel_size", "expert_model_parallel_size", "pipeline_model_parallel_size"),
 			"world_size %d is not divisible by expert_tensor_parallel_size·expert_model_parallel_size·pipeline_model_parallel_size = %d·%d·%d = %d "+
@@ -125,4 +141,18 @@ func (c ModelParallelConfig) expertDP(world int, vs *violationList) int {
 		return 0
 	}
 	return world / m
+}
+
+// product returns the product of xs, every one at least 1, and true, or
+// false when it does not fit in an int: 2³²·2³² would wrap around to 0, and
+// dividing by it panic, and other products wrap to a divisor of the world.
+func product(xs ...int) (int, bool) {
+	p := 1
+	for _, x := range xs {
+		if x > math.MaxInt/p {
+			return 0, false
+		}
+		p *= x
+	}
+	return p, true
 }

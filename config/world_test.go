@@ -114,6 +114,28 @@ func TestValidateWorld(t *testing.T) {
 		err := ValidateWorld(0, mp(1, 1, 1, 1), DefaultDDPConfig())
 		checkViolations(t, asValidationError(t, err).Violations, [][]string{{"world_size"}}, []string{"= 0"})
 	})
+	t.Run("sizes whose product wraps around", func(t *testing.T) {
+		// 2³²·2³² is 0 in an int, and dividing by it panics; 7·0x6db6db6db6db6db7
+		// is 1 in an int (the inverse of 7 modulo 2⁶⁴), which divides every
+		// world; 3·(2⁶²+1) is negative. The last wraps in the expert grid
+		// only: etp = tp = 2³¹ times ep = 2³³.
+		for _, c := range []ModelParallelConfig{
+			mp(1<<32, 1<<32, 1, 1), mp(7, 0x6db6db6db6db6db7, 1, 1), mp(3, 1<<62+1, 1, 1), mp(1<<31, 1, 1, 1<<33),
+		} {
+			err := ValidateWorld(4, c, DefaultDDPConfig())
+			if err == nil || !strings.Contains(err.Error(), "a product beyond any number of ranks") {
+				t.Errorf("ValidateWorld(4) with tp %d, pp %d, cp %d, ep %d: %v", c.TensorModelParallelSize, c.PipelineModelParallelSize,
+					c.ContextParallelSize, c.ExpertModelParallelSize, err)
+			}
+			if _, err := c.DataParallelSize(4); err == nil {
+				t.Errorf("DataParallelSize(4) with tp %d, pp %d, cp %d succeeded", c.TensorModelParallelSize, c.PipelineModelParallelSize, c.ContextParallelSize)
+			}
+		}
+		// Just within the world.
+		if dp, err := mp(2, 2, 2, 1).DataParallelSize(8); err != nil || dp != 1 {
+			t.Errorf("DataParallelSize(8) with tp = pp = cp = 2: %d, %v; want 1", dp, err)
+		}
+	})
 	t.Run("invalid sizes", func(t *testing.T) {
 		err := ValidateWorld(8, mp(0, 1, 1, 1), DefaultDDPConfig())
 		if err == nil || !strings.Contains(err.Error(), "tensor_model_parallel_size = 0") {

@@ -227,7 +227,13 @@ func (a Args) Validate(world int) error {
 		}
 	}
 	if err := config.ValidateWorld(world, a.Model.ModelParallelConfig, a.DDP); err != nil {
-		errs = append(errs, err.Error())
+		if ve, ok := err.(*config.ValidationError); ok {
+			for _, v := range ve.Violations {
+				errs = append(errs, v.Msg)
+			}
+		} else {
+			errs = append(errs, err.Error())
+		}
 	}
 	mp := a.Model.ModelParallelConfig
 	for _, x := range []struct {
@@ -260,7 +266,13 @@ func (a Args) Validate(world int) error {
 		}
 	}
 	dp := a.DataParallelSize(world)
-	if mp.PipelineModelParallelSize > 1 && mp.VirtualPipelineModelParallelSize > 0 && a.MicroBatchSize > 0 && dp > 0 &&
+	// rowsOK: micro·dp, the rows of one microbatch over the data-parallel
+	// ranks, fits in an int (2⁶²·4 wraps to 0, and dividing by it panics).
+	rowsOK := a.MicroBatchSize > 0 && dp > 0 && a.MicroBatchSize <= math.MaxInt/dp
+	if a.MicroBatchSize > 0 && dp > 0 && !rowsOK {
+		add("--micro-batch-size %d × data-parallel size %d is beyond any global batch: choose a smaller --micro-batch-size", a.MicroBatchSize, dp)
+	}
+	if mp.PipelineModelParallelSize > 1 && mp.VirtualPipelineModelParallelSize > 0 && rowsOK &&
 		a.GlobalBatchSize > 0 && a.GlobalBatchSize%(a.MicroBatchSize*dp) == 0 {
 		m := a.NumMicroBatches(dp)
 		if err := pp.ValidateInterleaved(mp.PipelineModelParallelSize, m, mp.EffectiveMicrobatchGroupSize()); err != nil {
@@ -319,7 +331,7 @@ func (a Args) Validate(world int) error {
 	}
 	if a.GlobalBatchSize == 0 && a.MicroBatchSize > 0 {
 		// Megatron's default: one micro-batch per data-parallel rank.
-	} else if a.MicroBatchSize > 0 && dp > 0 && a.GlobalBatchSize%(a.MicroBatchSize*dp) != 0 {
+	} else if rowsOK && a.GlobalBatchSize%(a.MicroBatchSize*dp) != 0 {
 		add("--global-batch-size %d is not divisible by --micro-batch-size × data-parallel size = %d × %d = %d: choose a global batch that is a multiple of %d",
 			a.GlobalBatchSize, a.MicroBatchSize, dp, a.MicroBatchSize*dp, a.MicroBatchSize*dp)
 	}
