@@ -49,5 +49,6 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newTrainCmd(), newInspectCmd(), newBenchCmd())
+	root.AddCommand(newCkptCmd())
 	return root
 }
