@@ -37,10 +37,12 @@ const (
 //
 // The layout that saved (Manifest.Layout) and each rank's coordinates
 // are not part of the whole-tensor form; FromWhole takes the layout back
-// as an argument. Every block read is verified (Reader.Fill), so a
-// conversion that succeeds read an intact checkpoint. Before reading, the
-// shards' sizes on disk are checked against the manifest, so a damaged or
-// hostile manifest cannot make ToWhole allocate more than the shards hold.
+// as an argument (WholeLayout reads it from the arguments a training run
+// records). Every block read is verified (Reader.Fill), so a conversion
+// that succeeds read an intact checkpoint. Before reading, the shards'
+// sizes on disk are checked against the manifest and no tensor larger
+// than the shards together is allocated, so a damaged manifest cannot
+// make ToWhole allocate what the disk does not hold.
 func ToWhole(r *Reader) (*Checkpoint, error) {
 	m := r.Manifest
 	held, err := r.checkSizes()

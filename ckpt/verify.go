@@ -105,11 +105,12 @@ func (e *MissingError) Error() string {
 // file that is missing or not a regular file, a *SizeError per shard of
 // the wrong size, a *DamageError per block whose checksum differs, and a
 // *MissingError per piece whose blocks cannot be read (a missing or short
-// shard). Each names the shard file (its path), the tensor key and the
-// piece's box.
+// shard). Each names the shard file (its path); the block and piece
+// errors also the tensor key and the piece's box. Verify is not fooled by
+// a shard with bytes appended (SizeError) although every block verifies.
 //
-// Verify holds one BlockSize buffer: it allocates in proportion to the
-// manifest, never to the sizes the manifest claims.
+// Verify reads through one BlockSize buffer: it allocates in proportion
+// to the manifest, never to the sizes the manifest claims.
 func (r *Reader) Verify() (VerifyReport, error) {
 	m := r.Manifest
 	rep := VerifyReport{Dir: r.Dir, Iteration: m.Iteration}
