@@ -149,3 +149,35 @@ func TestBoxIntersect(t *testing.T) {
 		t.Fatal("disjoint boxes intersect")
 	}
 }
+
+// TestOverlappingAgreesWithPairs: the sweep finds an overlap exactly when
+// some pair of boxes intersects.
+func TestOverlappingAgreesWithPairs(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for trial := 0; trial < 3000; trial++ {
+		nd := 1 + r.IntN(3)
+		boxes := make([]Box, 1+r.IntN(6))
+		for i := range boxes {
+			b := Box{Offset: make([]int, nd), Shape: make([]int, nd)}
+			for d := 0; d < nd; d++ {
+				b.Offset[d], b.Shape[d] = r.IntN(6), 1+r.IntN(3)
+			}
+			boxes[i] = b
+		}
+		want := false
+		for i := range boxes {
+			for j := range boxes[:i] {
+				if _, ok := boxes[i].Intersect(boxes[j]); ok {
+					want = true
+				}
+			}
+		}
+		b, c, got := overlapping(boxes)
+		if got != want {
+			t.Fatalf("%v: overlapping says %v, the pairs %v", boxes, got, want)
+		}
+		if _, ok := b.Intersect(c); got && !ok {
+			t.Fatalf("%v: reported %v and %v, which do not intersect", boxes, b, c)
+		}
+	}
+}

@@ -257,16 +257,16 @@ func Latest(dir string) (int, error) {
 			iters, _ := filepath.Glob(filepath.Join(dir, "iter_[0-9]*"))
 			iters = slices.DeleteFunc(iters, func(p string) bool { return strings.Contains(filepath.Base(p), tmpMarker) })
 			if len(iters) > 0 {
-				return 0, fmt.Errorf("--load %s: the directory holds %d iteration director(ies) (the last %s) but no %s: write the iteration to resume from into %s",
+				return 0, fmt.Errorf("%s: the directory holds %d iteration director(ies) (the last %s) but no %s: write the iteration to resume from into %s",
 					dir, len(iters), filepath.Base(iters[len(iters)-1]), TrackerFile, filepath.Join(dir, TrackerFile))
 			}
-			return 0, fmt.Errorf("--load %s %w (no %s, no iter_* directory): pass the directory given to --save", dir, ErrNoCheckpoint, TrackerFile)
+			return 0, fmt.Errorf("%s %w (no %s, no iter_* directory): pass the directory given to --save", dir, ErrNoCheckpoint, TrackerFile)
 		}
-		return 0, fmt.Errorf("--load %s: %w", dir, err)
+		return 0, fmt.Errorf("%s: %w", dir, err)
 	}
 	it, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || it < 0 {
-		return 0, fmt.Errorf("--load %s: %s holds %q, not an iteration number: the file is damaged; write the iteration to resume from into it", dir, TrackerFile, strings.TrimSpace(string(b)))
+		return 0, fmt.Errorf("%s: %s holds %q, not an iteration number: the file is damaged; write the iteration to resume from into it", dir, TrackerFile, strings.TrimSpace(string(b)))
 	}
 	return it, nil
 }
@@ -281,24 +281,24 @@ func Load(dir string) (*Checkpoint, error) {
 	c := &Checkpoint{}
 	js, err := os.ReadFile(filepath.Join(d, "state.json"))
 	if err != nil {
-		return nil, fmt.Errorf("--load %s: iteration %d: %w", dir, it, err)
+		return nil, fmt.Errorf("%s: iteration %d: %w", dir, it, err)
 	}
 	if err := json.Unmarshal(js, &c.State); err != nil {
-		return nil, fmt.Errorf("--load %s: %s is damaged: %v", dir, filepath.Join(d, "state.json"), err)
+		return nil, fmt.Errorf("%s: %s is damaged: %v", dir, filepath.Join(d, "state.json"), err)
 	}
 	if c.State.Iteration != it {
-		return nil, fmt.Errorf("--load %s: the tracker names iteration %d but %s records %d", dir, it, filepath.Join(d, "state.json"), c.State.Iteration)
+		return nil, fmt.Errorf("%s: the tracker names iteration %d but %s records %d", dir, it, filepath.Join(d, "state.json"), c.State.Iteration)
 	}
 	if err := c.State.validate(); err != nil {
-		return nil, fmt.Errorf("--load %s: %s is damaged: %v", dir, filepath.Join(d, "state.json"), err)
+		return nil, fmt.Errorf("%s: %s is damaged: %v", dir, filepath.Join(d, "state.json"), err)
 	}
 	m, err := safetensors.ReadFile(filepath.Join(d, "model.safetensors"))
 	if err != nil {
-		return nil, fmt.Errorf("--load %s: %w", dir, err)
+		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	o, err := safetensors.ReadFile(filepath.Join(d, "optimizer.safetensors"))
 	if err != nil {
-		return nil, fmt.Errorf("--load %s: %w", dir, err)
+		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	c.Model, c.Optimizer = m.Tensors, o.Tensors
 	return c, nil

@@ -74,18 +74,10 @@ func ToWhole(r *Reader) (*Checkpoint, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s: tensor %s is neither %s…, %s… nor %s…: the whole-tensor form cannot hold it", filepath.Join(r.Dir, ManifestFile), key, ModelKey, ExpAvgKey, ExpAvgSqKey)
 		}
-		// numel stops at a zero dimension; the whole-tensor form (and
-		// every stride) needs the others to fit too.
-		nonzero := make([]int, 0, len(shape))
-		for _, d := range shape {
-			if d != 0 {
-				nonzero = append(nonzero, d)
-			}
+		n, err := numel(shape)
+		if err != nil {
+			return nil, fmt.Errorf("%s is damaged: tensor %s: %v: restore it or load an earlier iteration", filepath.Join(r.Dir, ManifestFile), key, err)
 		}
-		if _, err := numel(nonzero); err != nil {
-			return nil, fmt.Errorf("%s is damaged: tensor %s of shape %v: its non-zero dimensions hold more than 2⁶⁰ elements: restore it or load an earlier iteration", filepath.Join(r.Dir, ManifestFile), key, shape)
-		}
-		n, _ := numel(shape) // validated: at most 2⁶⁰
 		if 4*n > held {
 			return nil, fmt.Errorf("%s is damaged: tensor %s of shape %v needs %d bytes, the shards hold %d in all: restore it or load an earlier iteration", filepath.Join(r.Dir, ManifestFile), key, shape, 4*n, held)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -188,5 +189,77 @@ func TestFailedCommitKeepsPreviousCheckpoint(t *testing.T) {
 			t.Fatalf("%s: the previous checkpoint does not open: %v", stage, err)
 		}
 		r.Close()
+	}
+}
+
+// TestFillReadsOnlyWhatItNeeds: a column of a large row-major piece (a
+// row-parallel weight read at another TP split) costs its own values and
+// one checksum block, not the piece's span; the values are right.
+func TestFillReadsOnlyWhatItNeeds(t *testing.T) {
+	dir := t.TempDir()
+	const rows, cols = 2048, 1024 // 8 MiB
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(i)
+	}
+	tmp, err := BeginSave(dir, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := WriteShard(tmp, 0, []PieceData{{Key: "model/w", Box: Box{Offset: []int{0, 0}, Shape: []int{rows, cols}}, Data: w}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Commit(dir, tmp, &Manifest{Iteration: 1, Tensors: map[string][]int{"model/w": {rows, cols}}, Shards: []Shard{s}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	col := make([]float32, rows)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := r.Fill("model/w", Box{Offset: []int{0, 7}, Shape: []int{rows, 1}}, col); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 2*BlockSize {
+		t.Errorf("a %d-value column allocated %d bytes", rows, got)
+	}
+	for i, v := range col {
+		if v != float32(i*cols+7) {
+			t.Fatalf("row %d: %g", i, v)
+		}
+	}
+}
+
+// TestManifestRefusals: shard names other than ShardFile's, a shape
+// whose non-zero dimensions overflow in either order, and a box whose
+// offset lacks dimensions are errors, not panics or reads elsewhere.
+func TestManifestRefusals(t *testing.T) {
+	for _, name := range []string{".", "..", "../x.bin", "shard_.bin", "shard_1a.bin", "x"} {
+		if validShardName(name) {
+			t.Errorf("%q accepted as a shard name", name)
+		}
+	}
+	if !validShardName(ShardFile(12)) {
+		t.Errorf("%s refused", ShardFile(12))
+	}
+	for _, shape := range [][]int{{0, 1 << 62}, {1 << 62, 0}} {
+		if _, err := numel(shape); err == nil {
+			t.Errorf("shape %v accepted", shape)
+		}
+	}
+	dir := t.TempDir()
+	distSave(t, dir, 3)
+	r, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Fill("model/b", Box{Shape: []int{4}}, make([]float32, 4)); err == nil {
+		t.Error("a box without offsets was read")
 	}
 }

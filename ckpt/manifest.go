@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
+
+	"github.com/gotron/gotron/ckpt/safetensors"
 )
 
 // ManifestFile names an iteration's manifest in a distributed checkpoint.
@@ -153,8 +156,8 @@ func (m *Manifest) validate() error {
 	}
 	byKey := map[string][]Box{}
 	for _, s := range m.Shards {
-		if s.File == "" || filepath.Base(s.File) != s.File || s.Size < 0 {
-			return fmt.Errorf("shard %q: not a file name in the iteration's directory, or a negative size", s.File)
+		if !validShardName(s.File) || s.Size < 0 {
+			return fmt.Errorf("shard %q: not a shard_NNNNN.bin file name, or a negative size", s.File)
 		}
 		for _, p := range s.Pieces {
 			whole, ok := m.Tensors[p.Key]
@@ -187,15 +190,14 @@ func (m *Manifest) validate() error {
 	sort.Strings(keys)
 	for _, key := range keys {
 		boxes := byKey[key]
+		if b, c, ok := overlapping(boxes); ok {
+			o, _ := b.Intersect(c)
+			return fmt.Errorf("tensor %s: pieces %s and %s overlap in %s", key, b, c, o)
+		}
 		var total int64
-		for i, b := range boxes {
+		for _, b := range boxes {
 			n, _ := numel(b.Shape)
 			total += n
-			for _, c := range boxes[:i] {
-				if o, ok := b.Intersect(c); ok {
-					return fmt.Errorf("tensor %s: pieces %s and %s overlap in %s", key, c, b, o)
-				}
-			}
 		}
 		if want, _ := numel(m.Tensors[key]); total != want {
 			return fmt.Errorf("tensor %s: the pieces hold %d of its %d elements: the checkpoint is incomplete", key, total, want)
@@ -207,18 +209,63 @@ func (m *Manifest) validate() error {
 	return nil
 }
 
+// overlapping returns two boxes of the list that share an element, if
+// any: a sweep along the first dimension, comparing each box only with
+// those still open there (near-linear for the row blocks and flat ranges
+// a checkpoint holds).
+func overlapping(boxes []Box) (Box, Box, bool) {
+	if len(boxes) > 1 && len(boxes[0].Shape) == 0 {
+		return boxes[0], boxes[1], true // two pieces of a scalar
+	}
+	sorted := slices.Clone(boxes)
+	slices.SortFunc(sorted, func(a, b Box) int { return a.Offset[0] - b.Offset[0] })
+	var open []Box
+	for _, b := range sorted {
+		open = slices.DeleteFunc(open, func(c Box) bool { return c.Offset[0]+c.Shape[0] <= b.Offset[0] })
+		for _, c := range open {
+			if disjoint(b, c) {
+				continue
+			}
+			return c, b, true
+		}
+		open = append(open, b)
+	}
+	return Box{}, Box{}, false
+}
+
+// disjoint reports whether boxes a and b (of one tensor) share no element.
+func disjoint(a, b Box) bool {
+	for d := range a.Shape {
+		if a.Offset[d]+a.Shape[d] <= b.Offset[d] || b.Offset[d]+b.Shape[d] <= a.Offset[d] {
+			return true
+		}
+	}
+	return false
+}
+
+// validShardName reports whether name is a shard file name ShardFile
+// gives: shard_ followed by digits and .bin, nothing with a separator or
+// a dot directory.
+func validShardName(name string) bool {
+	digits := strings.TrimSuffix(strings.TrimPrefix(name, "shard_"), ".bin")
+	if len(digits) == 0 || len(digits)+len("shard_.bin") != len(name) {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // numel returns the product of shape, refusing negative dimensions and
-// products beyond 2⁶⁰.
+// shapes whose float32 bytes would not fit in an int, whatever the order
+// of the dimensions (safetensors.ShapeSize).
 func numel(shape []int) (int64, error) {
-	n := int64(1)
-	for _, d := range shape {
-		if d < 0 {
-			return 0, fmt.Errorf("negative dimension in %v", shape)
-		}
-		if d != 0 && n > (1<<60)/int64(d) {
-			return 0, fmt.Errorf("shape %v has more than 2⁶⁰ elements", shape)
-		}
-		n *= int64(d)
+	n, _, err := safetensors.ShapeSize(shape, 4)
+	if err != nil {
+		return 0, fmt.Errorf("shape %v: %v", shape, err)
 	}
 	return n, nil
 }

@@ -15,10 +15,11 @@ type Reader struct {
 	Manifest *Manifest
 	files    map[string]*os.File
 	pieces   map[string][]pieceRef
+	buf      []byte // one checksum block, reused by every Fill
 }
 
 type pieceRef struct {
-	file  string
+	shard *Shard
 	piece *Piece
 }
 
@@ -40,16 +41,16 @@ func OpenIteration(dir string, it int) (*Reader, error) {
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			if _, e := os.Stat(filepath.Join(d, "model.safetensors")); e == nil {
-				return nil, fmt.Errorf("--load %s: iteration %d is in the whole-tensor format: convert it with `gotron ckpt convert --from-whole %s DIR` and load DIR", dir, it, dir)
+				return nil, fmt.Errorf("%s: iteration %d is in the whole-tensor format: convert it with `gotron ckpt convert --from-whole %s DIR` and load DIR", dir, it, dir)
 			}
 			if _, e := os.Stat(d); e != nil {
-				return nil, fmt.Errorf("--load %s: no iteration %d (%s): pass an iteration the directory holds", dir, it, filepath.Base(d))
+				return nil, fmt.Errorf("%s: no iteration %d (%s): pass an iteration the directory holds", dir, it, filepath.Base(d))
 			}
 		}
-		return nil, fmt.Errorf("--load %s: iteration %d: %w", dir, it, err)
+		return nil, fmt.Errorf("%s: iteration %d: %w", dir, it, err)
 	}
 	if m.Iteration != it {
-		return nil, fmt.Errorf("--load %s: %s records iteration %d, its directory names %d: the checkpoint is damaged", dir, filepath.Join(d, ManifestFile), m.Iteration, it)
+		return nil, fmt.Errorf("%s: %s records iteration %d, its directory names %d: the checkpoint is damaged", dir, filepath.Join(d, ManifestFile), m.Iteration, it)
 	}
 	return NewReader(d, m), nil
 }
@@ -62,7 +63,7 @@ func NewReader(dir string, m *Manifest) *Reader {
 		s := &m.Shards[i]
 		for j := range s.Pieces {
 			p := &s.Pieces[j]
-			r.pieces[p.Key] = append(r.pieces[p.Key], pieceRef{file: s.File, piece: p})
+			r.pieces[p.Key] = append(r.pieces[p.Key], pieceRef{shard: s, piece: p})
 		}
 	}
 	return r
@@ -82,15 +83,15 @@ func (r *Reader) Close() error {
 func (r *Reader) Has(key string) bool { _, ok := r.Manifest.Tensors[key]; return ok }
 
 // Fill reads box b of tensor key into dst (b's elements, row-major). Only
-// the checksum blocks of the pieces b intersects are read, and each is
-// verified.
+// the checksum blocks holding b's elements are read, one at a time, and
+// each is verified; memory beyond dst is one block.
 func (r *Reader) Fill(key string, b Box, dst []float32) error {
 	whole, ok := r.Manifest.Tensors[key]
 	if !ok {
 		return fmt.Errorf("%s: the checkpoint has no tensor %s", r.Dir, key)
 	}
-	if len(b.Shape) != len(whole) || len(dst) != b.Numel() {
-		return fmt.Errorf("%s: reading %s %s: the tensor is %v", r.Dir, key, b, whole)
+	if len(b.Shape) != len(whole) || len(b.Offset) != len(whole) || len(dst) != b.Numel() {
+		return fmt.Errorf("%s: reading %s %s into %d values: the tensor is %v", r.Dir, key, b, len(dst), whole)
 	}
 	got := 0
 	for _, ref := range r.pieces[key] {
@@ -99,18 +100,20 @@ func (r *Reader) Fill(key string, b Box, dst []float32) error {
 		if !ok {
 			continue
 		}
-		f, err := r.file(ref.file)
+		f, err := r.file(ref.shard)
 		if err != nil {
 			return err
 		}
-		rel := relative(in, p.Box)
-		lo, hi := span(p.Shape, rel)
-		vals, err := readBlocks(f, filepath.Join(r.Dir, ref.file), p, lo, hi)
-		if err != nil {
-			return err
-		}
+		br := blockReader{f: f, path: filepath.Join(r.Dir, ref.shard.File), p: p, k: -1, buf: &r.buf}
 		tmp := make([]float32, in.Numel())
-		CopyBox(tmp, vals, p.Shape, int(lo), rel)
+		walkRows(p.Shape, relative(in, p.Box), func(flat, k, n int) {
+			if err == nil {
+				err = br.read(tmp[k:k+n], flat)
+			}
+		})
+		if err != nil {
+			return err
+		}
 		PasteBox(dst, b.Shape, 0, relative(in, b), tmp)
 		got += in.Numel()
 	}
@@ -120,21 +123,30 @@ func (r *Reader) Fill(key string, b Box, dst []float32) error {
 	return nil
 }
 
-// file opens a shard once.
-func (r *Reader) file(name string) (*os.File, error) {
-	if f, ok := r.files[name]; ok {
+// file opens a shard once. It refuses what is not a regular file before
+// opening it (opening a named pipe would block) and a file whose size is
+// not the manifest's.
+func (r *Reader) file(s *Shard) (*os.File, error) {
+	if f, ok := r.files[s.File]; ok {
 		return f, nil
 	}
-	f, err := os.Open(filepath.Join(r.Dir, name))
+	path := filepath.Join(r.Dir, s.File)
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, &ShardError{File: path, Cause: "the file is missing"}
+	case err != nil:
+		return nil, &ShardError{File: path, Cause: err.Error()}
+	case !st.Mode().IsRegular():
+		return nil, &ShardError{File: path, Cause: "not a regular file"}
+	case st.Size() != s.Size:
+		return nil, &SizeError{File: path, Got: st.Size(), Want: s.Size}
+	}
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: restore the shard or load an earlier iteration", err)
+		return nil, &ShardError{File: path, Cause: err.Error()}
 	}
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%s: not a regular file: restore the shard", filepath.Join(r.Dir, name))
-	}
-	r.files[name] = f
+	r.files[s.File] = f
 	return f, nil
 }
 

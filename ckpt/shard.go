@@ -58,25 +58,44 @@ func WriteShard(dir string, rank int, pieces []PieceData) (Shard, error) {
 	return s, nil
 }
 
-// readBlocks reads the whole checksum blocks of piece p (in file f, named
-// name) that cover its elements [lo, hi), verifies each, and returns the
-// values of [lo, hi).
-func readBlocks(f *os.File, name string, p *Piece, lo, hi int64) ([]float32, error) {
-	total := 4 * int64(p.Numel())
-	first, last := 4*lo/BlockSize, (4*hi-1)/BlockSize
-	start, end := first*BlockSize, min(total, (last+1)*BlockSize)
-	buf := make([]byte, end-start)
-	if _, err := f.ReadAt(buf, p.Pos+start); err != nil {
-		return nil, fmt.Errorf("%s: reading %s %s: %w: the shard is truncated; restore it or load an earlier iteration", name, p.Key, p.Box, err)
-	}
-	for k := first; k <= last; k++ {
-		b := buf[(k-first)*BlockSize : min(int64(len(buf)), (k-first+1)*BlockSize)]
-		if got := crc32.Checksum(b, castagnoli); got != p.CRC[k] {
-			return nil, &DamageError{File: name, Key: p.Key, Box: p.Box, Block: int(k), Got: got, Want: p.CRC[k]}
+// blockReader reads piece p of shard f (at path) through its checksum
+// blocks, verifying each block when it is read and keeping the last one,
+// so that consecutive runs of a box cost one read per block.
+type blockReader struct {
+	f    *os.File
+	path string
+	p    *Piece
+	k    int     // the block in *buf (-1: none)
+	buf  *[]byte // grown to the largest block read, shared by a Reader's reads
+}
+
+// read copies the piece's elements [flat, flat+len(dst)) into dst.
+func (b *blockReader) read(dst []float32, flat int) error {
+	total := 4 * int64(b.p.Numel())
+	for lo, hi := 4*int64(flat), 4*int64(flat+len(dst)); lo < hi; {
+		k := int(lo / BlockSize)
+		if k != b.k {
+			start, end := int64(k)*BlockSize, min(total, int64(k+1)*BlockSize)
+			if int64(cap(*b.buf)) < end-start {
+				*b.buf = make([]byte, end-start)
+			}
+			buf := (*b.buf)[:end-start]
+			b.k = -1
+			if _, err := b.f.ReadAt(buf, b.p.Pos+start); err != nil {
+				return &MissingError{File: b.path, Key: b.p.Key, Box: b.p.Box, First: k, Blocks: 1, Cause: err.Error()}
+			}
+			if got := crc32.Checksum(buf, castagnoli); got != b.p.CRC[k] {
+				return &DamageError{File: b.path, Key: b.p.Key, Box: b.p.Box, Block: k, Got: got, Want: b.p.CRC[k]}
+			}
+			b.k = k
 		}
+		blockStart := int64(k) * BlockSize
+		end := min(hi, blockStart+BlockSize)
+		n := (end - lo) / 4
+		decodeInto(dst[:n], (*b.buf)[lo-blockStart:end-blockStart])
+		dst, lo = dst[n:], end
 	}
-	off := 4*lo - start
-	return decodeF32(buf[off : off+4*(hi-lo)]), nil
+	return nil
 }
 
 // DamageError reports a checksum that does not match: a flipped bit, a
@@ -110,15 +129,14 @@ func encodeF32(b []byte, vals []float32) []byte {
 	return b
 }
 
-// decodeF32 returns the little-endian float32 values of b.
-func decodeF32(b []byte) []float32 {
-	out := make([]float32, len(b)/4)
-	if littleEndian && len(out) > 0 {
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), len(b)), b)
-		return out
+// decodeInto writes the little-endian float32 values of b into dst
+// (len(b)/4 of them).
+func decodeInto(dst []float32, b []byte) {
+	if littleEndian && len(dst) > 0 {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), len(b)), b)
+		return
 	}
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	for i := range dst {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
-	return out
 }

@@ -149,7 +149,9 @@ func (r *Reader) Verify() (VerifyReport, error) {
 		if sr.Actual != s.Size {
 			errs = append(errs, &SizeError{File: path, Got: sr.Actual, Want: s.Size})
 		}
-		f, err := r.file(s.File)
+		// Opened here, not through r.file: a shard of the wrong size is
+		// still read, so that every damaged block is listed.
+		f, err := os.Open(path)
 		if err != nil {
 			errs = append(errs, missingShard(s, path, err.Error(), &rep)...)
 			continue
@@ -160,6 +162,7 @@ func (r *Reader) Verify() (VerifyReport, error) {
 		for j := range s.Pieces {
 			errs = append(errs, verifyPiece(f, path, &s.Pieces[j], sr.Actual, buf, &rep)...)
 		}
+		f.Close()
 	}
 	keys := make([]string, 0, len(m.Tensors))
 	for k := range m.Tensors {

@@ -30,11 +30,12 @@ func TestVerifyRefusesNamedPipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	done := make(chan [2]error, 1)
+	done := make(chan [3]error, 1)
 	go func() {
 		_, verr := r.Verify()
 		_, cerr := ToWhole(r)
-		done <- [2]error{verr, cerr}
+		ferr := r.Fill("model/w", Box{Offset: []int{0, 0}, Shape: []int{6, 4}}, make([]float32, 24))
+		done <- [3]error{verr, cerr, ferr}
 	}()
 	select {
 	case errs := <-done:
@@ -45,11 +46,14 @@ func TestVerifyRefusesNamedPipe(t *testing.T) {
 		if errs[1] == nil || !strings.Contains(errs[1].Error(), ShardFile(1)+" is not a regular file") {
 			t.Errorf("ToWhole: %v", errs[1])
 		}
+		if !errors.As(errs[2], &se) || !strings.Contains(errs[2].Error(), ShardFile(1)) {
+			t.Errorf("Fill: %v", errs[2])
+		}
 	case <-time.After(10 * time.Second):
 		// Unblock the reader so that the test ends.
 		if f, err := os.OpenFile(p, os.O_WRONLY, 0); err == nil {
 			f.Close()
 		}
-		t.Fatal("Verify or ToWhole opened the named pipe and blocked")
+		t.Fatal("Verify, ToWhole or Fill opened the named pipe and blocked")
 	}
 }

@@ -1,7 +1,9 @@
 package train
 
 import (
+	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/gotron/gotron/ckpt"
@@ -91,18 +93,30 @@ func checkArgs(a Args, saved map[string]int) error {
 	return fmt.Errorf("the checkpoint's settings differ from this run's: %s: pass the checkpoint's values", strings.Join(diffs, "; "))
 }
 
-// useCheckpointArgs implements --use-checkpoint-args: the model's shape is
-// taken from the checkpoint --load names, before the arguments are
-// validated.
-func useCheckpointArgs(a Args) (Args, error) {
-	if !a.UseCheckpointArgs || a.Load == "" {
+// checkLoad opens --load's checkpoint before any rank starts, so that a
+// missing or damaged one is one error (the ranks open it again to read
+// their pieces), and implements --use-checkpoint-args: the model's shape
+// is taken from the checkpoint before the arguments are validated. A
+// --load that is also --save and holds no checkpoint yet is no error (the
+// run starts from scratch).
+func checkLoad(a Args) (Args, error) {
+	if a.Load == "" {
 		return a, nil
 	}
 	r, err := openCheckpoint(a)
+	if errors.Is(err, ckpt.ErrNoCheckpoint) && a.Save != "" && filepath.Clean(a.Save) == filepath.Clean(a.Load) && !a.UseCheckpointArgs {
+		return a, nil
+	}
 	if err != nil {
-		return a, fmt.Errorf("--use-checkpoint-args: %w", err)
+		if a.UseCheckpointArgs {
+			err = fmt.Errorf("--use-checkpoint-args: %w", err)
+		}
+		return a, err
 	}
 	defer r.Close()
+	if !a.UseCheckpointArgs {
+		return a, nil
+	}
 	m := &a.Model
 	for key, field := range map[string]*int{
 		"num_layers": &m.NumLayers, "hidden_size": &m.HiddenSize, "num_attention_heads": &m.NumAttentionHeads,

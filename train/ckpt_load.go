@@ -40,9 +40,9 @@ func (t *trainer) resume() error {
 	loadOptim := !t.a.NoLoadOptim && !t.a.Finetune
 	for name := range gpt.ParameterShapes(t.a.Model) {
 		for _, k := range keyFields {
-			if !r.Has(k.prefix+name) && (k.prefix == modelKey || loadOptim) {
+			if !r.Has(k.prefix+name) && (k.prefix == ckpt.ModelKey || loadOptim) {
 				hint := "it was saved from another model"
-				if k.prefix != modelKey {
+				if k.prefix != ckpt.ModelKey {
 					hint = "it was saved without the optimizer state (--no-save-optim): pass --no-load-optim or --finetune"
 				}
 				return fmt.Errorf("%s: the checkpoint has no %s%s: %s", where, k.prefix, name, hint)
@@ -59,7 +59,7 @@ func (t *trainer) resume() error {
 		local := p.Value.Shape()
 		all := ckpt.Box{Offset: make([]int, len(local)), Shape: local}
 		buf := make([]float32, all.Numel())
-		if err := t.readRegions(r, modelKey+p.Name, p, whole[p.Name], []ckpt.Box{all}, buf, 0); err != nil {
+		if err := t.readRegions(r, ckpt.ModelKey+p.Name, p, whole[p.Name], []ckpt.Box{all}, buf, 0); err != nil {
 			return fmt.Errorf("%s: %w", where, err)
 		}
 		values[p] = tensor.FromSlice(buf, local...)
@@ -94,12 +94,20 @@ func (t *trainer) resume() error {
 	return t.resumeRNG(m)
 }
 
-// openCheckpoint opens --load's latest iteration, or --ckpt-step's.
+// openCheckpoint opens --load's latest iteration, or --ckpt-step's; its
+// errors name the flag.
 func openCheckpoint(a Args) (*ckpt.Reader, error) {
+	var r *ckpt.Reader
+	var err error
 	if a.CkptStep > 0 {
-		return ckpt.OpenIteration(a.Load, a.CkptStep)
+		r, err = ckpt.OpenIteration(a.Load, a.CkptStep)
+	} else {
+		r, err = ckpt.Open(a.Load)
 	}
-	return ckpt.Open(a.Load)
+	if err != nil {
+		return nil, fmt.Errorf("--load %w", err)
+	}
+	return r, nil
 }
 
 // readRegions fills the local boxes of p's tensor (dst holds the flat

@@ -15,19 +15,13 @@ import (
 	"github.com/gotron/gotron/nn"
 )
 
-// Checkpoint keys: the float32 (main) weights, and Adam's moments, of each
-// parameter under its Megatron name.
-const (
-	modelKey    = "model/"
-	expAvgKey   = "optimizer/exp_avg/"
-	expAvgSqKey = "optimizer/exp_avg_sq/"
-)
-
-// keyFields pairs each key prefix with the optimizer segment's array.
+// keyFields pairs each checkpoint key prefix (the float32 (main) weights,
+// Adam's moments, of each parameter under its Megatron name) with the
+// optimizer segment's array.
 var keyFields = []struct {
 	prefix string
 	field  segmentField
-}{{modelKey, mainOf}, {expAvgKey, expAvgOf}, {expAvgSqKey, expAvgSqOf}}
+}{{ckpt.ModelKey, mainOf}, {ckpt.ExpAvgKey, expAvgOf}, {ckpt.ExpAvgSqKey, expAvgSqOf}}
 
 // save writes a distributed checkpoint of the current iteration: every
 // rank writes, in parallel, the pieces of the tensors it owns into its own
@@ -130,7 +124,7 @@ func (t *trainer) save(ctx context.Context) error {
 			m.Ranks = append(m.Ranks, rs)
 		}
 		if saveErr = errors.Join(errs...); saveErr != nil {
-			abandon(tmp)
+			ckpt.RemoveTemp(tmp)
 			saveErr = fmt.Errorf("save checkpoint: %w", saveErr)
 		} else {
 			saveErr = commitCheckpoint(t.a.Save, tmp, m)
@@ -156,9 +150,6 @@ var (
 	writeShard       = ckpt.WriteShard
 	commitCheckpoint = ckpt.Commit
 )
-
-// abandon removes a failed save's temporary directory.
-func abandon(tmp string) { ckpt.RemoveTemp(tmp) }
 
 // shardResult is what a rank reports after writing its shard.
 type shardResult struct {

@@ -54,7 +54,7 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 	if a.WorldSize < 1 {
 		return nil, fmt.Errorf("invalid arguments: --world-size %d: must be at least 1", a.WorldSize)
 	}
-	a, err := useCheckpointArgs(a)
+	a, err := checkLoad(a)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +90,7 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 // every process calls it. localRanks is how many ranks share this process
 // (the cores are divided among them).
 func RunRank(ctx context.Context, world comm.Group, a Args, o Options, localRanks int) (*Result, error) {
-	a, err := useCheckpointArgs(a)
+	a, err := checkLoad(a)
 	if err != nil {
 		return nil, err
 	}

@@ -43,3 +43,12 @@ func shapeSize[D int | int64](shape []D, elemSize int) (numel, nbytes int64, err
 	}
 	return int64(prod), int64(prod) * int64(elemSize), nil
 }
+
+// ShapeSize returns the element count of shape and its byte length with
+// elemSize-byte elements, refusing a negative dimension and a shape whose
+// non-zero dimensions, or their product times elemSize, exceed math.MaxInt
+// (whatever the order of the dimensions). Readers of other formats
+// holding shapes (the distributed checkpoint's manifest) use it too.
+func ShapeSize(shape []int, elemSize int) (numel, nbytes int64, err error) {
+	return shapeSize(shape, elemSize)
+}

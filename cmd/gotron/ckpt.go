@@ -81,26 +81,7 @@ func openCheckpoint(dir string, it int, given bool) (*ckpt.Reader, error) {
 	} else {
 		r, err = ckpt.Open(dir)
 	}
-	return r, reword(err)
-}
-
-// rewordedError is an error of package ckpt without the "--load " its
-// messages start with (they are worded for train's --load): here the
-// directory is an argument.
-type rewordedError struct {
-	msg string
-	err error
-}
-
-func (e *rewordedError) Error() string { return e.msg }
-func (e *rewordedError) Unwrap() error { return e.err }
-
-// reword drops the leading "--load " from err's message.
-func reword(err error) error {
-	if err == nil || !strings.HasPrefix(err.Error(), "--load ") {
-		return err
-	}
-	return &rewordedError{msg: strings.TrimPrefix(err.Error(), "--load "), err: err}
+	return r, err
 }
 
 // megabytes formats n bytes in MB (10⁶ bytes).
@@ -291,7 +272,6 @@ func refuseExisting(dst string, it int) error {
 func convertToWhole(w io.Writer, src, dst string) error {
 	r, err := ckpt.Open(src)
 	if err != nil {
-		err = reword(err)
 		if _, e := os.Stat(filepath.Join(src, ckpt.TrackerFile)); e == nil {
 			if it, e := ckpt.Latest(src); e == nil {
 				if _, e := os.Stat(filepath.Join(ckpt.IterDir(src, it), "state.json")); e == nil {
@@ -327,7 +307,7 @@ func convertFromWhole(w io.Writer, src, dst string) error {
 				return fmt.Errorf("gotron ckpt convert --from-whole: %s holds a distributed checkpoint: use --to-whole to convert it to the whole-tensor form", src)
 			}
 		}
-		return reword(err)
+		return err
 	}
 	if err := refuseExisting(dst, c.State.Iteration); err != nil {
 		return err
