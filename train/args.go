@@ -79,6 +79,12 @@ type Args struct {
 	// positions, vocabulary, sequence length) from the checkpoint.
 	NoSaveOptim, NoSaveRNG, NoLoadOptim, NoLoadRNG, Finetune, UseCheckpointArgs bool
 	CkptStep                                                                    int
+	// AsyncSave is --async-save: a save blocks training only while the
+	// pieces are copied; the shards are written in the background and the
+	// iteration is installed at the end of a later iteration, once every
+	// rank's shard is written (or before the next save, a stop or the
+	// end of the run).
+	AsyncSave bool
 
 	// ExitSignalHandler is --exit-signal-handler: SIGTERM or SIGINT
 	// finishes the iteration, saves (with --save) and ends the run with
@@ -322,6 +328,9 @@ func (a Args) Validate(world int) error {
 	}
 	if a.Save == "" && (a.NoSaveOptim || a.NoSaveRNG) {
 		add("--no-save-optim/--no-save-rng say what a checkpoint leaves out, and --save is not given: pass --save DIR or drop them")
+	}
+	if a.Save == "" && a.AsyncSave {
+		add("--async-save says how checkpoints are written, and --save is not given: pass --save DIR or drop --async-save")
 	}
 	if a.ExitDurationInMins < 0 {
 		add("--exit-duration-in-mins %g: must not be negative (0: no limit)", a.ExitDurationInMins)

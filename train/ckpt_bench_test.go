@@ -17,7 +17,11 @@ import (
 // rank and on four in-process ranks that all write (TP 4; DP 4 with the
 // distributed optimizer), and reports the rate in MB/s of checkpoint
 // bytes: save includes the shards' and the directory's fsyncs; load reads
-// through the page cache the save left warm.
+// through the page cache the save left warm. Each round then saves again
+// with --async-save and reports the time training is blocked (the save
+// returning, its pieces copied) and the time until the iteration is
+// installed (a blocking finish right away), per save, in milliseconds;
+// blocked-ms is what a synchronous save costs training.
 //
 //	go test -run '^$' -bench Checkpoint -benchtime 3x ./train
 func BenchmarkCheckpoint(b *testing.B) {
@@ -39,7 +43,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var save, load time.Duration
+			var save, load, blocked, installed time.Duration
 			err = local.NewWorld(c.world, comm.Options{}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
 				t, err := newTrainer(ctx, g, a, ds, c.world)
 				if err != nil {
@@ -51,7 +55,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 						return err
 					}
 					start := time.Now()
-					if err := t.save(ctx); err != nil {
+					if err := t.save(ctx, false); err != nil {
 						return err
 					}
 					if err := g.Barrier(ctx); err != nil {
@@ -71,6 +75,26 @@ func BenchmarkCheckpoint(b *testing.B) {
 					if g.Rank() == 0 {
 						load += time.Since(start)
 					}
+
+					if err := g.Barrier(ctx); err != nil {
+						return err
+					}
+					start = time.Now()
+					if err := t.save(ctx, true); err != nil {
+						return err
+					}
+					if err := g.Barrier(ctx); err != nil {
+						return err
+					}
+					if g.Rank() == 0 {
+						blocked += time.Since(start)
+					}
+					if err := t.finishSave(ctx, true); err != nil {
+						return err
+					}
+					if g.Rank() == 0 {
+						installed += time.Since(start)
+					}
 				}
 				return nil
 			})
@@ -81,6 +105,9 @@ func BenchmarkCheckpoint(b *testing.B) {
 			b.ReportMetric(float64(size)/1e6, "MB")
 			b.ReportMetric(float64(size)*float64(b.N)/1e6/save.Seconds(), "save-MB/s")
 			b.ReportMetric(float64(size)*float64(b.N)/1e6/load.Seconds(), "load-MB/s")
+			b.ReportMetric(save.Seconds()*1e3/float64(b.N), "blocked-ms")
+			b.ReportMetric(blocked.Seconds()*1e3/float64(b.N), "async-blocked-ms")
+			b.ReportMetric(installed.Seconds()*1e3/float64(b.N), "async-installed-ms")
 		})
 	}
 }

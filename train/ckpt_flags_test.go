@@ -72,4 +72,10 @@ func TestCheckpointFlags(t *testing.T) {
 	if _, err := run(bad); err == nil || !strings.Contains(err.Error(), "--finetune says how to load a checkpoint") {
 		t.Fatalf("--finetune without --load: %v", err)
 	}
+	bad = mockArgs(3)
+	bad.AsyncSave, bad.NoSaveRNG = true, true
+	if _, err := run(bad); err == nil || !strings.Contains(err.Error(), "--async-save says how checkpoints are written, and --save is not given") ||
+		!strings.Contains(err.Error(), "--no-save-optim/--no-save-rng say what a checkpoint leaves out") {
+		t.Fatalf("--async-save and --no-save-rng without --save: %v", err)
+	}
 }

@@ -25,7 +25,10 @@ var keyFields = []struct {
 
 // save writes a distributed checkpoint of the current iteration: every
 // rank writes, in parallel, the pieces of the tensors it owns into its own
-// shard, and rank 0 writes the manifest and installs the iteration.
+// shard, and rank 0 writes the manifest and installs the iteration. With
+// async, save returns once the pieces are copied and the shards are being
+// written in the background (--async-save); finishSave installs the
+// iteration later. A save first completes the one still in flight.
 //
 // Ownership follows the reference's: the float32 (main) weights and the
 // Adam moments of each parameter come from the optimizer's segments
@@ -35,54 +38,141 @@ var keyFields = []struct {
 // tensors replicated over tensor parallelism from TP rank 0; the word
 // embedding once, from the first pipeline stage. Every piece is a box of
 // the whole tensor (ckpt.Regions), so any layout can read it back.
-func (t *trainer) save(ctx context.Context) error {
+func (t *trainer) save(ctx context.Context, async bool) error {
+	if err := t.finishSave(ctx, true); err != nil {
+		return err
+	}
+	p, err := t.beginSave(ctx)
+	if err != nil {
+		return err
+	}
+	t.pending = p
+	pieces := t.checkpointPieces()
+	write := func() {
+		result := shardResult{}
+		if len(pieces) > 0 {
+			s, err := writeShard(p.tmp, t.groups.World.Rank(), pieces)
+			if err != nil {
+				result.Error = fmt.Sprintf("rank %d: %v", t.groups.World.Rank(), err)
+			} else {
+				result.Shard = &s
+			}
+		}
+		p.done <- result
+	}
+	if async {
+		go write()
+		return nil
+	}
+	write()
+	return t.finishSave(ctx, true)
+}
+
+// pendingSave is a checkpoint whose shards are being written.
+type pendingSave struct {
+	iteration int
+	tmp       string // the temporary directory the shards go to
+	// manifest is everything but the shards, as of the saved iteration
+	// (rank 0's; nil on the others).
+	manifest *ckpt.Manifest
+	// done receives this rank's writer's result, once.
+	done chan shardResult
+}
+
+// beginSave does a save's collective part, before any shard is written:
+// the parameters' last all-gather, the generator states and coordinates
+// of every rank (rank 0 records them in the manifest), and the temporary
+// directory rank 0 creates and every rank learns.
+func (t *trainer) beginSave(ctx context.Context) (*pendingSave, error) {
 	w := t.groups.World
 	if err := t.finishParamSync(ctx); err != nil {
-		return fmt.Errorf("save checkpoint: %w", err)
+		return nil, fmt.Errorf("save checkpoint: %w", err)
 	}
 	mine := t.rngStates()
 	all := make([]int64, len(mine)*w.Size())
 	if err := w.AllGather(ctx, comm.I64(all), comm.I64(mine)); err != nil {
-		return fmt.Errorf("save checkpoint: gathering generator states: %w", err)
+		return nil, fmt.Errorf("save checkpoint: gathering generator states: %w", err)
 	}
 	coords := []int64{int64(t.tp.Rank()), int64(t.pp.Rank()), int64(t.dpRank)}
 	allCoords := make([]int64, 3*w.Size())
 	if err := w.AllGather(ctx, comm.I64(allCoords), comm.I64(coords)); err != nil {
-		return fmt.Errorf("save checkpoint: gathering the layout: %w", err)
+		return nil, fmt.Errorf("save checkpoint: gathering the layout: %w", err)
 	}
 
 	// Rank 0 prepares the temporary directory; every rank learns its name.
 	head := []int64{0, 0}
-	var tmp string
 	var beginErr error
 	if w.Rank() == 0 {
 		nonce := rand.Uint64()
-		if tmp, beginErr = ckpt.BeginSave(t.a.Save, t.iteration, nonce); beginErr != nil {
+		if _, beginErr = ckpt.BeginSave(t.a.Save, t.iteration, nonce); beginErr != nil {
 			head[0] = 1
 		}
 		head[1] = int64(nonce)
 	}
 	if err := w.Broadcast(ctx, comm.I64(head), 0); err != nil {
-		return fmt.Errorf("save checkpoint: %w", err)
+		return nil, fmt.Errorf("save checkpoint: %w", err)
 	}
 	if head[0] != 0 {
 		if beginErr != nil {
-			return fmt.Errorf("%w (%s)", beginErr, previousCheckpoint(t.a.Save))
+			return nil, fmt.Errorf("%w (%s)", beginErr, previousCheckpoint(t.a.Save))
 		}
-		return fmt.Errorf("save checkpoint: rank 0 could not prepare %s (see its error; %s)", t.a.Save, previousCheckpoint(t.a.Save))
+		return nil, fmt.Errorf("save checkpoint: rank 0 could not prepare %s (see its error; %s)", t.a.Save, previousCheckpoint(t.a.Save))
 	}
-	tmp = ckpt.TempDir(t.a.Save, t.iteration, uint64(head[1]))
+	p := &pendingSave{iteration: t.iteration, tmp: ckpt.TempDir(t.a.Save, t.iteration, uint64(head[1])), done: make(chan shardResult, 1)}
+	if w.Rank() != 0 {
+		return p, nil
+	}
+	m := &ckpt.Manifest{
+		Iteration: t.iteration, ConsumedSamples: int64(t.iteration) * int64(t.a.GlobalBatchSize), OptimizerSteps: t.opt.Steps,
+		Args: argsRecord(t.a, w.Size()), Layout: t.layout(), GradScaler: t.scalerState(), Tensors: map[string][]int{},
+	}
+	for name, shape := range gpt.ParameterShapes(t.a.Model) {
+		for _, k := range t.savedFields() {
+			m.Tensors[k.prefix+name] = shape
+		}
+	}
+	per := len(mine) / 4
+	for r := 0; r < w.Size(); r++ {
+		rs := ckpt.RankState{Rank: r, TP: int(allCoords[3*r]), PP: int(allCoords[3*r+1]), DP: int(allCoords[3*r+2])}
+		for k := 0; k < per && !t.a.NoSaveRNG; k++ {
+			x := all[4*(r*per+k):]
+			rs.RNG = append(rs.RNG, [4]uint64{uint64(x[0]), uint64(x[1]), uint64(x[2]), uint64(x[3])})
+		}
+		m.Ranks = append(m.Ranks, rs)
+	}
+	p.manifest = m
+	return p, nil
+}
 
-	// Every rank writes its shard and sends its index (or its error) to all.
-	result := shardResult{}
-	if pieces := t.checkpointPieces(); len(pieces) > 0 {
-		s, err := writeShard(tmp, w.Rank(), pieces)
-		if err != nil {
-			result.Error = fmt.Sprintf("rank %d: %v", w.Rank(), err)
-		} else {
-			result.Shard = &s
+// finishSave installs the checkpoint being written, if any, and calls
+// t.onSaved with its iteration. Blocking, it waits for this rank's shard;
+// otherwise it installs the checkpoint only when every rank's shard is
+// written (agreed by an 8-byte all-reduce) and returns at once when one
+// is not. Every rank calls it at the same points.
+func (t *trainer) finishSave(ctx context.Context, blocking bool) error {
+	p := t.pending
+	if p == nil {
+		return nil
+	}
+	w := t.groups.World
+	var result shardResult
+	if !blocking {
+		waiting := []int64{1}
+		select {
+		case result = <-p.done:
+			p.done <- result // keep it for the call that installs
+			waiting[0] = 0
+		default:
+		}
+		if err := w.AllReduce(ctx, comm.I64(waiting), comm.Max); err != nil {
+			return fmt.Errorf("save checkpoint: agreeing whether the shards are written: %w", err)
+		}
+		if waiting[0] != 0 {
+			return nil
 		}
 	}
+	result = <-p.done
+	t.pending = nil
 	results, err := gatherJSON(ctx, w, result)
 	if err != nil {
 		return fmt.Errorf("save checkpoint: gathering the shards' indexes: %w", err)
@@ -91,15 +181,7 @@ func (t *trainer) save(ctx context.Context) error {
 	status := []int64{0}
 	var saveErr error
 	if w.Rank() == 0 {
-		m := &ckpt.Manifest{
-			Iteration: t.iteration, ConsumedSamples: int64(t.iteration) * int64(t.a.GlobalBatchSize), OptimizerSteps: t.opt.Steps,
-			Args: argsRecord(t.a, w.Size()), Layout: t.layout(), GradScaler: t.scalerState(), Tensors: map[string][]int{},
-		}
-		for name, shape := range gpt.ParameterShapes(t.a.Model) {
-			for _, k := range t.savedFields() {
-				m.Tensors[k.prefix+name] = shape
-			}
-		}
+		m := p.manifest
 		var errs []error
 		for _, raw := range results {
 			var r shardResult
@@ -114,20 +196,11 @@ func (t *trainer) save(ctx context.Context) error {
 				m.Shards = append(m.Shards, *r.Shard)
 			}
 		}
-		per := len(mine) / 4
-		for r := 0; r < w.Size(); r++ {
-			rs := ckpt.RankState{Rank: r, TP: int(allCoords[3*r]), PP: int(allCoords[3*r+1]), DP: int(allCoords[3*r+2])}
-			for k := 0; k < per && !t.a.NoSaveRNG; k++ {
-				x := all[4*(r*per+k):]
-				rs.RNG = append(rs.RNG, [4]uint64{uint64(x[0]), uint64(x[1]), uint64(x[2]), uint64(x[3])})
-			}
-			m.Ranks = append(m.Ranks, rs)
-		}
 		if saveErr = errors.Join(errs...); saveErr != nil {
-			ckpt.RemoveTemp(tmp)
+			ckpt.RemoveTemp(p.tmp)
 			saveErr = fmt.Errorf("save checkpoint: %w", saveErr)
 		} else {
-			saveErr = commitCheckpoint(t.a.Save, tmp, m)
+			saveErr = commitCheckpoint(t.a.Save, p.tmp, m)
 		}
 		if saveErr != nil {
 			status[0] = 1
@@ -142,7 +215,20 @@ func (t *trainer) save(ctx context.Context) error {
 	if status[0] != 0 {
 		return fmt.Errorf("save checkpoint: the save into %s failed (see rank 0's error; %s)", t.a.Save, previousCheckpoint(t.a.Save))
 	}
+	if t.onSaved != nil {
+		t.onSaved(p.iteration)
+	}
 	return nil
+}
+
+// abandonSave waits for this rank's background shard writer, if one is
+// running, so that no write outlives a run that failed; the unfinished
+// temporary directory is removed by the next save (ckpt.RemoveStale).
+func (t *trainer) abandonSave() {
+	if t.pending != nil {
+		<-t.pending.done
+		t.pending = nil
+	}
 }
 
 // Hooks tests replace to make a save fail.

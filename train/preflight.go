@@ -35,11 +35,22 @@ type MemoryNeed struct {
 	// bytes per worker (13·s² with attention dropout), for the backward's
 	// probabilities and their gradient.
 	Attention float64
+	// Checkpoint is a save's copy of the state the ranks write (float32
+	// weights, and Adam's moments unless --no-save-optim): 0 without
+	// --save. A synchronous save holds it while the activations are
+	// free; with --async-save it lives while training goes on.
+	Checkpoint float64
+	// AsyncSave says the checkpoint copy coexists with the activations.
+	AsyncSave bool
 }
 
-// Total is the sum of the components.
+// Total is the peak: the components' sum, with the checkpoint copy in
+// place of the activations when it is made between iterations.
 func (m MemoryNeed) Total() float64 {
-	return m.Weights + m.Gradients + m.Optimizer + m.Activations + m.Attention
+	if m.AsyncSave {
+		return m.Weights + m.Gradients + m.Optimizer + m.Attention + m.Activations + m.Checkpoint
+	}
+	return m.Weights + m.Gradients + m.Optimizer + m.Attention + max(m.Activations, m.Checkpoint)
 }
 
 // EstimateMemory returns the memory that localRanks of the run's world
@@ -101,6 +112,22 @@ func EstimateMemory(a Args, world, localRanks int) MemoryNeed {
 		perWorker = 13 * s * s
 	}
 	need.Attention = perWorker * float64(min(workers, pairs)) * float64(localRanks)
+
+	// The checkpoint copy: every rank of the first replica writes its
+	// 1/(t·p) of the state, or 1/dp of it each under the distributed
+	// optimizer; the machine's share is bounded by the whole state per
+	// replica it holds, or 1/dp of it when it holds the whole world.
+	if a.Save != "" {
+		saved := 4.0
+		if !a.NoSaveOptim {
+			saved = 12
+		}
+		need.Checkpoint = params * copies * saved
+		if a.DDP.UseDistributedOptimizer || localRanks >= world {
+			need.Checkpoint /= float64(dp)
+		}
+		need.AsyncSave = a.AsyncSave
+	}
 	return need
 }
 
@@ -155,6 +182,9 @@ func checkMemory(a Args, world, localRanks, ranksHere int) error {
 		"optimizer state " + bytesOf(need.Optimizer), "activations " + bytesOf(need.Activations),
 		"attention scratch " + bytesOf(need.Attention),
 	}
+	if need.Checkpoint > 0 {
+		parts = append(parts, "checkpoint copy "+bytesOf(need.Checkpoint))
+	}
 	var fix []string
 	model := need.Weights + need.Gradients + need.Optimizer
 	if model > need.Total()/4 {
@@ -174,6 +204,9 @@ func checkMemory(a Args, world, localRanks, ranksHere int) error {
 	}
 	if need.Attention > need.Total()/4 {
 		fix = append(fix, "a shorter --seq-length (attention keeps s² scores per worker)", "fewer --threads")
+	}
+	if need.AsyncSave && need.Checkpoint > need.Total()/4 {
+		fix = append(fix, "no --async-save (its copy of the state lives while training goes on)")
 	}
 	fix = append(fix, "more machines under mpirun (--tensor-model-parallel-size, --pipeline-model-parallel-size)")
 	if n := len(fix); n > 1 {

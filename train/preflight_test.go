@@ -66,7 +66,7 @@ func TestMemoryCheckSkippedWithoutAReading(t *testing.T) {
 // TestEstimateMemoryComponents checks the formula's parts against each
 // other: data-parallel copies, the distributed optimizer's shards, 16-bit
 // weights, tensor-parallel partitions and the pipeline's micro-batches in
-// flight.
+// flight; a save's copy of the state.
 func TestEstimateMemoryComponents(t *testing.T) {
 	est := func(world int, set func(*Args)) MemoryNeed {
 		a := mockArgs(3)
@@ -103,6 +103,18 @@ func TestEstimateMemoryComponents(t *testing.T) {
 	// 1F1B: stage 0 keeps 2 micro-batches of half the layers, stage 1 one.
 	if want := one.Activations * 3 / 2; math.Abs(pp2.Activations-want) > 1e-6*want {
 		t.Errorf("pipeline of 2: activations %g, want 3/2 of one rank's %g", pp2.Activations, one.Activations)
+	}
+	// A save copies the weights and moments (12 bytes per parameter on one
+	// rank, 4 without the moments), between iterations or, with
+	// --async-save, while the next ones run.
+	saved := est(1, func(a *Args) { a.Save = t.TempDir() })
+	noOpt := est(1, func(a *Args) { a.Save, a.NoSaveOptim = t.TempDir(), true })
+	async := est(1, func(a *Args) { a.Save, a.AsyncSave = t.TempDir(), true })
+	distSaved := est(2, func(a *Args) { a.Save, a.DDP.UseDistributedOptimizer = t.TempDir(), true })
+	base := one.Weights + one.Gradients + one.Optimizer + one.Attention
+	if saved.Checkpoint != 12*p || noOpt.Checkpoint != 4*p || distSaved.Checkpoint != 12*p ||
+		saved.Total() != base+max(one.Activations, 12*p) || async.Total() != base+one.Activations+12*p {
+		t.Errorf("checkpoint copy: %+v, without moments %+v, async %+v, DP 2 distributed %+v", saved, noOpt, async, distSaved)
 	}
 	if inf := EstimateMemory(func() Args { a := mockArgs(3); a.Model.HiddenSize = 1 << 40; return a }(), 1, 1); !math.IsInf(inf.Total(), 1) {
 		t.Errorf("an absurd width gives %g, want +Inf", inf.Total())

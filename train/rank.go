@@ -58,6 +58,12 @@ type trainer struct {
 	// freshStart says that --load named the --save directory and it held
 	// no checkpoint yet: the run started from scratch.
 	freshStart bool
+	// pending is the checkpoint being written in the background
+	// (--async-save), nil when none is.
+	pending *pendingSave
+	// onSaved, if set, is called with the iteration of each checkpoint
+	// installed.
+	onSaved func(iteration int)
 }
 
 // newTrainer builds the rank's model chunks, optimizer and data, loading

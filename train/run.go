@@ -130,6 +130,7 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 	if err != nil {
 		return nil, err
 	}
+	defer t.abandonSave()
 	res := &Result{ValidLoss: math.NaN(), StartIteration: t.iteration}
 	if log != nil {
 		log.printf("gotron: %d parameters, %s; world %d (%s, %d micro-batches of %d per rank per iteration); %s; GEMM %s, %d thread(s) per rank\n",
@@ -139,6 +140,12 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 		}
 		if t.freshStart {
 			log.printf("gotron: --load %s holds no checkpoint yet (it is also --save): starting from scratch\n", a.Load)
+		}
+	}
+	t.onSaved = func(it int) {
+		res.Saved = it
+		if log != nil {
+			log.printf("gotron: saved checkpoint at iteration %d to %s\n", it, a.Save)
 		}
 	}
 	for t.iteration < a.TrainIters && !a.SkipTrain {
@@ -194,28 +201,25 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 				}
 			}
 		}
-		save := func() error {
-			if err := t.save(ctx); err != nil {
-				return err
-			}
-			res.Saved = t.iteration
-			if log != nil {
-				log.printf("gotron: saved checkpoint at iteration %d to %s\n", t.iteration, a.Save)
-			}
-			return nil
-		}
 		if a.Save != "" && (a.SaveInterval > 0 && t.iteration%a.SaveInterval == 0 || last) {
-			if err := save(); err != nil {
+			// With --async-save the shards are written in the background
+			// unless the run ends here.
+			if err := t.save(ctx, a.AsyncSave && !last); err != nil {
 				return res, err
 			}
+		} else if err := t.finishSave(ctx, false); err != nil {
+			return res, err
 		}
 		reason, stop, err := t.exitReason(ctx, o.Stop, started)
 		if err != nil {
 			return res, err
 		}
 		if stop {
+			if err := t.finishSave(ctx, true); err != nil {
+				return res, err
+			}
 			if a.Save != "" && res.Saved != t.iteration {
-				if err := save(); err != nil {
+				if err := t.save(ctx, false); err != nil {
 					return res, err
 				}
 			}
@@ -225,6 +229,9 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 			res.Exit = &reason
 			return res, nil
 		}
+	}
+	if err := t.finishSave(ctx, true); err != nil {
+		return res, err
 	}
 	if a.SkipTrain {
 		// --skip-train: evaluate the loaded model, as the loop's last

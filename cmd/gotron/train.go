@@ -120,6 +120,7 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 	f.StringVar(&a.Save, "save", a.Save, "checkpoint directory to save into")
 	f.StringVar(&a.Load, "load", a.Load, "checkpoint directory to resume from")
 	f.IntVar(&a.SaveInterval, "save-interval", a.SaveInterval, "save a checkpoint every this many iterations (and at the end)")
+	f.BoolVar(&a.AsyncSave, "async-save", false, "write checkpoint shards in the background while training goes on (training waits only while the state is copied)")
 	f.BoolVar(&a.NoSaveOptim, "no-save-optim", false, "leave the optimizer state out of checkpoints")
 	f.BoolVar(&a.NoSaveRNG, "no-save-rng", false, "leave the generators' states out of checkpoints")
 	f.BoolVar(&a.NoLoadOptim, "no-load-optim", false, "with --load: start Adam afresh (zero moments, step 0) instead of loading its state")
