@@ -29,27 +29,41 @@ func newBatch(rows, seq int) Batch {
 	return b
 }
 
+// Step identifies the global batch of one training step: its index (0-based), its size
+// in rows, and the samples the steps before it consumed: Index·Rows when every global
+// batch has the same size (ConstantStep), more or less under a batch-size ramp.
+type Step struct {
+	Index, Rows int
+	Consumed    int64
+}
+
+// ConstantStep returns step index of a run whose global batches all hold rows rows.
+func ConstantStep(index, rows int) Step {
+	return Step{Index: index, Rows: rows, Consumed: int64(index) * int64(rows)}
+}
+
 // Dataset is the training data as the trainer sees it.
 //
-// Batch returns rows [row0, row0+rows) of the global batch of training step step (0-based),
-// a global batch of rowsTotal rows. It is a pure function of its arguments: the data
-// position is fully determined by the step, with no iterator state. So every parallel
+// Batch returns rows [row0, row0+rows) of the global batch of step. It is a pure function
+// of its arguments: the data position is fully determined by the step, with no iterator
+// state. So every parallel
 // layout sees the same global batch (a data-parallel rank d with b rows per microbatch asks
 // for its own rows, g = d·rowsPerRank + b in the usual order), and a run resumed at step s
 // continues with exactly the batches of an uninterrupted run. Asking for rows 0..3 at once
 // or for 0..1 and 2..3 gives the same rows.
 //
-// Batch panics if the rows are not within [0, rowsTotal) or step is negative: the trainer
-// computes them, so that is a bug in the caller. Implementations are safe for concurrent
-// use by the ranks of one process.
+// Batch panics if the rows are not within [0, step.Rows) or the step's index or consumed
+// samples are negative: the trainer computes them, so that is a bug in the caller.
+// Implementations are safe for concurrent use by the ranks of one process.
 type Dataset interface {
-	Batch(step, rowsTotal, row0, rows int) Batch
+	Batch(step Step, row0, rows int) Batch
 }
 
-// checkRows panics unless 0 <= row0, 0 <= rows, row0+rows <= rowsTotal and step >= 0.
-func checkRows(step, rowsTotal, row0, rows int) {
-	if step < 0 || row0 < 0 || rows < 0 || row0+rows > rowsTotal {
-		panic(fmt.Sprintf("data: Batch(step=%d, rowsTotal=%d, row0=%d, rows=%d): rows [%d,%d) are not within the global batch [0,%d) or step is negative",
-			step, rowsTotal, row0, rows, row0, row0+rows, rowsTotal))
+// checkRows panics unless 0 <= row0, 0 <= rows, row0+rows <= step.Rows, and the step's
+// index and consumed samples are not negative.
+func checkRows(step Step, row0, rows int) {
+	if step.Index < 0 || step.Consumed < 0 || row0 < 0 || rows < 0 || row0+rows > step.Rows {
+		panic(fmt.Sprintf("data: Batch(step=%+v, row0=%d, rows=%d): rows [%d,%d) are not within the global batch [0,%d) or the step is negative",
+			step, row0, rows, row0, row0+rows, step.Rows))
 	}
 }

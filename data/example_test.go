@@ -10,8 +10,8 @@ func Example() {
 	// Two data-parallel ranks each take two rows of step 7's global batch of four rows;
 	// together they hold exactly the rows a single rank would read.
 	var ds data.Dataset = data.MockDataset{Seed: 1234, Vocab: 50, Seq: 6}
-	whole := ds.Batch(7, 4, 0, 4)
-	rank0, rank1 := ds.Batch(7, 4, 0, 2), ds.Batch(7, 4, 2, 2)
+	whole := ds.Batch(data.ConstantStep(7, 4), 0, 4)
+	rank0, rank1 := ds.Batch(data.ConstantStep(7, 4), 0, 2), ds.Batch(data.ConstantStep(7, 4), 2, 2)
 	fmt.Println(fmt.Sprint(whole.InputIDs) == fmt.Sprint(append(rank0.InputIDs, rank1.InputIDs...)))
 
 	// A text corpus becomes byte tokens, documents ended by EndOfDocument.

@@ -93,9 +93,9 @@ func FuzzTextDataset(f *testing.F) {
 		stream := append(bytes.Clone(text), byte(EndOfDocument))
 		const rows = 3
 		for step := 0; step < 2; step++ {
-			b := d.Batch(step, rows, 0, rows)
+			b := d.Batch(ConstantStep(step, rows), 0, rows)
 			for r := 0; r < rows; r++ {
-				k := d.SampleIndex(step, rows, r)
+				k := d.SampleIndex(ConstantStep(step, rows), r)
 				in, lab := b.InputIDs[r*seq:(r+1)*seq], b.Labels[r*seq:(r+1)*seq]
 				for i := 0; i < seq; i++ {
 					if in[i] != int32(stream[k*seq+i]) || lab[i] != int32(stream[k*seq+i+1]) {

@@ -7,7 +7,8 @@ import (
 
 // MockDataset is Megatron's --mock-data made reproducible across languages: every row is
 // an arithmetic progression of tokens modulo the vocabulary, a pure function of the seed,
-// the step and the global row (shared/spec gpt-reference.md, "Mock data"):
+// the step's index, its global batch's size and the global row (shared/spec
+// gpt-reference.md, "Mock data"):
 //
 //	row_id = (Seed·1000003 + step)·rowsTotal + g                     (mod 2^64)
 //	start  = Splitmix64(2·row_id) mod Vocab
@@ -51,14 +52,14 @@ func (d MockDataset) fillRow(step, rowsTotal, g int, ids, labels []int32) {
 	}
 }
 
-// Batch returns rows [row0, row0+rows) of the global batch of step step (see [Dataset]),
+// Batch returns rows [row0, row0+rows) of the global batch of step (see [Dataset]),
 // with a loss mask of ones.
-func (d MockDataset) Batch(step, rowsTotal, row0, rows int) Batch {
-	checkRows(step, rowsTotal, row0, rows)
+func (d MockDataset) Batch(step Step, row0, rows int) Batch {
+	checkRows(step, row0, rows)
 	b := newBatch(rows, d.Seq)
 	for r := 0; r < rows; r++ {
 		s := r * d.Seq
-		d.fillRow(step, rowsTotal, row0+r, b.InputIDs[s:s+d.Seq], b.Labels[s:s+d.Seq])
+		d.fillRow(step.Index, step.Rows, row0+r, b.InputIDs[s:s+d.Seq], b.Labels[s:s+d.Seq])
 	}
 	return b
 }

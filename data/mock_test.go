@@ -52,7 +52,7 @@ func TestMockAgainstReference(t *testing.T) {
 
 func TestMockBatch(t *testing.T) {
 	d := MockDataset{Seed: 5, Vocab: 100, Seq: 8}
-	b := d.Batch(2, 6, 1, 3)
+	b := d.Batch(ConstantStep(2, 6), 1, 3)
 	if b.Rows != 3 || b.Seq != 8 || len(b.InputIDs) != 24 || len(b.Labels) != 24 || len(b.LossMask) != 24 {
 		t.Fatalf("batch %d×%d with %d/%d/%d entries", b.Rows, b.Seq, len(b.InputIDs), len(b.Labels), len(b.LossMask))
 	}
@@ -73,7 +73,7 @@ func TestMockBatch(t *testing.T) {
 // same rows.
 func checkSplitInvariance(t *testing.T, d Dataset, step, rowsTotal int) {
 	t.Helper()
-	whole := d.Batch(step, rowsTotal, 0, rowsTotal)
+	whole := d.Batch(ConstantStep(step, rowsTotal), 0, rowsTotal)
 	for _, per := range []int{1, 2, 3} {
 		if rowsTotal%per != 0 {
 			continue
@@ -81,7 +81,7 @@ func checkSplitInvariance(t *testing.T, d Dataset, step, rowsTotal int) {
 		var ids, labels []int32
 		var mask []float32
 		for r0 := 0; r0 < rowsTotal; r0 += per {
-			b := d.Batch(step, rowsTotal, r0, per)
+			b := d.Batch(ConstantStep(step, rowsTotal), r0, per)
 			ids = append(ids, b.InputIDs...)
 			labels = append(labels, b.Labels...)
 			mask = append(mask, b.LossMask...)
@@ -98,8 +98,8 @@ func TestMockSplitInvariance(t *testing.T) {
 		checkSplitInvariance(t, d, step, 6)
 	}
 	// Rows 0..3 at once equal rows 0..1 then 2..3.
-	all := d.Batch(4, 4, 0, 4)
-	a, b := d.Batch(4, 4, 0, 2), d.Batch(4, 4, 2, 2)
+	all := d.Batch(ConstantStep(4, 4), 0, 4)
+	a, b := d.Batch(ConstantStep(4, 4), 0, 2), d.Batch(ConstantStep(4, 4), 2, 2)
 	if !reflect.DeepEqual(all.InputIDs, append(a.InputIDs, b.InputIDs...)) {
 		t.Error("rows 0..3 differ from rows 0..1 + 2..3")
 	}
@@ -114,7 +114,7 @@ func TestBatchPanicsOnBadRows(t *testing.T) {
 					t.Errorf("Batch%v did not panic", c)
 				}
 			}()
-			d.Batch(c[0], c[1], c[2], c[3])
+			d.Batch(ConstantStep(c[0], c[1]), c[2], c[3])
 		}()
 	}
 	defer func() {

@@ -15,7 +15,8 @@ import (
 // Megatron's GPTDataset; the attention is not reset at EndOfDocument.
 //
 // The order of samples is a permutation per epoch: with N = NumSamples, global row g of
-// step s is sample number i = s·rowsTotal + g of the run, in epoch e = i / N at position
+// a step is sample number i = consumed + g of the run (consumed: the samples of the steps
+// before it, s·rowsTotal at a constant global batch), in epoch e = i / N at position
 // p = i mod N, and it is sample perm_e[p], where perm_e is the Fisher-Yates shuffle of
 // 0..N-1 driven by the SplitMix64 generator seeded with Seed+e (its k-th output is
 // Splitmix64(Seed+e+k·0x9E3779B97F4A7C15); for i = N-1 down to 1, swap positions i and
@@ -81,12 +82,12 @@ func (d *TextDataset) Sample(k int) []byte {
 	return d.stream[k*d.seq : k*d.seq+d.seq+1]
 }
 
-// SampleIndex returns which sample of the stream global row g of step step's global
-// batch of rowsTotal rows is (see [TextDataset]). It panics if step < 0 or g is not
-// within [0, rowsTotal), a bug in the caller.
-func (d *TextDataset) SampleIndex(step, rowsTotal, g int) int {
-	checkRows(step, rowsTotal, g, 1)
-	i := uint64(step)*uint64(rowsTotal) + uint64(g)
+// SampleIndex returns which sample of the stream global row g of step's global batch is
+// (see [TextDataset]). It panics if the step is negative or g is not within
+// [0, step.Rows), a bug in the caller.
+func (d *TextDataset) SampleIndex(step Step, g int) int {
+	checkRows(step, g, 1)
+	i := uint64(step.Consumed) + uint64(g)
 	epoch, pos := i/uint64(d.n), i%uint64(d.n)
 	return d.epochPerm(epoch)[pos]
 }
@@ -106,12 +107,12 @@ func (d *TextDataset) epochPerm(e uint64) []int {
 	return p
 }
 
-// Batch returns rows [row0, row0+rows) of the global batch of step step (see [Dataset]).
-func (d *TextDataset) Batch(step, rowsTotal, row0, rows int) Batch {
-	checkRows(step, rowsTotal, row0, rows)
+// Batch returns rows [row0, row0+rows) of the global batch of step (see [Dataset]).
+func (d *TextDataset) Batch(step Step, row0, rows int) Batch {
+	checkRows(step, row0, rows)
 	b := newBatch(rows, d.seq)
 	for r := 0; r < rows; r++ {
-		w := d.Sample(d.SampleIndex(step, rowsTotal, row0+r))
+		w := d.Sample(d.SampleIndex(step, row0+r))
 		off := r * d.seq
 		for t := 0; t < d.seq; t++ {
 			b.InputIDs[off+t] = int32(w[t])

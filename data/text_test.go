@@ -60,11 +60,11 @@ func TestTextDatasetOrderAndBatch(t *testing.T) {
 	steps := 3*n/rowsTotal + 2 // more than three epochs
 	counts := map[int]int{}
 	for step := 0; step < steps; step++ {
-		b := d.Batch(step, rowsTotal, 0, rowsTotal)
+		b := d.Batch(ConstantStep(step, rowsTotal), 0, rowsTotal)
 		for g := 0; g < rowsTotal; g++ {
 			i := step*rowsTotal + g
 			want := refPermutation(n, seed+uint64(i/n))[i%n]
-			if got := d.SampleIndex(step, rowsTotal, g); got != want {
+			if got := d.SampleIndex(ConstantStep(step, rowsTotal), g); got != want {
 				t.Fatalf("step %d row %d: sample %d, want %d", step, g, got, want)
 			}
 			if i < 3*n {
@@ -101,7 +101,7 @@ func TestTextDatasetEODMaskLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.EODMaskLoss = true
-	b := d.Batch(0, d.NumSamples(), 0, d.NumSamples())
+	b := d.Batch(ConstantStep(0, d.NumSamples()), 0, d.NumSamples())
 	masked := 0
 	for i, id := range b.InputIDs {
 		if want := float32(1); id == EndOfDocument {
@@ -133,14 +133,14 @@ func TestTextDatasetConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for s := 0; s < steps; s++ {
-				got[r] = append(got[r], d.Batch(s, 2*ranks, 2*r, 2))
+				got[r] = append(got[r], d.Batch(ConstantStep(s, 2*ranks), 2*r, 2))
 			}
 		}()
 	}
 	wg.Wait()
 	for r := 0; r < ranks; r++ {
 		for s := 0; s < steps; s++ {
-			if want := serial.Batch(s, 2*ranks, 2*r, 2); !reflect.DeepEqual(got[r][s], want) {
+			if want := serial.Batch(ConstantStep(s, 2*ranks), 2*r, 2); !reflect.DeepEqual(got[r][s], want) {
 				t.Fatalf("rank %d step %d differs from a serial run", r, s)
 			}
 		}

@@ -35,7 +35,7 @@ func accumulate(t *testing.T, tape *autograd.Tape, m *gpt.Model, d *DDP, row0, r
 	t.Helper()
 	ds := data.MockDataset{Seed: 7, Vocab: m.Config.VocabSize, Seq: m.Config.SeqLength}
 	for k := 0; k < rows; k++ {
-		b := ds.Batch(0, rowsTotal, row0+k, 1)
+		b := ds.Batch(data.ConstantStep(0, rowsTotal), row0+k, 1)
 		losses, err := m.Forward(tape, b.InputIDs, b.Labels, 1, b.Seq, nil)
 		if err != nil {
 			t.Error(err)

@@ -67,7 +67,7 @@ func runPipelineErrs(t *testing.T, pp, m int, deallocate bool, failAt int) ([]in
 			if s.Microbatch == failAt && g.Rank() == pp-1 {
 				return nil, nil, errors.New("injected failure")
 			}
-			b := ds.Batch(0, 2*m, 2*s.Microbatch, 2)
+			b := ds.Batch(data.ConstantStep(0, 2*m), 2*s.Microbatch, 2)
 			out, err := model.Forward(tape, b.InputIDs, b.Labels, b.Rows, b.Seq, nil)
 			if err != nil || !model.Spec.PostProcess {
 				return out, nil, err

@@ -129,7 +129,7 @@ func MeasureActivations(ctx context.Context, a Args) ([]MemoryRow, error) {
 			var st gpt.ActivationStats
 			m.Stats = &st
 			tape := autograd.NewTape(ctx)
-			b := data.MockDataset{Seed: a.Seed, Vocab: l.cfg.VocabSize, Seq: l.cfg.SeqLength}.Batch(0, a.MicroBatchSize, 0, a.MicroBatchSize)
+			b := data.MockDataset{Seed: a.Seed, Vocab: l.cfg.VocabSize, Seq: l.cfg.SeqLength}.Batch(data.ConstantStep(0, a.MicroBatchSize), 0, a.MicroBatchSize)
 			losses, err := m.Forward(tape, b.InputIDs, b.Labels, b.Rows, b.Seq, &gpt.Randomness{Default: def, Tracker: tracker})
 			if err != nil {
 				return err

@@ -116,7 +116,7 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch in
 	}
 	mbs := a.MicroBatchSize
 	fwd := func(ctx context.Context, s pp.ForwardStep) (*autograd.Var, pp.LossFunc, error) {
-		b := ds.Batch(batch, a.GlobalBatchSize, t.dpRank*mbs*t.micro+s.Microbatch*mbs, mbs)
+		b := ds.Batch(data.ConstantStep(batch, a.GlobalBatchSize), t.dpRank*mbs*t.micro+s.Microbatch*mbs, mbs)
 		c := t.chunks[s.Chunk]
 		out, err := c.ForwardWith(t.tape, b.InputIDs, b.Labels, b.Rows, b.Seq, rnd, s.CheckpointActivations)
 		if err != nil {

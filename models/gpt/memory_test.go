@@ -70,7 +70,7 @@ func TestActivationMemoryMatchesEstimate(t *testing.T) {
 				var st ActivationStats
 				m.Stats = &st
 				tape := autograd.NewTape(ctx)
-				b := data.MockDataset{Seed: 1, Vocab: cfg.VocabSize, Seq: cfg.SeqLength}.Batch(0, v.microBatch, 0, v.microBatch)
+				b := data.MockDataset{Seed: 1, Vocab: cfg.VocabSize, Seq: cfg.SeqLength}.Batch(data.ConstantStep(0, v.microBatch), 0, v.microBatch)
 				losses, err := m.Forward(tape, b.InputIDs, b.Labels, b.Rows, b.Seq, &Randomness{Default: def, Tracker: tracker})
 				if err != nil {
 					return err

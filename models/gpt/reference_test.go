@@ -54,7 +54,7 @@ func TestGradientsMatchPyTorch(t *testing.T) {
 	tape := autograd.NewTape(context.Background())
 	micro := fc.GlobalBatchSize / fc.MicroBatchSize
 	for k := 0; k < micro; k++ {
-		b := ds.Batch(0, fc.GlobalBatchSize, k*fc.MicroBatchSize, fc.MicroBatchSize)
+		b := ds.Batch(data.ConstantStep(0, fc.GlobalBatchSize), k*fc.MicroBatchSize, fc.MicroBatchSize)
 		losses, err := m.Forward(tape, b.InputIDs, b.Labels, b.Rows, b.Seq, nil)
 		if err != nil {
 			t.Fatal(err)
