@@ -20,10 +20,16 @@ const TrackerFile = "latest_checkpointed_iteration.txt"
 type State struct {
 	// Iteration is the number of completed training iterations.
 	Iteration int `json:"iteration"`
-	// ConsumedSamples is Iteration·global batch size: the data position.
+	// ConsumedSamples is the samples the iterations consumed
+	// (Iteration·global batch size without a batch-size ramp): the data
+	// position.
 	ConsumedSamples int64 `json:"consumed_train_samples"`
 	// OptimizerSteps is Adam's step count (for bias correction).
 	OptimizerSteps int `json:"optimizer_steps"`
+	// SchedulerSamples is the samples of the optimizer steps taken: the
+	// learning-rate schedule's position when it counts samples (0 in
+	// checkpoints that predate it: OptimizerSteps·global batch size).
+	SchedulerSamples int64 `json:"scheduler_samples,omitempty"`
 	// RNG is the rank's generator state (dropout), one entry per rank.
 	RNG [][4]uint64 `json:"rng_state"`
 	// Args records the settings the run was started with, for checks on
@@ -313,6 +319,8 @@ func (s State) validate() error {
 		return fmt.Errorf("consumed_train_samples %d is negative", s.ConsumedSamples)
 	case s.OptimizerSteps < 0 || s.OptimizerSteps > s.Iteration:
 		return fmt.Errorf("optimizer_steps %d is outside [0, iteration %d]", s.OptimizerSteps, s.Iteration)
+	case s.SchedulerSamples < 0 || s.SchedulerSamples > s.ConsumedSamples:
+		return fmt.Errorf("scheduler_samples %d is outside [0, consumed_train_samples %d]", s.SchedulerSamples, s.ConsumedSamples)
 	}
 	return nil
 }

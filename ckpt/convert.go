@@ -49,7 +49,7 @@ func ToWhole(r *Reader) (*Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := State{Iteration: m.Iteration, ConsumedSamples: m.ConsumedSamples, OptimizerSteps: m.OptimizerSteps}
+	st := State{Iteration: m.Iteration, ConsumedSamples: m.ConsumedSamples, OptimizerSteps: m.OptimizerSteps, SchedulerSamples: m.SchedulerSamples}
 	if len(m.Args) > 0 {
 		st.Args = map[string]any{}
 		for k, v := range m.Args {
@@ -170,7 +170,7 @@ func FromWhole(dir string, c *Checkpoint, layout Layout) error {
 	if err := st.validate(); err != nil {
 		return fmt.Errorf("convert into %s: the state is invalid: %v: fix state.json", dir, err)
 	}
-	m := &Manifest{Iteration: st.Iteration, ConsumedSamples: st.ConsumedSamples, OptimizerSteps: st.OptimizerSteps,
+	m := &Manifest{Iteration: st.Iteration, ConsumedSamples: st.ConsumedSamples, OptimizerSteps: st.OptimizerSteps, SchedulerSamples: st.SchedulerSamples,
 		Layout: layout, Tensors: map[string][]int{}}
 	if len(st.GradScaler) > 0 {
 		m.GradScaler = append(json.RawMessage(nil), st.GradScaler...)

@@ -28,10 +28,12 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // shape, and every shard file with its pieces and checksums.
 type Manifest struct {
 	Format string `json:"format"`
-	// Iteration, ConsumedSamples and OptimizerSteps are as in State.
-	Iteration       int   `json:"iteration"`
-	ConsumedSamples int64 `json:"consumed_train_samples"`
-	OptimizerSteps  int   `json:"optimizer_steps"`
+	// Iteration, ConsumedSamples, OptimizerSteps and SchedulerSamples
+	// are as in State.
+	Iteration        int   `json:"iteration"`
+	ConsumedSamples  int64 `json:"consumed_train_samples"`
+	OptimizerSteps   int   `json:"optimizer_steps"`
+	SchedulerSamples int64 `json:"scheduler_samples,omitempty"`
 	// Args are the run's settings (for the checks on resume).
 	Args map[string]int `json:"args"`
 	// Layout is the parallel layout of the run that saved.
@@ -145,7 +147,7 @@ func (m *Manifest) validate() error {
 	if m.Format != Format {
 		return fmt.Errorf("format %q, want %q", m.Format, Format)
 	}
-	st := State{Iteration: m.Iteration, ConsumedSamples: m.ConsumedSamples, OptimizerSteps: m.OptimizerSteps}
+	st := State{Iteration: m.Iteration, ConsumedSamples: m.ConsumedSamples, OptimizerSteps: m.OptimizerSteps, SchedulerSamples: m.SchedulerSamples}
 	if err := st.validate(); err != nil {
 		return err
 	}

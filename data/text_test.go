@@ -191,3 +191,24 @@ func TestGoRootCorpus(t *testing.T) {
 		t.Errorf("split into %d train and %d valid files", len(train.Docs), len(valid.Docs))
 	}
 }
+
+// TestTextDatasetRampedSteps: under a batch-size ramp a step's rows are
+// the samples after those consumed, whatever the step's index and size:
+// steps of 2, 2, 4 and 8 rows read the samples a constant batch of 1 does.
+func TestTextDatasetRampedSteps(t *testing.T) {
+	d, err := NewTextDataset(testCorpus(), 5, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var consumed int64
+	for i, rows := range []int{2, 2, 4, 8} {
+		step := Step{Index: i, Rows: rows, Consumed: consumed}
+		for g := 0; g < rows; g++ {
+			k := int(consumed) + g
+			if got, want := d.SampleIndex(step, g), d.SampleIndex(ConstantStep(k, 1), 0); got != want {
+				t.Fatalf("step %+v row %d: sample %d, want sample %d of the run (%d)", step, g, got, k, want)
+			}
+		}
+		consumed += int64(rows)
+	}
+}

@@ -17,15 +17,16 @@ import (
 //	  inverse-square-root  max(min_lr, max_lr·sqrt(max(warmup,1))/sqrt(max(step,1)))
 //
 // step is the number of optimizer steps already taken, so the first
-// iteration runs with LR(0), as in Megatron. With SamplesPerStep > 0
-// (Megatron's --train-samples mode) WarmupIters and DecayIters count
-// samples and step is multiplied by SamplesPerStep (the global batch).
+// iteration runs with LR(0), as in Megatron. With Samples (Megatron's
+// --train-samples mode) WarmupIters and DecayIters count samples and
+// LR's argument is the samples of the steps taken: their number times the
+// global batch, or the batches' sum under a batch-size ramp.
 type Schedule struct {
-	MaxLR, MinLR   float64
-	Style          string // constant, linear, cosine, inverse-square-root
-	WarmupIters    int
-	DecayIters     int
-	SamplesPerStep int
+	MaxLR, MinLR float64
+	Style        string // constant, linear, cosine, inverse-square-root
+	WarmupIters  int
+	DecayIters   int
+	Samples      bool
 }
 
 // Validate checks the schedule's settings, naming the flags.
@@ -40,7 +41,7 @@ func (s Schedule) Validate() error {
 	}
 	if s.WarmupIters < 0 || s.Style != "constant" && s.Style != "inverse-square-root" && s.DecayIters <= s.WarmupIters && s.DecayIters > 0 {
 		unit := "iters"
-		if s.SamplesPerStep > 0 {
+		if s.Samples {
 			unit = "samples"
 		}
 		return fmt.Errorf("--lr-warmup-%s %d must be ≥ 0 and below --lr-decay-%s %d", unit, s.WarmupIters, unit, s.DecayIters)
@@ -48,11 +49,9 @@ func (s Schedule) Validate() error {
 	return nil
 }
 
-// LR returns the learning rate after step optimizer steps.
+// LR returns the learning rate after step optimizer steps (with Samples,
+// after optimizer steps that consumed step samples).
 func (s Schedule) LR(step int) float64 {
-	if s.SamplesPerStep > 0 {
-		step *= s.SamplesPerStep
-	}
 	if s.WarmupIters > 0 && step <= s.WarmupIters {
 		return s.MaxLR * float64(step) / float64(s.WarmupIters)
 	}

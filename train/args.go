@@ -40,6 +40,10 @@ type Args struct {
 	// schedule counted in samples (--lr-warmup-samples,
 	// --lr-decay-samples); 0: --train-iters.
 	TrainSamples int
+	// RampupBatchSize is --rampup-batch-size START INCREMENT SAMPLES: the
+	// global batch ramps from START to GlobalBatchSize (see Ramp; needs
+	// TrainSamples). The zero value: a constant global batch.
+	RampupBatchSize Ramp
 	// SkipTrain is --skip-train: no training iterations, only the
 	// evaluation (and sample) of the loaded model.
 	SkipTrain bool
@@ -194,7 +198,7 @@ func (a Args) Schedule() optim.Schedule {
 		s.DecayIters = a.TrainIters
 	}
 	if a.TrainSamples > 0 {
-		s.WarmupIters, s.DecayIters, s.SamplesPerStep = a.LRWarmupSamples, a.LRDecaySamples, a.GlobalBatchSize
+		s.WarmupIters, s.DecayIters, s.Samples = a.LRWarmupSamples, a.LRDecaySamples, true
 		if s.DecayIters == 0 {
 			s.DecayIters = a.TrainSamples
 		}
@@ -286,6 +290,7 @@ func (a Args) Validate(world int) error {
 				a.GlobalBatchSize, a.MicroBatchSize, dp, m, err))
 		}
 	}
+	a.validateRamp(dp, add)
 	if mp.MicrobatchGroupSizePerVPStage != 0 && mp.VirtualPipelineModelParallelSize == 0 {
 		add("--microbatch-group-size-per-virtual-pipeline-stage %d shapes the interleaved schedule only, and --virtual-pipeline-model-parallel-size is unset: set it (with --pipeline-model-parallel-size > 1) or drop the group size",
 			mp.MicrobatchGroupSizePerVPStage)
@@ -347,7 +352,7 @@ func (a Args) Validate(world int) error {
 	switch {
 	case a.TrainSamples < 0:
 		add("--train-samples %d: must be positive", a.TrainSamples)
-	case a.TrainSamples > 0 && a.TrainIters != a.TrainSamples/max(a.GlobalBatchSize, 1):
+	case a.TrainSamples > 0 && a.TrainIters != a.iterationsFor(int64(a.TrainSamples)):
 		add("--train-iters %d and --train-samples %d: give one of them", a.TrainIters, a.TrainSamples)
 	case a.TrainIters <= 0 && a.TrainSamples > 0 && !a.SkipTrain:
 		add("--train-samples %d is less than one global batch (%d): train at least one iteration", a.TrainSamples, a.GlobalBatchSize)

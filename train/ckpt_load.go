@@ -72,7 +72,7 @@ func (t *trainer) resume() error {
 		// The weights only: iteration 0, fresh optimizer and generators.
 		return nil
 	}
-	t.iteration = m.Iteration
+	t.iteration, t.consumed = m.Iteration, m.ConsumedSamples
 	if !loadOptim {
 		return t.resumeRNG(m)
 	}
@@ -90,7 +90,11 @@ func (t *trainer) resume() error {
 	if err := t.loadScaler(m.GradScaler); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	t.opt.Steps = m.OptimizerSteps
+	t.opt.Steps, t.lrSamples = m.OptimizerSteps, m.SchedulerSamples
+	if t.lrSamples == 0 {
+		// A checkpoint that predates the field: a constant batch.
+		t.lrSamples = int64(m.OptimizerSteps) * int64(m.Args["global_batch_size"])
+	}
 	return t.resumeRNG(m)
 }
 

@@ -123,7 +123,7 @@ func (t *trainer) beginSave(ctx context.Context) (*pendingSave, error) {
 		return p, nil
 	}
 	m := &ckpt.Manifest{
-		Iteration: t.iteration, ConsumedSamples: int64(t.iteration) * int64(t.a.GlobalBatchSize), OptimizerSteps: t.opt.Steps,
+		Iteration: t.iteration, ConsumedSamples: t.consumed, OptimizerSteps: t.opt.Steps, SchedulerSamples: t.lrSamples,
 		Args: argsRecord(t.a, w.Size()), Layout: t.layout(), GradScaler: t.scalerState(), Tensors: map[string][]int{},
 	}
 	for name, shape := range gpt.ParameterShapes(t.a.Model) {

@@ -22,8 +22,10 @@ type logger struct {
 	// Accumulated since the last printed line.
 	sumLoss float64
 	sumTime time.Duration
-	count   int
-	skipped int
+	// sumTokens are the interval's tokens (global batches ramp).
+	sumTokens float64
+	count     int
+	skipped   int
 }
 
 // Record is one line of --log-json.
@@ -44,6 +46,11 @@ type Record struct {
 	// optimizer step.
 	LossScale *float64 `json:"loss_scale,omitempty"`
 	Skipped   bool     `json:"skipped,omitempty"`
+	// GlobalBatchSize is the iteration's global batch (it ramps with
+	// --rampup-batch-size); ConsumedSamples the samples consumed once it
+	// ran.
+	GlobalBatchSize int   `json:"global_batch_size"`
+	ConsumedSamples int64 `json:"consumed_samples"`
 }
 
 func newLogger(out io.Writer, progress io.Writer, jsonPath string, total int) (*logger, error) {
@@ -78,10 +85,11 @@ func (l *logger) printf(format string, args ...any) {
 // iteration records one iteration and prints a Megatron-style line every
 // interval iterations.
 func (l *logger) iteration(a Args, it int, r stepResult, interval int) error {
-	tokens := float64(a.GlobalBatchSize * a.Model.SeqLength)
+	tokens := float64(r.globalBatch) * float64(a.Model.SeqLength)
 	rec := Record{Iteration: it, Loss: r.loss, LR: r.lr,
 		TokensPerS: tokens / r.elapsed.Seconds(), StepMS: float64(r.elapsed.Microseconds()) / 1000,
-		PeakActivationBytes: r.peakActivations, Skipped: r.skipped}
+		PeakActivationBytes: r.peakActivations, Skipped: r.skipped,
+		GlobalBatchSize: r.globalBatch, ConsumedSamples: r.consumed}
 	if !r.skipped {
 		rec.GradNorm = &r.gradNorm
 	}
@@ -96,6 +104,7 @@ func (l *logger) iteration(a Args, it int, r stepResult, interval int) error {
 	}
 	l.sumLoss += r.loss
 	l.sumTime += r.elapsed
+	l.sumTokens += tokens
 	l.count++
 	if r.skipped {
 		l.skipped++
@@ -117,10 +126,10 @@ func (l *logger) iteration(a Args, it int, r stepResult, interval int) error {
 			skipped = fmt.Sprintf("number of skipped iterations: %3d | ", l.skipped)
 		}
 		l.printf(" [%s] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | throughput (tokens/s): %.0f | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | %s%s%selapsed: %s |\n",
-			time.Now().Format("2006-01-02 15:04:05"), it, a.TrainIters, int64(it)*int64(a.GlobalBatchSize),
-			float64(avg.Microseconds())/1000, tokens/avg.Seconds(), r.lr, a.GlobalBatchSize,
+			time.Now().Format("2006-01-02 15:04:05"), it, a.TrainIters, r.consumed,
+			float64(avg.Microseconds())/1000, l.sumTokens/l.sumTime.Seconds(), r.lr, r.globalBatch,
 			l.sumLoss/float64(l.count), scale, norm, skipped, time.Since(l.start).Round(time.Second))
-		l.sumLoss, l.sumTime, l.count, l.skipped = 0, 0, 0, 0
+		l.sumLoss, l.sumTime, l.sumTokens, l.count, l.skipped = 0, 0, 0, 0, 0
 	}
 	if l.bar != nil {
 		l.bar.Describe(fmt.Sprintf("loss %.3f", r.loss))

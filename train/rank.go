@@ -28,7 +28,7 @@ type trainer struct {
 	dpg    comm.Group // the dp×cp group
 	dpRank int
 	dp     int
-	micro  int // micro-batches per iteration on this rank
+	micro  int // micro-batches of the current iteration on this rank
 
 	tape *autograd.Tape
 	// chunks are this rank's model chunks (one per virtual pipeline stage)
@@ -55,6 +55,13 @@ type trainer struct {
 	rec     *recorder // the schedule's events, while an iteration is profiled
 
 	iteration int
+	// consumed is the samples the iterations so far consumed (Megatron's
+	// consumed_train_samples): the data position.
+	consumed int64
+	// lrSamples is the samples of the optimizer steps taken (skipped
+	// steps do not count), the learning-rate schedule's position in
+	// --train-samples mode.
+	lrSamples int64
 	// freshStart says that --load named the --save directory and it held
 	// no checkpoint yet: the run started from scratch.
 	freshStart bool
@@ -80,7 +87,7 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *datasets, loc
 	}
 	t := &trainer{a: a, groups: groups, dpg: groups.DPCP(), data: ds}
 	t.dp, t.dpRank = t.dpg.Size(), t.dpg.Rank()
-	t.micro = a.NumMicroBatches(t.dp)
+	t.micro = a.GlobalBatchAt(0) / (a.MicroBatchSize * t.dp)
 	threads := a.Threads
 	if threads <= 0 {
 		threads = runtime.NumCPU()
@@ -231,6 +238,10 @@ type stepResult struct {
 	// rank's, gathered when --log-json asks for them.
 	peakActivation  int64
 	peakActivations []int64
+	// globalBatch is the iteration's global batch; consumed the samples
+	// consumed once it ran.
+	globalBatch int
+	consumed    int64
 }
 
 // gatherPeaks collects every rank's peak activation memory (a collective

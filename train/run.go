@@ -133,8 +133,8 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 	defer t.abandonSave()
 	res := &Result{ValidLoss: math.NaN(), StartIteration: t.iteration}
 	if log != nil {
-		log.printf("gotron: %d parameters, %s; world %d (%s, %d micro-batches of %d per rank per iteration); %s; GEMM %s, %d thread(s) per rank\n",
-			gpt.NumParameters(a.Model), t.precisionDesc(), world.Size(), layoutDesc(a, t.dp), t.micro, a.MicroBatchSize, ds.desc, tensor.GemmLibraries(), t.tape.Workers())
+		log.printf("gotron: %d parameters, %s; world %d (%s, %s); %s; GEMM %s, %d thread(s) per rank\n",
+			gpt.NumParameters(a.Model), t.precisionDesc(), world.Size(), layoutDesc(a, t.dp), batchDesc(a, t.dp), ds.desc, tensor.GemmLibraries(), t.tape.Workers())
 		if t.iteration > 0 {
 			log.printf("gotron: resumed from %s at iteration %d\n", a.Load, t.iteration)
 		}
@@ -270,8 +270,8 @@ func normalise(a Args, world int) Args {
 	if a.GlobalBatchSize == 0 {
 		a.GlobalBatchSize = a.MicroBatchSize * max(1, a.DataParallelSize(world))
 	}
-	if a.TrainSamples > 0 && a.TrainIters == 0 && a.GlobalBatchSize > 0 {
-		a.TrainIters = a.TrainSamples / a.GlobalBatchSize
+	if a.TrainSamples > 0 && a.TrainIters == 0 {
+		a.TrainIters = a.iterationsFor(int64(a.TrainSamples))
 	}
 	if a.Model.VocabSize == 0 && !a.MockData {
 		a.Model.VocabSize = 256
@@ -314,6 +314,17 @@ func normalise(a Args, world int) Args {
 }
 
 // layoutDesc describes the parallel layout for the start-up line.
+// batchDesc describes the micro-batches per iteration: "4 micro-batches
+// of 2 per rank per iteration", or the ramp's range of them.
+func batchDesc(a Args, dp int) string {
+	rows := a.MicroBatchSize * dp
+	if r, ok := a.ramp(); ok {
+		return fmt.Sprintf("global batch ramping from %d by %d to %d over %d samples: %d to %d micro-batches of %d per rank per iteration",
+			r.Start, r.Increment, a.GlobalBatchSize, r.Samples, r.Start/rows, a.GlobalBatchSize/rows, a.MicroBatchSize)
+	}
+	return fmt.Sprintf("%d micro-batches of %d per rank per iteration", a.GlobalBatchSize/rows, a.MicroBatchSize)
+}
+
 func layoutDesc(a Args, dp int) string {
 	m := a.Model
 	s := fmt.Sprintf("data parallel %d", dp)

@@ -21,10 +21,10 @@ func TestTrainSamplesSchedule(t *testing.T) {
 	if a.TrainIters != 3 {
 		t.Fatalf("%d iterations, want 3", a.TrainIters)
 	}
-	s := a.Schedule()
+	s := a.Schedule() // in samples: after step steps, LR(8·step)
 	for step, want := range []float64{0, a.LR, a.LR - (a.LR-a.MinLR)*8/16} {
-		if got := s.LR(step); math.Abs(got-want) > 1e-12 {
-			t.Errorf("LR(%d) = %g, want %g", step, got, want)
+		if got := s.LR(step * a.GlobalBatchSize); math.Abs(got-want) > 1e-12 {
+			t.Errorf("LR after %d steps = %g, want %g", step, got, want)
 		}
 	}
 	res, err := Run(context.Background(), a, Options{})

@@ -36,7 +36,9 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 		d.ZeroGradBuffer()
 	}
 	t.tape.ResetPeakActivationBytes()
-	res, err := t.forwardBackward(ctx, t.data.train, t.iteration, false)
+	batch := a.stepAt(t.iteration, t.consumed)
+	t.micro = batch.Rows / (a.MicroBatchSize * t.dp)
+	res, err := t.forwardBackward(ctx, t.data.train, batch, false)
 	if err != nil {
 		return stepResult{}, fmt.Errorf("iteration %d: %w", t.iteration+1, err)
 	}
@@ -51,6 +53,9 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 	}
 	scale := t.lossScale()
 	lr := t.sched.LR(t.opt.Steps)
+	if t.sched.Samples {
+		lr = t.sched.LR(int(t.lrSamples))
+	}
 	skip, err := t.unscale(ctx)
 	if err != nil {
 		return stepResult{}, err
@@ -60,9 +65,12 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 		t.skipped++
 	} else if norm, err = t.optimizerStep(ctx, loss, lr); err != nil {
 		return stepResult{}, err
+	} else {
+		t.lrSamples += int64(batch.Rows)
 	}
 	t.iteration++
-	return stepResult{loss: loss, gradNorm: norm, lr: lr, skipped: skip, lossScale: scale,
+	t.consumed += int64(batch.Rows)
+	return stepResult{loss: loss, gradNorm: norm, lr: lr, skipped: skip, lossScale: scale, globalBatch: batch.Rows, consumed: t.consumed,
 		elapsed: time.Since(start), peakActivation: t.tape.PeakActivationBytes()}, nil
 }
 
@@ -85,10 +93,10 @@ func (t *trainer) optimizerStep(ctx context.Context, loss, lr float64) (float64,
 }
 
 // forwardBackward runs one pass over the rank's microbatches of global
-// batch `batch` of ds through get_forward_backward_func: training (forward
-// and backward, then finalize_model_grads) or, with forwardOnly,
-// evaluation.
-func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch int, forwardOnly bool) (*pp.Result, error) {
+// batch `batch` of ds (batch.Rows / (micro · dp) of them) through
+// get_forward_backward_func: training (forward and backward, then
+// finalize_model_grads) or, with forwardOnly, evaluation.
+func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch data.Step, forwardOnly bool) (*pp.Result, error) {
 	a := t.a
 	cfg := a.Model
 	cfg.NoSyncFunc = t.noSync
@@ -115,8 +123,9 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch in
 		defer restore()
 	}
 	mbs := a.MicroBatchSize
+	micro := batch.Rows / (mbs * t.dp)
 	fwd := func(ctx context.Context, s pp.ForwardStep) (*autograd.Var, pp.LossFunc, error) {
-		b := ds.Batch(data.ConstantStep(batch, a.GlobalBatchSize), t.dpRank*mbs*t.micro+s.Microbatch*mbs, mbs)
+		b := ds.Batch(batch, t.dpRank*mbs*micro+s.Microbatch*mbs, mbs)
 		c := t.chunks[s.Chunk]
 		out, err := c.ForwardWith(t.tape, b.InputIDs, b.Labels, b.Rows, b.Seq, rnd, s.CheckpointActivations)
 		if err != nil {
@@ -134,7 +143,7 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch in
 	args := pp.Args{Trace: trace,
 		Config: cfg, Rank: t.pp.Rank(), Tape: t.tape, Chunks: chunks, ForwardStep: fwd,
 		P2P:             pp.P2P{Comm: t.p2p, Shape: t.activationShape()},
-		NumMicrobatches: t.micro, ForwardOnly: forwardOnly, ContextParallelSize: cfg.ContextParallelSize,
+		NumMicrobatches: micro, ForwardOnly: forwardOnly, ContextParallelSize: cfg.ContextParallelSize,
 	}
 	vpp := 0
 	if cfg.VirtualPipelineModelParallelSize > 0 {
@@ -272,7 +281,7 @@ func (t *trainer) storedLoss(res *pp.Result, perToken bool) (float64, int64, err
 			sum += l.sum
 			tokens += l.tokens
 		} else {
-			sum += l.sum / float64(max(l.tokens, 1)) / float64(t.micro)
+			sum += l.sum / float64(max(l.tokens, 1)) / float64(len(res.Store))
 		}
 	}
 	return sum, tokens, nil
@@ -359,7 +368,7 @@ func (t *trainer) evaluate(ctx context.Context) (float64, error) {
 	}
 	var total float64
 	for it := 0; it < t.a.EvalIters; it++ {
-		res, err := t.forwardBackward(ctx, t.data.valid, it, true)
+		res, err := t.forwardBackward(ctx, t.data.valid, data.ConstantStep(it, t.a.GlobalBatchSize), true)
 		if err != nil {
 			return 0, fmt.Errorf("evaluation: %w", err)
 		}

@@ -15,13 +15,17 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
 
 func main() {
 	ctx, in := watchSignals()
-	err := newRoot().ExecuteContext(ctx)
+	root := newRoot()
+	root.SetArgs(megatronArgs(os.Args[1:]))
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return
 	}
@@ -51,4 +55,38 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newTrainCmd(), newInspectCmd(), newBenchCmd())
 	root.AddCommand(newCkptCmd())
 	return root
+}
+
+// multiValueFlags are Megatron's flags that take several values as
+// separate words (argparse's nargs), with how many.
+var multiValueFlags = map[string]int{"--rampup-batch-size": 3}
+
+// megatronArgs rewrites Megatron's multi-word flags, as in
+// "--rampup-batch-size 16 16 100000", into the comma-separated single
+// word the flag parser reads ("--rampup-batch-size=16,16,100000"). It
+// joins the integers that follow, up to the flag's count; fewer are left
+// for the flag's own error.
+func megatronArgs(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		n, ok := multiValueFlags[args[i]]
+		if !ok {
+			out = append(out, args[i])
+			continue
+		}
+		j := i + 1
+		for j < len(args) && j-i-1 < n {
+			if _, err := strconv.Atoi(args[j]); err != nil {
+				break
+			}
+			j++
+		}
+		if j-i-1 < 2 {
+			out = append(out, args[i])
+			continue
+		}
+		out = append(out, args[i]+"="+strings.Join(args[i+1:j], ","))
+		i = j - 1
+	}
+	return out
 }

@@ -14,7 +14,7 @@ func run(t *testing.T, args ...string) (string, error) {
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&out)
-	root.SetArgs(args)
+	root.SetArgs(megatronArgs(args))
 	err := root.Execute()
 	return out.String(), err
 }

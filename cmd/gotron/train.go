@@ -16,6 +16,7 @@ import (
 func newTrainCmd() *cobra.Command {
 	a := train.DefaultArgs()
 	var dataPath, backend, cpuProfile string
+	var rampup []int
 	cmd := &cobra.Command{
 		Use:   "train",
 		Short: "Pretrain a GPT (Megatron's pretrain_gpt.py)",
@@ -28,6 +29,12 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dataPath != "" {
 				a.DataPath = strings.Split(dataPath, ",")
+			}
+			if cmd.Flags().Changed("rampup-batch-size") {
+				if len(rampup) != 3 {
+					return fmt.Errorf("--rampup-batch-size takes three numbers, START INCREMENT SAMPLES (got %d): for example --rampup-batch-size 16 16 100000", len(rampup))
+				}
+				a.RampupBatchSize = train.Ramp{Start: rampup[0], Increment: rampup[1], Samples: rampup[2]}
 			}
 			if err := overlapFlags(cmd, &a); err != nil {
 				return err
@@ -99,6 +106,7 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 	f.IntVar(&a.GlobalBatchSize, "global-batch-size", a.GlobalBatchSize, "rows per iteration over all data-parallel ranks (gradient accumulation fills the rest; 0: micro-batch-size × data-parallel size)")
 	f.IntVar(&a.TrainIters, "train-iters", a.TrainIters, "iterations to train")
 	f.IntVar(&a.TrainSamples, "train-samples", 0, "samples to train (train-samples / global-batch-size iterations); the learning-rate schedule then counts samples")
+	f.IntSliceVar(&rampup, "rampup-batch-size", nil, "START INCREMENT SAMPLES: grow the global batch from START by INCREMENT up to --global-batch-size over the first SAMPLES samples (with --train-samples)")
 	f.BoolVar(&a.SkipTrain, "skip-train", false, "with --load: train nothing, evaluate the loaded model")
 	f.Float64Var(&a.LR, "lr", a.LR, "peak learning rate")
 	f.Float64Var(&a.MinLR, "min-lr", a.MinLR, "learning rate at the end of decay")

@@ -1,0 +1,224 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// rampArgs is mockArgs with --train-samples and a ramp from start by inc
+// to the global batch of 8 over samples samples.
+func rampArgs(trainSamples, start, inc, samples int) Args {
+	a := mockArgs(0)
+	a.TrainSamples, a.LRWarmupIters, a.LRWarmupSamples = trainSamples, 0, 8
+	a.RampupBatchSize = Ramp{Start: start, Increment: inc, Samples: samples}
+	return a
+}
+
+// megatronBatch is the reference's ramp, computed as it computes it: the
+// consumed samples divided by the float samples per increment.
+func megatronBatch(r Ramp, global int, consumed int64) int {
+	if consumed > int64(r.Samples) {
+		return global
+	}
+	n := (global - r.Start) / r.Increment
+	perIncrement := float64(r.Samples) / float64(n)
+	return r.Start + int(float64(consumed)/perIncrement)*r.Increment
+}
+
+// simulatedIterations counts --train-samples' iterations one at a time.
+func simulatedIterations(a Args, samples int64) int {
+	var c int64
+	it := 0
+	for c+int64(a.GlobalBatchAt(c)) <= samples {
+		c += int64(a.GlobalBatchAt(c))
+		it++
+	}
+	return it
+}
+
+// TestRampFollowsMegatron: the global batch of every consumed count equals
+// the reference's float formula wherever c·n/Samples is not a whole
+// number (at one, the float quotient may land just below it), and
+// --train-samples' iterations equal a one-at-a-time count.
+func TestRampFollowsMegatron(t *testing.T) {
+	for _, c := range []struct{ start, inc, samples, global int }{
+		{2, 2, 20, 8}, {16, 16, 1000, 256}, {4, 4, 64, 64}, {8, 8, 3, 32}, {1, 1, 100, 7},
+	} {
+		a := mockArgs(0)
+		a.GlobalBatchSize, a.RampupBatchSize = c.global, Ramp{c.start, c.inc, c.samples}
+		r := a.RampupBatchSize
+		n := int64((c.global - c.start) / c.inc)
+		for consumed := int64(0); consumed <= int64(2*c.samples); consumed++ {
+			if consumed*n%int64(c.samples) == 0 && consumed <= int64(c.samples) {
+				continue
+			}
+			if got, want := a.GlobalBatchAt(consumed), megatronBatch(r, c.global, consumed); got != want {
+				t.Fatalf("%+v at %d samples: %d, the reference %d", c, consumed, got, want)
+			}
+		}
+		for _, samples := range []int64{1, int64(c.start), int64(c.samples), int64(c.samples) + 1, 3*int64(c.samples) + 5, 10000} {
+			if got, want := a.iterationsFor(samples), simulatedIterations(a, samples); got != want {
+				t.Errorf("%+v, %d samples: %d iterations, counted %d", c, samples, got, want)
+			}
+		}
+	}
+}
+
+// TestRampLayoutsMatchSingleRank trains a ramp from 2 to 8 over 24
+// samples (global batches 2, 2, 2, 2, 4, 4, 6, 6, 8, …) on one rank, on DP 2
+// with the distributed optimizer, on TP 2 and on PP 2: the losses equal
+// the one rank's to 1e-6 relative, and the learning rate counts the
+// ramp's samples.
+func TestRampLayoutsMatchSingleRank(t *testing.T) {
+	base := rampArgs(80, 2, 2, 24)
+	base.LogJSON = filepath.Join(t.TempDir(), "log.jsonl")
+	want, err := Run(context.Background(), base, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := readRecords(t, base.LogJSON)
+	var batches []int
+	for _, r := range recs {
+		batches = append(batches, r.GlobalBatchSize)
+	}
+	if got := fmt.Sprint(batches); got != "[2 2 2 2 4 4 6 6 8 8 8 8 8 8]" || recs[len(recs)-1].ConsumedSamples != 76 {
+		t.Fatalf("global batches %s, consumed %d", got, recs[len(recs)-1].ConsumedSamples)
+	}
+	// Warmup of 8 samples: after the first step's 2 samples, a quarter of --lr.
+	if lr := recs[1].LR; math.Abs(lr-base.LR/4) > 1e-15 {
+		t.Errorf("second iteration's learning rate %g, want %g", lr, base.LR/4)
+	}
+	for _, l := range []struct {
+		name string
+		set  func(*Args)
+	}{
+		{"dp2-distopt", func(a *Args) { a.WorldSize, a.DDP.UseDistributedOptimizer = 2, true }},
+		{"tp2", func(a *Args) { a.WorldSize, a.Model.TensorModelParallelSize = 2, 2 }},
+		{"pp2", func(a *Args) { a.WorldSize, a.Model.PipelineModelParallelSize = 2, 2 }},
+	} {
+		a := rampArgs(80, 2, 2, 24)
+		l.set(&a)
+		got, err := Run(context.Background(), a, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", l.name, err)
+		}
+		if len(got.Losses) != len(want.Losses) {
+			t.Fatalf("%s: %d iterations, want %d", l.name, len(got.Losses), len(want.Losses))
+		}
+		for i := range want.Losses {
+			if e := relErr(got.Losses[i], want.Losses[i]); e > 1e-6 {
+				t.Errorf("%s: iteration %d: loss %.9g, one rank %.9g (relative %.2g)", l.name, i+1, got.Losses[i], want.Losses[i], e)
+			}
+		}
+	}
+}
+
+// TestRampResumesMidRamp saves in the middle of the ramp (iteration 5,
+// global batch 4) and resumes: the losses of the resumed run are the
+// uninterrupted run's, bit for bit, so the data position, the batch size
+// and the learning rate continue from the consumed samples.
+func TestRampResumesMidRamp(t *testing.T) {
+	a := rampArgs(80, 2, 2, 24)
+	a.WorldSize = 2
+	full, err := Run(context.Background(), a, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	first := a
+	first.Save, first.ExitInterval = dir, 5
+	if _, err := Run(context.Background(), first, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	rest := a
+	rest.Load = dir
+	res, err := Run(context.Background(), rest, Options{})
+	if err != nil || res.StartIteration != 5 {
+		t.Fatalf("resume: %+v, %v", res, err)
+	}
+	if fmt.Sprint(res.Losses) != fmt.Sprint(full.Losses[5:]) {
+		t.Errorf("resumed losses %v, uninterrupted %v", res.Losses, full.Losses[5:])
+	}
+}
+
+// TestRampRefused: every malformed ramp is one clear error naming the flag.
+func TestRampRefused(t *testing.T) {
+	for _, c := range []struct {
+		set  func(*Args)
+		want string
+	}{
+		{func(a *Args) { a.RampupBatchSize.Increment = 0 }, "must be positive"},
+		{func(a *Args) { a.RampupBatchSize.Start = 16 }, "the start is above --global-batch-size 8"},
+		{func(a *Args) { a.RampupBatchSize.Increment = 4 }, "not a multiple of the increment 4"},
+		{func(a *Args) { a.WorldSize = 2; a.RampupBatchSize = Ramp{Start: 1, Increment: 1, Samples: 24} }, "multiple of --micro-batch-size × data-parallel size = 2"},
+		{func(a *Args) { a.TrainSamples, a.TrainIters, a.LRWarmupSamples = 0, 5, 0 }, "train with --train-samples instead of --train-iters"},
+		{func(a *Args) { a.GlobalBatchSize, a.RampupBatchSize = 1<<22, Ramp{Start: 1, Increment: 1, Samples: 24} }, "more than 1048576: use a larger increment"},
+	} {
+		a := rampArgs(80, 2, 2, 24)
+		c.set(&a)
+		_, err := Run(context.Background(), a, Options{})
+		if err == nil || !strings.Contains(err.Error(), "--rampup-batch-size") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want %q", err, c.want)
+		}
+	}
+}
+
+// FuzzRamp: for any ramp the validation accepts, the global batch stays
+// within [start, global], a multiple of micro × dp, never decreasing as
+// samples are consumed, and --train-samples' iterations equal a
+// one-at-a-time count (for counts small enough to make).
+func FuzzRamp(f *testing.F) {
+	f.Add(2, 2, 24, 8, 1, 1, int64(80), int64(7))
+	f.Add(16, 16, 1000, 256, 2, 4, int64(100000), int64(999))
+	f.Add(1, 1, 1<<40, 1<<20, 1, 1, int64(1)<<50, int64(1)<<39)
+	f.Add(0, 1, -5, 8, 1, 1, int64(3), int64(-1))
+	f.Fuzz(func(t *testing.T, start, inc, samples, global, micro, dp int, trainSamples, consumed int64) {
+		a := mockArgs(0)
+		a.RampupBatchSize = Ramp{Start: start, Increment: inc, Samples: samples}
+		a.GlobalBatchSize, a.MicroBatchSize, a.TrainSamples = global, micro, int(trainSamples)
+		if micro <= 0 || dp <= 0 || micro > 1<<20 || dp > 1<<10 || global <= 0 || global%(micro*dp) != 0 || trainSamples <= 0 {
+			return
+		}
+		var errs []string
+		a.validateRamp(dp, func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) })
+		if len(errs) > 0 {
+			return
+		}
+		if consumed < 0 {
+			consumed = -(consumed + 1)
+		}
+		b, next := a.GlobalBatchAt(consumed), a.GlobalBatchAt(consumed+1)
+		if b < start || b > global || b%(micro*dp) != 0 || next < b {
+			t.Fatalf("ramp %+v to %d: batch %d after %d samples, %d after one more", a.RampupBatchSize, global, b, consumed, next)
+		}
+		if trainSamples/int64(start) <= 1<<16 {
+			if got, want := a.iterationsFor(trainSamples), simulatedIterations(a, trainSamples); got != want {
+				t.Fatalf("ramp %+v to %d, %d samples: %d iterations, counted %d", a.RampupBatchSize, global, trainSamples, got, want)
+			}
+		}
+	})
+}
+
+// readRecords reads a --log-json file.
+func readRecords(t *testing.T, path string) []Record {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Record
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
