@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// mainScenario is a main function built on Run:
+// mainScenario is a main function built on RunReport:
 //
 //	ok     every rank all-reduces and returns nil: exit 0 everywhere
 //	fail   the last rank fails while the others wait in a Barrier: every
@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 //	       the job with MPI_Abort after the 2 s timeout
 func mainScenario(s string) int {
 	last := -1
-	err := Run(context.Background(), comm.Options{Timeout: 2 * time.Second}, func(ctx context.Context, g comm.Group) error {
+	err := RunReport(context.Background(), comm.Options{Timeout: 2 * time.Second}, func(ctx context.Context, g comm.Group) error {
 		last = g.Size() - 1
 		x := []int64{int64(g.Rank())}
 		if err := g.AllReduce(ctx, comm.I64(x), comm.Sum); err != nil {
@@ -63,12 +63,18 @@ func mainScenario(s string) int {
 			return errors.New("scenario failure")
 		}
 		return g.Barrier(ctx)
+	}, func(err error) {
+		// Printed before MPI is finalised: every rank's line is out
+		// before a failing process exits and mpirun ends the job.
+		if err != nil {
+			fmt.Printf("scenario %s: %v\n", s, err)
+		} else {
+			fmt.Printf("scenario %s: ok (last rank %d)\n", s, last)
+		}
 	})
 	if err != nil {
-		fmt.Printf("scenario %s: %v\n", s, err)
 		return 1
 	}
-	fmt.Printf("scenario %s: ok (last rank %d)\n", s, last)
 	return 0
 }
 

@@ -50,6 +50,15 @@ func Abort(code int) {
 // ranks were told of the failure, because MPI_Finalize would wait for the
 // missing rank forever.
 func Run(ctx context.Context, opts comm.Options, fn func(ctx context.Context, g comm.Group) error) error {
+	return RunReport(ctx, opts, fn, nil)
+}
+
+// RunReport is Run, calling report with fn's outcome (on every rank, the
+// same one) before MPI is finalised. A main that prints the outcome there
+// has every rank's line out before any process exits: once one process
+// exits with a failure status, mpirun kills the others, and a line
+// printed after Run returns can be lost.
+func RunReport(ctx context.Context, opts comm.Options, fn func(ctx context.Context, g comm.Group) error, report func(error)) error {
 	w, err := NewWorld(opts)
 	if err != nil {
 		return err
@@ -58,6 +67,9 @@ func Run(ctx context.Context, opts comm.Options, fn func(ctx context.Context, g 
 	if re := (*RunError)(nil); errors.As(err, &re) && re.Unreached {
 		fmt.Fprintf(os.Stderr, "mpi: rank %d: %v\nmpi: aborting the job: not every rank could be reached to finish cleanly\n", w.rank, err)
 		Abort(1)
+	}
+	if report != nil {
+		report(err)
 	}
 	cerr := errors.Join(w.Close(), Finalize())
 	switch {
