@@ -128,21 +128,28 @@ func (t *trainer) readRegions(r *ckpt.Reader, key string, p *nn.Parameter, whole
 	return nil
 }
 
-// resumeRNG restores the generators: each rank continues its own streams
-// when the layout is the one that saved (and the checkpoint holds them,
-// and --no-load-rng is not given); otherwise each data-parallel
-// replica starts fresh streams derived from the seed, its replica and the
-// iteration, the TP ranks of a replica sharing the default one, as they
-// must.
+// resumeRNG restores the generators. The streams are keyed by the rank's
+// coordinates (TP rank, pipeline rank, data-parallel replica): with the
+// tensor- and pipeline-parallel sizes and the model chunks of the run that
+// saved (and the checkpoint holding the streams, and no --no-load-rng),
+// each rank continues the streams of the rank at its coordinates, whatever
+// the data-parallel size or the optimizer; a replica the saving run did
+// not have, or any rank after a change of TP, PP or VPP (the streams then
+// cover other parts of the model), starts fresh streams derived from the
+// seed, its replica and the iteration, the TP ranks of a replica sharing
+// the default one, as they must.
 func (t *trainer) resumeRNG(m *ckpt.Manifest) error {
 	l, now := m.Layout, t.layout()
-	r := t.groups.Rank
 	per := len(t.rngStates()) / 4
-	if !t.a.NoLoadRNG && l.World == now.World && l.TP == now.TP && l.PP == now.PP && l.VPP == now.VPP && len(m.Ranks) == now.World && len(m.Ranks[r].RNG) == per {
-		if err := t.setRNGStates(m.Ranks[r].RNG); err != nil {
-			return fmt.Errorf("--load %s: %w", t.a.Load, err)
+	if !t.a.NoLoadRNG && l.TP == now.TP && l.PP == now.PP && l.VPP == now.VPP {
+		for _, rs := range m.Ranks {
+			if rs.TP == t.tp.Rank() && rs.PP == t.pp.Rank() && rs.DP == t.dpRank && len(rs.RNG) == per {
+				if err := t.setRNGStates(rs.RNG); err != nil {
+					return fmt.Errorf("--load %s: %w", t.a.Load, err)
+				}
+				return nil
+			}
 		}
-		return nil
 	}
 	base := rng.SplitMix64(t.seedBase() ^ uint64(t.iteration)*0x9E3779B97F4A7C15)
 	tracker, def, err := tp.ModelParallelManualSeed(base, t.tp.Rank(), 0, 0)
