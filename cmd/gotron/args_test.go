@@ -15,6 +15,8 @@ func TestMegatronArgs(t *testing.T) {
 		{"train --rampup-batch-size 16 16 --lr 1", "[train --rampup-batch-size=16,16 --lr 1]"},
 		{"train --rampup-batch-size 16 --lr 1", "[train --rampup-batch-size 16 --lr 1]"},
 		{"train --rampup-batch-size=4,4,8", "[train --rampup-batch-size=4,4,8]"},
+		{"train --rampup-batch-size 2 x 10", "[train --rampup-batch-size=2,x,10]"},
+		{"train --rampup-batch-size -1 2 3 -4", "[train --rampup-batch-size=-1,2,3 -4]"},
 	} {
 		if got := fmt.Sprint(megatronArgs(strings.Fields(c.in))); got != c.want {
 			t.Errorf("%s: %s, want %s", c.in, got, c.want)

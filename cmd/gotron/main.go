@@ -64,8 +64,9 @@ var multiValueFlags = map[string]int{"--rampup-batch-size": 3}
 // megatronArgs rewrites Megatron's multi-word flags, as in
 // "--rampup-batch-size 16 16 100000", into the comma-separated single
 // word the flag parser reads ("--rampup-batch-size=16,16,100000"). It
-// joins the integers that follow, up to the flag's count; fewer are left
-// for the flag's own error.
+// joins the words that follow, up to the flag's count, that are numbers
+// or do not look like flags (the parser then names a word that is not a
+// number); a single word is left as it is, for the flag's own errors.
 func megatronArgs(args []string) []string {
 	out := make([]string, 0, len(args))
 	for i := 0; i < len(args); i++ {
@@ -76,7 +77,7 @@ func megatronArgs(args []string) []string {
 		}
 		j := i + 1
 		for j < len(args) && j-i-1 < n {
-			if _, err := strconv.Atoi(args[j]); err != nil {
+			if _, err := strconv.Atoi(args[j]); err != nil && strings.HasPrefix(args[j], "-") {
 				break
 			}
 			j++
