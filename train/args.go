@@ -35,8 +35,9 @@ type Args struct {
 	MicroBatchSize  int // --micro-batch-size
 	GlobalBatchSize int // --global-batch-size: micro·dp·accumulation steps
 	TrainIters      int // --train-iters
-	// TrainSamples is --train-samples: train for this many samples,
-	// TrainSamples / GlobalBatchSize iterations, with the learning-rate
+	// TrainSamples is --train-samples: train for this many samples, as
+	// many iterations as whole global batches fit (TrainSamples /
+	// GlobalBatchSize without a ramp), with the learning-rate
 	// schedule counted in samples (--lr-warmup-samples,
 	// --lr-decay-samples); 0: --train-iters.
 	TrainSamples int
@@ -355,7 +356,7 @@ func (a Args) Validate(world int) error {
 	case a.TrainSamples > 0 && a.TrainIters != a.iterationsFor(int64(a.TrainSamples)):
 		add("--train-iters %d and --train-samples %d: give one of them", a.TrainIters, a.TrainSamples)
 	case a.TrainIters <= 0 && a.TrainSamples > 0 && !a.SkipTrain:
-		add("--train-samples %d is less than one global batch (%d): train at least one iteration", a.TrainSamples, a.GlobalBatchSize)
+		add("--train-samples %d is less than the first global batch (%d): raise --train-samples to at least %d", a.TrainSamples, a.GlobalBatchAt(0), a.GlobalBatchAt(0))
 	case a.TrainIters <= 0 && !a.SkipTrain:
 		add("--train-iters %d: set the number of iterations to train (at least 1), or --train-samples", a.TrainIters)
 	}

@@ -84,7 +84,7 @@ func (a Args) iterationsFor(samples int64) int {
 		hi, lo := bits.Mul64(k+1, uint64(r.Samples))
 		lo, carry := bits.Add64(lo, n-1, 0)
 		next, _ := bits.Div64(hi+carry, lo, n)
-		steps := (int64(next) - c + b - 1) / b
+		steps := (int64(next)-c-1)/b + 1 // ⌈(next − c)/b⌉, next > c, without overflow
 		if fit := (samples - c) / b; fit < steps {
 			return iters + int(fit)
 		}

@@ -178,6 +178,7 @@ func FuzzRamp(f *testing.F) {
 	f.Add(16, 16, 1000, 256, 2, 4, int64(100000), int64(999))
 	f.Add(1, 1, 1<<40, 1<<20, 1, 1, int64(1)<<50, int64(1)<<39)
 	f.Add(0, 1, -5, 8, 1, 1, int64(3), int64(-1))
+	f.Add(8, 24, math.MaxInt64-2, 32, 1, 1, int64(1000), int64(5)) // a boundary near MaxInt64
 	f.Fuzz(func(t *testing.T, start, inc, samples, global, micro, dp int, trainSamples, consumed int64) {
 		a := mockArgs(0)
 		a.RampupBatchSize = Ramp{Start: start, Increment: inc, Samples: samples}
@@ -221,4 +222,20 @@ func readRecords(t *testing.T, path string) []Record {
 		out = append(out, r)
 	}
 	return out
+}
+
+// TestRampChangeRefusedOnResume: a checkpoint saved without a ramp does
+// not resume with one (the iterations left and the data position would
+// disagree); the error names the flag.
+func TestRampChangeRefusedOnResume(t *testing.T) {
+	a := mockArgs(0)
+	a.TrainSamples, a.LRWarmupIters, a.Save = 24, 0, t.TempDir()
+	if _, err := Run(context.Background(), a, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	b := rampArgs(80, 2, 2, 24)
+	b.Load = a.Save
+	if _, err := Run(context.Background(), b, Options{}); err == nil || !strings.Contains(err.Error(), "--rampup-batch-size's start 0 in the checkpoint, 2 in this run") {
+		t.Fatalf("got %v, want the ramp's difference", err)
+	}
 }

@@ -61,16 +61,22 @@ func argsRecord(a Args, world int) map[string]int {
 		"tensor_model_parallel_size":           max(m.TensorModelParallelSize, 1),
 		"pipeline_model_parallel_size":         max(m.PipelineModelParallelSize, 1),
 		"virtual_pipeline_model_parallel_size": m.NumModelChunks(),
+		"rampup_batch_size_start":              a.RampupBatchSize.Start,
+		"rampup_batch_size_increment":          a.RampupBatchSize.Increment,
+		"rampup_batch_size_samples":            a.RampupBatchSize.Samples,
 	}
 }
 
 // checkedArgs are the settings a resumed run must share with its
-// checkpoint: the model's shapes and head split, and the global batch
-// (the data position continues from iteration·global batch).
+// checkpoint: the model's shapes and head split, and the batch schedule
+// (the global batch and its ramp: the data position continues from the
+// consumed samples, and the iterations left follow the schedule).
 var checkedArgs = []struct{ key, flag string }{
 	{"num_layers", "--num-layers"}, {"hidden_size", "--hidden-size"}, {"num_attention_heads", "--num-attention-heads"},
 	{"ffn_hidden_size", "--ffn-hidden-size"}, {"max_position_embeddings", "--max-position-embeddings"},
 	{"vocab_size", "--vocab-size"}, {"global_batch_size", "--global-batch-size"},
+	{"rampup_batch_size_start", "--rampup-batch-size's start"}, {"rampup_batch_size_increment", "--rampup-batch-size's increment"},
+	{"rampup_batch_size_samples", "--rampup-batch-size's samples"},
 }
 
 // checkArgs compares the run's settings with a checkpoint's record
@@ -80,7 +86,7 @@ func checkArgs(a Args, saved map[string]int) error {
 	var diffs []string
 	for _, k := range checkedArgs {
 		v, ok := saved[k.key]
-		if !ok || k.key == "global_batch_size" && a.Finetune {
+		if !ok || a.Finetune && (k.key == "global_batch_size" || strings.HasPrefix(k.key, "rampup_")) {
 			continue // not recorded; or --finetune, whose data start afresh
 		}
 		if want := now[k.key]; v != want {

@@ -73,6 +73,11 @@ func (t *trainer) resume() error {
 		return nil
 	}
 	t.iteration, t.consumed = m.Iteration, m.ConsumedSamples
+	if t.consumed == 0 {
+		// A state without the count (a hand-made state.json): a
+		// constant batch.
+		t.consumed = int64(m.Iteration) * int64(t.a.GlobalBatchSize)
+	}
 	if !loadOptim {
 		return t.resumeRNG(m)
 	}
@@ -92,8 +97,9 @@ func (t *trainer) resume() error {
 	}
 	t.opt.Steps, t.lrSamples = m.OptimizerSteps, m.SchedulerSamples
 	if t.lrSamples == 0 {
-		// A checkpoint that predates the field: a constant batch.
-		t.lrSamples = int64(m.OptimizerSteps) * int64(m.Args["global_batch_size"])
+		// A checkpoint that predates the field: a constant batch, this
+		// run's (checkArgs made it the checkpoint's where recorded).
+		t.lrSamples = int64(m.OptimizerSteps) * int64(t.a.GlobalBatchSize)
 	}
 	return t.resumeRNG(m)
 }

@@ -313,7 +313,6 @@ func normalise(a Args, world int) Args {
 	return a
 }
 
-// layoutDesc describes the parallel layout for the start-up line.
 // batchDesc describes the micro-batches per iteration: "4 micro-batches
 // of 2 per rank per iteration", or the ramp's range of them.
 func batchDesc(a Args, dp int) string {
@@ -325,6 +324,7 @@ func batchDesc(a Args, dp int) string {
 	return fmt.Sprintf("%d micro-batches of %d per rank per iteration", a.GlobalBatchSize/rows, a.MicroBatchSize)
 }
 
+// layoutDesc describes the parallel layout for the start-up line.
 func layoutDesc(a Args, dp int) string {
 	m := a.Model
 	s := fmt.Sprintf("data parallel %d", dp)

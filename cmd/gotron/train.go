@@ -105,7 +105,7 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 	f.IntVar(&a.MicroBatchSize, "micro-batch-size", a.MicroBatchSize, "rows per micro-batch on each rank")
 	f.IntVar(&a.GlobalBatchSize, "global-batch-size", a.GlobalBatchSize, "rows per iteration over all data-parallel ranks (gradient accumulation fills the rest; 0: micro-batch-size × data-parallel size)")
 	f.IntVar(&a.TrainIters, "train-iters", a.TrainIters, "iterations to train")
-	f.IntVar(&a.TrainSamples, "train-samples", 0, "samples to train (train-samples / global-batch-size iterations); the learning-rate schedule then counts samples")
+	f.IntVar(&a.TrainSamples, "train-samples", 0, "samples to train (the whole global batches that fit: train-samples / global-batch-size iterations without --rampup-batch-size); the learning-rate schedule then counts samples")
 	f.IntSliceVar(&rampup, "rampup-batch-size", nil, "START INCREMENT SAMPLES: grow the global batch from START by INCREMENT up to --global-batch-size over the first SAMPLES samples (with --train-samples)")
 	f.BoolVar(&a.SkipTrain, "skip-train", false, "with --load: train nothing, evaluate the loaded model")
 	f.Float64Var(&a.LR, "lr", a.LR, "peak learning rate")
