@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -94,24 +95,12 @@ func richSave(t testing.TB, dir string, it int) *Manifest {
 func pieceOf(t *testing.T, m *Manifest, rank int, key string, offset ...int) Piece {
 	t.Helper()
 	for _, p := range m.Shards[rank].Pieces {
-		if p.Key == key && slicesEqual(p.Offset, offset) {
+		if p.Key == key && slices.Equal(p.Offset, offset) {
 			return p
 		}
 	}
 	t.Fatalf("shard %d has no piece of %s at %v", rank, key, offset)
 	return Piece{}
-}
-
-func slicesEqual(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func openRich(t *testing.T) (string, *Reader) {
@@ -166,7 +155,7 @@ func TestVerifyIntact(t *testing.T) {
 	wantPieces := map[string]int{"model/w": 4, "optimizer/exp_avg/w": 4, "optimizer/exp_avg_sq/w": 4,
 		"model/b": 1, "optimizer/exp_avg/b": 1, "optimizer/exp_avg_sq/b": 1, "model/big": 2, "model/s": 1, "model/e": 0}
 	for _, tr := range rep.Tensors {
-		if tr.Pieces != wantPieces[tr.Key] || !slicesEqual(tr.Shape, richTensors[tr.Key]) {
+		if tr.Pieces != wantPieces[tr.Key] || !slices.Equal(tr.Shape, richTensors[tr.Key]) {
 			t.Errorf("%s: shape %v in %d pieces, want %v in %d", tr.Key, tr.Shape, tr.Pieces, richTensors[tr.Key], wantPieces[tr.Key])
 		}
 	}

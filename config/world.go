@@ -91,53 +91,39 @@ func checkWorldSize(world int, vs *violationList) bool {
 
 // denseDP returns world/(tp·pp·cp), or 0 after adding a violation.
 func (c ModelParallelConfig) denseDP(world int, vs *violationList) int {
-	tp, pp, cp := c.TensorModelParallelSize, c.PipelineModelParallelSize, c.ContextParallelSize
-	if tp < 1 || pp < 1 || cp < 1 {
-		vs.add(fieldList("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"),
-			"cannot split world_size %d with tensor_model_parallel_size = %d, pipeline_model_parallel_size = %d, context_parallel_size = %d: every size must be ≥ 1",
-			world, tp, pp, cp)
-		return 0
-	}
-	m, ok := product(tp, pp, cp)
-	if !ok {
-		vs.add(fieldList("world_size", "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"),
-			"world_size %d is not divisible by tensor_model_parallel_size·pipeline_model_parallel_size·context_parallel_size = %d·%d·%d, "+
-				"a product beyond any number of ranks: lower the sizes",
-			world, tp, pp, cp)
-		return 0
-	}
-	if world%m != 0 {
-		vs.add(fieldList("world_size", "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"),
-			"world_size %d is not divisible by tensor_model_parallel_size·pipeline_model_parallel_size·context_parallel_size = %d·%d·%d = %d "+
-				"(%d mod %d = %d): use a multiple of %d ranks or change the sizes",
-			world, tp, pp, cp, m, world, m, world%m, m)
-		return 0
-	}
-	return world / m
+	return splitWorld(world, vs, "sizes",
+		[3]string{"tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"},
+		[3]int{c.TensorModelParallelSize, c.PipelineModelParallelSize, c.ContextParallelSize})
 }
 
 // expertDP returns world/(etp·ep·pp), or 0 after adding a violation.
 func (c ModelParallelConfig) expertDP(world int, vs *violationList) int {
-	etp, ep, pp := c.EffectiveExpertTensorParallelSize(), c.ExpertModelParallelSize, c.PipelineModelParallelSize
-	if etp < 1 || ep < 1 || pp < 1 {
-		vs.add(fieldList("expert_tensor_parallel_size", "expert_model_parallel_size", "pipeline_model_parallel_size"),
-			"cannot split world_size %d with expert_tensor_parallel_size = %d, expert_model_parallel_size = %d, pipeline_model_parallel_size = %d: every size must be ≥ 1",
-			world, etp, ep, pp)
+	return splitWorld(world, vs, "expert sizes",
+		[3]string{"expert_tensor_parallel_size", "expert_model_parallel_size", "pipeline_model_parallel_size"},
+		[3]int{c.EffectiveExpertTensorParallelSize(), c.ExpertModelParallelSize, c.PipelineModelParallelSize})
+}
+
+// splitWorld returns world divided by the product of the three sizes
+// named by names, or 0 after adding a violation: a size below 1, a
+// product beyond any int, or a world it does not divide. what names the
+// sizes in the fix ("sizes", "expert sizes").
+func splitWorld(world int, vs *violationList, what string, names [3]string, sizes [3]int) int {
+	if sizes[0] < 1 || sizes[1] < 1 || sizes[2] < 1 {
+		vs.add(fieldList(names[0], names[1], names[2]),
+			"cannot split world_size %d with %s = %d, %s = %d, %s = %d: every size must be ≥ 1",
+			world, names[0], sizes[0], names[1], sizes[1], names[2], sizes[2])
 		return 0
 	}
-	m, ok := product(etp, ep, pp)
+	fields := fieldList("world_size", names[0], names[1], names[2])
+	m, ok := product(sizes[0], sizes[1], sizes[2])
 	if !ok {
-		vs.add(fieldList("world_size", "expert_tensor_parallel_size", "expert_model_parallel_size", "pipeline_model_parallel_size"),
-			"world_size %d is not divisible by expert_tensor_parallel_size·expert_model_parallel_size·pipeline_model_parallel_size = %d·%d·%d, "+
-				"a product beyond any number of ranks: lower the expert sizes",
-			world, etp, ep, pp)
+		vs.add(fields, "world_size %d is not divisible by %s·%s·%s = %d·%d·%d, a product beyond any number of ranks: lower the %s",
+			world, names[0], names[1], names[2], sizes[0], sizes[1], sizes[2], what)
 		return 0
 	}
 	if world%m != 0 {
-		vs.add(fieldList("world_size", "expert_tensor_parallel_size", "expert_model_parallel_size", "pipeline_model_parallel_size"),
-			"world_size %d is not divisible by expert_tensor_parallel_size·expert_model_parallel_size·pipeline_model_parallel_size = %d·%d·%d = %d "+
-				"(%d mod %d = %d): use a multiple of %d ranks or change the expert sizes",
-			world, etp, ep, pp, m, world, m, world%m, m)
+		vs.add(fields, "world_size %d is not divisible by %s·%s·%s = %d·%d·%d = %d (%d mod %d = %d): use a multiple of %d ranks or change the %s",
+			world, names[0], names[1], names[2], sizes[0], sizes[1], sizes[2], m, world, m, world%m, m, what)
 		return 0
 	}
 	return world / m

@@ -72,9 +72,6 @@ func runLayer(t *testing.T, workers int, op layerOp, x *tensor.Tensor, ps, grads
 	return r
 }
 
-// rounded returns x rounded to d, as float32 values.
-func rounded(x *tensor.Tensor, d tensor.DType) *tensor.Tensor { return tensor.ToHalf(x, d).Float32() }
-
 // halves returns the tensors rounded to d, kept in d.
 func halves(ts []*tensor.Tensor, d tensor.DType) []*tensor.Tensor {
 	out := make([]*tensor.Tensor, len(ts))
@@ -88,7 +85,7 @@ func halves(ts []*tensor.Tensor, d tensor.DType) []*tensor.Tensor {
 func roundedAll(ts []*tensor.Tensor, d tensor.DType) []*tensor.Tensor {
 	out := make([]*tensor.Tensor, len(ts))
 	for i, x := range ts {
-		out[i] = rounded(x, d)
+		out[i] = numtest.Rounded(x, d)
 	}
 	return out
 }
@@ -102,30 +99,6 @@ func zeroGrads(ts []*tensor.Tensor, d tensor.DType) []*tensor.Tensor {
 	return out
 }
 
-// accumulated returns round(round(g1) + g2) in d: a 16-bit gradient after
-// two passes contributing g1 and g2 (float32), starting from zero.
-func accumulated(g1, g2 *tensor.Tensor, d tensor.DType) *tensor.Tensor {
-	s := rounded(g1, d).Clone()
-	sd, g2d := s.Data(), g2.Contiguous().Data()
-	for i := range sd {
-		sd[i] += g2d[i]
-	}
-	return tensor.ToHalf(s, d)
-}
-
-// sameBits compares two tensors of the same dtype bit for bit (16-bit ones
-// through their exact widening).
-func sameBits(t *testing.T, what string, got, want *tensor.Tensor) {
-	t.Helper()
-	if got == nil || want == nil {
-		t.Fatalf("%s: got %v, want %v (one is missing)", what, got, want)
-	}
-	if got.DType() != want.DType() {
-		t.Fatalf("%s: dtype %v, want %v", what, got.DType(), want.DType())
-	}
-	numtest.SameBits(t, what, got.Float32().Contiguous().Data(), want.Float32().Contiguous().Data())
-}
-
 // gemmTol bounds the relative (norm) difference between a bfloat16 GEMM
 // (oneDNN) and the float32 BLAS GEMM of the same rounded operands: the
 // products are exact in float32 in both, only the order of the float32
@@ -136,7 +109,7 @@ const gemmTol = 1e-6
 func closeOrSame(t *testing.T, what string, got, want *tensor.Tensor, bitwise bool) {
 	t.Helper()
 	if bitwise || got.DType() != tensor.Float32 {
-		sameBits(t, what, got, want)
+		numtest.SameTensor(t, what, got, want)
 		return
 	}
 	numtest.CloseNorm(t, what, got.Contiguous().Data(), want.Contiguous().Data(), gemmTol)
@@ -164,21 +137,21 @@ func TestLinearHalfMatchesRoundedFloat32(t *testing.T) {
 				bitwise := d == tensor.Float16
 
 				got := runLayer(t, sz.workers, op, x, halves(ps, d), nil, dy)
-				ref := runLayer(t, sz.workers, op, rounded(x, d), roundedAll(ps, d), nil, rounded(dy, d))
-				refB := runLayer(t, sz.workers, op, rounded(x, d), roundedAll(ps, d), nil, dy)
+				ref := runLayer(t, sz.workers, op, numtest.Rounded(x, d), roundedAll(ps, d), nil, numtest.Rounded(dy, d))
+				refB := runLayer(t, sz.workers, op, numtest.Rounded(x, d), roundedAll(ps, d), nil, dy)
 				closeOrSame(t, "output", got.y, ref.y, bitwise)
 				closeOrSame(t, "input grad", got.dx, ref.dx, bitwise)
 				closeOrSame(t, "weight grad (float32 Grad)", got.grads[0], ref.grads[0], bitwise)
-				sameBits(t, "bias grad (float32 Grad)", got.grads[1], refB.grads[1])
+				numtest.SameTensor(t, "bias grad (float32 Grad)", got.grads[1], refB.grads[1])
 				if want := int64(2 * x.Len()); got.act != want || ref.act != 2*want {
 					t.Errorf("activation bytes: %d with a %v weight, %d with float32, want %d and %d", got.act, d, ref.act, want, 2*want)
 				}
 
 				g2 := runLayer(t, sz.workers, op, x, halves(ps, d), nil, dy2)
 				acc := runLayer(t, sz.workers, op, x, halves(ps, d), zeroGrads(ps, d), dy, dy2)
-				sameBits(t, "16-bit weight grad after two passes", acc.grads[0], accumulated(got.grads[0], g2.grads[0], d))
-				sameBits(t, "16-bit bias grad after two passes", acc.grads[1], accumulated(got.grads[1], g2.grads[1], d))
-				sameBits(t, "input grad with 16-bit parameter grads", acc.dx, sumOf(got.dx, g2.dx))
+				numtest.SameTensor(t, "16-bit weight grad after two passes", acc.grads[0], numtest.Accumulated(got.grads[0], g2.grads[0], d))
+				numtest.SameTensor(t, "16-bit bias grad after two passes", acc.grads[1], numtest.Accumulated(got.grads[1], g2.grads[1], d))
+				numtest.SameTensor(t, "input grad with 16-bit parameter grads", acc.dx, sumOf(got.dx, g2.dx))
 			})
 		}
 	}
@@ -207,8 +180,8 @@ func TestLinearForwardRoundsInput(t *testing.T) {
 		if nn.GemmInput(x, w) != x {
 			t.Fatal("GemmInput with a float32 weight copied its input")
 		}
-		sameBits(t, fmt.Sprintf("%v: float32 input vs rounded input", d),
-			nn.LinearForward(2, x, wh, tensor.ToHalf(b, d)), nn.LinearForward(2, nn.GemmInput(x, wh), wh, rounded(b, d)))
+		numtest.SameTensor(t, fmt.Sprintf("%v: float32 input vs rounded input", d),
+			nn.LinearForward(2, x, wh, tensor.ToHalf(b, d)), nn.LinearForward(2, nn.GemmInput(x, wh), wh, numtest.Rounded(b, d)))
 	}
 }
 
@@ -256,15 +229,15 @@ func TestParamLayersHalfMatchRoundedFloat32(t *testing.T) {
 				dy, dy2 := gradcheck.Randn(10, 1, c.dyShape...), gradcheck.Randn(11, 1, c.dyShape...)
 				got := runLayer(t, 1, c.op, c.x, halves(c.params, d), nil, dy)
 				ref := runLayer(t, 1, c.op, c.x, roundedAll(c.params, d), nil, dy)
-				sameBits(t, "output", got.y, ref.y)
+				numtest.SameTensor(t, "output", got.y, ref.y)
 				if c.x != nil {
-					sameBits(t, "input grad", got.dx, ref.dx)
+					numtest.SameTensor(t, "input grad", got.dx, ref.dx)
 				}
 				ref2 := runLayer(t, 1, c.op, c.x, roundedAll(c.params, d), nil, dy2)
 				acc := runLayer(t, 1, c.op, c.x, halves(c.params, d), zeroGrads(c.params, d), dy, dy2)
 				for i := range c.params {
-					sameBits(t, fmt.Sprintf("parameter %d's float32 grad", i), got.grads[i], ref.grads[i])
-					sameBits(t, fmt.Sprintf("parameter %d's 16-bit grad after two passes", i), acc.grads[i], accumulated(ref.grads[i], ref2.grads[i], d))
+					numtest.SameTensor(t, fmt.Sprintf("parameter %d's float32 grad", i), got.grads[i], ref.grads[i])
+					numtest.SameTensor(t, fmt.Sprintf("parameter %d's 16-bit grad after two passes", i), acc.grads[i], numtest.Accumulated(ref.grads[i], ref2.grads[i], d))
 				}
 			})
 		}

@@ -3,7 +3,6 @@ package tp
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 
 	"github.com/gotron/gotron/autograd"
@@ -115,33 +114,11 @@ func hpRun(tape *autograd.Tape, g comm.Group, kind string, sp, frozen bool, w, b
 	return r, nil
 }
 
-// hpRounded returns x rounded to d, as float32 values.
-func hpRounded(x *tensor.Tensor, d tensor.DType) *tensor.Tensor { return tensor.ToHalf(x, d).Float32() }
-
-// hpAccumulated returns round(round(g1) + g2) in d.
-func hpAccumulated(g1, g2 *tensor.Tensor, d tensor.DType) *tensor.Tensor {
-	s := hpRounded(g1, d).Clone()
-	sd, g2d := s.Data(), g2.Contiguous().Data()
-	for i := range sd {
-		sd[i] += g2d[i]
-	}
-	return tensor.ToHalf(s, d)
-}
-
-// hpSame compares bit for bit, 16-bit tensors through their exact widening.
-func hpSame(t *testing.T, what string, got, want *tensor.Tensor) {
-	t.Helper()
-	if got == nil || want == nil || got.DType() != want.DType() || !slices.Equal(got.Shape(), want.Shape()) {
-		t.Fatalf("%s: got %v, want %v", what, got, want)
-	}
-	numtest.SameBits(t, what, got.Float32().Contiguous().Data(), want.Float32().Contiguous().Data())
-}
-
 // hpClose compares bitwise when bitwise is set, else within hpTol.
 func hpClose(t *testing.T, what string, got, want *tensor.Tensor, bitwise bool) {
 	t.Helper()
 	if bitwise {
-		hpSame(t, what, got, want)
+		numtest.SameTensor(t, what, got, want)
 		return
 	}
 	numtest.CloseNorm(t, what, got.Contiguous().Data(), want.Contiguous().Data(), hpTol)
@@ -189,7 +166,7 @@ func hpCheckLinear(t *testing.T, kind string, n int, sp bool, d tensor.DType) {
 		w, b := randn(uint64(20+r), 0.3, out, in), randn(uint64(30), 1, out)
 		dy, dy2 := randn(uint64(40+r), 1, ys, ltB, out), randn(uint64(50+r), 1, ys, ltB, out)
 		wh, bh := tensor.ToHalf(w, d), tensor.ToHalf(b, d)
-		wr, br, xr := hpRounded(w, d), hpRounded(b, d), hpRounded(x, d)
+		wr, br, xr := numtest.Rounded(w, d), numtest.Rounded(b, d), numtest.Rounded(x, d)
 		o := &res[r]
 		o.xLen = x.Len()
 		var err error
@@ -199,7 +176,7 @@ func hpCheckLinear(t *testing.T, kind string, n int, sp bool, d tensor.DType) {
 			}
 		}
 		run(&o.got, false, wh, bh, nil, nil, x, dy)
-		run(&o.ref, false, wr, br, nil, nil, xr, hpRounded(dy, d))
+		run(&o.ref, false, wr, br, nil, nil, xr, numtest.Rounded(dy, d))
 		run(&o.refB, false, wr, br, nil, nil, xr, dy)
 		run(&o.frozen, true, wh, bh, nil, nil, x, dy)
 		run(&o.got2, false, wh, bh, nil, nil, x, dy2)
@@ -216,14 +193,14 @@ func hpCheckLinear(t *testing.T, kind string, n int, sp bool, d tensor.DType) {
 		hpClose(t, at("output"), o.got.y, o.ref.y, bitwise)
 		hpClose(t, at("input grad"), o.got.dx, o.ref.dx, bitwise)
 		hpClose(t, at("weight grad"), o.got.dw, o.ref.dw, bitwise)
-		hpSame(t, at("bias grad"), o.got.db, o.refB.db)
-		hpSame(t, at("frozen weight: output"), o.frozen.y, o.got.y)
-		hpSame(t, at("frozen weight: input grad"), o.frozen.dx, o.got.dx)
+		numtest.SameTensor(t, at("bias grad"), o.got.db, o.refB.db)
+		numtest.SameTensor(t, at("frozen weight: output"), o.frozen.y, o.got.y)
+		numtest.SameTensor(t, at("frozen weight: input grad"), o.frozen.dx, o.got.dx)
 		if o.frozen.dw != nil {
 			t.Errorf("rank %d: the frozen weight got a gradient", r)
 		}
-		hpSame(t, at("16-bit weight grad after two passes"), o.acc.dw, hpAccumulated(o.got.dw, o.got2.dw, d))
-		hpSame(t, at("16-bit bias grad after two passes"), o.acc.db, hpAccumulated(o.got.db, o.got2.db, d))
+		numtest.SameTensor(t, at("16-bit weight grad after two passes"), o.acc.dw, numtest.Accumulated(o.got.dw, o.got2.dw, d))
+		numtest.SameTensor(t, at("16-bit bias grad after two passes"), o.acc.db, numtest.Accumulated(o.got.db, o.got2.db, d))
 		if want := int64(2 * o.xLen); o.got.act != want || o.ref.act != 2*want {
 			t.Errorf("rank %d: activation bytes %d with a %v weight, %d with float32; want %d and %d", r, o.got.act, d, o.ref.act, want, 2*want)
 		}
@@ -277,7 +254,7 @@ func TestVocabParallelEmbeddingHalf(t *testing.T) {
 							if half {
 								e.Weight.Value = tensor.ToHalf(e.Weight.Value, d)
 							} else {
-								e.Weight.Value = hpRounded(e.Weight.Value, d)
+								e.Weight.Value = numtest.Rounded(e.Weight.Value, d)
 							}
 							e.Weight.Grad = grad
 							var y *autograd.Var
@@ -321,10 +298,10 @@ func TestVocabParallelEmbeddingHalf(t *testing.T) {
 						return nil
 					})
 					for r, o := range res {
-						hpSame(t, fmt.Sprintf("rank %d: output", r), o.y, o.yRef)
-						hpSame(t, fmt.Sprintf("rank %d: float32 table grad", r), o.g, o.gRef1)
-						hpSame(t, fmt.Sprintf("rank %d: 16-bit table grad after two passes", r), o.acc, hpAccumulated(o.gRef1, o.gRef2, d))
-						hpSame(t, fmt.Sprintf("rank %d: gathered 16-bit table", r), o.full, tensor.ToHalf(o.fullRef, d))
+						numtest.SameTensor(t, fmt.Sprintf("rank %d: output", r), o.y, o.yRef)
+						numtest.SameTensor(t, fmt.Sprintf("rank %d: float32 table grad", r), o.g, o.gRef1)
+						numtest.SameTensor(t, fmt.Sprintf("rank %d: 16-bit table grad after two passes", r), o.acc, numtest.Accumulated(o.gRef1, o.gRef2, d))
+						numtest.SameTensor(t, fmt.Sprintf("rank %d: gathered 16-bit table", r), o.full, tensor.ToHalf(o.fullRef, d))
 					}
 				})
 			}

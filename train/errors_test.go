@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -146,7 +147,7 @@ func TestTensorParallelErrors(t *testing.T) {
 					t.Errorf("error does not mention %q:\n%v", w, err)
 				}
 			}
-			if strings.Contains(err.Error(), "local: rank") {
+			if !strings.HasPrefix(err.Error(), "invalid arguments") {
 				t.Errorf("the error comes from a rank, not from validation:\n%v", err)
 			}
 		})
@@ -191,6 +192,40 @@ func TestNegativeAndOutOfRangeIntegersRefused(t *testing.T) {
 		_, err := Run(context.Background(), a, Options{})
 		if err == nil || !strings.HasPrefix(err.Error(), "invalid arguments: "+c.flag) {
 			t.Errorf("%s: error %v, want one naming the flag", c.flag, err)
+		}
+	}
+}
+
+// TestDamagedShardIsOneLine: a flipped byte in a shard, found by the rank
+// that reads it, is reported as that rank's error alone: the cause, the
+// shard and the tensor, without the in-process world's wrapping ("rank N:"
+// when several ranks run).
+func TestDamagedShardIsOneLine(t *testing.T) {
+	for _, world := range []int{1, 2} {
+		a := mockArgs(3)
+		a.WorldSize, a.Model.TensorModelParallelSize = world, world
+		a.Save = t.TempDir()
+		if _, err := Run(context.Background(), a, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		shard := filepath.Join(ckpt.IterDir(a.Save, 3), ckpt.ShardFile(world-1))
+		b, err := os.ReadFile(shard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[100] ^= 1
+		if err := os.WriteFile(shard, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := a
+		r.Save, r.Load, r.TrainIters = "", a.Save, 4
+		_, err = Run(context.Background(), r, Options{})
+		want := "--load " + a.Save
+		if world > 1 {
+			want = fmt.Sprintf("rank %d: --load %s", world-1, a.Save)
+		}
+		if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "is damaged") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("world %d: got %v, want one line starting %q", world, err, want)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -81,9 +82,32 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, rootCause(ctx, err, a.WorldSize)
 	}
 	return results[0], nil
+}
+
+// rootCause returns the error of a run in which one rank failed and the
+// others stopped because of it (a peer's failure, or the cancellation of
+// the world's context it causes while ctx is live) as that rank's error
+// ("rank 2: …", or the error alone on one rank): the in-process world's
+// report adds nothing a user needs. Other errors are returned as they are.
+func rootCause(ctx context.Context, err error, world int) error {
+	var re *local.RunError
+	if !errors.As(err, &re) {
+		return err
+	}
+	for r, e := range re.Errs {
+		var pe *comm.PeerError
+		consequence := e == nil || r == re.Rank || errors.As(e, &pe) || errors.Is(e, context.Canceled) && ctx.Err() == nil
+		if !consequence {
+			return err // several ranks failed of their own
+		}
+	}
+	if world == 1 {
+		return re.Err
+	}
+	return fmt.Errorf("rank %d: %w", re.Rank, re.Err)
 }
 
 // RunRank runs one rank of a training job on its world group; under mpirun
@@ -148,6 +172,18 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 			log.printf("gotron: saved checkpoint at iteration %d to %s\n", it, a.Save)
 		}
 	}
+	// validate evaluates on the held-out data and logs the loss.
+	validate := func() error {
+		v, err := t.evaluate(ctx)
+		if err != nil {
+			return err
+		}
+		res.ValidLoss = v
+		if log != nil && !math.IsNaN(v) {
+			return log.validation(t.iteration, v)
+		}
+		return nil
+	}
 	for t.iteration < a.TrainIters && !a.SkipTrain {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -190,15 +226,8 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 		}
 		last := t.iteration == a.TrainIters
 		if a.EvalInterval > 0 && t.iteration%a.EvalInterval == 0 || last {
-			v, err := t.evaluate(ctx)
-			if err != nil {
+			if err := validate(); err != nil {
 				return res, err
-			}
-			res.ValidLoss = v
-			if log != nil && !math.IsNaN(v) {
-				if err := log.validation(t.iteration, v); err != nil {
-					return res, err
-				}
 			}
 		}
 		if a.Save != "" && (a.SaveInterval > 0 && t.iteration%a.SaveInterval == 0 || last) {
@@ -236,15 +265,8 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 	if a.SkipTrain {
 		// --skip-train: evaluate the loaded model, as the loop's last
 		// iteration would.
-		v, err := t.evaluate(ctx)
-		if err != nil {
+		if err := validate(); err != nil {
 			return res, err
-		}
-		res.ValidLoss = v
-		if log != nil && !math.IsNaN(v) {
-			if err := log.validation(t.iteration, v); err != nil {
-				return res, err
-			}
 		}
 	}
 	if a.Sample > 0 && t.dpRank == 0 {
