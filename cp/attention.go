@@ -1,0 +1,251 @@
+package cp
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/gotron/gotron/autograd"
+	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/tensor"
+	"github.com/gotron/gotron/tensor/kernels"
+	"github.com/gotron/gotron/tensor/rng"
+)
+
+// Options configure Attention.
+type Options struct {
+	// Type is how attention crosses the ranks (cp_comm_type).
+	Type CommType
+	// Groups are the rank's context-parallel groups.
+	Groups *Groups
+	// Dropout is the attention dropout probability; RNG gives one seed per
+	// call when it is > 0 and the tape is recording.
+	Dropout float32
+	RNG     *rng.RNG
+	// DType is the precision of the attention's GEMM operands (Q, K, V,
+	// dO, P and dS rounded to it); float32 by default.
+	DType tensor.DType
+	// Wait, if non-nil, accumulates the nanoseconds the ring spent blocked
+	// on receives after its block computation (the transfers not hidden).
+	Wait *atomic.Int64
+}
+
+// Attention is causal self-attention over a sequence split across the
+// context-parallel group (zigzag, see Chunks): Megatron's core_attention
+// under context parallelism, built natively.
+//
+// qkv [s/cp, b, heads·3·d] holds this rank's rows of linear_qkv's output in
+// Megatron's per-head layout (heads: this tensor-parallel rank's); the
+// result [s/cp, b, heads·d] is the attention output of the same rows, equal
+// to the one-rank attention's rows up to float32 rounding: every query
+// attends to the keys at or before its position in the whole sequence.
+//
+//   - p2p: K and V pass around the ring, the next block's transfer in
+//     flight while the current one is computed; backward passes them the
+//     other way with the dK, dV accumulated so far.
+//   - all_gather: K and V are all-gathered, dK and dV reduce-scattered.
+//   - a2a: all-to-all to whole sequences on heads/cp heads and back.
+//   - a2a+p2p: all-to-all inside the first hierarchical level, the ring
+//     across the second.
+//
+// Each block's output is merged by log-sum-exp; backward recomputes the
+// probabilities from the saved per-row log-sum-exp (FlashAttention). Memory
+// kept for backward: Q, K, V, the output and the log-sum-exp of the rank's
+// rows.
+func Attention(t *autograd.Tape, qkv *autograd.Var, heads int, o Options) *autograd.Var {
+	if o.DType == 0 {
+		o.DType = tensor.Float32
+	}
+	if !t.Recording() {
+		o.Dropout = 0
+	}
+	f := &attentionFn{o: o, heads: heads}
+	if o.Dropout > 0 {
+		f.seed = o.RNG.Uint64()
+	}
+	return autograd.Apply(t, f, qkv)
+}
+
+type attentionFn struct {
+	o     Options
+	heads int
+	seed  uint64
+}
+
+// attentionState is what backward needs: the plan, the log-sum-exp and the
+// packed Q, KV and O (saved tensors).
+type attentionState struct {
+	p   *plan
+	lse []float32
+}
+
+// StateBytes reports the log-sum-exp kept for backward.
+func (s attentionState) StateBytes() int64 { return 4 * int64(cap(s.lse)) }
+
+func (f *attentionFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
+	ctx := c.Context()
+	x := in[0].Contiguous()
+	p, err := newPlan(f.o, x.Shape(), f.heads)
+	if err != nil {
+		return nil, err
+	}
+	xd := f.rounded(x.Data())
+	if p.a > 1 {
+		if xd, err = p.toHeads(ctx, p.inner, xd, 3*p.d); err != nil {
+			return nil, err
+		}
+	}
+	q, kv := p.pack(xd)
+	out := make([]float32, p.pairs()*p.rows()*p.d)
+	lse := newLSE(p.pairs() * p.rows())
+	k := newBlocks(p, f.o.DType, f.o.Dropout, f.seed, c.Tape().RowWorkers(p.pairs(), p.rows()*p.rows()*p.d))
+	if err := f.forwardSources(ctx, p, k, q, kv, out, lse); err != nil {
+		return nil, err
+	}
+	y := p.unpackOut(out)
+	if p.a > 1 {
+		if y, err = p.toSequence(ctx, p.inner, y, p.d); err != nil {
+			return nil, err
+		}
+	}
+	if c.Recording() {
+		c.Save(tensor.FromSlice(q, len(q)), tensor.FromSlice(kv, len(kv)), tensor.FromSlice(out, len(out)))
+		c.State = attentionState{p: p, lse: lse}
+	}
+	return tensor.FromSlice(y, p.sl, p.b, p.heads*p.d), nil
+}
+
+// forwardSources attends the local queries to every member's keys: its
+// own only, the ring's in ring order, or the gathered ones in the same
+// order (so all_gather and p2p give the same bits).
+func (f *attentionFn) forwardSources(ctx context.Context, p *plan, k *blocks, q, kv, out, lse []float32) error {
+	if p.ring == nil || p.ring.Size() == 1 {
+		k.attend(q, kv, p.chunksOf(p.ringRank()), out, lse)
+		return nil
+	}
+	if p.gather {
+		all, err := p.allGather(ctx, kv)
+		if err != nil {
+			return err
+		}
+		n, me := p.ring.Size(), p.ring.Rank()
+		for i := range n {
+			src := (me - i + n) % n
+			k.attend(q, all[src*len(kv):(src+1)*len(kv)], p.chunksOf(src), out, lse)
+		}
+		return nil
+	}
+	return p.ringForward(ctx, f.o.Wait, kv, func(src int, kvs []float32) {
+		k.attend(q, kvs, p.chunksOf(src), out, lse)
+	})
+}
+
+func (f *attentionFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
+	ctx := c.Context()
+	st := c.State.(attentionState)
+	p := st.p
+	sv := c.Saved()
+	q, kv, out := sv[0].Data(), sv[1].Data(), sv[2].Data()
+	dyd := f.rounded(dy.Contiguous().Data())
+	var err error
+	if p.a > 1 {
+		if dyd, err = p.toHeads(ctx, p.inner, dyd, p.d); err != nil {
+			return nil, err
+		}
+	}
+	do := p.packOut(dyd)
+	delta := p.deltas(do, out)
+	dq := make([]float32, len(q))
+	dkv := make([]float32, len(kv))
+	k := newBlocks(p, f.o.DType, f.o.Dropout, f.seed, c.Tape().RowWorkers(p.pairs(), p.rows()*p.rows()*p.d))
+	grads := func(src int, kvs, dkvs []float32) {
+		k.grads(q, kvs, p.chunksOf(src), do, st.lse, delta, dq, dkvs)
+	}
+	switch {
+	case p.ring == nil || p.ring.Size() == 1:
+		grads(p.ringRank(), kv, dkv)
+	case p.gather:
+		if dkv, err = p.gatherBackward(ctx, kv, grads); err != nil {
+			return nil, err
+		}
+	default:
+		if dkv, err = p.ringBackward(ctx, f.o.Wait, kv, grads); err != nil {
+			return nil, err
+		}
+	}
+	dx := p.unpackQKV(dq, dkv)
+	if p.a > 1 {
+		if dx, err = p.toSequence(ctx, p.inner, dx, 3*p.d); err != nil {
+			return nil, err
+		}
+	}
+	return []*tensor.Tensor{tensor.FromSlice(dx, p.sl, p.b, p.heads*3*p.d)}, nil
+}
+
+// rounded returns x's values rounded to the GEMMs' precision (x itself in
+// float32).
+func (f *attentionFn) rounded(x []float32) []float32 {
+	if f.o.DType == tensor.Float32 {
+		return x
+	}
+	h := make([]uint16, len(x))
+	out := make([]float32, len(x))
+	tensor.RoundInto(f.o.DType, h, x)
+	tensor.WidenInto(f.o.DType, out, h)
+	return out
+}
+
+// deltas returns δ = rowsum(dO⊙O) of every packed row.
+func (p *plan) deltas(do, o []float32) []float32 {
+	delta := make([]float32, p.pairs()*p.rows())
+	for pair := range p.pairs() {
+		n := p.rows() * p.d
+		kernels.RowDots(delta[pair*p.rows():(pair+1)*p.rows()], do[pair*n:], p.d, o[pair*n:], p.d, p.d)
+	}
+	return delta
+}
+
+// ringRank is this rank's index in the ring (0 without one).
+func (p *plan) ringRank() int {
+	if p.ring == nil {
+		return 0
+	}
+	return p.ring.Rank()
+}
+
+// allGather gathers every ring member's kv, in member order.
+func (p *plan) allGather(ctx context.Context, kv []float32) ([]float32, error) {
+	all := make([]float32, p.ring.Size()*len(kv))
+	if err := p.ring.AllGather(ctx, comm.F32(all), comm.F32(kv)); err != nil {
+		return nil, fmt.Errorf("cp: K, V all-gather over %s: %w", p.ring.Name(), err)
+	}
+	return all, nil
+}
+
+// gatherBackward is all_gather's backward: the gradients of every member's
+// K and V, then their reduce-scatter; it returns this rank's dKV.
+func (p *plan) gatherBackward(ctx context.Context, kv []float32, grads func(src int, kv, dkv []float32)) ([]float32, error) {
+	all, err := p.allGather(ctx, kv)
+	if err != nil {
+		return nil, err
+	}
+	n, me := p.ring.Size(), p.ring.Rank()
+	dall := make([]float32, len(all))
+	for i := range n {
+		src := (me - i + n) % n
+		grads(src, all[src*len(kv):(src+1)*len(kv)], dall[src*len(kv):(src+1)*len(kv)])
+	}
+	dkv := make([]float32, len(kv))
+	if err := p.ring.ReduceScatter(ctx, comm.F32(dkv), comm.F32(dall), comm.Sum); err != nil {
+		return nil, fmt.Errorf("cp: dK, dV reduce-scatter over %s: %w", p.ring.Name(), err)
+	}
+	return dkv, nil
+}
+
+// since adds the time since t0 to w, if w is set.
+func since(w *atomic.Int64, t0 time.Time) {
+	if w != nil {
+		w.Add(int64(time.Since(t0)))
+	}
+}

@@ -1,0 +1,79 @@
+package cp
+
+import "fmt"
+
+// Chunks returns the chunk indices rank r of a context-parallel group of size
+// cp holds under the load-balanced split for causal attention: the sequence
+// is cut into 2·cp equal chunks and rank r keeps chunks r and 2·cp−1−r, in
+// that order (Megatron's get_batch_on_this_cp_rank). Every rank then holds
+// one early and one late chunk, and does the same causal attention work.
+func Chunks(cp, r int) [2]int { return [2]int{r, 2*cp - 1 - r} }
+
+// CheckSequence reports whether a sequence of s tokens can be split over cp
+// ranks: s must be a multiple of 2·cp (of 2·cp·tp when sequence parallelism
+// also splits each rank's part over tp ranks).
+func CheckSequence(s, cp, tp int, sequenceParallel bool) error {
+	if cp <= 1 {
+		return nil
+	}
+	unit, what := 2*cp, fmt.Sprintf("2·context_parallel_size = 2·%d", cp)
+	if sequenceParallel && tp > 1 {
+		unit, what = 2*cp*tp, fmt.Sprintf("2·context_parallel_size·tensor_model_parallel_size = 2·%d·%d under sequence parallelism", cp, tp)
+	}
+	if s%unit != 0 {
+		return fmt.Errorf("seq_length %d is not a multiple of %s = %d: the load-balanced split cuts every sequence into 2·cp equal chunks; choose --seq-length a multiple of %d", s, what, unit, unit)
+	}
+	return nil
+}
+
+// Positions returns the global positions of the s/cp rows rank r holds of a
+// sequence of s tokens, in its local order: chunk r then chunk 2·cp−1−r.
+func Positions(s, cp, r int) []int {
+	c := s / (2 * cp)
+	out := make([]int, 0, 2*c)
+	for _, k := range Chunks(cp, r) {
+		for i := range c {
+			out = append(out, k*c+i)
+		}
+	}
+	return out
+}
+
+// Split returns rank r's part of x, a row-major [b, s] array (token ids,
+// labels, a loss mask, position ids): [b, s/cp], each row holding chunks r
+// and 2·cp−1−r of its sequence. s must be a multiple of 2·cp (CheckSequence).
+// For cp = 1 it returns x.
+func Split[T any](x []T, b, s, cp, r int) []T {
+	if cp == 1 {
+		return x
+	}
+	c := s / (2 * cp)
+	out := make([]T, 0, b*2*c)
+	for j := range b {
+		row := x[j*s : (j+1)*s]
+		for _, k := range Chunks(cp, r) {
+			out = append(out, row[k*c:(k+1)*c]...)
+		}
+	}
+	return out
+}
+
+// Gather is the inverse of Split over the whole group: parts[r] is rank r's
+// [b, s/cp] part; the result is the [b, s] array. It is what tests and tools
+// use to see a split sequence whole.
+func Gather[T any](parts [][]T, b, s int) []T {
+	cp := len(parts)
+	if cp == 1 {
+		return parts[0]
+	}
+	c := s / (2 * cp)
+	out := make([]T, b*s)
+	for r, p := range parts {
+		for j := range b {
+			for i, k := range Chunks(cp, r) {
+				copy(out[j*s+k*c:j*s+(k+1)*c], p[j*2*c+i*c:j*2*c+(i+1)*c])
+			}
+		}
+	}
+	return out
+}
