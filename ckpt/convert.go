@@ -267,10 +267,10 @@ func splitRanks(rng [][4]uint64, l Layout) []RankState {
 	per := len(rng) / l.World
 	out := make([]RankState, l.World)
 	tp, pp, dp := max(l.TP, 1), max(l.PP, 1), max(l.DP, 1)
-	cp := 1
-	coords := l.World%(tp*pp*dp) == 0
-	if coords {
-		cp = l.World / (tp * pp * dp)
+	cp := l.ContextParallel()
+	coords := l.World == tp*pp*dp*cp
+	if l.CP == 0 && l.World%(tp*pp*dp) == 0 {
+		coords, cp = true, l.World/(tp*pp*dp)
 	}
 	for r := range out {
 		out[r] = RankState{Rank: r}
@@ -279,7 +279,7 @@ func splitRanks(rng [][4]uint64, l Layout) []RankState {
 		}
 		if coords {
 			out[r].TP = r % tp
-			out[r].DP = r / (tp * cp) % dp
+			out[r].DP = r / tp % (cp * dp) // the rank in the dp×cp group (order tp-cp-dp-pp)
 			out[r].PP = r / (tp * cp * dp)
 		}
 	}

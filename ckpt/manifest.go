@@ -57,8 +57,13 @@ type Layout struct {
 	PP                   int  `json:"pipeline_model_parallel_size"`
 	VPP                  int  `json:"virtual_pipeline_model_parallel_size"`
 	DP                   int  `json:"data_parallel_size"`
+	CP                   int  `json:"context_parallel_size,omitempty"` // 0: 1
 	DistributedOptimizer bool `json:"use_distributed_optimizer"`
 }
+
+// ContextParallel returns the layout's context-parallel size (1 when the
+// manifest does not say).
+func (l Layout) ContextParallel() int { return max(l.CP, 1) }
 
 // RankState is one world rank's place in the layout and its generator
 // states (the default stream, then the tracker's in name order).
@@ -66,7 +71,7 @@ type RankState struct {
 	Rank int         `json:"rank"`
 	TP   int         `json:"tp_rank"`
 	PP   int         `json:"pp_rank"`
-	DP   int         `json:"dp_rank"`
+	DP   int         `json:"dp_rank"` // the rank in the dp×cp group
 	RNG  [][4]uint64 `json:"rng_state"`
 }
 

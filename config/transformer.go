@@ -49,6 +49,10 @@ type TransformerConfig struct {
 	// ranks) instead of averaging per micro-batch means
 	// (calculate_per_token_loss, false).
 	CalculatePerTokenLoss bool `json:"calculate_per_token_loss"`
+	// CPCommType is how attention crosses the context-parallel ranks
+	// (cp_comm_type): "p2p" (the default), "all_gather", "a2a" or
+	// "a2a+p2p"; one value for every layer, or one per layer.
+	CPCommType []string `json:"cp_comm_type,omitempty"`
 
 	// Recompute holds the activation-recompute settings.
 	Recompute
@@ -206,6 +210,7 @@ func (c TransformerConfig) modelViolations() []Violation {
 			"seq_length %d is not divisible by tensor_model_parallel_size %d: sequence parallelism splits the sequence across the TP ranks; choose --seq-length a multiple of %d or set sequence_parallel = false (drop --sequence-parallel)",
 			c.SeqLength, tp, tp)
 	}
+	c.contextViolations(&vs)
 	c.recomputeViolations(&vs)
 	c.pipelineViolations(&vs)
 	if c.MTPNumLayers > 0 {

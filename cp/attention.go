@@ -51,8 +51,9 @@ type Options struct {
 //
 // Each block's output is merged by log-sum-exp; backward recomputes the
 // probabilities from the saved per-row log-sum-exp (FlashAttention). Memory
-// kept for backward: Q, K, V, the output and the log-sum-exp of the rank's
-// rows.
+// kept for backward: Q, K, V, the output (the tensor linear_proj keeps) and
+// the log-sum-exp of the rank's rows, as the one-rank attention keeps for
+// s/cp rows.
 func Attention(t *autograd.Tape, qkv *autograd.Var, heads int, o Options) *autograd.Var {
 	if o.DType == 0 {
 		o.DType = tensor.Float32
@@ -109,11 +110,13 @@ func (f *attentionFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Te
 			return nil, err
 		}
 	}
+	yt := tensor.FromSlice(y, p.sl, p.b, p.heads*p.d)
 	if c.Recording() {
-		c.Save(tensor.FromSlice(q, len(q)), tensor.FromSlice(kv, len(kv)), tensor.FromSlice(out, len(out)))
+		// The output itself, not a packed copy: linear_proj keeps it too.
+		c.Save(tensor.FromSlice(q, len(q)), tensor.FromSlice(kv, len(kv)), yt)
 		c.State = attentionState{p: p, lse: lse}
 	}
-	return tensor.FromSlice(y, p.sl, p.b, p.heads*p.d), nil
+	return yt, nil
 }
 
 // forwardSources attends the local queries to every member's keys: its
@@ -146,16 +149,23 @@ func (f *attentionFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Te
 	st := c.State.(attentionState)
 	p := st.p
 	sv := c.Saved()
-	q, kv, out := sv[0].Data(), sv[1].Data(), sv[2].Data()
+	q, kv, y := sv[0].Data(), sv[1].Data(), sv[2].Data()
 	dyd := f.rounded(dy.Contiguous().Data())
+	// δ = rowsum(dO⊙O) for every (row, batch row, head), then to the
+	// packed layout with dO.
+	delta := make([]float32, len(y)/p.d)
+	kernels.RowDots(delta, dyd, p.d, y, p.d, p.d)
 	var err error
 	if p.a > 1 {
 		if dyd, err = p.toHeads(ctx, p.inner, dyd, p.d); err != nil {
 			return nil, err
 		}
+		if delta, err = p.toHeads(ctx, p.inner, delta, 1); err != nil {
+			return nil, err
+		}
 	}
 	do := p.packOut(dyd)
-	delta := p.deltas(do, out)
+	delta = p.packRows(delta)
 	dq := make([]float32, len(q))
 	dkv := make([]float32, len(kv))
 	k := newBlocks(p, f.o.DType, f.o.Dropout, f.seed, c.Tape().RowWorkers(p.pairs(), p.rows()*p.rows()*p.d))
@@ -196,15 +206,6 @@ func (f *attentionFn) rounded(x []float32) []float32 {
 	return out
 }
 
-// deltas returns δ = rowsum(dO⊙O) of every packed row.
-func (p *plan) deltas(do, o []float32) []float32 {
-	delta := make([]float32, p.pairs()*p.rows())
-	for pair := range p.pairs() {
-		n := p.rows() * p.d
-		kernels.RowDots(delta[pair*p.rows():(pair+1)*p.rows()], do[pair*n:], p.d, o[pair*n:], p.d, p.d)
-	}
-	return delta
-}
 
 // ringRank is this rank's index in the ring (0 without one).
 func (p *plan) ringRank() int {

@@ -3,7 +3,6 @@ package cp
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/mesh"
@@ -27,23 +26,6 @@ const (
 	// hierarchical_context_parallel_sizes, ring across the second.
 	A2AP2P CommType = "a2a+p2p"
 )
-
-// CommTypes lists the communication types.
-var CommTypes = []CommType{P2P, AllGather, A2A, A2AP2P}
-
-// ParseCommType returns the type s names.
-func ParseCommType(s string) (CommType, error) {
-	for _, t := range CommTypes {
-		if string(t) == s {
-			return t, nil
-		}
-	}
-	names := make([]string, len(CommTypes))
-	for i, t := range CommTypes {
-		names[i] = string(t)
-	}
-	return "", fmt.Errorf("cp_comm_type %q is not one of %s", s, strings.Join(names, ", "))
-}
 
 // Groups are a rank's context-parallel groups.
 type Groups struct {

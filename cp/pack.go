@@ -54,6 +54,21 @@ func (p *plan) packOut(y []float32) []float32 {
 	return out
 }
 
+// packRows turns one value per (row, batch row, head), [rows, b, h], into
+// [pairs][rows].
+func (p *plan) packRows(x []float32) []float32 {
+	rows, b, h := p.rows(), p.b, p.h
+	out := make([]float32, len(x))
+	for l := range rows {
+		for bi := range b {
+			for hi := range h {
+				out[(bi*h+hi)*rows+l] = x[(l*b+bi)*h+hi]
+			}
+		}
+	}
+	return out
+}
+
 // unpackOut is packOut's inverse.
 func (p *plan) unpackOut(o []float32) []float32 {
 	rows, b, h, d := p.rows(), p.b, p.h, p.d

@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/tensor"
@@ -101,9 +102,26 @@ func AddPositionsAt(t *autograd.Tape, x, pos *autograd.Var, start int) *autograd
 	return autograd.Apply(t, addPositionsFn{pos: pos, start: start}, x, pos)
 }
 
+// AddPositionsOf is AddPositionsAt for rows at any positions: row i of x
+// [s, b, h] gets pos[positions[i]] (len(positions) = s), and
+// dpos[positions[i]] += Σ_b dy[i, b]. Context parallelism uses it: a rank
+// holds two chunks of the sequence, far apart. positions must not repeat.
+func AddPositionsOf(t *autograd.Tape, x, pos *autograd.Var, positions []int) *autograd.Var {
+	return autograd.Apply(t, addPositionsFn{pos: pos, at: positions}, x, pos)
+}
+
 type addPositionsFn struct {
 	pos   *autograd.Var
 	start int
+	at    []int // the rows' positions (nil: start, start+1, …)
+}
+
+// row returns the position of row i.
+func (f addPositionsFn) row(i int) int {
+	if f.at != nil {
+		return f.at[i]
+	}
+	return f.start + i
 }
 
 func (f addPositionsFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
@@ -115,14 +133,25 @@ func (f addPositionsFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.
 		return nil, fmt.Errorf("nn: position embedding: input %v, table %v", x.Shape(), p.Shape())
 	}
 	s, b, h := x.Dim(0), x.Dim(1), x.Dim(2)
-	if f.start < 0 || f.start+s > p.Dim(0) {
-		return nil, fmt.Errorf("nn: position embedding: positions [%d, %d) exceed max_position_embeddings %d", f.start, f.start+s, p.Dim(0))
+	lo, hi := f.start, f.start+s
+	if f.at != nil {
+		if len(f.at) != s {
+			return nil, fmt.Errorf("nn: position embedding: %d positions for %d rows", len(f.at), s)
+		}
+		lo, hi = 0, 0
+		if s > 0 {
+			lo, hi = slices.Min(f.at), slices.Max(f.at)+1
+		}
+	}
+	if lo < 0 || hi > p.Dim(0) {
+		return nil, fmt.Errorf("nn: position embedding: positions [%d, %d) exceed max_position_embeddings %d", lo, hi, p.Dim(0))
 	}
 	y := x.Clone()
-	yd, pd := y.Data(), values(p.Narrow(0, f.start, s))
+	yd, pd := y.Data(), values(p.Narrow(0, lo, hi-lo))
 	for i := 0; i < s; i++ {
+		r := f.row(i) - lo
 		for j := 0; j < b; j++ {
-			kernels.AddInto(yd[(i*b+j)*h:(i*b+j+1)*h], pd[i*h:(i+1)*h])
+			kernels.AddInto(yd[(i*b+j)*h:(i*b+j+1)*h], pd[r*h:(r+1)*h])
 		}
 	}
 	return y, nil
@@ -133,9 +162,9 @@ func (f addPositionsFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.
 		s, b, h := dy.Dim(0), dy.Dim(1), dy.Dim(2)
 		dd := dy.Data()
 		AccumulateGrad(f.pos, func(dst []float32) {
-			dp := dst[f.start*h:]
 			for i := 0; i < s; i++ {
-				kernels.ColumnSumInto(dp[i*h:(i+1)*h], dd[i*b*h:(i+1)*b*h], b, h)
+				r := f.row(i)
+				kernels.ColumnSumInto(dst[r*h:(r+1)*h], dd[i*b*h:(i+1)*b*h], b, h)
 			}
 		})
 	}

@@ -53,6 +53,14 @@ type Loss struct {
 	// NumTokens is the number of tokens the loss sums over, or −1 for the
 	// 2-tuple form.
 	NumTokens int64
+	// GroupTokens, when > 0 with a context-parallel size cp > 1, is the
+	// micro-batch's token count over the CP group (NumTokens being this
+	// rank's part): the 3-tuple loss that is not per-token is then scaled
+	// by cp/(M·GroupTokens) instead of 1/(M·NumTokens), so that after the
+	// gradients' average over dp×cp each token weighs 1/(M·GroupTokens),
+	// as on one rank. (The reference divides each CP rank's sum by its own
+	// count: see docs/DECISIONS.md.)
+	GroupTokens int64
 	// Reported is what the loss function hands back for logging
 	// (forward_data_store).
 	Reported any
@@ -62,6 +70,7 @@ type Loss struct {
 // (megatron-semantics.md §2.6) to a last-stage loss:
 //
 //	3-tuple, not per-token:  loss · (1/M) / max(num_tokens, 1)
+//	  with CP group tokens:  loss · cp / M / group_tokens
 //	3-tuple, per-token:      loss (unscaled; finalize_model_grads scales)
 //	2-tuple:                 loss · cp / M
 //
@@ -75,6 +84,8 @@ func scaleLoss(t *autograd.Tape, l Loss, m, cp int, perToken bool) (*autograd.Va
 	switch {
 	case l.NumTokens >= 0 && perToken:
 		return l.Value, nil
+	case l.NumTokens >= 0 && cp > 1 && l.GroupTokens > 0:
+		return autograd.Scale(t, l.Value, float32(cp)/float32(m)/float32(l.GroupTokens)), nil
 	case l.NumTokens >= 0:
 		return autograd.Scale(t, l.Value, 1/float32(m)/float32(max(l.NumTokens, 1))), nil
 	default:

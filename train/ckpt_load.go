@@ -147,9 +147,9 @@ func (t *trainer) readRegions(r *ckpt.Reader, key string, p *nn.Parameter, whole
 func (t *trainer) resumeRNG(m *ckpt.Manifest) error {
 	l, now := m.Layout, t.layout()
 	per := len(t.rngStates()) / 4
-	if !t.a.NoLoadRNG && l.TP == now.TP && l.PP == now.PP && l.VPP == now.VPP {
+	if !t.a.NoLoadRNG && l.TP == now.TP && l.PP == now.PP && l.VPP == now.VPP && l.ContextParallel() == now.ContextParallel() {
 		for _, rs := range m.Ranks {
-			if rs.TP == t.tp.Rank() && rs.PP == t.pp.Rank() && rs.DP == t.dpRank && len(rs.RNG) == per {
+			if rs.TP == t.tp.Rank() && rs.PP == t.pp.Rank() && rs.DP == t.dpcpRank && len(rs.RNG) == per {
 				if err := t.setRNGStates(rs.RNG); err != nil {
 					return fmt.Errorf("--load %s: %w", t.a.Load, err)
 				}

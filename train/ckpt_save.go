@@ -93,7 +93,7 @@ func (t *trainer) beginSave(ctx context.Context) (*pendingSave, error) {
 	if err := w.AllGather(ctx, comm.I64(all), comm.I64(mine)); err != nil {
 		return nil, fmt.Errorf("save checkpoint: gathering generator states: %w", err)
 	}
-	coords := []int64{int64(t.tp.Rank()), int64(t.pp.Rank()), int64(t.dpRank)}
+	coords := []int64{int64(t.tp.Rank()), int64(t.pp.Rank()), int64(t.dpcpRank)}
 	allCoords := make([]int64, 3*w.Size())
 	if err := w.AllGather(ctx, comm.I64(allCoords), comm.I64(coords)); err != nil {
 		return nil, fmt.Errorf("save checkpoint: gathering the layout: %w", err)
@@ -258,7 +258,16 @@ func (t *trainer) savedFields() []struct {
 // layout describes the run's parallel layout for the manifest.
 func (t *trainer) layout() ckpt.Layout {
 	return ckpt.Layout{World: t.groups.World.Size(), TP: t.tp.Size(), PP: t.pp.Size(), VPP: t.a.Model.NumModelChunks(), DP: t.dp,
-		DistributedOptimizer: t.dopt != nil}
+		CP: t.cpLayout(), DistributedOptimizer: t.dopt != nil}
+}
+
+// cpLayout is the context-parallel size as the manifest records it: 0
+// (absent) for 1.
+func (t *trainer) cpLayout() int {
+	if n := t.cp.Size(); n > 1 {
+		return n
+	}
+	return 0
 }
 
 // checkpointPieces returns the boxes this rank writes (see save).
@@ -294,7 +303,7 @@ func (t *trainer) checkpointPieces() []ckpt.PieceData {
 // every data-parallel rank's of the first optimizer instance.
 func (t *trainer) writesOptimizerState() bool {
 	if t.dopt == nil {
-		return t.dpRank == 0
+		return t.dpcpRank == 0
 	}
 	if t.a.DDP.NumDistributedOptimizerInstances <= 1 {
 		return true

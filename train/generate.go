@@ -7,8 +7,10 @@ import (
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/cp"
 	"github.com/gotron/gotron/data"
 	"github.com/gotron/gotron/pp/p2p"
+	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/rng"
 )
 
@@ -19,8 +21,9 @@ import (
 // parallelism each step runs through the stages (forward only) and the last
 // stage broadcasts the sampled byte over the pipeline group.
 // Under sequence parallelism the context is padded on the right to a
-// multiple of the TP size; causal attention keeps the padding from reaching
-// the positions read.
+// multiple of the TP size, under context parallelism to a multiple of 2·cp
+// (times the TP size under SP); causal attention keeps the padding from
+// reaching the positions read.
 func (t *trainer) generate(ctx context.Context, prompt string, n int, temp float64) (string, error) {
 	restore := t.tape.NoGrad()
 	defer restore()
@@ -36,8 +39,14 @@ func (t *trainer) generate(ctx context.Context, prompt string, n int, temp float
 			ctxIDs = ctxIDs[len(ctxIDs)-seq:]
 		}
 		used := len(ctxIDs)
+		k := 2 * t.cp.Size()
+		if t.cp.Size() == 1 {
+			k = 1
+		}
 		if a := t.a.Model; a.SequenceParallel && a.TensorModelParallelSize > 1 {
-			k := a.TensorModelParallelSize
+			k *= a.TensorModelParallelSize
+		}
+		if k > 1 {
 			ctxIDs = append(append([]int32(nil), ctxIDs...), make([]int32, (k-used%k)%k)...)
 		}
 		logits, err := t.logits(ctx, ctxIDs)
@@ -65,6 +74,8 @@ func (t *trainer) generate(ctx context.Context, prompt string, n int, temp float
 // pipeline's dtype) and returns the logits [len, 1, V] on the last stage,
 // nil elsewhere.
 func (t *trainer) logits(ctx context.Context, ids []int32) (*autograd.Var, error) {
+	full := len(ids)
+	ids = cp.Split(ids, 1, full, t.cp.Size(), t.cp.Rank())
 	s := len(ids)
 	rows := s
 	if t.a.Model.SequenceParallel && t.tp.Size() > 1 {
@@ -91,7 +102,29 @@ func (t *trainer) logits(ctx context.Context, ids []int32) (*autograd.Var, error
 			out = nil
 		}
 	}
-	return out, nil
+	if out == nil || t.cp.Size() == 1 {
+		return out, nil
+	}
+	return t.gatherLogits(ctx, out, full)
+}
+
+// gatherLogits all-gathers the context-parallel ranks' logits [s/cp, 1, V]
+// into the whole sequence's [s, 1, V], in position order.
+func (t *trainer) gatherLogits(ctx context.Context, out *autograd.Var, s int) (*autograd.Var, error) {
+	g := t.cp.CP
+	local := out.Value.Contiguous().Data()
+	all := make([]float32, len(local)*g.Size())
+	if err := g.AllGather(ctx, comm.F32(all), comm.F32(local)); err != nil {
+		return nil, fmt.Errorf("sample: gathering the logits over %s: %w", g.Name(), err)
+	}
+	v := len(local) / (s / g.Size())
+	whole := tensor.New(s, 1, v)
+	for r := range g.Size() {
+		for i, p := range cp.Positions(s, g.Size(), r) {
+			copy(whole.Data()[p*v:(p+1)*v], all[(r*len(local))+i*v:(r*len(local))+(i+1)*v])
+		}
+	}
+	return autograd.Const(whole), nil
 }
 
 // sample draws an index from softmax(logits/temp).

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/ckpt/safetensors"
 	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/cp"
 	"github.com/gotron/gotron/dp"
 	"github.com/gotron/gotron/mesh"
 	"github.com/gotron/gotron/models/gpt"
@@ -25,9 +27,18 @@ import (
 type trainer struct {
 	a      Args
 	groups *mesh.Groups
-	dpg    comm.Group // the dp×cp group
-	dpRank int
-	dp     int
+	dpg    comm.Group // the dp×cp group: gradients, optimizer shards
+	// dpRank and dp are the rank's place among the data-parallel replicas
+	// (the pure dp group, replicas), which read different samples; the cp
+	// ranks of a replica read the same samples and split each sequence.
+	dpRank   int
+	dp       int
+	replicas comm.Group
+	dpcpRank int        // the rank in dpg
+	cp       *cp.Groups // the context-parallel groups
+	// cpWait, if set, accumulates ring attention's time blocked on
+	// receives (gotron bench).
+	cpWait *atomic.Int64
 	micro  int // micro-batches of the current iteration on this rank
 
 	tape *autograd.Tape
@@ -85,8 +96,13 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *datasets, loc
 	if err != nil {
 		return nil, err
 	}
-	t := &trainer{a: a, groups: groups, dpg: groups.DPCP(), data: ds}
-	t.dp, t.dpRank = t.dpg.Size(), t.dpg.Rank()
+	t := &trainer{a: a, groups: groups, dpg: groups.DPCP(), replicas: groups.DP(), data: ds}
+	t.dp, t.dpRank, t.dpcpRank = t.replicas.Size(), t.replicas.Rank(), t.dpg.Rank()
+	if mp.ContextParallelSize > 1 {
+		if t.cp, err = cp.NewGroups(ctx, groups.CP(), mp.HierarchicalContextParallelSizes); err != nil {
+			return nil, err
+		}
+	}
 	t.micro = a.GlobalBatchAt(0) / (a.MicroBatchSize * t.dp)
 	threads := a.Threads
 	if threads <= 0 {
@@ -146,9 +162,11 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *datasets, loc
 func (t *trainer) dropoutSeed() uint64 { return rng.SplitMix64(t.seedBase()) }
 
 // seedBase is the rank's seed before mixing: --seed + 1 + dp_rank +
-// 100·pp_rank.
+// 100·pp_rank, with dp_rank the rank in the dp×cp group: every replica and
+// every context-parallel rank (which holds other tokens) draws its own
+// dropout masks.
 func (t *trainer) seedBase() uint64 {
-	return t.a.Seed + 1 + uint64(t.dpRank) + 100*uint64(t.pp.Rank())
+	return t.a.Seed + 1 + uint64(t.dpcpRank) + 100*uint64(t.pp.Rank())
 }
 
 // buildChunks builds the rank's model chunks: chunk v of pipeline rank p
@@ -169,6 +187,7 @@ func (t *trainer) buildChunks() error {
 		if err != nil {
 			return err
 		}
+		m.CP, m.CPWait = t.cp, t.cpWait
 		t.chunks = append(t.chunks, m)
 	}
 	return nil

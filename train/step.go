@@ -8,6 +8,7 @@ import (
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/cp"
 	"github.com/gotron/gotron/data"
 	"github.com/gotron/gotron/dp"
 	"github.com/gotron/gotron/mesh"
@@ -125,7 +126,7 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch da
 	mbs := a.MicroBatchSize
 	micro := batch.Rows / (mbs * t.dp)
 	fwd := func(ctx context.Context, s pp.ForwardStep) (*autograd.Var, pp.LossFunc, error) {
-		b := ds.Batch(batch, t.dpRank*mbs*micro+s.Microbatch*mbs, mbs)
+		b := t.cpSplit(ds.Batch(batch, t.dpRank*mbs*micro+s.Microbatch*mbs, mbs))
 		c := t.chunks[s.Chunk]
 		out, err := c.ForwardWith(t.tape, b.InputIDs, b.Labels, b.Rows, b.Seq, rnd, s.CheckpointActivations)
 		if err != nil {
@@ -134,7 +135,7 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch da
 		if !c.Spec.PostProcess {
 			return out, nil, nil
 		}
-		return out, t.lossFunc(b), nil
+		return out, t.lossFunc(ctx, b), nil
 	}
 	var trace func(pp.Event)
 	if t.rec != nil && !forwardOnly {
@@ -152,11 +153,26 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch da
 	return pp.GetForwardBackwardFunc(t.pp.Size(), vpp)(ctx, args)
 }
 
+// cpSplit returns the rank's part of a micro-batch under context
+// parallelism: chunks r and 2·cp−1−r of every row (cp.Split).
+func (t *trainer) cpSplit(b data.Batch) data.Batch {
+	n := t.cp.Size()
+	if n == 1 {
+		return b
+	}
+	r := t.cp.Rank()
+	return data.Batch{Rows: b.Rows, Seq: b.Seq / n,
+		InputIDs: cp.Split(b.InputIDs, b.Rows, b.Seq, n, r),
+		Labels:   cp.Split(b.Labels, b.Rows, b.Seq, n, r),
+		LossMask: cp.Split(b.LossMask, b.Rows, b.Seq, n, r),
+	}
+}
+
 // activationShape is the shape of the tensors between pipeline stages:
-// [s (/tp under sequence parallelism), b, h].
+// [s/cp (/tp under sequence parallelism), b, h].
 func (t *trainer) activationShape() []int {
 	m := t.a.Model
-	s := m.SeqLength
+	s := m.SeqLength / t.cp.Size()
 	if m.SequenceParallel && t.tp.Size() > 1 {
 		s /= t.tp.Size()
 	}
@@ -168,13 +184,42 @@ func (t *trainer) activationShape() []int {
 // (the reference's 3-tuple); the schedule divides by the count and the
 // number of microbatches, or, with calculate_per_token_loss,
 // finalize_model_grads divides by the global count.
-func (t *trainer) lossFunc(b data.Batch) pp.LossFunc {
+//
+// Under context parallelism b is the rank's part of the micro-batch: the
+// sum and the count are also summed over the CP group, for the report
+// and for the schedule, which divides by the group's count (and
+// multiplies by cp, undoing the gradients' average over the CP ranks), so
+// that every token weighs what it weighs on one rank.
+func (t *trainer) lossFunc(ctx context.Context, b data.Batch) pp.LossFunc {
 	return func(losses *autograd.Var) (pp.Loss, error) {
 		mask := gpt.SequenceFirst(b.LossMask, b.Rows, b.Seq)
 		sum := autograd.WeightedSum(t.tape, losses, tensor.FromSlice(mask, len(mask)))
 		n := countTokens(mask)
-		return pp.Loss{Value: sum, NumTokens: n, Reported: microLoss{sum: float64(sum.Value.Data()[0]), tokens: n}}, nil
+		l := pp.Loss{Value: sum, NumTokens: n, Reported: microLoss{sum: float64(sum.Value.Data()[0]), tokens: n}}
+		if t.cp.Size() == 1 {
+			return l, nil
+		}
+		group, err := t.overCP(ctx, sum.Value.Data()[0], n)
+		if err != nil {
+			return pp.Loss{}, err
+		}
+		l.GroupTokens, l.Reported = group.tokens, group
+		return l, nil
 	}
+}
+
+// overCP sums a micro-batch's loss sum and token count over the
+// context-parallel group.
+func (t *trainer) overCP(ctx context.Context, sum float32, tokens int64) (microLoss, error) {
+	g := t.cp.CP
+	s, n := []float32{sum}, []int64{tokens}
+	if err := g.AllReduce(ctx, comm.F32(s), comm.Sum); err != nil {
+		return microLoss{}, fmt.Errorf("loss all-reduce over %s: %w", g.Name(), err)
+	}
+	if err := g.AllReduce(ctx, comm.I64(n), comm.Sum); err != nil {
+		return microLoss{}, fmt.Errorf("token count all-reduce over %s: %w", g.Name(), err)
+	}
+	return microLoss{sum: float64(s[0]), tokens: n[0]}, nil
 }
 
 // noSync is the config's no_sync_func: every chunk's gradient reduction is
@@ -200,7 +245,7 @@ func (t *trainer) finalize(ctx context.Context, numTokens *int64, forceAllReduce
 		if err := t.pp.Broadcast(ctx, comm.I64(n), t.pp.Size()-1); err != nil {
 			return fmt.Errorf("token count broadcast over %s: %w", t.pp.Name(), err)
 		}
-		if t.dp > 1 {
+		if t.dpg.Size() > 1 {
 			if err := t.dpg.AllReduce(ctx, comm.I64(n), comm.Sum); err != nil {
 				return fmt.Errorf("token count all-reduce over %s: %w", t.dpg.Name(), err)
 			}
@@ -302,18 +347,20 @@ func (t *trainer) fromLastStage(ctx context.Context, loss float64, tokens int64)
 }
 
 // sumTokensOverDP sums the token count and the loss sum over the
-// data-parallel ranks.
+// data-parallel replicas (the micro-batch losses are already summed over
+// the context-parallel group).
 func (t *trainer) sumTokensOverDP(ctx context.Context, tokens int64, loss float64) (int64, float64, error) {
 	if t.dp == 1 {
 		return tokens, loss, nil
 	}
+	g := t.replicas
 	n := []int64{tokens}
-	if err := t.dpg.AllReduce(ctx, comm.I64(n), comm.Sum); err != nil {
-		return 0, 0, fmt.Errorf("token count all-reduce over %s: %w", t.dpg.Name(), err)
+	if err := g.AllReduce(ctx, comm.I64(n), comm.Sum); err != nil {
+		return 0, 0, fmt.Errorf("token count all-reduce over %s: %w", g.Name(), err)
 	}
 	l := []float32{float32(loss)}
-	if err := t.dpg.AllReduce(ctx, comm.F32(l), comm.Sum); err != nil {
-		return 0, 0, fmt.Errorf("loss all-reduce over %s: %w", t.dpg.Name(), err)
+	if err := g.AllReduce(ctx, comm.F32(l), comm.Sum); err != nil {
+		return 0, 0, fmt.Errorf("loss all-reduce over %s: %w", g.Name(), err)
 	}
 	return n[0], float64(l[0]), nil
 }
@@ -328,14 +375,14 @@ func countTokens(mask []float32) int64 {
 	return n
 }
 
-// averageOverDP returns the mean of x over the data-parallel ranks.
+// averageOverDP returns the mean of x over the data-parallel replicas.
 func (t *trainer) averageOverDP(ctx context.Context, x float64) (float64, error) {
 	if t.dp == 1 {
 		return x, nil
 	}
 	buf := []float32{float32(x)}
-	if err := t.dpg.AllReduce(ctx, comm.F32(buf), comm.Avg); err != nil {
-		return 0, fmt.Errorf("loss all-reduce over %s: %w", t.dpg.Name(), err)
+	if err := t.replicas.AllReduce(ctx, comm.F32(buf), comm.Avg); err != nil {
+		return 0, fmt.Errorf("loss all-reduce over %s: %w", t.replicas.Name(), err)
 	}
 	return float64(buf[0]), nil
 }

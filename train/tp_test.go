@@ -75,15 +75,21 @@ func TestTensorParallelMatchesSingleRank(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			a := tpArgs(l.world, l.tp)
 			a.Model.SequenceParallel = l.sp
-			switch l.recompute {
-			case "full":
-				a.Model.RecomputeGranularity, a.Model.RecomputeMethod, a.Model.RecomputeNumLayers = "full", "uniform", 1
-			case "selective":
-				a.Model.RecomputeGranularity = "selective"
-			}
+			setRecompute(&a, l.recompute)
 			losses, grads := tpRun(t, a)
 			checkEquivalent(t, losses, grads, wantLoss, wantGrads, 1e-5, 1e-5)
 		})
+	}
+}
+
+// setRecompute sets a's recompute: "full" (uniform, one layer per chunk),
+// "selective" or "" (none).
+func setRecompute(a *Args, kind string) {
+	switch kind {
+	case "full":
+		a.Model.RecomputeGranularity, a.Model.RecomputeMethod, a.Model.RecomputeNumLayers = "full", "uniform", 1
+	case "selective":
+		a.Model.RecomputeGranularity = "selective"
 	}
 }
 

@@ -35,7 +35,7 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 		}
 		d, err := dp.New(ctx, ps, ddp, dp.Options{
 			Group: intra, Inter: inter,
-			BucketSize:       dp.BucketSize(ddp, t.dp, n, t.pp.Rank(), i),
+			BucketSize:       dp.BucketSize(ddp, t.dpg.Size(), n, t.pp.Rank(), i),
 			DisableBucketing: i > 0, SharedEmbedding: shared,
 			CalculatePerTokenLoss: a.Model.CalculatePerTokenLoss,
 			ParamDType:            a.ParamDType(),

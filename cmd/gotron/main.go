@@ -59,7 +59,7 @@ func newRoot() *cobra.Command {
 
 // multiValueFlags are Megatron's flags that take several values as
 // separate words (argparse's nargs), with how many.
-var multiValueFlags = map[string]int{"--rampup-batch-size": 3}
+var multiValueFlags = map[string]int{"--rampup-batch-size": 3, "--cp-comm-type": 1 << 20, "--hierarchical-context-parallel-sizes": 1 << 20}
 
 // megatronArgs rewrites Megatron's multi-word flags, as in
 // "--rampup-batch-size 16 16 100000", into the comma-separated single

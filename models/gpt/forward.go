@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/gotron/gotron/autograd"
+	"github.com/gotron/gotron/cp"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor/rng"
 	"github.com/gotron/gotron/tp"
@@ -50,6 +51,10 @@ func (r *Randomness) modelParallel() (*rng.RNG, error) {
 // losses. With labels nil it returns the logits [s, b, V] over the real
 // vocabulary instead, gathered over TP. r drives dropout (nil: none;
 // ignored when the tape is not recording).
+//
+// Under context parallelism (m.CP of size cp > 1), s is the rank's tokens
+// of each sequence, s_full/cp: ids and labels are cp.Split's parts, the
+// hidden states are [s, b, h] of those rows, and the losses are theirs.
 func (m *Model) Forward(t *autograd.Tape, ids, labels []int32, b, s int, r *Randomness) (*autograd.Var, error) {
 	return m.ForwardWith(t, ids, labels, b, s, r, nil)
 }
@@ -65,8 +70,8 @@ func (m *Model) ForwardWith(t *autograd.Tape, ids, labels []int32, b, s int, r *
 	if spec.PreProcess && len(ids) != b*s || spec.PostProcess && labels != nil && len(labels) != b*s {
 		return nil, fmt.Errorf("gpt: %d ids and %d labels for a [%d, %d] micro-batch", len(ids), len(labels), b, s)
 	}
-	if s > cfg.MaxPositions() {
-		return nil, fmt.Errorf("gpt: sequence length %d exceeds max_position_embeddings %d", s, cfg.MaxPositions())
+	if full := s * m.CP.Size(); full > cfg.MaxPositions() {
+		return nil, fmt.Errorf("gpt: sequence length %d exceeds max_position_embeddings %d", full, cfg.MaxPositions())
 	}
 	if spec.PreProcess {
 		if err := checkTokens("token id", ids, b, s, cfg.VocabSize); err != nil {
@@ -159,7 +164,13 @@ func (m *Model) embed(t *autograd.Tape, ids []int32, b, s int, hidden *rng.RNG) 
 	if m.sequenceParallel() {
 		start = m.tpRank() * s / m.tpSize()
 	}
-	x = nn.AddPositionsAt(t, x, m.PositionEmbeddings.Var, start)
+	if n := m.CP.Size(); n > 1 {
+		// The rank's rows are chunks r and 2·cp−1−r of the sequence.
+		pos := cp.Positions(s*n, n, m.CP.Rank())
+		x = nn.AddPositionsOf(t, x, m.PositionEmbeddings.Var, pos[start:start+x.Value.Dim(0)])
+	} else {
+		x = nn.AddPositionsAt(t, x, m.PositionEmbeddings.Var, start)
+	}
 	return nn.Dropout(t, x, m.Config.HiddenDropout, hidden), nil
 }
 
@@ -296,12 +307,21 @@ func (l *Layer) forward(t *autograd.Tape, x *autograd.Var, m *Model, r *Randomne
 	var ctx *autograd.Var // [s, b, h/tp]
 	// The attention's GEMMs run in the precision of the layer's weights.
 	prec := l.QKV.Weight.Value.DType()
+	attend := func(t *autograd.Tape, qkv *autograd.Var) *autograd.Var {
+		if m.CP.Size() > 1 {
+			return cp.Attention(t, qkv, heads, cp.Options{
+				Type: cp.CommType(cfg.LayerCPCommType(l.Number)), Groups: m.CP,
+				Dropout: cfg.AttentionDropout, RNG: mp, DType: prec, Wait: m.CPWait,
+			})
+		}
+		return nn.CausalAttentionIn(prec, t, qkv, heads, cfg.AttentionDropout, mp)
+	}
 	if cfg.RecomputeGranularity == "selective" && t.Recording() {
 		ctx = tp.Checkpoint(t, func(t *autograd.Tape, args []*autograd.Var) (*autograd.Var, error) {
-			return nn.CausalAttentionIn(prec, t, args[0], heads, cfg.AttentionDropout, mp), t.Err()
+			return attend(t, args[0]), t.Err()
 		}, m.checkpointOptions(r), qkv)
 	} else {
-		ctx = nn.CausalAttentionIn(prec, t, qkv, heads, cfg.AttentionDropout, mp)
+		ctx = attend(t, qkv)
 	}
 	y, _, err = l.Proj.Forward(t, ctx) // [s, b, h], or [s/tp, b, h] under SP
 	if err != nil {

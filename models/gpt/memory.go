@@ -33,8 +33,10 @@ type ActivationEstimate struct {
 }
 
 // EstimateActivations returns gotron's activation memory per rank for a
-// micro-batch of b rows under cfg (its TP size, sequence parallelism and
-// recompute settings), with s = seq_length, h = hidden, a = heads,
+// micro-batch of b rows under cfg (its TP size, sequence parallelism,
+// context parallelism and recompute settings), with s = seq_length/cp (a
+// context-parallel rank holds s/cp tokens of every sequence, and its
+// attention keeps what the one-rank attention keeps for them), h = hidden, a = heads,
 // f = ffn, t = TP, V_p = padded vocabulary, everything float32 (4 bytes)
 // and dropout masks 1 byte per element:
 //
@@ -53,7 +55,7 @@ type ActivationEstimate struct {
 // rank without padding). See docs/MEMORY.md for the comparison with
 // Korthikanti et al. 2022.
 func EstimateActivations(cfg config.TransformerConfig, b int) ActivationEstimate {
-	s, h, a, f := int64(cfg.SeqLength), int64(cfg.HiddenSize), int64(cfg.NumAttentionHeads), int64(cfg.FFN())
+	s, h, a, f := int64(cfg.SeqLength/max(cfg.ContextParallelSize, 1)), int64(cfg.HiddenSize), int64(cfg.NumAttentionHeads), int64(cfg.FFN())
 	t := int64(max(cfg.TensorModelParallelSize, 1))
 	B := int64(b)
 	sp := cfg.SequenceParallel && t > 1

@@ -10,6 +10,8 @@ import (
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/comm/local"
 	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/cp"
+	"github.com/gotron/gotron/mesh"
 	"github.com/gotron/gotron/data"
 	"github.com/gotron/gotron/tensor/rng"
 	"github.com/gotron/gotron/tp"
@@ -17,7 +19,8 @@ import (
 
 // TestActivationMemoryMatchesEstimate runs one micro-batch forward on 1, 2
 // and 4 tensor-parallel ranks, with and without sequence parallelism,
-// dropout and each recompute setting, and checks that the measured
+// dropout and each recompute setting, and under context parallelism (cp 2
+// and 4, alone and with TP2 + SP, ring and all-to-all), and checks that the measured
 // activation bytes of the embeddings, of every layer and of the head equal
 // EstimateActivations exactly (the formulas of docs/MEMORY.md), and that
 // backward releases everything.
@@ -29,6 +32,8 @@ func TestActivationMemoryMatchesEstimate(t *testing.T) {
 		recompute  config.Recompute
 		vocab      int
 		microBatch int
+		cp         int
+		comm       string
 	}
 	full := func(method string, n int, dist bool) config.Recompute {
 		return config.Recompute{RecomputeGranularity: "full", RecomputeMethod: method, RecomputeNumLayers: n, DistributeSavedActivations: dist}
@@ -41,29 +46,46 @@ func TestActivationMemoryMatchesEstimate(t *testing.T) {
 			}
 			for _, rc := range []config.Recompute{{}, {RecomputeGranularity: "selective"}, full("uniform", 2, false), full("uniform", 1, n > 1 && !sp)} {
 				for _, p := range []float32{0, 0.1} {
-					vs = append(vs, variant{n, sp, p, rc, 100, 2})
+					vs = append(vs, variant{n, sp, p, rc, 100, 2, 1, ""})
 				}
 			}
 		}
 	}
-	vs = append(vs, variant{1, false, 0, config.Recompute{}, 128, 3}, variant{2, true, 0.1, full("block", 1, false), 256, 1})
+	vs = append(vs, variant{1, false, 0, config.Recompute{}, 128, 3, 1, ""}, variant{2, true, 0.1, full("block", 1, false), 256, 1, 1, ""})
+	for _, c := range []string{"p2p", "a2a"} {
+		for _, rc := range []config.Recompute{{}, {RecomputeGranularity: "selective"}, full("uniform", 1, false)} {
+			vs = append(vs, variant{1, false, 0.1, rc, 100, 2, 2, c}, variant{2, true, 0.1, rc, 100, 2, 2, c}, variant{1, false, 0, rc, 100, 1, 4, c})
+		}
+	}
 	for _, v := range vs {
-		name := fmt.Sprintf("tp%d/sp=%v/p=%v/%s-%s-%d-dist=%v/V%d/b%d", v.tp, v.sp, v.dropout, v.recompute.RecomputeGranularity,
-			v.recompute.RecomputeMethod, v.recompute.RecomputeNumLayers, v.recompute.DistributeSavedActivations, v.vocab, v.microBatch)
+		name := fmt.Sprintf("tp%d/sp=%v/p=%v/%s-%s-%d-dist=%v/V%d/b%d/cp%d%s", v.tp, v.sp, v.dropout, v.recompute.RecomputeGranularity,
+			v.recompute.RecomputeMethod, v.recompute.RecomputeNumLayers, v.recompute.DistributeSavedActivations, v.vocab, v.microBatch, v.cp, v.comm)
 		t.Run(name, func(t *testing.T) {
 			cfg := config.DefaultTransformerConfig()
 			cfg.NumLayers, cfg.HiddenSize, cfg.NumAttentionHeads, cfg.SeqLength, cfg.VocabSize = 4, 32, 4, 16, v.vocab
 			cfg.HiddenDropout, cfg.AttentionDropout = v.dropout, v.dropout
 			cfg.TensorModelParallelSize, cfg.SequenceParallel, cfg.Recompute = v.tp, v.sp, v.recompute
+			cfg.ContextParallelSize = v.cp
+			if v.comm != "" {
+				cfg.CPCommType = []string{v.comm}
+			}
 			want := EstimateActivations(cfg, v.microBatch)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			err := local.NewWorld(v.tp, comm.Options{}).Run(ctx, func(ctx context.Context, g comm.Group) error {
+			err := local.NewWorld(v.tp*v.cp, comm.Options{}).Run(ctx, func(ctx context.Context, w comm.Group) error {
+				groups, err := mesh.Initialize(ctx, w, mesh.Sizes{TP: v.tp, PP: 1, CP: v.cp, EP: 1, ETP: 1})
+				if err != nil {
+					return err
+				}
+				g := groups.TP()
 				m, err := NewParallel(cfg, rng.New(5), g)
 				if err != nil {
 					return err
 				}
-				tracker, def, err := tp.ModelParallelManualSeed(9, g.Rank(), 0, 0)
+				if m.CP, err = cp.NewGroups(ctx, groups.CP(), nil); err != nil {
+					return err
+				}
+				tracker, def, err := tp.ModelParallelManualSeed(9+uint64(groups.CP().Rank()), g.Rank(), 0, 0)
 				if err != nil {
 					return err
 				}
@@ -71,6 +93,9 @@ func TestActivationMemoryMatchesEstimate(t *testing.T) {
 				m.Stats = &st
 				tape := autograd.NewTape(ctx)
 				b := data.MockDataset{Seed: 1, Vocab: cfg.VocabSize, Seq: cfg.SeqLength}.Batch(data.ConstantStep(0, v.microBatch), 0, v.microBatch)
+				r, n := m.CP.Rank(), m.CP.Size()
+				b = data.Batch{Rows: b.Rows, Seq: b.Seq / n, InputIDs: cp.Split(b.InputIDs, b.Rows, b.Seq, n, r),
+					Labels: cp.Split(b.Labels, b.Rows, b.Seq, n, r), LossMask: cp.Split(b.LossMask, b.Rows, b.Seq, n, r)}
 				losses, err := m.Forward(tape, b.InputIDs, b.Labels, b.Rows, b.Seq, &Randomness{Default: def, Tracker: tracker})
 				if err != nil {
 					return err

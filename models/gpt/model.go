@@ -2,10 +2,12 @@ package gpt
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/cp"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/rng"
@@ -28,6 +30,15 @@ type Model struct {
 	Spec ChunkSpec
 	// TP is the tensor-parallel group (nil: one rank).
 	TP comm.Group
+	// CP are the context-parallel groups (nil: none). With cp > 1 a
+	// micro-batch holds the rank's s/cp tokens of every sequence
+	// (cp.Split), the position embeddings are looked up by their real
+	// positions, and attention crosses the group as the config's
+	// cp_comm_type says.
+	CP *cp.Groups
+	// CPWait, if set, accumulates the nanoseconds ring attention spends
+	// blocked on receives.
+	CPWait *atomic.Int64
 
 	// Embedding is the vocab-parallel word embedding; its weight
 	// (embedding.word_embeddings.weight, [V_pad/tp, h]) is also the output
@@ -82,6 +93,8 @@ func WholeModel(cfg config.TransformerConfig) ChunkSpec {
 
 // Layer is one transformer layer (decoder.layers.{i}).
 type Layer struct {
+	// Number is the layer's global index (decoder.layers.{Number}).
+	Number                             int
 	InputLayernormW, InputLayernormB   *nn.Parameter // [h]
 	QKV                                *tp.ColumnParallelLinear
 	Proj                               *tp.RowParallelLinear
@@ -180,7 +193,7 @@ func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec Chu
 	g.SkipNormal(spec.LayerOffset * layerDraws(cfg))
 	for i := spec.LayerOffset; i < spec.LayerOffset+spec.NumLayers; i++ {
 		p := fmt.Sprintf("decoder.layers.%d.", i)
-		l := &Layer{}
+		l := &Layer{Number: i}
 		l.InputLayernormW = const_(p+"input_layernorm.weight", 1, h)
 		l.InputLayernormB = const_(p+"input_layernorm.bias", 0, h)
 		if l.QKV, err = tp.NewColumnParallelLinear(p+"self_attention.linear_qkv", h, 3*h, tp.ColumnParallelConfig{
