@@ -82,6 +82,7 @@ bench: build build-mpi
 	env -u OPENBLAS_CORETYPE $(GO) test ./tp -run '^$$' -bench LinearBackward -benchtime 30x -count 3
 	scripts/bench-pipeline.sh 3
 	scripts/bench-dp.sh 3
+	scripts/bench-cp.sh 3
 	scripts/bench-precision.sh 3
 	$(GO) test -run '^$$' -bench PingPong -benchtime 1s ./pp/p2p
 	$(GO) test -run '^$$' -bench 'AllReduce|Memcpy' -benchtime 1s ./comm/local

@@ -206,7 +206,6 @@ func (f *attentionFn) rounded(x []float32) []float32 {
 	return out
 }
 
-
 // ringRank is this rank's index in the ring (0 without one).
 func (p *plan) ringRank() int {
 	if p.ring == nil {

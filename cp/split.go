@@ -77,3 +77,34 @@ func Gather[T any](parts [][]T, b, s int) []T {
 	}
 	return out
 }
+
+// Work returns the causal attention score pairs (query, key at or before
+// it) whose products rank r of a context-parallel group of size cp
+// computes for one head and batch row of a sequence of s tokens, counted
+// over the blocks its queries attend to: c² for a chunk before the query
+// chunk, c(c+1)/2 for the query chunk itself, c = s/(2·cp). Forward's
+// FLOPs are 4·d·Work (Q·Kᵀ and P·V), backward's twice that.
+//
+// With the zigzag split every rank's Work is c²·(2·cp−1) + c·(c+1): the
+// same on every rank. contiguous counts the plain split (rank r holding
+// chunks 2r and 2r+1) instead, for comparison: rank cp−1 then does about
+// 2·cp−1 times rank 0's work.
+func Work(s, cp, r int, contiguous bool) int64 {
+	c := int64(s / (2 * cp))
+	mine := Chunks(cp, r)
+	if contiguous {
+		mine = [2]int{2 * r, 2*r + 1}
+	}
+	var n int64
+	for _, q := range mine {
+		for k := 0; k < 2*cp; k++ {
+			switch {
+			case k < q:
+				n += c * c
+			case k == q:
+				n += c * (c + 1) / 2
+			}
+		}
+	}
+	return n
+}

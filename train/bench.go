@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gotron/gotron/comm"
@@ -34,6 +35,12 @@ type BenchOptions struct {
 	// microbatches per iteration of each data-parallel replica (0: 1), the
 	// global batch is that many micro-batches times the data-parallel size.
 	PipelineParallel, VirtualPipeline, Microbatches int
+	// ContextParallel splits every sequence over this many ranks (0 or 1:
+	// none), attention crossing them as CPCommType says ("": p2p);
+	// Hierarchical gives a2a+p2p's levels.
+	ContextParallel int
+	CPCommType      string
+	Hierarchical    []int
 	// DataParallel is the number of data-parallel replicas (0 or 1: one).
 	// Bench runs them as in-process ranks; under BenchRank the data-parallel
 	// size is the world's size over TP·PP, and DataParallel, when set, must
@@ -78,11 +85,14 @@ type BenchConfig struct {
 var benchConfigs = map[string]BenchConfig{
 	"small":  {Name: "small", Layers: 4, Hidden: 256, Heads: 8, Seq: 256, Vocab: 1024, MicroBatch: 8},
 	"medium": {Name: "medium", Layers: 6, Hidden: 512, Heads: 8, Seq: 512, Vocab: 8192, MicroBatch: 4},
+	// long is the context-parallel benchmark: one sequence of 4096 tokens.
+	"long": {Name: "long", Layers: 4, Hidden: 256, Heads: 8, Seq: 4096, Vocab: 1024, MicroBatch: 1},
 }
 
 // FLOPs returns the training FLOPs of one iteration over T tokens:
 // 6·T·(12·L·h² + V·h) + 12·L·h·s·T (Narayanan et al. 2021, arXiv
-// 2104.04473, with the logit layer and the full s×s attention square).
+// 2104.04473, with the logit layer and the full s×s attention square; the
+// causal attention computes about half of it).
 func (c BenchConfig) FLOPs(tokens int) float64 {
 	T, L, h, s, V := float64(tokens), float64(c.Layers), float64(c.Hidden), float64(c.Seq), float64(c.Vocab)
 	return 6*T*(12*L*h*h+V*h) + 12*L*h*s*T
@@ -100,6 +110,10 @@ type BenchResult struct {
 	// ranks (bubble plus load imbalance) and TheoreticalBubble
 	// (P−1)/(V·M+P−1); all 0 without pipelining.
 	Bubble, Idle, TheoreticalBubble float64
+	// CPWait is the fraction of world rank 0's timed iterations that ring
+	// attention spent blocked on receives after its block computation: the
+	// context-parallel transfers not hidden (0 without a ring).
+	CPWait float64
 	// Buckets is the number of gradient buckets of world rank 0 (over all
 	// its model chunks).
 	Buckets int
@@ -124,7 +138,7 @@ func Bench(ctx context.Context, w io.Writer, o BenchOptions) error {
 	if o.DataParallel < 0 {
 		return fmt.Errorf("--data-parallel-size %d: must be at least 1", o.DataParallel)
 	}
-	n := max(o.TensorParallel, 1) * max(o.PipelineParallel, 1) * max(o.DataParallel, 1)
+	n := max(o.TensorParallel, 1) * max(o.PipelineParallel, 1) * max(o.ContextParallel, 1) * max(o.DataParallel, 1)
 	args, err := benchArgsAll(o, n)
 	if err != nil {
 		return err
@@ -140,9 +154,9 @@ func Bench(ctx context.Context, w io.Writer, o BenchOptions) error {
 // cores are divided among them). The data-parallel size is world / (TP·PP).
 func BenchRank(ctx context.Context, world comm.Group, w io.Writer, o BenchOptions, localRanks int) error {
 	n := world.Size()
-	mp := max(o.TensorParallel, 1) * max(o.PipelineParallel, 1)
+	mp := max(o.TensorParallel, 1) * max(o.PipelineParallel, 1) * max(o.ContextParallel, 1)
 	if dp := n / mp; o.DataParallel != 0 && (n%mp != 0 || o.DataParallel != dp) {
-		return fmt.Errorf("--data-parallel-size %d: the job has %d processes and tensor × pipeline parallel size %d, so the data-parallel size is %d/%d: drop --data-parallel-size or run mpirun -np %d",
+		return fmt.Errorf("--data-parallel-size %d: the job has %d processes and tensor × pipeline × context parallel size %d, so the data-parallel size is %d/%d: drop --data-parallel-size or run mpirun -np %d",
 			o.DataParallel, n, mp, n, mp, o.DataParallel*mp)
 	}
 	args, err := benchArgsAll(o, n)
@@ -163,7 +177,7 @@ func benchArgsAll(o BenchOptions, n int) ([]Args, error) {
 	for _, name := range o.Configs {
 		c, ok := benchConfigs[name]
 		if !ok {
-			return nil, fmt.Errorf("--configs: unknown configuration %q (known: small, medium)", name)
+			return nil, fmt.Errorf("--configs: unknown configuration %q (known: small, medium, long)", name)
 		}
 		a := benchArgs(c, o, n)
 		if err := a.Validate(n); err != nil {
@@ -187,6 +201,10 @@ func benchArgs(c BenchConfig, o BenchOptions, n int) Args {
 	}
 	a.Model.TensorModelParallelSize, a.Model.SequenceParallel = max(o.TensorParallel, 1), o.SequenceParallel
 	a.Model.PipelineModelParallelSize, a.Model.VirtualPipelineModelParallelSize = max(o.PipelineParallel, 1), o.VirtualPipeline
+	a.Model.ContextParallelSize, a.Model.HierarchicalContextParallelSizes = max(o.ContextParallel, 1), o.Hierarchical
+	if o.CPCommType != "" {
+		a.Model.CPCommType = []string{o.CPCommType}
+	}
 	if o.DDP != nil {
 		a.DDP = *o.DDP
 	}
@@ -223,16 +241,16 @@ func bench(ctx context.Context, w io.Writer, o BenchOptions, args []Args, n, loc
 	}
 	fmt.Fprintf(w, "gotron bench: %s, %d core(s), %s, GEMM %s (OPENBLAS_CORETYPE=%q), %s\n",
 		layout, threadsOr(o.Threads), benchPrecision(o), tensor.GemmLibraries(), os.Getenv("OPENBLAS_CORETYPE"), time.Now().Format("2006-01-02"))
-	fmt.Fprintf(w, "%-8s %7s %7s %6s %5s %6s %5s %12s %10s %12s %10s %8s %8s %8s %8s %9s %9s %9s\n", "config", "layers", "hidden", "heads", "seq", "vocab", "micro",
-		"tokens/s", "GFLOP/s", "peak MiB", "step ms", "bubble", "theory", "idle", "buckets", "adam ms", "gather ms", "first ms")
+	fmt.Fprintf(w, "%-8s %7s %7s %6s %5s %6s %5s %12s %10s %12s %10s %8s %8s %8s %8s %9s %9s %9s %8s\n", "config", "layers", "hidden", "heads", "seq", "vocab", "micro",
+		"tokens/s", "GFLOP/s", "peak MiB", "step ms", "bubble", "theory", "idle", "buckets", "adam ms", "gather ms", "first ms", "cp wait")
 	for i, a := range args {
 		c := benchConfigs[o.Configs[i]]
 		r, err := benchOne(ctx, c, a, n, localRanks, o.Breakdown, run)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%-8s %7d %7d %6d %5d %6d %5d %12.0f %10.1f %12.0f %10.1f %7.1f%% %7.1f%% %7.1f%% %8d %9.1f %9.1f %9.1f\n", c.Name, c.Layers, c.Hidden, c.Heads, c.Seq, c.Vocab, c.MicroBatch,
-			r.TokensPerS, r.GFLOPs, float64(r.PeakRSS)/(1<<20), r.StepMS, 100*r.Bubble, 100*r.TheoreticalBubble, 100*r.Idle, r.Buckets, r.AdamMS, r.GatherMS, r.FirstMS)
+		fmt.Fprintf(w, "%-8s %7d %7d %6d %5d %6d %5d %12.0f %10.1f %12.0f %10.1f %7.1f%% %7.1f%% %7.1f%% %8d %9.1f %9.1f %9.1f %7.1f%%\n", c.Name, c.Layers, c.Hidden, c.Heads, c.Seq, c.Vocab, c.MicroBatch,
+			r.TokensPerS, r.GFLOPs, float64(r.PeakRSS)/(1<<20), r.StepMS, 100*r.Bubble, 100*r.TheoreticalBubble, 100*r.Idle, r.Buckets, r.AdamMS, r.GatherMS, r.FirstMS, 100*r.CPWait)
 		if r.Phases != nil {
 			fmt.Fprintf(w, "phases of %s (CPU time of the timed iterations, %s in all): %v\n", c.Name, r.Phases.Total.Round(time.Millisecond), r.Phases)
 		}
@@ -250,6 +268,13 @@ func benchLayout(o BenchOptions, dp int) string {
 			s += " + sequence parallel"
 		}
 		parts = append(parts, s)
+	}
+	if n := max(o.ContextParallel, 1); n > 1 {
+		c := o.CPCommType
+		if c == "" {
+			c = "p2p"
+		}
+		parts = append(parts, fmt.Sprintf("context parallel %d (%s)", n, c))
 	}
 	if p := max(o.PipelineParallel, 1); p > 1 {
 		s := fmt.Sprintf("pipeline parallel %d", p)
@@ -310,6 +335,7 @@ func benchOne(ctx context.Context, c BenchConfig, a Args, n, localRanks int, bre
 	var first, adam, gather time.Duration
 	var bub, idle float64
 	var buckets int
+	var cpWait atomic.Int64
 	optSteps := a.TrainIters - 1
 	var prof *cpuProfile
 	defer func() { _ = prof.stop() }() // a run that failed while profiling
@@ -321,6 +347,11 @@ func benchOne(ctx context.Context, c BenchConfig, a Args, n, localRanks int, bre
 		t, err := newTrainer(ctx, g, a, ds, localRanks)
 		if err != nil {
 			return err
+		}
+		if g.Rank() == 0 {
+			for _, c := range t.chunks {
+				c.CPWait = &cpWait
+			}
 		}
 		for t.iteration < a.TrainIters {
 			var r stepResult
@@ -339,6 +370,7 @@ func benchOne(ctx context.Context, c BenchConfig, a Args, n, localRanks int, bre
 					steps = append(steps, r.elapsed)
 				} else { // the first iteration warms up
 					first = r.elapsed
+					cpWait.Store(0)
 				}
 			}
 			if breakdown && g.Rank() == 0 {
@@ -389,7 +421,8 @@ func benchOne(ctx context.Context, c BenchConfig, a Args, n, localRanks int, bre
 	tokens := c.MicroBatch * c.Seq * m * a.DataParallelSize(n)
 	res := BenchResult{Config: c, TokensPerS: float64(tokens) / avg.Seconds(), GFLOPs: c.FLOPs(tokens) / avg.Seconds() / 1e9,
 		PeakRSS: peakRSS(), StepMS: ms(total, len(steps)), Bubble: bub, Idle: idle, Buckets: buckets,
-		AdamMS: ms(adam, optSteps), GatherMS: ms(gather, optSteps), FirstMS: ms(first, 1)}
+		AdamMS: ms(adam, optSteps), GatherMS: ms(gather, optSteps), FirstMS: ms(first, 1),
+		CPWait: float64(cpWait.Load()) / float64(total)}
 	if p > 1 {
 		res.TheoreticalBubble = theoreticalBubble(p, a.Model.NumModelChunks(), m)
 	}

@@ -8,7 +8,9 @@ import (
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/comm/local"
 	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/cp"
 	"github.com/gotron/gotron/data"
+	"github.com/gotron/gotron/mesh"
 	"github.com/gotron/gotron/models/gpt"
 	"github.com/gotron/gotron/tensor/rng"
 	"github.com/gotron/gotron/tp"
@@ -47,6 +49,7 @@ func memoryLayouts(base config.TransformerConfig, t int) []struct {
 	add := func(name string, tp int, sp bool, rc config.Recompute) {
 		c := base
 		c.TensorModelParallelSize, c.SequenceParallel, c.Recompute = tp, sp, rc
+		c.ContextParallelSize = 1
 		out = append(out, struct {
 			name string
 			cfg  config.TransformerConfig
@@ -66,12 +69,26 @@ func memoryLayouts(base config.TransformerConfig, t int) []struct {
 		add("one rank + selective", 1, false, sel)
 		add("one rank + full", 1, false, full)
 	}
+	if n := base.ContextParallelSize; n > 1 {
+		typ := base.LayerCPCommType(0)
+		cpAdd := func(name string, tp int, sp bool, rc config.Recompute) {
+			add(name, tp, sp, rc)
+			out[len(out)-1].cfg.ContextParallelSize = n
+		}
+		cpAdd(fmt.Sprintf("CP %d (%s)", n, typ), 1, false, config.Recompute{})
+		cpAdd(fmt.Sprintf("CP %d + selective", n), 1, false, sel)
+		cpAdd(fmt.Sprintf("CP %d + full", n), 1, false, full)
+		if t > 1 {
+			cpAdd(fmt.Sprintf("TP %d + SP + CP %d", t, n), t, true, config.Recompute{})
+		}
+	}
 	return out
 }
 
 // Korthikanti returns the activation memory of one transformer layer per
 // rank in bytes of 16-bit activations by Korthikanti et al. 2022 (arXiv
-// 2205.05198), Table 2, for micro-batch b under cfg:
+// 2205.05198), Table 2, for micro-batch b under cfg, with s the rank's
+// s/cp tokens under context parallelism (which the paper predates):
 //
 //	no parallelism            sbh·(34 + 5as/h)
 //	tensor parallel           sbh·(10 + 24/t + 5as/(ht))
@@ -80,7 +97,7 @@ func memoryLayouts(base config.TransformerConfig, t int) []struct {
 //	tensor + sequence + sel.  sbh·34/t
 //	full recompute            2sbh (the layer's input)
 func Korthikanti(cfg config.TransformerConfig, b int) float64 {
-	s, h, a := float64(cfg.SeqLength), float64(cfg.HiddenSize), float64(cfg.NumAttentionHeads)
+	s, h, a := float64(cfg.SeqLength/max(cfg.ContextParallelSize, 1)), float64(cfg.HiddenSize), float64(cfg.NumAttentionHeads)
 	t := float64(max(cfg.TensorModelParallelSize, 1))
 	sbh := s * float64(b) * h
 	sp := cfg.SequenceParallel && t > 1
@@ -116,20 +133,30 @@ func MeasureActivations(ctx context.Context, a Args) ([]MemoryRow, error) {
 		}
 		row := MemoryRow{Layout: l.name, Config: l.cfg, Estimate: gpt.EstimateActivations(l.cfg, a.MicroBatchSize).PerLayer,
 			Korthikanti: Korthikanti(l.cfg, a.MicroBatchSize)}
-		n := max(l.cfg.TensorModelParallelSize, 1)
-		err := local.NewWorld(n, comm.Options{}).Run(ctx, func(ctx context.Context, g comm.Group) error {
+		n := max(l.cfg.TensorModelParallelSize, 1) * max(l.cfg.ContextParallelSize, 1)
+		err := local.NewWorld(n, comm.Options{}).Run(ctx, func(ctx context.Context, w comm.Group) error {
+			groups, err := mesh.Initialize(ctx, w, mesh.Sizes{TP: max(l.cfg.TensorModelParallelSize, 1), PP: 1, CP: max(l.cfg.ContextParallelSize, 1), EP: 1, ETP: 1})
+			if err != nil {
+				return err
+			}
+			g := groups.TP()
 			m, err := gpt.NewParallel(l.cfg, rng.New(a.Seed), g)
 			if err != nil {
 				return err
 			}
-			tracker, def, err := tp.ModelParallelManualSeed(a.Seed+1, g.Rank(), 0, 0)
+			if l.cfg.ContextParallelSize > 1 {
+				if m.CP, err = cp.NewGroups(ctx, groups.CP(), l.cfg.HierarchicalContextParallelSizes); err != nil {
+					return err
+				}
+			}
+			tracker, def, err := tp.ModelParallelManualSeed(a.Seed+1+uint64(m.CP.Rank()), g.Rank(), 0, 0)
 			if err != nil {
 				return err
 			}
 			var st gpt.ActivationStats
 			m.Stats = &st
 			tape := autograd.NewTape(ctx)
-			b := data.MockDataset{Seed: a.Seed, Vocab: l.cfg.VocabSize, Seq: l.cfg.SeqLength}.Batch(data.ConstantStep(0, a.MicroBatchSize), 0, a.MicroBatchSize)
+			b := splitBatch(data.MockDataset{Seed: a.Seed, Vocab: l.cfg.VocabSize, Seq: l.cfg.SeqLength}.Batch(data.ConstantStep(0, a.MicroBatchSize), 0, a.MicroBatchSize), m.CP)
 			losses, err := m.Forward(tape, b.InputIDs, b.Labels, b.Rows, b.Seq, &gpt.Randomness{Default: def, Tracker: tracker})
 			if err != nil {
 				return err
@@ -137,7 +164,7 @@ func MeasureActivations(ctx context.Context, a Args) ([]MemoryRow, error) {
 			if err := autograd.Backward(tape, gpt.MaskedMeanLoss(tape, losses, b, 1), nil); err != nil {
 				return err
 			}
-			if g.Rank() == 0 {
+			if w.Rank() == 0 {
 				row.PerLayer = (st.AfterLayer[len(st.AfterLayer)-1] - st.AfterEmbedding) / int64(len(st.AfterLayer))
 				row.EndOfForward = st.AfterLoss - st.Start
 				row.Peak = tape.PeakActivationBytes()

@@ -154,13 +154,18 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch da
 }
 
 // cpSplit returns the rank's part of a micro-batch under context
-// parallelism: chunks r and 2·cp−1−r of every row (cp.Split).
-func (t *trainer) cpSplit(b data.Batch) data.Batch {
-	n := t.cp.Size()
+// parallelism.
+func (t *trainer) cpSplit(b data.Batch) data.Batch { return splitBatch(b, t.cp) }
+
+// splitBatch returns the part of micro-batch b a rank of the
+// context-parallel groups g holds: chunks r and 2·cp−1−r of every row
+// (cp.Split); b itself without context parallelism.
+func splitBatch(b data.Batch, g *cp.Groups) data.Batch {
+	n := g.Size()
 	if n == 1 {
 		return b
 	}
-	r := t.cp.Rank()
+	r := g.Rank()
 	return data.Batch{Rows: b.Rows, Seq: b.Seq / n,
 		InputIDs: cp.Split(b.InputIDs, b.Rows, b.Seq, n, r),
 		Labels:   cp.Split(b.Labels, b.Rows, b.Seq, n, r),

@@ -52,7 +52,7 @@ process, or, with --backend mpi, one per process of an mpirun job:
 	}
 	f := cmd.Flags()
 	f.SortFlags = false
-	f.StringSliceVar(&o.Configs, "configs", []string{"small", "medium"}, "model configurations to measure (small, medium)")
+	f.StringSliceVar(&o.Configs, "configs", []string{"small", "medium"}, "model configurations to measure (small, medium, long)")
 	f.IntVar(&o.Iters, "iters", 5, "timed iterations per configuration (after one warm-up); the optimizer step is timed as many times after them")
 	f.IntVar(&o.Threads, "threads", 0, "cores to use (0: all), divided among the ranks")
 	f.StringVar(&backend, "backend", "local", "local: the ranks as goroutines of this process; mpi: this process is one rank of an mpirun job")
@@ -60,6 +60,9 @@ process, or, with --backend mpi, one per process of an mpirun job:
 	f.BoolVar(&o.SequenceParallel, "sequence-parallel", false, "with --tensor-model-parallel-size > 1, add sequence parallelism")
 	f.IntVar(&o.PipelineParallel, "pipeline-model-parallel-size", 1, "run each configuration on this many pipeline stages")
 	f.IntVar(&o.VirtualPipeline, "virtual-pipeline-model-parallel-size", 0, "model chunks per pipeline stage (interleaved 1F1B; 0: not interleaved)")
+	f.IntVar(&o.ContextParallel, "context-parallel-size", 1, "split every sequence over this many context-parallel ranks (the long configuration: one 4096-token sequence)")
+	f.StringVar(&o.CPCommType, "cp-comm-type", "", "context-parallel attention: p2p (default), all_gather, a2a or a2a+p2p")
+	f.IntSliceVar(&o.Hierarchical, "hierarchical-context-parallel-sizes", nil, "A,P: the all-to-all and ring sizes of a2a+p2p")
 	f.IntVar(&o.DataParallel, "data-parallel-size", 0, "data-parallel replicas (default 1; with --backend mpi the processes / (tensor × pipeline parallel size), which this must match if given)")
 	f.IntVar(&o.Microbatches, "num-microbatches", 1, "microbatches per iteration of each data-parallel replica (the global batch is this many micro-batches × the data-parallel size)")
 	addDDPFlags(f, &a)

@@ -16,10 +16,12 @@ func newInspectMemoryCmd() *cobra.Command {
 	a.Model.TensorModelParallelSize = 4
 	cmd := &cobra.Command{
 		Use:   "memory",
-		Short: "Measure activation memory per rank for one micro-batch under TP, SP and recompute, beside the formulas",
+		Short: "Measure activation memory per rank for one micro-batch under TP, SP, CP and recompute, beside the formulas",
 		Long: `memory runs one micro-batch of the model forward and backward on in-process
 ranks, for one rank and for --tensor-model-parallel-size t with and without
-sequence parallelism, selective and full recompute, and prints rank 0's
+sequence parallelism, selective and full recompute (and, with
+--context-parallel-size n, for CP n alone, with recompute and with TP t + SP),
+and prints rank 0's
 activation memory (bytes saved for backward) per layer, measured, beside
 gotron's formula and Korthikanti et al. 2022's (Table 2, 16-bit activations),
 and the whole model's at the end of forward and at its peak.`,
@@ -44,6 +46,9 @@ and the whole model's at the end of forward and at its peak.`,
 	f := cmd.Flags()
 	addModelFlags(f, &a.Model)
 	f.IntVar(&a.Model.TensorModelParallelSize, "tensor-model-parallel-size", a.Model.TensorModelParallelSize, "tensor-parallel size t of the layouts compared")
+	f.IntVar(&a.Model.ContextParallelSize, "context-parallel-size", 1, "also compare context parallelism over this many ranks (alone, with selective and full recompute, and with TP + SP)")
+	f.StringSliceVar(&a.Model.CPCommType, "cp-comm-type", nil, "context-parallel attention of those layouts: p2p (default), all_gather, a2a or a2a+p2p")
+	f.IntSliceVar(&a.Model.HierarchicalContextParallelSizes, "hierarchical-context-parallel-sizes", nil, "A,P: the all-to-all and ring sizes of a2a+p2p")
 	f.IntVar(&a.MicroBatchSize, "micro-batch-size", a.MicroBatchSize, "rows of the micro-batch")
 	f.Uint64Var(&a.Seed, "seed", a.Seed, "seed of initialisation, data and dropout")
 	return cmd

@@ -11,8 +11,8 @@ import (
 	"github.com/gotron/gotron/comm/local"
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/cp"
-	"github.com/gotron/gotron/mesh"
 	"github.com/gotron/gotron/data"
+	"github.com/gotron/gotron/mesh"
 	"github.com/gotron/gotron/tensor/rng"
 	"github.com/gotron/gotron/tp"
 )
