@@ -27,24 +27,26 @@ func (c TransformerConfig) LayerCPCommType(i int) string {
 // be a multiple of 2 * context-parallel-size"), known comm types, one per
 // layer when a list, the all-to-all's head split, and the hierarchical
 // sizes a2a+p2p requires.
+//
+// The comm types are checked at every context-parallel size: a value that
+// is not a type is an error even where it would not be used.
 func (c TransformerConfig) contextViolations(vs *violationList) {
 	cp := c.ContextParallelSize
-	if cp <= 1 {
-		return
-	}
 	tp := max(c.TensorModelParallelSize, 1)
-	if unit := 2 * cp; c.SeqLength > 0 && c.SeqLength%unit != 0 {
+	if unit := 2 * cp; cp <= 1 {
+		// nothing to split
+	} else if c.SeqLength > 0 && c.SeqLength%unit != 0 {
 		vs.add(fieldList("seq_length", "context_parallel_size"),
 			"seq_length %d is not a multiple of 2·context_parallel_size = 2·%d = %d: the load-balanced split cuts every sequence into 2·cp equal chunks; choose --seq-length a multiple of %d",
 			c.SeqLength, cp, unit, unit)
 	} else if unit := 2 * cp * tp; c.SequenceParallel && tp > 1 && c.SeqLength > 0 && c.SeqLength%unit != 0 {
 		vs.add(fieldList("seq_length", "context_parallel_size", "tensor_model_parallel_size", "sequence_parallel"),
-			"seq_length %d is not a multiple of 2·context_parallel_size·tensor_model_parallel_size = 2·%d·%d = %d: each context-parallel rank's 2 chunks are split again over the TP ranks under sequence parallelism; choose --seq-length a multiple of %d",
+			"seq_length %d is not a multiple of 2·context_parallel_size·tensor_model_parallel_size = 2·%d·%d = %d: with sequence_parallel each context-parallel rank's 2 chunks are split again over the TP ranks; choose --seq-length a multiple of %d, or set sequence_parallel = false (drop --sequence-parallel)",
 			c.SeqLength, cp, tp, unit, unit)
 	}
 	if n := len(c.CPCommType); n > 1 && n != c.NumLayers {
 		vs.add(fieldList("cp_comm_type", "num_layers"),
-			"cp_comm_type lists %d values for %d layers: give one value for every layer, or exactly one per layer", n, c.NumLayers)
+			"cp_comm_type lists %d values for %d layers (num_layers): give one value for every layer, or exactly one per layer (as many values of --cp-comm-type as --num-layers)", n, c.NumLayers)
 	}
 	heads := c.NumAttentionHeads / tp
 	seen := map[string]bool{}
@@ -58,6 +60,9 @@ func (c TransformerConfig) contextViolations(vs *violationList) {
 			continue
 		}
 		a := 0
+		if cp <= 1 {
+			continue
+		}
 		switch t {
 		case "a2a":
 			a = cp

@@ -82,10 +82,13 @@ func TestBenchDataParallel(t *testing.T) {
 	if len(lines) != 3 || !strings.Contains(lines[0], "data parallel 2") || !strings.Contains(lines[0], "distributed optimizer with overlapped parameter all-gather") {
 		t.Fatalf("want a header, the column names and one line:\n%s", out)
 	}
-	// The last four columns: buckets, adam ms, gather ms, first ms.
+	// The last five columns: buckets, adam ms, gather ms, first ms, cp wait.
 	v := strings.Fields(lines[2])
-	if !strings.HasSuffix(lines[1], "buckets   adam ms gather ms  first ms") || len(v) != 18 {
-		t.Fatalf("want 18 columns ending in buckets, adam ms, gather ms and first ms:\n%s", out)
+	if !strings.HasSuffix(lines[1], "buckets   adam ms gather ms  first ms  cp wait") || len(v) != 19 {
+		t.Fatalf("want 19 columns ending in buckets, adam ms, gather ms, first ms and cp wait:\n%s", out)
+	}
+	if v[18] != "0.0%" {
+		t.Errorf("cp wait %s without context parallelism:\n%s", v[18], out)
 	}
 	if v[17] == "0.0" {
 		t.Errorf("the first iteration was not timed:\n%s", out)
@@ -95,5 +98,21 @@ func TestBenchDataParallel(t *testing.T) {
 	}
 	if v[15] == "0.0" || v[16] == "0.0" {
 		t.Errorf("the Adam update or the parameter all-gather was not timed:\n%s", out)
+	}
+}
+
+// TestBenchContextParallel runs the small model on CP 2 (the ring) and
+// checks the header names the layout and the line has its cp wait column.
+func TestBenchContextParallel(t *testing.T) {
+	out, err := run(t, "bench", "--configs", "small", "--iters", "1", "--context-parallel-size", "2")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "context parallel 2 (p2p); 2 in-process ranks") {
+		t.Fatalf("want a header naming context parallel 2 (p2p), the column names and one line:\n%s", out)
+	}
+	if v := strings.Fields(lines[2]); len(v) != 19 || !strings.HasSuffix(v[18], "%") {
+		t.Fatalf("want 19 columns ending in the cp wait percentage:\n%s", out)
 	}
 }
