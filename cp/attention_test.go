@@ -139,3 +139,18 @@ func TestAttentionMatchesOneRank(t *testing.T) {
 		})
 	}
 }
+
+// TestAllGatherForwardIsTheRing: all_gather attends to the gathered blocks
+// in the ring's order, so its forward output has the ring's bits.
+func TestAllGatherForwardIsTheRing(t *testing.T) {
+	for _, n := range []int{2, 4} {
+		c := attnCase{cp: n, s: 8 * 3 * 5, b: 2, heads: 4, d: 8}
+		qkv := randn(3, c.s, c.b, c.heads*3*c.d)
+		dy := randn(4, c.s, c.b, c.heads*c.d)
+		c.typ = cp.P2P
+		ring, _ := parallel(t, c, qkv, dy)
+		c.typ = cp.AllGather
+		gathered, _ := parallel(t, c, qkv, dy)
+		numtest.SameBits(t, fmt.Sprintf("cp %d output", n), gathered.Data(), ring.Data())
+	}
+}
