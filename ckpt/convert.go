@@ -288,12 +288,11 @@ func splitRanks(rng [][4]uint64, l Layout) []RankState {
 
 // WholeLayout returns the parallel layout recorded in a whole-tensor
 // checkpoint's arguments (world_size, tensor_model_parallel_size,
-// pipeline_model_parallel_size, virtual_pipeline_model_parallel_size:
-// each 1 when absent), with DP = World/(TP·PP). The whole-tensor form
-// does not record the context-parallel size or whether the distributed
-// optimizer was used: DP assumes no context parallelism and
-// DistributedOptimizer is false (neither affects how a checkpoint is
-// read back).
+// pipeline_model_parallel_size, virtual_pipeline_model_parallel_size,
+// context_parallel_size: each 1 when absent), with DP = World/(TP·PP·CP).
+// The whole-tensor form does not record whether the distributed optimizer
+// was used: DistributedOptimizer is false (it does not affect how a
+// checkpoint is read back).
 func WholeLayout(s State) Layout {
 	get := func(k string) int {
 		if n, err := intArgs(map[string]any{k: s.Args[k]}); err == nil && n[k] >= 1 {
@@ -303,6 +302,9 @@ func WholeLayout(s State) Layout {
 	}
 	l := Layout{World: get("world_size"), TP: get("tensor_model_parallel_size"), PP: get("pipeline_model_parallel_size"),
 		VPP: get("virtual_pipeline_model_parallel_size")}
-	l.DP = max(l.World/(l.TP*l.PP), 1)
+	if cp := get("context_parallel_size"); cp > 1 {
+		l.CP = cp
+	}
+	l.DP = max(l.World/(l.TP*l.PP*l.ContextParallel()), 1)
 	return l
 }

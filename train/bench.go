@@ -274,6 +274,9 @@ func benchLayout(o BenchOptions, dp int) string {
 		if c == "" {
 			c = "p2p"
 		}
+		if len(o.Hierarchical) > 0 {
+			c += fmt.Sprintf(" %v", o.Hierarchical)
+		}
 		parts = append(parts, fmt.Sprintf("context parallel %d (%s)", n, c))
 	}
 	if p := max(o.PipelineParallel, 1); p > 1 {

@@ -54,7 +54,7 @@ func (t *trainer) setRNGStates(states [][4]uint64) error {
 // refuses a checkpoint whose model differs.
 func argsRecord(a Args, world int) map[string]int {
 	m := a.Model
-	return map[string]int{
+	r := map[string]int{
 		"num_layers": m.NumLayers, "hidden_size": m.HiddenSize, "num_attention_heads": m.NumAttentionHeads,
 		"ffn_hidden_size": m.FFN(), "seq_length": m.SeqLength, "max_position_embeddings": m.MaxPositions(),
 		"vocab_size": m.VocabSize, "global_batch_size": a.GlobalBatchSize, "world_size": world,
@@ -65,6 +65,13 @@ func argsRecord(a Args, world int) map[string]int {
 		"rampup_batch_size_increment":          a.RampupBatchSize.Increment,
 		"rampup_batch_size_samples":            a.RampupBatchSize.Samples,
 	}
+	if m.ContextParallelSize > 1 {
+		// Recorded only when used (absent: 1), so that the whole-tensor
+		// form, which keeps the args, knows the layout its generator
+		// states belong to.
+		r["context_parallel_size"] = m.ContextParallelSize
+	}
+	return r
 }
 
 // checkedArgs are the settings a resumed run must share with its

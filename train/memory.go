@@ -49,7 +49,7 @@ func memoryLayouts(base config.TransformerConfig, t int) []struct {
 	add := func(name string, tp int, sp bool, rc config.Recompute) {
 		c := base
 		c.TensorModelParallelSize, c.SequenceParallel, c.Recompute = tp, sp, rc
-		c.ContextParallelSize = 1
+		c.ContextParallelSize, c.HierarchicalContextParallelSizes, c.CPCommType = 1, nil, nil
 		out = append(out, struct {
 			name string
 			cfg  config.TransformerConfig
@@ -73,7 +73,8 @@ func memoryLayouts(base config.TransformerConfig, t int) []struct {
 		typ := base.LayerCPCommType(0)
 		cpAdd := func(name string, tp int, sp bool, rc config.Recompute) {
 			add(name, tp, sp, rc)
-			out[len(out)-1].cfg.ContextParallelSize = n
+			c := &out[len(out)-1].cfg
+			c.ContextParallelSize, c.HierarchicalContextParallelSizes, c.CPCommType = n, base.HierarchicalContextParallelSizes, base.CPCommType
 		}
 		cpAdd(fmt.Sprintf("CP %d (%s)", n, typ), 1, false, config.Recompute{})
 		cpAdd(fmt.Sprintf("CP %d + selective", n), 1, false, sel)

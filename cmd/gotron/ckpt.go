@@ -100,7 +100,7 @@ func writeInspect(w io.Writer, r *ckpt.Reader, rep ckpt.VerifyReport) {
 	if l.DistributedOptimizer {
 		dist = "on"
 	}
-	fmt.Fprintf(tw, "layout\tworld %d: tp %d, pp %d, vpp %d, dp %d; distributed optimizer %s\n", l.World, l.TP, l.PP, l.VPP, l.DP, dist)
+	fmt.Fprintf(tw, "layout\tworld %d: tp %d, pp %d, vpp %d, cp %d, dp %d; distributed optimizer %s\n", l.World, l.TP, l.PP, l.VPP, l.ContextParallel(), l.DP, dist)
 	scaler := "none"
 	if len(m.GradScaler) > 0 {
 		var b bytes.Buffer

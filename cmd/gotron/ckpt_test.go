@@ -123,7 +123,7 @@ func TestCkptInspectAndConvert(t *testing.T) {
 				shards++
 			}
 		}
-		for _, w := range []string{"iteration   3", "gotron-distributed-1", "world 2: tp 2, pp 1, vpp 1, dp 1", "consumed samples 24, optimizer steps 3, loss scaler none",
+		for _, w := range []string{"iteration   3", "gotron-distributed-1", "world 2: tp 2, pp 1, vpp 1, cp 1, dp 1", "consumed samples 24, optimizer steps 3, loss scaler none",
 			"global_batch_size=8", "hidden_size=32", ckpt.ShardFile(0), ckpt.ShardFile(1),
 			"optimizer/exp_avg_sq/embedding.word_embeddings.weight", "in 2 shards",
 			"all " + itoa(blocks) + " blocks of 2 shards verified"} {
