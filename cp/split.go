@@ -1,30 +1,11 @@
 package cp
 
-import "fmt"
-
 // Chunks returns the chunk indices rank r of a context-parallel group of size
 // cp holds under the load-balanced split for causal attention: the sequence
 // is cut into 2·cp equal chunks and rank r keeps chunks r and 2·cp−1−r, in
 // that order (Megatron's get_batch_on_this_cp_rank). Every rank then holds
 // one early and one late chunk, and does the same causal attention work.
 func Chunks(cp, r int) [2]int { return [2]int{r, 2*cp - 1 - r} }
-
-// CheckSequence reports whether a sequence of s tokens can be split over cp
-// ranks: s must be a multiple of 2·cp (of 2·cp·tp when sequence parallelism
-// also splits each rank's part over tp ranks).
-func CheckSequence(s, cp, tp int, sequenceParallel bool) error {
-	if cp <= 1 {
-		return nil
-	}
-	unit, what := 2*cp, fmt.Sprintf("2·context_parallel_size = 2·%d", cp)
-	if sequenceParallel && tp > 1 {
-		unit, what = 2*cp*tp, fmt.Sprintf("2·context_parallel_size·tensor_model_parallel_size = 2·%d·%d under sequence parallelism", cp, tp)
-	}
-	if s%unit != 0 {
-		return fmt.Errorf("seq_length %d is not a multiple of %s = %d: the load-balanced split cuts every sequence into 2·cp equal chunks; choose --seq-length a multiple of %d", s, what, unit, unit)
-	}
-	return nil
-}
 
 // Positions returns the global positions of the s/cp rows rank r holds of a
 // sequence of s tokens, in its local order: chunk r then chunk 2·cp−1−r.
