@@ -164,8 +164,8 @@ func (f *attentionFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Te
 			return nil, err
 		}
 	}
-	do := p.packOut(dyd)
-	delta = p.packRows(delta)
+	do := p.toPairs(dyd, p.d, 0, p.d)
+	delta = p.toPairs(delta, 1, 0, 1)
 	dq := make([]float32, len(q))
 	dkv := make([]float32, len(kv))
 	k := newBlocks(p, f.o.DType, f.o.Dropout, f.seed, c.Tape().RowWorkers(p.pairs(), p.rows()*p.rows()*p.d))

@@ -2,7 +2,6 @@ package nn
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/tensor"
@@ -79,7 +78,7 @@ func (f *attentionFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Te
 	out := tensor.New(st.s, st.b, st.n*st.d)
 	s, d := st.s, st.d
 	ldq, ldo := st.b*st.n*3*d, st.b*st.n*d
-	scale := float32(1 / math.Sqrt(float64(d)))
+	scale := AttentionScale(d)
 	x = f.operand(x)
 	od := out.Data()
 	pairs := st.b * st.n
@@ -114,7 +113,7 @@ func (f *attentionFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Te
 	st := c.State.(attentionState)
 	s, d := st.s, st.d
 	ldq, ldo := st.b*st.n*3*d, st.b*st.n*d
-	scale := float32(1 / math.Sqrt(float64(d)))
+	scale := AttentionScale(d)
 	dx := tensor.New(x.Shape()...)
 	dqkv := dx.Data()
 	dO := f.operand(dy.Contiguous())

@@ -149,7 +149,7 @@ func (t *trainer) resumeRNG(m *ckpt.Manifest) error {
 	per := len(t.rngStates()) / 4
 	if !t.a.NoLoadRNG && l.TP == now.TP && l.PP == now.PP && l.VPP == now.VPP && l.ContextParallel() == now.ContextParallel() {
 		for _, rs := range m.Ranks {
-			if rs.TP == t.tp.Rank() && rs.PP == t.pp.Rank() && rs.DP == t.dpcpRank && len(rs.RNG) == per {
+			if rs.TP == t.tp.Rank() && rs.PP == t.pp.Rank() && rs.DP == t.dpg.Rank() && len(rs.RNG) == per {
 				if err := t.setRNGStates(rs.RNG); err != nil {
 					return fmt.Errorf("--load %s: %w", t.a.Load, err)
 				}

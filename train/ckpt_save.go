@@ -93,7 +93,7 @@ func (t *trainer) beginSave(ctx context.Context) (*pendingSave, error) {
 	if err := w.AllGather(ctx, comm.I64(all), comm.I64(mine)); err != nil {
 		return nil, fmt.Errorf("save checkpoint: gathering generator states: %w", err)
 	}
-	coords := []int64{int64(t.tp.Rank()), int64(t.pp.Rank()), int64(t.dpcpRank)}
+	coords := []int64{int64(t.tp.Rank()), int64(t.pp.Rank()), int64(t.dpg.Rank())}
 	allCoords := make([]int64, 3*w.Size())
 	if err := w.AllGather(ctx, comm.I64(allCoords), comm.I64(coords)); err != nil {
 		return nil, fmt.Errorf("save checkpoint: gathering the layout: %w", err)
@@ -303,7 +303,7 @@ func (t *trainer) checkpointPieces() []ckpt.PieceData {
 // every data-parallel rank's of the first optimizer instance.
 func (t *trainer) writesOptimizerState() bool {
 	if t.dopt == nil {
-		return t.dpcpRank == 0
+		return t.dpg.Rank() == 0
 	}
 	if t.a.DDP.NumDistributedOptimizerInstances <= 1 {
 		return true

@@ -35,7 +35,7 @@ func (t *trainer) wholeTensors(ctx context.Context, of func(p *nn.Parameter) *te
 	if t.pp.Size() == 1 {
 		return mine, nil
 	}
-	if t.dpcpRank != 0 || t.tp.Rank() != 0 {
+	if t.dpg.Rank() != 0 || t.tp.Rank() != 0 {
 		return nil, nil // the first replica's TP rank 0 of each stage sends
 	}
 	if t.pp.Rank() != 0 {

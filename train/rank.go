@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"sync/atomic"
 	"time"
 
 	"github.com/gotron/gotron/autograd"
@@ -34,12 +33,8 @@ type trainer struct {
 	dpRank   int
 	dp       int
 	replicas comm.Group
-	dpcpRank int        // the rank in dpg
 	cp       *cp.Groups // the context-parallel groups
-	// cpWait, if set, accumulates ring attention's time blocked on
-	// receives (gotron bench).
-	cpWait *atomic.Int64
-	micro  int // micro-batches of the current iteration on this rank
+	micro    int        // micro-batches of the current iteration on this rank
 
 	tape *autograd.Tape
 	// chunks are this rank's model chunks (one per virtual pipeline stage)
@@ -97,7 +92,7 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *datasets, loc
 		return nil, err
 	}
 	t := &trainer{a: a, groups: groups, dpg: groups.DPCP(), replicas: groups.DP(), data: ds}
-	t.dp, t.dpRank, t.dpcpRank = t.replicas.Size(), t.replicas.Rank(), t.dpg.Rank()
+	t.dp, t.dpRank = t.replicas.Size(), t.replicas.Rank()
 	if mp.ContextParallelSize > 1 {
 		if t.cp, err = cp.NewGroups(ctx, groups.CP(), mp.HierarchicalContextParallelSizes); err != nil {
 			return nil, err
@@ -166,7 +161,7 @@ func (t *trainer) dropoutSeed() uint64 { return rng.SplitMix64(t.seedBase()) }
 // every context-parallel rank (which holds other tokens) draws its own
 // dropout masks.
 func (t *trainer) seedBase() uint64 {
-	return t.a.Seed + 1 + uint64(t.dpcpRank) + 100*uint64(t.pp.Rank())
+	return t.a.Seed + 1 + uint64(t.dpg.Rank()) + 100*uint64(t.pp.Rank())
 }
 
 // buildChunks builds the rank's model chunks: chunk v of pipeline rank p
@@ -187,7 +182,7 @@ func (t *trainer) buildChunks() error {
 		if err != nil {
 			return err
 		}
-		m.CP, m.CPWait = t.cp, t.cpWait
+		m.CP = t.cp
 		t.chunks = append(t.chunks, m)
 	}
 	return nil

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gotron/gotron/comm"
@@ -346,6 +348,18 @@ func batchDesc(a Args, dp int) string {
 	return fmt.Sprintf("%d micro-batches of %d per rank per iteration", a.GlobalBatchSize/rows, a.MicroBatchSize)
 }
 
+// cpTypes lists the context-parallel attention types the layers use, each
+// once, in layer order.
+func cpTypes(m config.TransformerConfig) []string {
+	var out []string
+	for i := range m.NumLayers {
+		if t := m.LayerCPCommType(i); !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // layoutDesc describes the parallel layout for the start-up line.
 func layoutDesc(a Args, dp int) string {
 	m := a.Model
@@ -355,6 +369,9 @@ func layoutDesc(a Args, dp int) string {
 		if v := m.VirtualPipelineModelParallelSize; v > 0 {
 			s = fmt.Sprintf("pipeline parallel %d with %d virtual stages, data parallel %d", p, v, dp)
 		}
+	}
+	if n := m.ContextParallelSize; n > 1 {
+		s = fmt.Sprintf("context parallel %d (%s), %s", n, strings.Join(cpTypes(m), ", "), s)
 	}
 	if tp := m.TensorModelParallelSize; tp > 1 {
 		s = fmt.Sprintf("tensor parallel %d, %s", tp, s)

@@ -193,9 +193,9 @@ func TestContextParallelFlagsTrain(t *testing.T) {
 		want  string
 	}{
 		{"a2a+p2p 2·2", []string{"--world-size", "4", "--seq-length", "32", "--hierarchical-context-parallel-sizes", "2", "2",
-			"--context-parallel-size", "4", "--cp-comm-type", "a2a+p2p"}, "world 4 (data parallel 1,"},
+			"--context-parallel-size", "4", "--cp-comm-type", "a2a+p2p"}, "world 4 (context parallel 4 (a2a+p2p), data parallel 1,"},
 		{"p2p then a2a", []string{"--world-size", "2", "--seq-length", "32", "--context-parallel-size", "2",
-			"--cp-comm-type", "p2p", "a2a"}, "world 2 (data parallel 1,"},
+			"--cp-comm-type", "p2p", "a2a"}, "world 2 (context parallel 2 (p2p, a2a), data parallel 1,"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			stdout, stderr, code := runMain(t, append(slices.Clone(cpModel), c.extra...)...)

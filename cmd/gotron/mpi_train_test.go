@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,7 +30,8 @@ import (
 // without tensor parallelism, 1e-5 with it (whose sums are split
 // differently). Two bf16 runs with the distributed optimizer (float32 and
 // bfloat16 gradient buffers, the latter reduced in bfloat16 through MPI)
-// follow the one-rank bf16 curve to 1e-4 and 1e-3.
+// follow the one-rank bf16 curve to 1e-4 and 1e-3. Context parallel 2
+// (the ring) and 4 (a2a+p2p, 2·2) follow it to 1e-6.
 func TestMPITrainMatchesSingleRank(t *testing.T) {
 	if _, err := exec.LookPath("mpirun"); err != nil {
 		t.Skip("mpirun not found: install openmpi-bin (make test-mpi does)")
@@ -50,26 +52,33 @@ func TestMPITrainMatchesSingleRank(t *testing.T) {
 		extra []string
 		tol   float64
 		prec  string // "" float32, "bf16", "bf16-grads" (--bf16 --grad-reduce-in-bf16): the reference's precision
+		says  string // what rank 0's start-up line must say, if set
 	}{
-		{"dp2", "2", nil, 1e-6, ""},
-		{"tp2-sp", "2", []string{"--tensor-model-parallel-size", "2", "--sequence-parallel"}, 1e-5, ""},
+		{"dp2", "2", nil, 1e-6, "", ""},
+		{"tp2-sp", "2", []string{"--tensor-model-parallel-size", "2", "--sequence-parallel"}, 1e-5, "", ""},
 		{"tp2-dp2-full-recompute", "4", []string{"--tensor-model-parallel-size", "2", "--recompute-granularity", "full",
-			"--recompute-method", "uniform", "--recompute-num-layers", "1"}, 1e-5, ""},
-		{"pp2", "2", []string{"--pipeline-model-parallel-size", "2"}, 1e-6, ""},
+			"--recompute-method", "uniform", "--recompute-num-layers", "1"}, 1e-5, "", ""},
+		{"pp2", "2", []string{"--pipeline-model-parallel-size", "2"}, 1e-6, "", ""},
 		{"tp2-pp2-vpp2-layout", "4", []string{"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
-			"--pipeline-model-parallel-layout", "E|t|t|L"}, 1e-5, ""},
+			"--pipeline-model-parallel-layout", "E|t|t|L"}, 1e-5, "", ""},
 		{"dp2-distopt-overlaps", "2", []string{"--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
-			"--ddp-bucket-size", "2000"}, 1e-6, ""},
+			"--ddp-bucket-size", "2000"}, 1e-6, "", ""},
 		{"dp4-distopt-2-instances", "4", []string{"--use-distributed-optimizer", "--num-distributed-optimizer-instances", "2",
-			"--overlap-grad-reduce", "--ddp-num-buckets", "4"}, 1e-6, ""},
+			"--overlap-grad-reduce", "--ddp-num-buckets", "4"}, 1e-6, "", ""},
 		{"tp2-pp2-dp2-distopt-overlaps", "8", []string{"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
-			"--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"}, 1e-5, ""},
+			"--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"}, 1e-5, "", ""},
 		// Mixed precision: bf16 with float32 gradients (the tolerance of
 		// train's TestMixedPrecisionLayouts), and with bfloat16 gradient
 		// buffers reduced in bfloat16 over MPI.
 		{"bf16-dp2-distopt-overlaps", "2", []string{"--bf16", "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
-			"--ddp-bucket-size", "2000"}, 1e-4, "bf16"},
-		{"bf16-grads-bf16-dp2-distopt", "2", []string{"--bf16", "--grad-reduce-in-bf16", "--use-distributed-optimizer"}, 1e-3, "bf16-grads"},
+			"--ddp-bucket-size", "2000"}, 1e-4, "bf16", ""},
+		{"bf16-grads-bf16-dp2-distopt", "2", []string{"--bf16", "--grad-reduce-in-bf16", "--use-distributed-optimizer"}, 1e-3, "bf16-grads", ""},
+		// Context parallel: the p2p ring over 2 processes, and a2a+p2p
+		// (an all-to-all inside each pair, a ring across them) over 2·2;
+		// every process is a context-parallel rank of one replica.
+		{"cp2-p2p", "2", []string{"--context-parallel-size", "2", "--cp-comm-type", "p2p"}, 1e-6, "", "world 2 (context parallel 2 (p2p), data parallel 1,"},
+		{"cp4-a2a+p2p-2x2", "4", []string{"--context-parallel-size", "4", "--cp-comm-type", "a2a+p2p",
+			"--hierarchical-context-parallel-sizes", "2", "2"}, 1e-6, "", "world 4 (context parallel 4 (a2a+p2p), data parallel 1,"},
 	}
 	curves := make([][]float64, len(layouts))
 	for i, l := range layouts {
@@ -80,6 +89,9 @@ func TestMPITrainMatchesSingleRank(t *testing.T) {
 		cancel()
 		if err != nil {
 			t.Fatalf("%s: mpirun: %v\n%s", l.name, err, out)
+		}
+		if l.says != "" && !strings.Contains(string(out), l.says) {
+			t.Errorf("%s: rank 0 does not say %q:\n%s", l.name, l.says, out)
 		}
 		curves[i] = readLosses(t, logPath)
 	}
