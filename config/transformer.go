@@ -49,6 +49,56 @@ type TransformerConfig struct {
 	// ranks) instead of averaging per micro-batch means
 	// (calculate_per_token_loss, false).
 	CalculatePerTokenLoss bool `json:"calculate_per_token_loss"`
+	// Normalization is the layer norms' kind (normalization): "LayerNorm"
+	// (the default, also "") or "RMSNorm" (no bias).
+	Normalization string `json:"normalization,omitempty"`
+	// LayernormZeroCenteredGamma stores every norm weight as γ−1,
+	// initialised to 0, and scales by 1 + w (layernorm_zero_centered_gamma,
+	// --apply-layernorm-1p).
+	LayernormZeroCenteredGamma bool `json:"layernorm_zero_centered_gamma,omitempty"`
+	// QKLayernorm normalises every query and key head over its d channels
+	// before attention (qk_layernorm): self_attention.q_layernorm and
+	// k_layernorm, [d] each.
+	QKLayernorm bool `json:"qk_layernorm,omitempty"`
+	// ActivationFunc is the MLP's activation (activation_func): "gelu"
+	// (the default, also ""), "openai_gelu", "silu" or "squared_relu".
+	ActivationFunc string `json:"activation_func,omitempty"`
+	// GatedLinearUnit makes linear_fc1 produce a gate and an up projection
+	// [2·ffn]; the MLP computes act(gate)·up (gated_linear_unit; with silu,
+	// SwiGLU).
+	GatedLinearUnit bool `json:"gated_linear_unit,omitempty"`
+	// BiasActivationFusion fuses linear_fc1's bias with the activation
+	// (bias_activation_fusion; on by default, as the training flags'
+	// --bias-gelu-fusion): for gelu with a bias it selects the tanh form.
+	BiasActivationFusion bool `json:"bias_activation_fusion"`
+	// AddBiasLinear gives every linear layer a bias (add_bias_linear, true;
+	// --disable-bias-linear).
+	AddBiasLinear bool `json:"add_bias_linear"`
+	// AddQKVBias gives linear_qkv a bias even without AddBiasLinear
+	// (add_qkv_bias, --add-qkv-bias).
+	AddQKVBias bool `json:"add_qkv_bias,omitempty"`
+	// NumQueryGroups is the number of key/value heads g of grouped-query
+	// attention (num_query_groups); 0 means one per attention head.
+	NumQueryGroups int `json:"num_query_groups,omitempty"`
+	// KVChannels is the head dimension d (kv_channels); 0 means
+	// hidden_size/num_attention_heads.
+	KVChannels int `json:"kv_channels,omitempty"`
+	// PositionEmbeddingType is "learned_absolute" (the default, also ""),
+	// "rope" or "none" (position_embedding_type).
+	PositionEmbeddingType string `json:"position_embedding_type,omitempty"`
+	// RotaryBase is RoPE's base θ (rotary_base); 0 means 10000.
+	RotaryBase int `json:"rotary_base,omitempty"`
+	// RotaryPercent is the rotated fraction of each head's channels
+	// (rotary_percent); 0 means 1.
+	RotaryPercent float64 `json:"rotary_percent,omitempty"`
+	// RotaryInterleaved rotates channel pairs (2i, 2i+1) instead of
+	// (i, i + d_rot/2) (rotary_interleaved).
+	RotaryInterleaved bool `json:"rotary_interleaved,omitempty"`
+	// ApplyResidualConnectionPostLayernorm takes each residual from the
+	// layer norm's output instead of its input
+	// (apply_residual_connection_post_layernorm).
+	ApplyResidualConnectionPostLayernorm bool `json:"apply_residual_connection_post_layernorm,omitempty"`
+
 	// CPCommType is how attention crosses the context-parallel ranks
 	// (cp_comm_type): "p2p" (the default), "all_gather", "a2a" or
 	// "a2a+p2p"; one value for every layer, or one per layer.
@@ -112,13 +162,19 @@ func DefaultTransformerConfig() TransformerConfig {
 		InitMethodStd:                   0.02,
 		ShareEmbeddingsAndOutputWeights: true,
 		MakeVocabSizeDivisibleBy:        128,
+		BiasActivationFusion:            true,
+		AddBiasLinear:                   true,
 	}
 }
 
-// FFN returns the MLP width: FFNHiddenSize, or 4·HiddenSize when unset.
+// FFN returns the MLP width: FFNHiddenSize, or when unset 4·HiddenSize
+// (SwiGLUFFN for SwiGLU, as the training flags set it).
 func (c TransformerConfig) FFN() int {
 	if c.FFNHiddenSize > 0 {
 		return c.FFNHiddenSize
+	}
+	if c.GatedLinearUnit && c.Activation() == SiLU {
+		return SwiGLUFFN(c.HiddenSize)
 	}
 	return 4 * c.HiddenSize
 }
@@ -131,8 +187,16 @@ func (c TransformerConfig) MaxPositions() int {
 	return c.SeqLength
 }
 
-// HeadDim returns h/n.
-func (c TransformerConfig) HeadDim() int { return c.HiddenSize / c.NumAttentionHeads }
+// HeadDim returns the head dimension d: KVChannels, or h/n when unset.
+func (c TransformerConfig) HeadDim() int {
+	if c.KVChannels > 0 {
+		return c.KVChannels
+	}
+	if c.NumAttentionHeads <= 0 {
+		return 0
+	}
+	return c.HiddenSize / c.NumAttentionHeads
+}
 
 // OutputLayerInitStd returns the scaled init std of linear_proj and
 // linear_fc2: InitMethodStd/sqrt(2·NumLayers).
@@ -168,12 +232,12 @@ func (c TransformerConfig) modelViolations() []Violation {
 	if c.FFNHiddenSize < 0 {
 		vs.add(fieldList("ffn_hidden_size"), "ffn_hidden_size is %d: it must be positive (or 0 for 4·hidden_size); set --ffn-hidden-size", c.FFNHiddenSize)
 	}
-	if c.HiddenSize > 0 && c.NumAttentionHeads > 0 && c.HiddenSize%c.NumAttentionHeads != 0 {
+	if c.KVChannels == 0 && c.HiddenSize > 0 && c.NumAttentionHeads > 0 && c.HiddenSize%c.NumAttentionHeads != 0 {
 		vs.add(fieldList("hidden_size", "num_attention_heads"),
-			"hidden_size %d is not divisible by num_attention_heads %d (%d mod %d = %d): choose --hidden-size a multiple of --num-attention-heads",
+			"hidden_size %d is not divisible by num_attention_heads %d (%d mod %d = %d): choose --hidden-size a multiple of --num-attention-heads (or set --kv-channels)",
 			c.HiddenSize, c.NumAttentionHeads, c.HiddenSize, c.NumAttentionHeads, c.HiddenSize%c.NumAttentionHeads)
 	}
-	if c.MaxPositionEmbeddings < 0 || c.SeqLength > c.MaxPositions() {
+	if c.MaxPositionEmbeddings < 0 || c.LearnedPositions() && c.SeqLength > c.MaxPositions() {
 		vs.add(fieldList("seq_length", "max_position_embeddings"),
 			"seq_length %d exceeds max_position_embeddings %d: the model has no position embedding beyond %d; raise --max-position-embeddings or lower --seq-length",
 			c.SeqLength, c.MaxPositionEmbeddings, c.MaxPositionEmbeddings)
@@ -183,7 +247,11 @@ func (c TransformerConfig) modelViolations() []Violation {
 			"num_attention_heads %d is not divisible by tensor_model_parallel_size %d: each tensor-parallel rank holds whole heads; choose heads a multiple of the TP size",
 			c.NumAttentionHeads, tp)
 	}
-	if tp := c.TensorModelParallelSize; tp > 1 && c.FFN()%tp != 0 {
+	if c.HiddenSize > 0 && c.FFNHiddenSize == 0 && c.FFN() <= 0 {
+		vs.add(fieldList("ffn_hidden_size", "hidden_size"),
+			"ffn_hidden_size is unset and SwiGLU's default for hidden_size %d is 0 (two thirds of 4·h, rounded down to a multiple of 64): set --ffn-hidden-size", c.HiddenSize)
+	}
+	if tp := c.TensorModelParallelSize; tp > 1 && !c.GatedLinearUnit && c.FFN()%tp != 0 {
 		vs.add(fieldList("ffn_hidden_size", "tensor_model_parallel_size"),
 			"ffn_hidden_size %d is not divisible by tensor_model_parallel_size %d: linear_fc1 is split by columns across TP ranks; choose --ffn-hidden-size a multiple of the TP size",
 			c.FFN(), tp)
@@ -210,6 +278,7 @@ func (c TransformerConfig) modelViolations() []Violation {
 			"seq_length %d is not divisible by tensor_model_parallel_size %d: sequence parallelism splits the sequence across the TP ranks; choose --seq-length a multiple of %d or set sequence_parallel = false (drop --sequence-parallel)",
 			c.SeqLength, tp, tp)
 	}
+	c.modelOptionViolations(&vs)
 	c.contextViolations(&vs)
 	c.recomputeViolations(&vs)
 	c.pipelineViolations(&vs)
