@@ -127,14 +127,6 @@ func (c TransformerConfig) RotaryDim() int {
 	return int(float64(c.HeadDim()) * p)
 }
 
-// RotaryBaseOrDefault returns RotaryBase, 10000 when unset.
-func (c TransformerConfig) RotaryBaseOrDefault() int {
-	if c.RotaryBase > 0 {
-		return c.RotaryBase
-	}
-	return 10000
-}
-
 // SwiGLUFFN is the MLP width Megatron's training flags give --swiglu
 // without --ffn-hidden-size: two thirds of 4·h, rounded down to a multiple
 // of 64, so that the gated MLP has about the parameters of the 4·h one.
@@ -181,7 +173,7 @@ func (c TransformerConfig) modelOptionViolations(vs *violationList) {
 				"rotary_percent %g of head dimension %d rotates %d channels: RoPE rotates channel pairs, so the count must be even and at least 2; choose --rotary-percent so that head_dim·percent is even",
 				c.RotaryPercent, c.HeadDim(), d)
 		}
-		if c.RotaryBase < 0 {
+		if c.RotaryBase <= 0 {
 			vs.add(fieldList("rotary_base"), "rotary_base is %d: it must be positive; set --rotary-base", c.RotaryBase)
 		}
 	}

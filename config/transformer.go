@@ -86,10 +86,10 @@ type TransformerConfig struct {
 	// PositionEmbeddingType is "learned_absolute" (the default, also ""),
 	// "rope" or "none" (position_embedding_type).
 	PositionEmbeddingType string `json:"position_embedding_type,omitempty"`
-	// RotaryBase is RoPE's base θ (rotary_base); 0 means 10000.
+	// RotaryBase is RoPE's base θ (rotary_base, 10000).
 	RotaryBase int `json:"rotary_base,omitempty"`
-	// RotaryPercent is the rotated fraction of each head's channels
-	// (rotary_percent); 0 means 1.
+	// RotaryPercent is the rotated fraction of each head's channels, in
+	// (0, 1] (rotary_percent, 1.0).
 	RotaryPercent float64 `json:"rotary_percent,omitempty"`
 	// RotaryInterleaved rotates channel pairs (2i, 2i+1) instead of
 	// (i, i + d_rot/2) (rotary_interleaved).
@@ -164,6 +164,8 @@ func DefaultTransformerConfig() TransformerConfig {
 		MakeVocabSizeDivisibleBy:        128,
 		BiasActivationFusion:            true,
 		AddBiasLinear:                   true,
+		RotaryBase:                      10000,
+		RotaryPercent:                   1,
 	}
 }
 

@@ -98,8 +98,8 @@ func FinalizeModelGrads(ctx context.Context, chunks []*DDP, o FinalizeOptions) e
 }
 
 // reduceOverTP averages the gradients of AverageGradientsAcrossTP
-// parameters over tp and, when sp, sums those of SequenceParallel ones,
-// each kind in one coalesced all-reduce.
+// parameters over tp and sums those of SumGradientsAcrossTP ones and, when
+// sp, of SequenceParallel ones, each kind in one coalesced all-reduce.
 func reduceOverTP(ctx context.Context, chunks []*DDP, tp comm.Group, sp bool) error {
 	var avg, sum []*nn.Parameter
 	for _, d := range chunks {
@@ -108,7 +108,7 @@ func reduceOverTP(ctx context.Context, chunks []*DDP, tp comm.Group, sp bool) er
 			case p.Grad == nil:
 			case p.AverageGradientsAcrossTP:
 				avg = append(avg, p)
-			case sp && p.SequenceParallel:
+			case sp && p.SequenceParallel, p.SumGradientsAcrossTP:
 				sum = append(sum, p)
 			}
 		}

@@ -24,6 +24,12 @@ type Parameter struct {
 	// replicates whose gradient finalize_model_grads averages over the
 	// tensor-parallel group (Megatron's average_gradients_across_tp_domain).
 	AverageGradientsAcrossTP bool
+	// SumGradientsAcrossTP marks a parameter every tensor-parallel rank
+	// replicates but applies only to its own heads (q_layernorm and
+	// k_layernorm): its gradient is partial over the tensor-parallel group
+	// and finalize_model_grads sums it, with or without sequence
+	// parallelism (the reference's qk_layernorm rule).
+	SumGradientsAcrossTP bool
 	// Shared marks a parameter shared between modules (the tied word
 	// embedding used as the output layer).
 	Shared bool

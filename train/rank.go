@@ -212,9 +212,10 @@ func (t *trainer) normParams() []*nn.Parameter {
 // sharedEmbeddings are the word-embedding weights this rank holds for the
 // embedding group's gradient all-reduce: the first chunk's on the first
 // stage, the last chunk's on the last stage (Megatron's
-// shared_embedding_or_output_weight of model[0] and model[-1]).
+// shared_embedding_or_output_weight of model[0] and model[-1]). An untied
+// model shares nothing.
 func (t *trainer) sharedEmbeddings() []*nn.Parameter {
-	if t.pp.Size() == 1 {
+	if t.pp.Size() == 1 || !t.a.Model.ShareEmbeddingsAndOutputWeights {
 		return nil
 	}
 	var out []*nn.Parameter
@@ -228,9 +229,10 @@ func (t *trainer) sharedEmbeddings() []*nn.Parameter {
 }
 
 // positionEmbeddings are the position embeddings this rank holds (the
-// first stage's), summed over the position-embedding group.
+// first stage's, learned absolute positions only), summed over the
+// position-embedding group.
 func (t *trainer) positionEmbeddings() []*nn.Parameter {
-	if t.pp.Size() == 1 || !t.firstStage() {
+	if t.pp.Size() == 1 || !t.firstStage() || t.chunks[0].PositionEmbeddings == nil {
 		return nil
 	}
 	return []*nn.Parameter{t.chunks[0].PositionEmbeddings}

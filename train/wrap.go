@@ -30,7 +30,7 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 			n += p.Value.Len()
 		}
 		var shared *nn.Parameter
-		if t.pp.Size() > 1 && c.WordEmbeddings != nil {
+		if t.pp.Size() > 1 && c.WordEmbeddings != nil && a.Model.ShareEmbeddingsAndOutputWeights {
 			shared = c.WordEmbeddings
 		}
 		d, err := dp.New(ctx, ps, ddp, dp.Options{

@@ -7,6 +7,7 @@ import (
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/cp"
 	"github.com/gotron/gotron/nn"
+	"github.com/gotron/gotron/tensor/kernels"
 	"github.com/gotron/gotron/tensor/rng"
 	"github.com/gotron/gotron/tp"
 )
@@ -70,7 +71,7 @@ func (m *Model) ForwardWith(t *autograd.Tape, ids, labels []int32, b, s int, r *
 	if spec.PreProcess && len(ids) != b*s || spec.PostProcess && labels != nil && len(labels) != b*s {
 		return nil, fmt.Errorf("gpt: %d ids and %d labels for a [%d, %d] micro-batch", len(ids), len(labels), b, s)
 	}
-	if full := s * m.CP.Size(); full > cfg.MaxPositions() {
+	if full := s * m.CP.Size(); cfg.LearnedPositions() && full > cfg.MaxPositions() {
 		return nil, fmt.Errorf("gpt: sequence length %d exceeds max_position_embeddings %d", full, cfg.MaxPositions())
 	}
 	if spec.PreProcess {
@@ -112,7 +113,7 @@ func (m *Model) ForwardWith(t *autograd.Tape, ids, labels []int32, b, s int, r *
 	}
 	var x *autograd.Var
 	if spec.PreProcess {
-		if err := m.preHook(m.WordEmbeddings, m.PositionEmbeddings); err != nil {
+		if err := m.preHook(nonNil(m.WordEmbeddings, m.PositionEmbeddings)...); err != nil {
 			return nil, err
 		}
 		if x, err = m.embed(t, ids, b, s, hidden); err != nil {
@@ -129,11 +130,15 @@ func (m *Model) ForwardWith(t *autograd.Tape, ids, labels []int32, b, s int, r *
 	if stats != nil {
 		stats.AfterEmbedding = t.ActivationBytes()
 	}
-	x = m.decoder(t, x, r, hidden, mp, stats, checkpoint == nil || *checkpoint)
+	rope, err := m.rotary(s)
+	if err != nil {
+		return nil, err
+	}
+	x = m.decoder(t, x, &pass{r: r, hidden: hidden, mp: mp, rope: rope}, stats, checkpoint == nil || *checkpoint)
 	if err := t.Err(); err != nil || !spec.PostProcess {
 		return x, err
 	}
-	if err := m.preHook(m.FinalLayernormW, m.FinalLayernormB, m.WordEmbeddings); err != nil {
+	if err := m.preHook(nonNil(m.FinalLayernormW, m.FinalLayernormB, m.outputWeight())...); err != nil {
 		return nil, err
 	}
 	return m.head(t, x, labels, b, s, stats)
@@ -160,6 +165,9 @@ func (m *Model) embed(t *autograd.Tape, ids []int32, b, s int, hidden *rng.RNG) 
 	if err != nil {
 		return nil, err
 	}
+	if m.PositionEmbeddings == nil {
+		return nn.Dropout(t, x, m.Config.HiddenDropout, hidden), nil
+	}
 	start := 0
 	if m.sequenceParallel() {
 		start = m.tpRank() * s / m.tpSize()
@@ -179,8 +187,12 @@ func (m *Model) embed(t *autograd.Tape, ids []int32, b, s int, hidden *rng.RNG) 
 // Forward).
 func (m *Model) head(t *autograd.Tape, x *autograd.Var, labels []int32, b, s int, stats *ActivationStats) (*autograd.Var, error) {
 	cfg := m.Config
-	x = nn.LayerNorm(t, x, m.FinalLayernormW.Var, m.FinalLayernormB.Var, cfg.LayernormEpsilon)
-	logits, _, err := m.Output.Forward(t, x, m.WordEmbeddings.Var, nil) // [s, b, V_pad/tp]
+	x = m.norm(t, x, m.FinalLayernormW, m.FinalLayernormB)
+	var w *autograd.Var // tied: the word embedding's weight
+	if m.OutputWeight == nil {
+		w = m.WordEmbeddings.Var
+	}
+	logits, _, err := m.Output.Forward(t, x, w, nil) // [s, b, V_pad/tp]
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +230,7 @@ func (m *Model) sequenceParallel() bool { return m.Config.SequenceParallel && m.
 
 // decoder runs the transformer layers, checkpointing them as the full
 // recompute settings say when recompute is set.
-func (m *Model) decoder(t *autograd.Tape, x *autograd.Var, r *Randomness, hidden, mp *rng.RNG, stats *ActivationStats, recompute bool) *autograd.Var {
+func (m *Model) decoder(t *autograd.Tape, x *autograd.Var, ps *pass, stats *ActivationStats, recompute bool) *autograd.Var {
 	cfg := m.Config
 	n := len(m.Layers)
 	record := func(k int) {
@@ -241,7 +253,7 @@ func (m *Model) decoder(t *autograd.Tape, x *autograd.Var, r *Randomness, hidden
 			}
 		}
 		if plain {
-			x = m.Layers[i].forward(t, x, m, r, hidden, mp)
+			x = m.Layers[i].forward(t, x, m, ps)
 			record(1)
 			i++
 			continue
@@ -250,10 +262,10 @@ func (m *Model) decoder(t *autograd.Tape, x *autograd.Var, r *Randomness, hidden
 		x = tp.Checkpoint(t, func(t *autograd.Tape, args []*autograd.Var) (*autograd.Var, error) {
 			y := args[0]
 			for _, l := range layers {
-				y = l.forward(t, y, m, r, hidden, mp)
+				y = l.forward(t, y, m, ps)
 			}
 			return y, t.Err()
-		}, m.checkpointOptions(r), x)
+		}, m.checkpointOptions(ps.r), x)
 		record(chunk)
 		i += chunk
 	}
@@ -270,12 +282,24 @@ func (m *Model) preHook(ps ...*nn.Parameter) error {
 
 // parameters returns the layer's parameters.
 func (l *Layer) parameters() []*nn.Parameter {
-	ps := []*nn.Parameter{l.InputLayernormW, l.InputLayernormB}
+	ps := nonNil(l.InputLayernormW, l.InputLayernormB)
 	ps = append(ps, l.QKV.Parameters()...)
+	ps = append(ps, nonNil(l.QLayernormW, l.QLayernormB, l.KLayernormW, l.KLayernormB)...)
 	ps = append(ps, l.Proj.Parameters()...)
-	ps = append(ps, l.PreMLPLayernormW, l.PreMLPLayernormB)
+	ps = append(ps, nonNil(l.PreMLPLayernormW, l.PreMLPLayernormB)...)
 	ps = append(ps, l.FC1.Parameters()...)
 	return append(ps, l.FC2.Parameters()...)
+}
+
+// nonNil returns ps without its nil entries (absent biases and norms).
+func nonNil(ps ...*nn.Parameter) []*nn.Parameter {
+	out := ps[:0:0]
+	for _, p := range ps {
+		if p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // checkpointOptions are the recompute settings of a checkpointed region:
@@ -291,59 +315,85 @@ func (m *Model) checkpointOptions(r *Randomness) tp.CheckpointOptions {
 	return o
 }
 
+// pass is what every layer of one forward pass shares: the generators
+// (r's are what recompute replays; hidden drives dropout after
+// linear_proj and linear_fc2, mp attention dropout) and the rotary table
+// of the pass's positions (nil without RoPE).
+type pass struct {
+	r          *Randomness
+	hidden, mp *rng.RNG
+	rope       *kernels.RotaryTable
+}
+
 // forward runs one layer on x ([s, b, h], or [s/tp, b, h] under sequence
-// parallelism). hidden drives dropout after linear_proj and linear_fc2, mp
-// attention dropout; r's generators are what selective recompute replays.
-func (l *Layer) forward(t *autograd.Tape, x *autograd.Var, m *Model, r *Randomness, hidden, mp *rng.RNG) *autograd.Var {
+// parallelism):
+//
+//	y = norm1(x);  x = (y if post-LN residual else x) + dropout(proj(attention(qkv(y))))
+//	y = norm2(x);  x = (y if post-LN residual else x) + dropout(fc2(act(fc1(y))))
+func (l *Layer) forward(t *autograd.Tape, x *autograd.Var, m *Model, ps *pass) *autograd.Var {
 	cfg := m.Config
-	eps := cfg.LayernormEpsilon
-	heads := cfg.NumAttentionHeads / m.tpSize()
-	y := nn.LayerNorm(t, x, l.InputLayernormW.Var, l.InputLayernormB.Var, eps)
-	qkv, _, err := l.QKV.Forward(t, y, nil, nil) // [s, b, 3h/tp]
+	y := m.norm(t, x, l.InputLayernormW, l.InputLayernormB)
+	residual := x
+	if cfg.ApplyResidualConnectionPostLayernorm {
+		residual = y
+	}
+	qkv, _, err := l.QKV.Forward(t, y, nil, nil) // [s, b, (n + 2g)·d/tp]
 	if err != nil {
 		t.Fail(err)
 		return qkv
 	}
-	var ctx *autograd.Var // [s, b, h/tp]
+	qkv = nn.PrepareQKV(t, qkv, m.qkvLayout(), l.qkvOptions(m, ps.rope)) // [s, b, n·3·d/tp]
+	y = l.attention(t, qkv, m, ps)                                       // [s, b, n·d/tp]
+	y, _, err = l.Proj.Forward(t, y)                                     // [s, b, h], or [s/tp, b, h] under SP
+	if err != nil {
+		t.Fail(err)
+		return y
+	}
+	y = nn.Dropout(t, y, cfg.HiddenDropout, ps.hidden)
+	x = autograd.Add(t, residual, y)
+	y = m.norm(t, x, l.PreMLPLayernormW, l.PreMLPLayernormB)
+	residual = x
+	if cfg.ApplyResidualConnectionPostLayernorm {
+		residual = y
+	}
+	y, bias, err := l.FC1.Forward(t, y, nil, nil) // [s, b, ffn/tp] (gated: 2·ffn/tp), bias or nil
+	if err != nil {
+		t.Fail(err)
+		return y
+	}
+	y = nn.MLPActivation(t, y, bias, m.activation(), cfg.GatedLinearUnit)
+	y, _, err = l.FC2.Forward(t, y)
+	if err != nil {
+		t.Fail(err)
+		return y
+	}
+	y = nn.Dropout(t, y, cfg.HiddenDropout, ps.hidden)
+	return autograd.Add(t, residual, y)
+}
+
+// attention runs the attention core on the multi-head qkv [s, b, n·3·d/tp]
+// (under selective recompute, checkpointed) and returns the context
+// [s, b, n·d/tp].
+func (l *Layer) attention(t *autograd.Tape, qkv *autograd.Var, m *Model, ps *pass) *autograd.Var {
+	cfg := m.Config
+	heads := cfg.NumAttentionHeads / m.tpSize()
 	// The attention's GEMMs run in the precision of the layer's weights.
 	prec := l.QKV.Weight.Value.DType()
 	attend := func(t *autograd.Tape, qkv *autograd.Var) *autograd.Var {
 		if m.CP.Size() > 1 {
 			return cp.Attention(t, qkv, heads, cp.Options{
 				Type: cp.CommType(cfg.LayerCPCommType(l.Number)), Groups: m.CP,
-				Dropout: cfg.AttentionDropout, RNG: mp, DType: prec, Wait: m.CPWait,
+				Dropout: cfg.AttentionDropout, RNG: ps.mp, DType: prec, Wait: m.CPWait,
 			})
 		}
-		return nn.CausalAttentionIn(prec, t, qkv, heads, cfg.AttentionDropout, mp)
+		return nn.CausalAttentionIn(prec, t, qkv, heads, cfg.AttentionDropout, ps.mp)
 	}
 	if cfg.RecomputeGranularity == "selective" && t.Recording() {
-		ctx = tp.Checkpoint(t, func(t *autograd.Tape, args []*autograd.Var) (*autograd.Var, error) {
+		return tp.Checkpoint(t, func(t *autograd.Tape, args []*autograd.Var) (*autograd.Var, error) {
 			return attend(t, args[0]), t.Err()
-		}, m.checkpointOptions(r), qkv)
-	} else {
-		ctx = attend(t, qkv)
+		}, m.checkpointOptions(ps.r), qkv)
 	}
-	y, _, err = l.Proj.Forward(t, ctx) // [s, b, h], or [s/tp, b, h] under SP
-	if err != nil {
-		t.Fail(err)
-		return y
-	}
-	y = nn.Dropout(t, y, cfg.HiddenDropout, hidden)
-	x = autograd.Add(t, x, y)
-	y = nn.LayerNorm(t, x, l.PreMLPLayernormW.Var, l.PreMLPLayernormB.Var, eps)
-	y, bias, err := l.FC1.Forward(t, y, nil, nil) // [s, b, ffn/tp], bias [ffn/tp]
-	if err != nil {
-		t.Fail(err)
-		return y
-	}
-	y = nn.BiasGELU(t, y, bias)
-	y, _, err = l.FC2.Forward(t, y)
-	if err != nil {
-		t.Fail(err)
-		return y
-	}
-	y = nn.Dropout(t, y, cfg.HiddenDropout, hidden)
-	return autograd.Add(t, x, y)
+	return attend(t, qkv)
 }
 
 // SequenceFirst reorders a row-major [b, s] array into [s, b] order.

@@ -13,7 +13,8 @@ import (
 // FullTensors gathers, for every parameter in order, the whole tensor of
 // which of(p) is this rank's partition (p's value, gradient or an optimizer
 // moment, shaped as p), under p's Megatron name: tensor-parallel partitions
-// are gathered over TP and the word embedding is cut to the real
+// are gathered over TP and the word embedding (and an untied output
+// layer) is cut to the real
 // vocabulary. The result is the same for every TP size, which makes weight,
 // gradient and checkpoint files independent of the layout. Every TP rank
 // must call it; a nil of(p) contributes zeros.
@@ -29,7 +30,7 @@ func (m *Model) FullTensors(ctx context.Context, of func(p *nn.Parameter) *tenso
 			return nil, err
 		}
 		shape := m.fullShape(p)
-		if p == m.WordEmbeddings {
+		if p == m.WordEmbeddings || p == m.OutputWeight {
 			full = full.Narrow(0, 0, shape[0])
 		}
 		out = append(out, safetensors.F32(p.Name, shape, append([]float32(nil), full.Contiguous().Data()...)))
@@ -51,7 +52,7 @@ func (m *Model) GradTensors(ctx context.Context) ([]safetensors.Tensor, error) {
 // LoadTensors copies whole tensors (as WeightTensors gives them, with the
 // real vocabulary) from f into the chunk's parameters with the same names,
 // each rank keeping its partition; the word embedding's padding rows are
-// set to zero. f must hold exactly the whole model's parameters
+// set to zero (an untied output layer's too). f must hold exactly the whole model's parameters
 // (ParameterShapes), whatever part this chunk holds; all differences are
 // reported at once. source names the origin in errors (a file path, say).
 func (m *Model) LoadTensors(f *safetensors.File, source string) error {

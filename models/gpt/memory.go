@@ -34,28 +34,35 @@ type ActivationEstimate struct {
 
 // EstimateActivations returns gotron's activation memory per rank for a
 // micro-batch of b rows under cfg (its TP size, sequence parallelism,
-// context parallelism and recompute settings), with s = seq_length/cp (a
-// context-parallel rank holds s/cp tokens of every sequence, and its
-// attention keeps what the one-rank attention keeps for them), h = hidden, a = heads,
-// f = ffn, t = TP, V_p = padded vocabulary, everything float32 (4 bytes)
-// and dropout masks 1 byte per element:
+// context parallelism, recompute settings and model options), with
+// s = seq_length/cp (a context-parallel rank holds s/cp tokens of every
+// sequence, and its attention keeps what the one-rank attention keeps for
+// them), h = hidden, n = heads, g = query groups, d = head dim, f = ffn,
+// f₁ = linear_fc1's width (2f gated), t = TP, V_p = padded vocabulary,
+// everything float32 (4 bytes) and dropout masks 1 byte per element:
 //
-//	layer = r·(16·sbh + 2·sbh·[p>0] + 16·sb) + (12·sbh + 4·sbh + 8·sbf)/t + 4·abs/t
+//	layer = r·(16·sbh + 2·sbh·[p>0] + 2·k·4·sb) + (12·sbnd + 4·sbnd + 4·sbf₁ + 4·sbf)/t
+//	        + 4·nbs/t + qk/t
 //
 // where r = 1/t under sequence parallelism (the replicated inputs of the
-// layer norms, of linear_qkv and linear_fc1, the two dropout masks and the
-// layer norms' mean and 1/σ, held per sequence shard) and 1 otherwise; the
-// split terms are the qkv projection (12sbh/t), the attention context
-// (4sbh/t), the MLP's GELU input and output (2·4·sbf/t), and the
-// attention's log-sum-exp rows (4abs/t, dropped by selective recompute).
+// norms, of linear_qkv and linear_fc1, the two dropout masks and the norms'
+// statistics, held per sequence shard) and 1 otherwise; k = 2 statistics
+// per row for LayerNorm (mean and 1/σ), 1 for RMSNorm. The split terms are
+// the multi-head qkv the attention keeps (12sbnd/t: with grouped queries
+// the keys and values repeated per head), the attention context (4sbnd/t),
+// the activation's input and linear_fc2's input (4sbf₁/t + 4sbf/t), and
+// the attention's log-sum-exp rows (4nbs/t, dropped by selective
+// recompute). With qk_layernorm, qk = 4·sb·(n + 2g)·d (linear_qkv's output,
+// kept for the norms' backward) + k·4·sb·(n + g) (their statistics).
 // Full recompute keeps only each chunk's input, 4sbh (·1/t when
 // distributed or sequence parallel) per RecomputeNumLayers layers. The
-// head keeps the final layer norm's input and output (8·sbh·r + 8·sb·r) and
+// head keeps the final norm's input and output (8·sbh·r + k·4·sb·r) and
 // the logits with one log-sum-exp per token (4·sb·V_p/t + 8·sb, 4·sb on one
 // rank without padding). See docs/MEMORY.md for the comparison with
 // Korthikanti et al. 2022.
 func EstimateActivations(cfg config.TransformerConfig, b int) ActivationEstimate {
 	s, h, a, f := int64(cfg.SeqLength/max(cfg.ContextParallelSize, 1)), int64(cfg.HiddenSize), int64(cfg.NumAttentionHeads), int64(cfg.FFN())
+	nd, f1, g := int64(cfg.AttentionWidth()), int64(cfg.FC1Width()), int64(cfg.QueryGroups())
 	t := int64(max(cfg.TensorModelParallelSize, 1))
 	B := int64(b)
 	sp := cfg.SequenceParallel && t > 1
@@ -66,12 +73,19 @@ func EstimateActivations(cfg config.TransformerConfig, b int) ActivationEstimate
 		}
 		return x
 	}
+	stats := int64(8) // bytes of norm statistics per row
+	if cfg.RMSNorm() {
+		stats = 4
+	}
 	sbh, sb := s*B*h, s*B
 	var e ActivationEstimate
 	if cfg.HiddenDropout > 0 {
 		e.Embedding = rep(sbh)
 	}
-	layer := rep(16*sbh+16*sb) + (12*sbh+4*sbh+8*s*B*f)/t
+	layer := rep(16*sbh+2*stats*sb) + (12*sb*nd+4*sb*nd+4*sb*f1+4*sb*f)/t
+	if cfg.QKLayernorm {
+		layer += (4*sb*int64(cfg.QKVWidth()) + stats*sb*(a+g)) / t
+	}
 	if cfg.HiddenDropout > 0 {
 		layer += rep(2 * sbh)
 	}
@@ -96,7 +110,7 @@ func EstimateActivations(cfg config.TransformerConfig, b int) ActivationEstimate
 	if t == 1 && vp == int64(cfg.VocabSize) {
 		lse = 4 * sb
 	}
-	e.Head = rep(8*sbh+8*sb) + 4*sb*vp/t + lse
+	e.Head = rep(8*sbh+stats*sb) + 4*sb*vp/t + lse
 	e.Total = e.Embedding + int64(cfg.NumLayers)*e.PerLayer + e.Head
 	if cfg.RecomputeGranularity == "full" && cfg.RecomputeMethod == "block" {
 		n := int64(min(cfg.RecomputeNumLayers, cfg.NumLayers))

@@ -34,6 +34,7 @@ func TestActivationMemoryMatchesEstimate(t *testing.T) {
 		microBatch int
 		cp         int
 		comm       string
+		opts       string // a model-options preset of optionPresets
 	}
 	full := func(method string, n int, dist bool) config.Recompute {
 		return config.Recompute{RecomputeGranularity: "full", RecomputeMethod: method, RecomputeNumLayers: n, DistributeSavedActivations: dist}
@@ -46,20 +47,25 @@ func TestActivationMemoryMatchesEstimate(t *testing.T) {
 			}
 			for _, rc := range []config.Recompute{{}, {RecomputeGranularity: "selective"}, full("uniform", 2, false), full("uniform", 1, n > 1 && !sp)} {
 				for _, p := range []float32{0, 0.1} {
-					vs = append(vs, variant{n, sp, p, rc, 100, 2, 1, ""})
+					vs = append(vs, variant{n, sp, p, rc, 100, 2, 1, "", ""})
 				}
 			}
 		}
 	}
-	vs = append(vs, variant{1, false, 0, config.Recompute{}, 128, 3, 1, ""}, variant{2, true, 0.1, full("block", 1, false), 256, 1, 1, ""})
+	vs = append(vs, variant{1, false, 0, config.Recompute{}, 128, 3, 1, "", ""}, variant{2, true, 0.1, full("block", 1, false), 256, 1, 1, "", ""})
 	for _, c := range []string{"p2p", "a2a"} {
 		for _, rc := range []config.Recompute{{}, {RecomputeGranularity: "selective"}, full("uniform", 1, false)} {
-			vs = append(vs, variant{1, false, 0.1, rc, 100, 2, 2, c}, variant{2, true, 0.1, rc, 100, 2, 2, c}, variant{1, false, 0, rc, 100, 1, 4, c})
+			vs = append(vs, variant{1, false, 0.1, rc, 100, 2, 2, c, ""}, variant{2, true, 0.1, rc, 100, 2, 2, c, ""}, variant{1, false, 0, rc, 100, 1, 4, c, ""})
+		}
+	}
+	for _, o := range []string{"llama", "qknorm", "misc"} {
+		for _, rc := range []config.Recompute{{}, {RecomputeGranularity: "selective"}, full("uniform", 1, false)} {
+			vs = append(vs, variant{1, false, 0.1, rc, 100, 2, 1, "", o}, variant{2, true, 0.1, rc, 100, 2, 1, "", o}, variant{1, false, 0, rc, 100, 1, 2, "p2p", o})
 		}
 	}
 	for _, v := range vs {
-		name := fmt.Sprintf("tp%d/sp=%v/p=%v/%s-%s-%d-dist=%v/V%d/b%d/cp%d%s", v.tp, v.sp, v.dropout, v.recompute.RecomputeGranularity,
-			v.recompute.RecomputeMethod, v.recompute.RecomputeNumLayers, v.recompute.DistributeSavedActivations, v.vocab, v.microBatch, v.cp, v.comm)
+		name := fmt.Sprintf("tp%d/sp=%v/p=%v/%s-%s-%d-dist=%v/V%d/b%d/cp%d%s/%s", v.tp, v.sp, v.dropout, v.recompute.RecomputeGranularity,
+			v.recompute.RecomputeMethod, v.recompute.RecomputeNumLayers, v.recompute.DistributeSavedActivations, v.vocab, v.microBatch, v.cp, v.comm, v.opts)
 		t.Run(name, func(t *testing.T) {
 			cfg := config.DefaultTransformerConfig()
 			cfg.NumLayers, cfg.HiddenSize, cfg.NumAttentionHeads, cfg.SeqLength, cfg.VocabSize = 4, 32, 4, 16, v.vocab
@@ -68,6 +74,9 @@ func TestActivationMemoryMatchesEstimate(t *testing.T) {
 			cfg.ContextParallelSize = v.cp
 			if v.comm != "" {
 				cfg.CPCommType = []string{v.comm}
+			}
+			if v.opts != "" {
+				optionPresets[v.opts](&cfg)
 			}
 			want := EstimateActivations(cfg, v.microBatch)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -145,4 +154,25 @@ func TestActivationMemoryMatchesEstimate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// optionPresets set the Llama-class model options on a test config (4
+// heads, width 32): a Llama-shaped model, LayerNorm with qk_layernorm and
+// other head sizes, and the remaining options.
+var optionPresets = map[string]func(c *config.TransformerConfig){
+	"llama": func(c *config.TransformerConfig) {
+		c.Normalization, c.ActivationFunc, c.GatedLinearUnit = config.RMSNormType, config.SiLU, true
+		c.FFNHiddenSize, c.PositionEmbeddingType, c.NumQueryGroups = 48, config.RoPE, 2
+		c.ShareEmbeddingsAndOutputWeights, c.AddBiasLinear = false, false
+	},
+	"qknorm": func(c *config.TransformerConfig) {
+		c.LayernormZeroCenteredGamma, c.QKLayernorm, c.PositionEmbeddingType = true, true, config.RoPE
+		c.RotaryInterleaved, c.RotaryPercent, c.KVChannels, c.NumQueryGroups = true, 0.5, 12, 2
+		c.AddBiasLinear, c.AddQKVBias = false, true
+	},
+	"misc": func(c *config.TransformerConfig) {
+		c.Normalization, c.LayernormZeroCenteredGamma, c.QKLayernorm = config.RMSNormType, true, true
+		c.PositionEmbeddingType, c.ActivationFunc, c.ApplyResidualConnectionPostLayernorm = config.NoPositions, config.SquaredReLU, true
+		c.NumQueryGroups, c.ShareEmbeddingsAndOutputWeights = 2, false
+	},
 }

@@ -2,6 +2,7 @@ package gpt
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/gotron/gotron/autograd"
@@ -10,6 +11,7 @@ import (
 	"github.com/gotron/gotron/cp"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
+	"github.com/gotron/gotron/tensor/kernels"
 	"github.com/gotron/gotron/tensor/rng"
 	"github.com/gotron/gotron/tp"
 )
@@ -50,17 +52,20 @@ type Model struct {
 	Embedding      *tp.VocabParallelEmbedding
 	WordEmbeddings *nn.Parameter
 	// PositionEmbeddings is embedding.position_embeddings.weight
-	// [max_pos, h] (PreProcess only).
+	// [max_pos, h] (PreProcess with learned absolute positions only).
 	PositionEmbeddings *nn.Parameter
 	// Layers are the chunk's decoder layers: Layers[i] is global layer
 	// Spec.LayerOffset+i.
 	Layers          []*Layer
 	FinalLayernormW *nn.Parameter // decoder.final_layernorm.weight [h] (PostProcess only)
-	FinalLayernormB *nn.Parameter // decoder.final_layernorm.bias [h] (PostProcess only)
-	// Output is the output layer: column-parallel, no bias, no weight of its
-	// own (it is given the word embedding's), logits [s, b, V_pad/tp]
-	// (PostProcess only).
-	Output *tp.ColumnParallelLinear
+	FinalLayernormB *nn.Parameter // decoder.final_layernorm.bias [h] (PostProcess with LayerNorm only)
+	// Output is the output layer: column-parallel, no bias, logits
+	// [s, b, V_pad/tp] (PostProcess only). Tied, it has no weight of its
+	// own and is given the word embedding's; untied
+	// (share_embeddings_and_output_weights false), OutputWeight is its
+	// weight output_layer.weight [V_pad/tp, h].
+	Output       *tp.ColumnParallelLinear
+	OutputWeight *nn.Parameter
 
 	// Stats, when set, receives the activation memory at the boundaries
 	// of every recorded Forward.
@@ -76,6 +81,9 @@ type Model struct {
 
 	params []*nn.Parameter
 	input  *autograd.Var
+
+	ropeMu    sync.Mutex
+	ropeCache map[int]*kernels.RotaryTable // by local sequence length
 }
 
 // ChunkSpec says which part of the GPT a model chunk holds.
@@ -91,16 +99,24 @@ func WholeModel(cfg config.TransformerConfig) ChunkSpec {
 	return ChunkSpec{PreProcess: true, PostProcess: true, NumLayers: cfg.NumLayers}
 }
 
-// Layer is one transformer layer (decoder.layers.{i}).
+// Layer is one transformer layer (decoder.layers.{i}). Norm biases are nil
+// under RMSNorm; the q/k norms exist only with qk_layernorm.
 type Layer struct {
 	// Number is the layer's global index (decoder.layers.{Number}).
-	Number                             int
-	InputLayernormW, InputLayernormB   *nn.Parameter // [h]
-	QKV                                *tp.ColumnParallelLinear
+	Number                           int
+	InputLayernormW, InputLayernormB *nn.Parameter // [h]
+	// QKV is linear_qkv [(n + 2g)·d/tp, h]: per key/value group its query
+	// heads, then its key and value head (nn.QKVLayout).
+	QKV                      *tp.ColumnParallelLinear
+	QLayernormW, QLayernormB *nn.Parameter // self_attention.q_layernorm [d]
+	KLayernormW, KLayernormB *nn.Parameter // self_attention.k_layernorm [d]
+	// Proj is linear_proj [h, n·d/tp].
 	Proj                               *tp.RowParallelLinear
 	PreMLPLayernormW, PreMLPLayernormB *nn.Parameter // [h]
-	FC1                                *tp.ColumnParallelLinear
-	FC2                                *tp.RowParallelLinear
+	// FC1 is linear_fc1 [ffn/tp, h], or for a gated linear unit
+	// [2·ffn/tp, h]: the rank's gate rows, then its up rows (stride 2).
+	FC1 *tp.ColumnParallelLinear
+	FC2 *tp.RowParallelLinear
 }
 
 // New builds a one-rank model from a validated config, initialised from g
@@ -125,27 +141,28 @@ func NewParallel(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group) (*Mod
 //
 //   - word and position embeddings and every weight ~ N(0, std), except
 //     linear_proj and linear_fc2 ~ N(0, std/sqrt(2·layers));
-//   - the word embedding's padding rows [V, V_pad) are zero and drawn after
-//     nothing: the real rows do not depend on the padding;
-//   - biases 0, LayerNorm weights 1 and biases 0.
+//   - the word embedding's (and an untied output layer's) padding rows
+//     [V, V_pad) are zero and drawn after nothing: the real rows do not
+//     depend on the padding;
+//   - biases 0, norm weights 1 (0 when zero-centred) and biases 0.
 //
-// The global order is the word embedding, the position embedding, then per
-// layer linear_qkv, linear_proj, linear_fc1, linear_fc2 (layer norms and
-// biases draw nothing), then the final layernorm.
+// The global order is the word embedding, the position embedding (learned
+// absolute positions only), then per layer linear_qkv, linear_proj,
+// linear_fc1, linear_fc2 (norms and biases draw nothing), then an untied
+// output layer.
 //
-// Layout (linear_qkv rows head0.q, head0.k, head0.v, head1.q, …):
-// linear_qkv and linear_fc1 are column-parallel ([3h/tp, h], [ffn/tp, h]),
-// linear_proj and linear_fc2 row-parallel ([h, h/tp], [h, ffn/tp]), so
-// each rank holds whole heads. Under sequence parallelism the layer norms,
-// the row-parallel biases and the position embedding are marked
-// SequenceParallel: their gradients are partial over the TP ranks' tokens
-// and finalize_model_grads sums them.
+// Layout: linear_qkv and linear_fc1 are column-parallel
+// ([(n + 2g)·d/tp, h], [ffn/tp, h] or gated [2·ffn/tp, h] with stride 2),
+// linear_proj and linear_fc2 row-parallel ([h, n·d/tp], [h, ffn/tp]), so
+// each rank holds whole key/value groups and their query heads. Under
+// sequence parallelism the norms, the row-parallel biases and the position
+// embedding are marked SequenceParallel: their gradients are partial over
+// the TP ranks' tokens and finalize_model_grads sums them; the q/k norms'
+// gradients are partial over the ranks' heads and always summed
+// (SumGradientsAcrossTP).
 func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec ChunkSpec) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
-	}
-	if !cfg.ShareEmbeddingsAndOutputWeights {
-		return nil, fmt.Errorf("gpt: share_embeddings_and_output_weights=false (an untied output layer) is not built by gotron's GPT yet; drop --untie-embeddings-and-output-weights")
 	}
 	if spec.LayerOffset < 0 || spec.NumLayers < 0 || spec.LayerOffset+spec.NumLayers > cfg.NumLayers {
 		return nil, fmt.Errorf("gpt: a model chunk of decoder layers [%d, %d) does not fit num_layers %d", spec.LayerOffset, spec.LayerOffset+spec.NumLayers, cfg.NumLayers)
@@ -157,93 +174,169 @@ func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec Chu
 	if ws != max(cfg.TensorModelParallelSize, 1) {
 		return nil, fmt.Errorf("gpt: the tensor-parallel group has %d ranks but tensor_model_parallel_size is %d", ws, cfg.TensorModelParallelSize)
 	}
-	sp := cfg.SequenceParallel && ws > 1
-	h, f, v, vp := cfg.HiddenSize, cfg.FFN(), cfg.VocabSize, cfg.PaddedVocabSize()
+	b := &builder{cfg: cfg, g: g, tpg: tpg, sp: cfg.SequenceParallel && ws > 1}
 	m := &Model{Config: cfg, Spec: spec, TP: tpg}
-	std, outStd := cfg.InitMethodStd, cfg.OutputLayerInitStd()
-	normal := func(sd float64) tp.InitMethod {
-		return func(w *tensor.Tensor) { g.FillNormal(w.Data(), 0, sd) }
-	}
-	const_ := func(name string, val float32, n int) *nn.Parameter {
-		p := m.add(nn.NewParameter(name, tensor.Full(val, n)))
-		p.SequenceParallel = sp
-		return p
-	}
+	b.m = m
+	h, v, vp := cfg.HiddenSize, cfg.VocabSize, cfg.PaddedVocabSize()
 	var err error
-	if spec.PreProcess || spec.PostProcess {
-		m.Embedding, err = tp.NewVocabParallelEmbedding("embedding.word_embeddings", vp, h, tpg, func(w *tensor.Tensor) {
-			g.FillNormal(w.Narrow(0, 0, v).Contiguous().Data(), 0, std) // rows [V, V_pad) stay zero
-		}, tp.WithReduceScatterEmbeddings(sp))
+	if spec.PreProcess || spec.PostProcess && cfg.ShareEmbeddingsAndOutputWeights {
+		m.Embedding, err = tp.NewVocabParallelEmbedding("embedding.word_embeddings", vp, h, tpg, b.vocabInit(), tp.WithReduceScatterEmbeddings(b.sp))
 		if err != nil {
 			return nil, err
 		}
 		m.WordEmbeddings = m.add(m.Embedding.Weight)
-		m.WordEmbeddings.Shared = true
+		m.WordEmbeddings.Shared = cfg.ShareEmbeddingsAndOutputWeights
 	} else {
 		g.SkipNormal(v * h)
 	}
-	if spec.PreProcess {
-		pos := tensor.New(cfg.MaxPositions(), h)
-		g.FillNormal(pos.Data(), 0, std)
-		m.PositionEmbeddings = m.add(nn.NewParameter("embedding.position_embeddings.weight", pos))
-		m.PositionEmbeddings.SequenceParallel = sp
-	} else {
-		g.SkipNormal(cfg.MaxPositions() * h)
+	if cfg.LearnedPositions() {
+		if spec.PreProcess {
+			pos := tensor.New(cfg.MaxPositions(), h)
+			g.FillNormal(pos.Data(), 0, cfg.InitMethodStd)
+			m.PositionEmbeddings = m.add(nn.NewParameter("embedding.position_embeddings.weight", pos))
+			m.PositionEmbeddings.SequenceParallel = b.sp
+		} else {
+			g.SkipNormal(cfg.MaxPositions() * h)
+		}
 	}
 	g.SkipNormal(spec.LayerOffset * layerDraws(cfg))
 	for i := spec.LayerOffset; i < spec.LayerOffset+spec.NumLayers; i++ {
-		p := fmt.Sprintf("decoder.layers.%d.", i)
-		l := &Layer{Number: i}
-		l.InputLayernormW = const_(p+"input_layernorm.weight", 1, h)
-		l.InputLayernormB = const_(p+"input_layernorm.bias", 0, h)
-		if l.QKV, err = tp.NewColumnParallelLinear(p+"self_attention.linear_qkv", h, 3*h, tp.ColumnParallelConfig{
-			Group: tpg, Init: normal(std), Bias: true, SequenceParallel: sp,
-		}); err != nil {
+		l, err := b.layer(i)
+		if err != nil {
 			return nil, err
 		}
-		m.add(l.QKV.Parameters()...)
-		if l.Proj, err = tp.NewRowParallelLinear(p+"self_attention.linear_proj", h, h, tp.RowParallelConfig{
-			Group: tpg, Init: normal(outStd), Bias: true, InputIsParallel: true, SequenceParallel: sp,
-		}); err != nil {
-			return nil, err
-		}
-		m.add(l.Proj.Parameters()...)
-		l.PreMLPLayernormW = const_(p+"pre_mlp_layernorm.weight", 1, h)
-		l.PreMLPLayernormB = const_(p+"pre_mlp_layernorm.bias", 0, h)
-		if l.FC1, err = tp.NewColumnParallelLinear(p+"mlp.linear_fc1", h, f, tp.ColumnParallelConfig{
-			Group: tpg, Init: normal(std), Bias: true, SkipBiasAdd: true, SequenceParallel: sp,
-		}); err != nil {
-			return nil, err
-		}
-		m.add(l.FC1.Parameters()...)
-		if l.FC2, err = tp.NewRowParallelLinear(p+"mlp.linear_fc2", f, h, tp.RowParallelConfig{
-			Group: tpg, Init: normal(outStd), Bias: true, InputIsParallel: true, SequenceParallel: sp,
-		}); err != nil {
-			return nil, err
-		}
-		m.add(l.FC2.Parameters()...)
 		m.Layers = append(m.Layers, l)
 	}
 	if !spec.PostProcess {
 		return m, nil
 	}
-	m.FinalLayernormW = const_("decoder.final_layernorm.weight", 1, h)
-	m.FinalLayernormB = const_("decoder.final_layernorm.bias", 0, h)
-	if m.Output, err = tp.NewColumnParallelLinear("output_layer", h, vp, tp.ColumnParallelConfig{
-		Group: tpg, SkipWeightParamAllocation: true, SequenceParallel: sp,
-	}); err != nil {
+	m.FinalLayernormW, m.FinalLayernormB = b.norm("decoder.final_layernorm")
+	oc := tp.ColumnParallelConfig{Group: tpg, SkipWeightParamAllocation: true, SequenceParallel: b.sp}
+	if !cfg.ShareEmbeddingsAndOutputWeights {
+		oc.SkipWeightParamAllocation, oc.Init = false, b.vocabInit()
+	}
+	if m.Output, err = tp.NewColumnParallelLinear("output_layer", h, vp, oc); err != nil {
 		return nil, err
+	}
+	if !cfg.ShareEmbeddingsAndOutputWeights {
+		m.OutputWeight = m.add(m.Output.Weight)
 	}
 	return m, nil
 }
 
+// builder holds what NewChunk's parts share.
+type builder struct {
+	cfg config.TransformerConfig
+	g   *rng.RNG
+	tpg comm.Group
+	sp  bool
+	m   *Model
+}
+
+// normal is the init method N(0, sd) drawing from the model's stream.
+func (b *builder) normal(sd float64) tp.InitMethod {
+	return func(w *tensor.Tensor) { b.g.FillNormal(w.Data(), 0, sd) }
+}
+
+// vocabInit draws a vocabulary-sized weight [V_pad, h]: rows [0, V) from
+// N(0, std), the padding rows [V, V_pad) zero and drawn after nothing.
+func (b *builder) vocabInit() tp.InitMethod {
+	return func(w *tensor.Tensor) {
+		b.g.FillNormal(w.Narrow(0, 0, b.cfg.VocabSize).Contiguous().Data(), 0, b.cfg.InitMethodStd)
+	}
+}
+
+// norm adds the weight and (for LayerNorm) bias of the norm named prefix
+// over the hidden size: weight 1 (0 when stored zero-centred), bias 0,
+// marked sequence-parallel under SP.
+func (b *builder) norm(prefix string) (w, bias *nn.Parameter) {
+	h := b.cfg.HiddenSize
+	w = b.constant(prefix+".weight", b.normOne(), h)
+	w.SequenceParallel = b.sp
+	if !b.cfg.RMSNorm() {
+		bias = b.constant(prefix+".bias", 0, h)
+		bias.SequenceParallel = b.sp
+	}
+	return w, bias
+}
+
+// normOne is a norm weight's initial value: 1, or 0 when zero-centred.
+func (b *builder) normOne() float32 {
+	if b.cfg.LayernormZeroCenteredGamma {
+		return 0
+	}
+	return 1
+}
+
+func (b *builder) constant(name string, val float32, n int) *nn.Parameter {
+	return b.m.add(nn.NewParameter(name, tensor.Full(val, n)))
+}
+
+// qkNorm adds a per-head norm [d] of queries or keys: every rank applies
+// it to its own heads, so its gradient is summed over TP.
+func (b *builder) qkNorm(prefix string) (w, bias *nn.Parameter) {
+	d := b.cfg.HeadDim()
+	w = b.constant(prefix+".weight", b.normOne(), d)
+	w.SumGradientsAcrossTP = true
+	if !b.cfg.RMSNorm() {
+		bias = b.constant(prefix+".bias", 0, d)
+		bias.SumGradientsAcrossTP = true
+	}
+	return w, bias
+}
+
+// layer builds decoder layer i, drawing linear_qkv, linear_proj,
+// linear_fc1 and linear_fc2 in that order.
+func (b *builder) layer(i int) (*Layer, error) {
+	cfg, tpg, sp, m := b.cfg, b.tpg, b.sp, b.m
+	h, std, outStd := cfg.HiddenSize, cfg.InitMethodStd, cfg.OutputLayerInitStd()
+	p := fmt.Sprintf("decoder.layers.%d.", i)
+	l := &Layer{Number: i}
+	var err error
+	l.InputLayernormW, l.InputLayernormB = b.norm(p + "input_layernorm")
+	if l.QKV, err = tp.NewColumnParallelLinear(p+"self_attention.linear_qkv", h, cfg.QKVWidth(), tp.ColumnParallelConfig{
+		Group: tpg, Init: b.normal(std), Bias: cfg.QKVBias(), SequenceParallel: sp,
+	}); err != nil {
+		return nil, err
+	}
+	m.add(l.QKV.Parameters()...)
+	if cfg.QKLayernorm {
+		l.QLayernormW, l.QLayernormB = b.qkNorm(p + "self_attention.q_layernorm")
+		l.KLayernormW, l.KLayernormB = b.qkNorm(p + "self_attention.k_layernorm")
+	}
+	if l.Proj, err = tp.NewRowParallelLinear(p+"self_attention.linear_proj", cfg.AttentionWidth(), h, tp.RowParallelConfig{
+		Group: tpg, Init: b.normal(outStd), Bias: cfg.AddBiasLinear, InputIsParallel: true, SequenceParallel: sp,
+	}); err != nil {
+		return nil, err
+	}
+	m.add(l.Proj.Parameters()...)
+	l.PreMLPLayernormW, l.PreMLPLayernormB = b.norm(p + "pre_mlp_layernorm")
+	stride := 1
+	if cfg.GatedLinearUnit {
+		stride = 2 // each rank holds its gate rows and its up rows
+	}
+	if l.FC1, err = tp.NewColumnParallelLinear(p+"mlp.linear_fc1", h, cfg.FC1Width(), tp.ColumnParallelConfig{
+		Group: tpg, Init: b.normal(std), Bias: cfg.AddBiasLinear, SkipBiasAdd: true, SequenceParallel: sp, Stride: stride,
+	}); err != nil {
+		return nil, err
+	}
+	m.add(l.FC1.Parameters()...)
+	if l.FC2, err = tp.NewRowParallelLinear(p+"mlp.linear_fc2", cfg.FFN(), h, tp.RowParallelConfig{
+		Group: tpg, Init: b.normal(outStd), Bias: cfg.AddBiasLinear, InputIsParallel: true, SequenceParallel: sp,
+	}); err != nil {
+		return nil, err
+	}
+	m.add(l.FC2.Parameters()...)
+	return l, nil
+}
+
 // layerDraws is the number of normal deviates one decoder layer's
-// initialisation draws: linear_qkv [3h, h], linear_proj [h, h],
-// linear_fc1 [ffn, h] and linear_fc2 [h, ffn], each drawn whole.
+// initialisation draws: linear_qkv [(n + 2g)·d, h], linear_proj [h, n·d],
+// linear_fc1 [ffn (·2 gated), h] and linear_fc2 [h, ffn], each drawn whole.
 func layerDraws(cfg config.TransformerConfig) int {
-	h, f := cfg.HiddenSize, cfg.FFN()
+	h := cfg.HiddenSize
 	n := 0
-	for _, k := range []int{3 * h * h, h * h, f * h, h * f} {
+	for _, k := range []int{cfg.QKVWidth() * h, h * cfg.AttentionWidth(), cfg.FC1Width() * h, h * cfg.FFN()} {
 		n += 2 * ((k + 1) / 2) // FillNormal draws in pairs
 	}
 	return n
@@ -288,7 +381,7 @@ func (m *Model) Shapes() map[string][]int {
 // fullShape is p's whole shape, the word embedding's without padding.
 func (m *Model) fullShape(p *nn.Parameter) []int {
 	s := tp.FullShape(p, m.tpSize())
-	if p == m.WordEmbeddings {
+	if p == m.WordEmbeddings || p == m.OutputWeight {
 		s[0] = m.Config.VocabSize
 	}
 	return s
@@ -331,25 +424,9 @@ func NumParameters(cfg config.TransformerConfig) int {
 // the whole model cfg describes, with the real vocabulary: what a complete
 // weight, gradient or checkpoint file holds, whatever the layout.
 func ParameterShapes(cfg config.TransformerConfig) map[string][]int {
-	h, f := cfg.HiddenSize, cfg.FFN()
-	out := map[string][]int{
-		"embedding.word_embeddings.weight":     {cfg.VocabSize, h},
-		"embedding.position_embeddings.weight": {cfg.MaxPositions(), h},
-		"decoder.final_layernorm.weight":       {h},
-		"decoder.final_layernorm.bias":         {h},
-	}
-	for i := 0; i < cfg.NumLayers; i++ {
-		p := fmt.Sprintf("decoder.layers.%d.", i)
-		for name, s := range map[string][]int{
-			"input_layernorm.weight": {h}, "input_layernorm.bias": {h},
-			"self_attention.linear_qkv.weight": {3 * h, h}, "self_attention.linear_qkv.bias": {3 * h},
-			"self_attention.linear_proj.weight": {h, h}, "self_attention.linear_proj.bias": {h},
-			"pre_mlp_layernorm.weight": {h}, "pre_mlp_layernorm.bias": {h},
-			"mlp.linear_fc1.weight": {f, h}, "mlp.linear_fc1.bias": {f},
-			"mlp.linear_fc2.weight": {h, f}, "mlp.linear_fc2.bias": {h},
-		} {
-			out[p+name] = s
-		}
+	out := map[string][]int{}
+	for _, p := range paramList(cfg, 1, WholeModel(cfg), false) {
+		out[p.Name] = p.Shape
 	}
 	return out
 }

@@ -38,41 +38,72 @@ func (s ParamSpec) Numel() int {
 // inspection tools can lay out models of any size; RegisteredParameters
 // gives a built chunk's parameters in the same order.
 func ChunkParamSpecs(cfg config.TransformerConfig, tpSize int, spec ChunkSpec) ([]ParamSpec, error) {
-	if tpSize < 1 || cfg.NumAttentionHeads%tpSize != 0 || cfg.FFN()%tpSize != 0 {
-		return nil, fmt.Errorf("gpt: %d attention heads and ffn_hidden_size %d do not divide over %d tensor-parallel ranks", cfg.NumAttentionHeads, cfg.FFN(), tpSize)
+	if tpSize < 1 || cfg.NumAttentionHeads%tpSize != 0 || cfg.QueryGroups()%tpSize != 0 || cfg.FFN()%tpSize != 0 {
+		return nil, fmt.Errorf("gpt: %d attention heads in %d groups and ffn_hidden_size %d do not divide over %d tensor-parallel ranks", cfg.NumAttentionHeads, cfg.QueryGroups(), cfg.FFN(), tpSize)
 	}
-	h, f, vp := cfg.HiddenSize, cfg.FFN(), cfg.PaddedVocabSize()
-	shared := cfg.PipelineModelParallelSize > 1
+	return paramList(cfg, tpSize, spec, true), nil
+}
+
+// paramList lists a chunk's parameters with the shapes of one of tpSize
+// tensor-parallel ranks, in registration order; whole lists the whole
+// model's tensors instead (real vocabulary, a tied embedding once).
+func paramList(cfg config.TransformerConfig, tpSize int, spec ChunkSpec, registered bool) []ParamSpec {
+	h, f := cfg.HiddenSize, cfg.FFN()
+	v := cfg.VocabSize
+	if registered {
+		v = cfg.PaddedVocabSize() / tpSize
+	}
+	tied := cfg.ShareEmbeddingsAndOutputWeights
 	var out []ParamSpec
 	add := func(name string, shape ...int) { out = append(out, ParamSpec{Name: name, Shape: shape}) }
-	word := ParamSpec{Name: "embedding.word_embeddings.weight", Shape: []int{vp / tpSize, h}, SharedEmbedding: shared}
+	norm := func(name string, n int) {
+		add(name+".weight", n)
+		if !cfg.RMSNorm() {
+			add(name+".bias", n)
+		}
+	}
+	word := ParamSpec{Name: "embedding.word_embeddings.weight", Shape: []int{v, h}, SharedEmbedding: registered && tied && cfg.PipelineModelParallelSize > 1}
 	if spec.PreProcess {
 		out = append(out, word)
-		add("embedding.position_embeddings.weight", cfg.MaxPositions(), h)
+		if cfg.LearnedPositions() {
+			add("embedding.position_embeddings.weight", cfg.MaxPositions(), h)
+		}
 	}
 	for i := spec.LayerOffset; i < spec.LayerOffset+spec.NumLayers; i++ {
 		p := fmt.Sprintf("decoder.layers.%d.", i)
-		add(p+"input_layernorm.weight", h)
-		add(p+"input_layernorm.bias", h)
-		add(p+"self_attention.linear_proj.weight", h, h/tpSize)
-		add(p+"self_attention.linear_proj.bias", h)
-		add(p+"self_attention.linear_qkv.weight", 3*h/tpSize, h)
-		add(p+"self_attention.linear_qkv.bias", 3*h/tpSize)
-		add(p+"pre_mlp_layernorm.weight", h)
-		add(p+"pre_mlp_layernorm.bias", h)
-		add(p+"mlp.linear_fc1.weight", f/tpSize, h)
-		add(p+"mlp.linear_fc1.bias", f/tpSize)
+		norm(p+"input_layernorm", h)
+		add(p+"self_attention.linear_proj.weight", h, cfg.AttentionWidth()/tpSize)
+		if cfg.AddBiasLinear {
+			add(p+"self_attention.linear_proj.bias", h)
+		}
+		add(p+"self_attention.linear_qkv.weight", cfg.QKVWidth()/tpSize, h)
+		if cfg.QKVBias() {
+			add(p+"self_attention.linear_qkv.bias", cfg.QKVWidth()/tpSize)
+		}
+		if cfg.QKLayernorm {
+			norm(p+"self_attention.q_layernorm", cfg.HeadDim())
+			norm(p+"self_attention.k_layernorm", cfg.HeadDim())
+		}
+		norm(p+"pre_mlp_layernorm", h)
+		add(p+"mlp.linear_fc1.weight", cfg.FC1Width()/tpSize, h)
+		if cfg.AddBiasLinear {
+			add(p+"mlp.linear_fc1.bias", cfg.FC1Width()/tpSize)
+		}
 		add(p+"mlp.linear_fc2.weight", h, f/tpSize)
-		add(p+"mlp.linear_fc2.bias", h)
+		if cfg.AddBiasLinear {
+			add(p+"mlp.linear_fc2.bias", h)
+		}
 	}
 	if spec.PostProcess {
-		add("decoder.final_layernorm.weight", h)
-		add("decoder.final_layernorm.bias", h)
-		if !spec.PreProcess {
+		norm("decoder.final_layernorm", h)
+		switch {
+		case !tied:
+			add("output_layer.weight", v, h)
+		case registered && !spec.PreProcess:
 			out = append(out, word)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // RegisteredParameters returns the chunk's parameters in the reference's
@@ -80,21 +111,29 @@ func ChunkParamSpecs(cfg config.TransformerConfig, tpSize int, spec ChunkSpec) (
 // buffers. Parameters returns them in initialisation order instead.
 func (m *Model) RegisteredParameters() []*nn.Parameter {
 	var out []*nn.Parameter
+	add := func(ps ...*nn.Parameter) {
+		for _, p := range ps {
+			if p != nil {
+				out = append(out, p)
+			}
+		}
+	}
 	if m.Spec.PreProcess {
-		out = append(out, m.WordEmbeddings, m.PositionEmbeddings)
+		add(m.WordEmbeddings, m.PositionEmbeddings)
 	}
 	for _, l := range m.Layers {
-		out = append(out, l.InputLayernormW, l.InputLayernormB)
-		out = append(out, l.Proj.Parameters()...)
-		out = append(out, l.QKV.Parameters()...)
-		out = append(out, l.PreMLPLayernormW, l.PreMLPLayernormB)
-		out = append(out, l.FC1.Parameters()...)
-		out = append(out, l.FC2.Parameters()...)
+		add(l.InputLayernormW, l.InputLayernormB)
+		add(l.Proj.Parameters()...)
+		add(l.QKV.Parameters()...)
+		add(l.QLayernormW, l.QLayernormB, l.KLayernormW, l.KLayernormB)
+		add(l.PreMLPLayernormW, l.PreMLPLayernormB)
+		add(l.FC1.Parameters()...)
+		add(l.FC2.Parameters()...)
 	}
 	if m.Spec.PostProcess {
-		out = append(out, m.FinalLayernormW, m.FinalLayernormB)
+		add(m.FinalLayernormW, m.FinalLayernormB, m.OutputWeight)
 		if !m.Spec.PreProcess {
-			out = append(out, m.WordEmbeddings)
+			add(m.WordEmbeddings)
 		}
 	}
 	return out

@@ -1,0 +1,107 @@
+package gpt
+
+import (
+	"github.com/gotron/gotron/autograd"
+	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/cp"
+	"github.com/gotron/gotron/nn"
+	"github.com/gotron/gotron/tensor/kernels"
+)
+
+// norm applies the configured normalisation (LayerNorm or RMSNorm,
+// zero-centred or not) with weight w and bias b (nil for RMSNorm).
+func (m *Model) norm(t *autograd.Tape, x *autograd.Var, w, b *nn.Parameter) *autograd.Var {
+	var bv *autograd.Var
+	if b != nil {
+		bv = b.Var
+	}
+	return nn.Norm(t, x, w.Var, bv, m.normOptions())
+}
+
+func (m *Model) normOptions() nn.NormOptions {
+	c := m.Config
+	return nn.NormOptions{RMS: c.RMSNorm(), Eps: c.LayernormEpsilon, ZeroCentered: c.LayernormZeroCenteredGamma}
+}
+
+// activation is the MLP's activation kernel.
+func (m *Model) activation() kernels.Activation {
+	c := m.Config
+	switch c.Activation() {
+	case config.SiLU:
+		return kernels.SiLU
+	case config.SquaredReLU:
+		return kernels.SquaredReLU
+	}
+	if c.TanhGELU() {
+		return kernels.GELUTanh
+	}
+	return kernels.GELUErf
+}
+
+// qkvLayout is this rank's part of linear_qkv's output: n/tp query heads
+// in g/tp groups of d channels.
+func (m *Model) qkvLayout() nn.QKVLayout {
+	c, ws := m.Config, m.tpSize()
+	return nn.QKVLayout{Heads: c.NumAttentionHeads / ws, Groups: c.QueryGroups() / ws, Dim: c.HeadDim()}
+}
+
+// qkvOptions are the layer's q/k norms and the pass's rotary table.
+func (l *Layer) qkvOptions(m *Model, rope *kernels.RotaryTable) nn.QKVOptions {
+	o := nn.QKVOptions{Rotary: rope}
+	if l.QLayernormW != nil {
+		no := m.normOptions()
+		qk := func(w, b *nn.Parameter) *nn.QKNorm {
+			n := &nn.QKNorm{W: w.Var, NormOptions: no}
+			if b != nil {
+				n.B = b.Var
+			}
+			return n
+		}
+		o.QNorm, o.KNorm = qk(l.QLayernormW, l.QLayernormB), qk(l.KLayernormW, l.KLayernormB)
+	}
+	return o
+}
+
+// outputWeight is the output layer's weight: its own when untied, else the
+// word embedding.
+func (m *Model) outputWeight() *nn.Parameter {
+	if m.OutputWeight != nil {
+		return m.OutputWeight
+	}
+	return m.WordEmbeddings
+}
+
+// rotary returns the RoPE table of a pass over s local tokens per sequence
+// (nil without RoPE): positions 0..s−1, or under context parallelism the
+// rank's chunks of the whole sequence (cp.Positions). Sequence parallelism
+// changes nothing: linear_qkv's output holds the rank's whole local
+// sequence. Tables are cached per s.
+func (m *Model) rotary(s int) (*kernels.RotaryTable, error) {
+	c := m.Config
+	if !c.UsesRoPE() {
+		return nil, nil
+	}
+	m.ropeMu.Lock()
+	defer m.ropeMu.Unlock()
+	if t, ok := m.ropeCache[s]; ok {
+		return t, nil
+	}
+	var pos []int
+	if n := m.CP.Size(); n > 1 {
+		pos = cp.Positions(s*n, n, m.CP.Rank())
+	} else {
+		pos = make([]int, s)
+		for i := range pos {
+			pos[i] = i
+		}
+	}
+	t, err := kernels.NewRotaryTable(pos, c.RotaryDim(), float64(c.RotaryBase), c.RotaryInterleaved)
+	if err != nil {
+		return nil, err
+	}
+	if m.ropeCache == nil {
+		m.ropeCache = map[int]*kernels.RotaryTable{}
+	}
+	m.ropeCache[s] = t
+	return t, nil
+}
