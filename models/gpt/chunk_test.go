@@ -20,10 +20,28 @@ func chunkTestConfig() config.TransformerConfig {
 	return c
 }
 
+// presetNames are the model shapes the chunk tests cover: the GPT-2 shape
+// ("") and the optionPresets.
+var presetNames = []string{"", "llama", "qknorm", "misc"}
+
+// presetConfig is chunkTestConfig with the named preset's options.
+func presetConfig(name string) config.TransformerConfig {
+	c := chunkTestConfig()
+	if name != "" {
+		optionPresets[name](&c)
+	}
+	return c
+}
+
 // TestChunksHoldTheWholeModelsWeights builds the model as chunks of every
 // split and checks each parameter is bitwise the whole model's.
 func TestChunksHoldTheWholeModelsWeights(t *testing.T) {
-	cfg := chunkTestConfig()
+	for _, preset := range presetNames {
+		t.Run("preset="+preset, func(t *testing.T) { testChunksHoldWeights(t, presetConfig(preset)) })
+	}
+}
+
+func testChunksHoldWeights(t *testing.T, cfg config.TransformerConfig) {
 	whole, err := New(cfg, rng.New(7))
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +54,9 @@ func TestChunksHoldTheWholeModelsWeights(t *testing.T) {
 		held += p.Value.Len()
 	}
 	held -= (cfg.PaddedVocabSize() - cfg.VocabSize) * cfg.HiddenSize // the padding rows
+	if !cfg.ShareEmbeddingsAndOutputWeights {
+		held -= (cfg.PaddedVocabSize() - cfg.VocabSize) * cfg.HiddenSize // the output layer's
+	}
 	if n := NumParameters(cfg); n != held {
 		t.Fatalf("NumParameters = %d, the whole model holds %d real values", n, held)
 	}
@@ -58,7 +79,7 @@ func TestChunksHoldTheWholeModelsWeights(t *testing.T) {
 			}
 			numtest.SameBits(t, fmt.Sprintf("%+v: %s", spec, p.Name), p.Value.Data(), w.Value.Data())
 		}
-		want := 12 * spec.NumLayers // 12 tensors per layer
+		want := 12 * spec.NumLayers // 12 tensors per layer of the GPT-2 shape
 		if spec.PreProcess {
 			want += 2
 		} else if spec.PostProcess {
@@ -67,7 +88,7 @@ func TestChunksHoldTheWholeModelsWeights(t *testing.T) {
 		if spec.PostProcess {
 			want += 2
 		}
-		if len(c.Parameters()) != want {
+		if cfg.ShareEmbeddingsAndOutputWeights && cfg.LearnedPositions() && !cfg.RMSNorm() && cfg.AddBiasLinear && !cfg.QKLayernorm && len(c.Parameters()) != want {
 			t.Errorf("%+v: %d parameters, want %d", spec, len(c.Parameters()), want)
 		}
 		for i := range spec.NumLayers {
@@ -86,7 +107,12 @@ func TestChunksHoldTheWholeModelsWeights(t *testing.T) {
 // by the previous one's output, and checks the losses and every gradient
 // bitwise against the whole model.
 func TestChunkedForwardMatchesWhole(t *testing.T) {
-	cfg := chunkTestConfig()
+	for _, preset := range presetNames {
+		t.Run("preset="+preset, func(t *testing.T) { testChunkedForward(t, presetConfig(preset)) })
+	}
+}
+
+func testChunkedForward(t *testing.T, cfg config.TransformerConfig) {
 	b, s := 2, cfg.SeqLength
 	ids, labels := make([]int32, b*s), make([]int32, b*s)
 	for i := range ids {
@@ -138,20 +164,27 @@ func TestChunkedForwardMatchesWhole(t *testing.T) {
 	}
 	for _, c := range chunks {
 		for _, p := range c.Parameters() {
-			if p.Name == "embedding.word_embeddings.weight" {
+			if p.Name == "embedding.word_embeddings.weight" && cfg.ShareEmbeddingsAndOutputWeights {
 				continue // split between the first and last chunk's copies
 			}
 			numtest.SameBits(t, "gradient of "+p.Name, p.Grad.Data(), whole.Parameter(p.Name).Grad.Data())
 		}
 	}
 	// The tied embedding's gradient is the sum of the two copies'.
-	first, last := chunks[0].WordEmbeddings.Grad.Data(), chunks[2].WordEmbeddings.Grad.Data()
-	sum := make([]float32, len(first))
-	for i := range sum {
-		sum[i] = first[i] + last[i]
-	}
-	if d := numtest.RelNorm(sum, whole.WordEmbeddings.Grad.Data()); d > 1e-6 {
-		t.Errorf("the summed word-embedding gradient differs from the whole model's by %g", d)
+	if cfg.ShareEmbeddingsAndOutputWeights {
+		first, last := chunks[0].WordEmbeddings.Grad.Data(), chunks[2].WordEmbeddings.Grad.Data()
+		sum := make([]float32, len(first))
+		for i := range sum {
+			sum[i] = first[i] + last[i]
+		}
+		if d := numtest.RelNorm(sum, whole.WordEmbeddings.Grad.Data()); d > 1e-6 {
+			t.Errorf("the summed word-embedding gradient differs from the whole model's by %g", d)
+		}
+	} else {
+		if chunks[2].WordEmbeddings != nil {
+			t.Error("the last chunk of an untied model holds a word embedding")
+		}
+		numtest.SameBits(t, "untied word-embedding gradient", chunks[0].WordEmbeddings.Grad.Data(), whole.WordEmbeddings.Grad.Data())
 	}
 	if _, err := chunks[1].Forward(tape, ids, labels, b, s, nil); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package gpt
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -13,8 +14,17 @@ import (
 // returns, that every parameter is listed once, and that a layer lists
 // linear_proj before linear_qkv (the reference's registration order).
 func TestRegisteredParametersMatchSpecs(t *testing.T) {
+	for _, preset := range presetNames {
+		t.Run("preset="+preset, func(t *testing.T) { testRegistered(t, preset) })
+	}
+	if _, err := ChunkParamSpecs(chunkTestConfig(), 3, ChunkSpec{NumLayers: 1}); err == nil {
+		t.Error("4 heads over 3 tensor-parallel ranks: no error")
+	}
+}
+
+func testRegistered(t *testing.T, preset string) {
 	for _, pp := range []int{1, 2} {
-		cfg := chunkTestConfig()
+		cfg := presetConfig(preset)
 		if pp > 1 {
 			cfg.PipelineModelParallelSize, cfg.NumLayers, cfg.PipelineDType = pp, 6, config.Float32
 		}
@@ -42,7 +52,7 @@ func TestRegisteredParametersMatchSpecs(t *testing.T) {
 				if p.Name != s.Name || !slices.Equal(p.Value.Shape(), s.Shape) || p.Value.Len() != s.Numel() {
 					t.Errorf("pp %d %+v: parameter %d is %s %v, spec %s %v", pp, spec, i, p.Name, p.Value.Shape(), s.Name, s.Shape)
 				}
-				if s.SharedEmbedding != (pp > 1 && p == c.WordEmbeddings) {
+				if s.SharedEmbedding != (pp > 1 && p == c.WordEmbeddings && cfg.ShareEmbeddingsAndOutputWeights) {
 					t.Errorf("pp %d %+v: %s SharedEmbedding = %v", pp, spec, s.Name, s.SharedEmbedding)
 				}
 				seen[p.Name] = true
@@ -51,16 +61,14 @@ func TestRegisteredParametersMatchSpecs(t *testing.T) {
 				t.Errorf("pp %d %+v: a parameter is listed twice", pp, spec)
 			}
 			if spec.NumLayers > 0 {
-				proj := slices.IndexFunc(specs, func(s ParamSpec) bool {
-					return s.Name == "decoder.layers.3.self_attention.linear_proj.weight" || s.Name == "decoder.layers.0.self_attention.linear_proj.weight" || s.Name == "decoder.layers.2.self_attention.linear_proj.weight"
-				})
-				if proj < 0 || specs[proj+2].Name[len(specs[proj+2].Name)-len("linear_qkv.weight"):] != "linear_qkv.weight" {
-					t.Errorf("pp %d %+v: linear_qkv.weight does not follow linear_proj", pp, spec)
+				l := spec.LayerOffset
+				at := func(name string) int {
+					return slices.IndexFunc(specs, func(s ParamSpec) bool { return s.Name == fmt.Sprintf("decoder.layers.%d.self_attention.%s", l, name) })
+				}
+				if proj, qkv := at("linear_proj.weight"), at("linear_qkv.weight"); proj < 0 || qkv < proj {
+					t.Errorf("pp %d %+v: linear_qkv.weight (%d) does not follow linear_proj (%d)", pp, spec, qkv, proj)
 				}
 			}
 		}
-	}
-	if _, err := ChunkParamSpecs(chunkTestConfig(), 3, ChunkSpec{NumLayers: 1}); err == nil {
-		t.Error("4 heads over 3 tensor-parallel ranks: no error")
 	}
 }
