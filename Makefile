@@ -88,11 +88,16 @@ bench: build build-mpi
 	$(GO) test -run '^$$' -bench 'AllReduce|Memcpy' -benchtime 1s ./comm/local
 	comm/mpi/run_tests.sh -bench
 
-# Regenerates the reference fixtures: PyTorch's in testdata/gpt_ref and testdata/tp_ce,
+# Regenerates the reference fixtures: PyTorch's in testdata/gpt_ref (GPT-2),
+# testdata/gpt_ref_{llama,variant_a,variant_b,variant_c} and testdata/tp_ce,
 # and the bucket layouts in dp/testdata/layout.
 reference:
 	@scripts/deps.sh torch
 	/usr/bin/python3 tools/torchref/gpt_ref.py --selftest --out testdata/gpt_ref --check testdata/gpt_ref
+	/usr/bin/python3 tools/torchref/gpt_ref.py --config llama --out testdata/gpt_ref_llama --check testdata/gpt_ref_llama
+	/usr/bin/python3 tools/torchref/gpt_ref.py --config variant_a --out testdata/gpt_ref_variant_a --check testdata/gpt_ref_variant_a
+	/usr/bin/python3 tools/torchref/gpt_ref.py --config variant_b --out testdata/gpt_ref_variant_b --check testdata/gpt_ref_variant_b
+	/usr/bin/python3 tools/torchref/gpt_ref.py --config variant_c --out testdata/gpt_ref_variant_c --check testdata/gpt_ref_variant_c
 	/usr/bin/python3 tools/torchref/tp_ce_ref.py --out testdata/tp_ce
 	/usr/bin/python3 tools/torchref/tp_ce_ref.py --check testdata/tp_ce
 	/usr/bin/python3 tools/torchref/bucket_layout_ref.py

@@ -38,7 +38,7 @@ func TestPerTokenLossMatchesMeanLoss(t *testing.T) {
 // step and compares the file with PyTorch's gradients (1e-4 relative per
 // parameter).
 func TestDumpGradsMatchesPyTorch(t *testing.T) {
-	a, _, _ := fixtureArgs(t)
+	a, _, _ := fixtureArgs(t, "gpt_ref")
 	wantPath := filepath.Join(filepath.Dir(a.LoadInit), "grads.safetensors")
 	a.TrainIters = 1
 	a.DumpGrads = filepath.Join(t.TempDir(), "grads.safetensors")

@@ -1,9 +1,9 @@
-// Package gptref reads the PyTorch reference fixture in testdata/gpt_ref
-// (made by tools/torchref/gpt_ref.py) for the tests that compare with it.
+// Package gptref reads the PyTorch reference fixtures in testdata/gpt_ref*
+// (made by tools/torchref/gpt_ref.py) for the tests that compare with them.
 //
-// Regenerate the fixture with
+// Regenerate them with make reference, or one with
 //
-//	/usr/bin/python3 tools/torchref/gpt_ref.py --out testdata/gpt_ref
+//	/usr/bin/python3 tools/torchref/gpt_ref.py --config llama --out testdata/gpt_ref_llama
 package gptref
 
 import (
@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/gotron/gotron/config"
 )
 
 // Config is testdata/gpt_ref/config.json: the fixture's model, data and
@@ -33,7 +35,77 @@ type Config struct {
 	WeightDecay           float64 `json:"weight_decay"`
 	ClipGrad              float64 `json:"clip_grad"`
 	TrainIters            int     `json:"train_iters"`
+	InitMethodStd         float64 `json:"init_method_std"`
+	LayernormEpsilon      float32 `json:"layernorm_epsilon"`
+
+	// The model options (absent in testdata/gpt_ref: the GPT-2 shape),
+	// keyed by Megatron's argument names.
+	Normalization                        string  `json:"normalization"`
+	ApplyLayernorm1p                     bool    `json:"apply_layernorm_1p"`
+	QKLayernorm                          bool    `json:"qk_layernorm"`
+	SwiGLU                               bool    `json:"swiglu"`
+	SquaredReLU                          bool    `json:"squared_relu"`
+	BiasGELUFusion                       *bool   `json:"bias_gelu_fusion"`
+	PositionEmbeddingType                string  `json:"position_embedding_type"`
+	RotaryBase                           int     `json:"rotary_base"`
+	RotaryPercent                        float64 `json:"rotary_percent"`
+	RotaryInterleaved                    bool    `json:"rotary_interleaved"`
+	GroupQueryAttention                  bool    `json:"group_query_attention"`
+	NumQueryGroups                       int     `json:"num_query_groups"`
+	KVChannels                           int     `json:"kv_channels"`
+	UntieEmbeddingsAndOutputWeights      bool    `json:"untie_embeddings_and_output_weights"`
+	AddBiasLinear                        *bool   `json:"add_bias_linear"`
+	AddQKVBias                           bool    `json:"add_qkv_bias"`
+	ApplyResidualConnectionPostLayernorm bool    `json:"apply_residual_connection_post_layernorm"`
 }
+
+// Model returns the fixture's model as gotron's TransformerConfig (no
+// dropout), with the flags' meaning of the training command line.
+func (c Config) Model() config.TransformerConfig {
+	m := config.DefaultTransformerConfig()
+	m.NumLayers, m.HiddenSize, m.NumAttentionHeads = c.NumLayers, c.HiddenSize, c.NumAttentionHeads
+	m.FFNHiddenSize, m.SeqLength, m.MaxPositionEmbeddings = c.FFNHiddenSize, c.SeqLength, c.MaxPositionEmbeddings
+	m.VocabSize = c.VocabSize
+	m.HiddenDropout, m.AttentionDropout = 0, 0
+	if c.InitMethodStd > 0 {
+		m.InitMethodStd = c.InitMethodStd
+	}
+	if c.LayernormEpsilon > 0 {
+		m.LayernormEpsilon = c.LayernormEpsilon
+	}
+	m.Normalization, m.LayernormZeroCenteredGamma, m.QKLayernorm = c.Normalization, c.ApplyLayernorm1p, c.QKLayernorm
+	switch {
+	case c.SwiGLU:
+		m.ActivationFunc, m.GatedLinearUnit = config.SiLU, true
+	case c.SquaredReLU:
+		m.ActivationFunc = config.SquaredReLU
+	}
+	if c.BiasGELUFusion != nil {
+		m.BiasActivationFusion = *c.BiasGELUFusion
+	}
+	if c.AddBiasLinear != nil {
+		m.AddBiasLinear = *c.AddBiasLinear
+	}
+	m.AddQKVBias = c.AddQKVBias
+	m.PositionEmbeddingType, m.RotaryInterleaved = c.PositionEmbeddingType, c.RotaryInterleaved
+	if c.RotaryBase > 0 {
+		m.RotaryBase = c.RotaryBase
+	}
+	if c.RotaryPercent > 0 {
+		m.RotaryPercent = c.RotaryPercent
+	}
+	if c.GroupQueryAttention {
+		m.NumQueryGroups = c.NumQueryGroups
+	}
+	m.KVChannels = c.KVChannels
+	m.ShareEmbeddingsAndOutputWeights = !c.UntieEmbeddingsAndOutputWeights
+	m.ApplyResidualConnectionPostLayernorm = c.ApplyResidualConnectionPostLayernorm
+	return m
+}
+
+// Fixtures are the fixture directories under testdata: the GPT-2 shape
+// and the Llama-class option sets.
+var Fixtures = []string{"gpt_ref", "gpt_ref_llama", "gpt_ref_variant_a", "gpt_ref_variant_b", "gpt_ref_variant_c"}
 
 // Losses is testdata/gpt_ref/losses.json: each step's loss (before its
 // update) and gradient norm (before clipping).

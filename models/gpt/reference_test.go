@@ -18,26 +18,28 @@ import (
 // (tools/torchref). Regenerate it with
 //
 //	/usr/bin/python3 tools/torchref/gpt_ref.py --out testdata/gpt_ref
-func readFixture(t *testing.T) (gptref.Fixture, config.TransformerConfig) {
+func readFixture(t *testing.T, name string) (gptref.Fixture, config.TransformerConfig) {
 	t.Helper()
-	f, err := gptref.Load("../../testdata/gpt_ref")
+	f, err := gptref.Load("../../testdata/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fc := f.Config
-	cfg := config.DefaultTransformerConfig()
-	cfg.NumLayers, cfg.HiddenSize, cfg.NumAttentionHeads = fc.NumLayers, fc.HiddenSize, fc.NumAttentionHeads
-	cfg.FFNHiddenSize, cfg.SeqLength, cfg.MaxPositionEmbeddings = fc.FFNHiddenSize, fc.SeqLength, fc.MaxPositionEmbeddings
-	cfg.VocabSize = fc.VocabSize
-	cfg.HiddenDropout, cfg.AttentionDropout = 0, 0
-	return f, cfg
+	return f, f.Config.Model()
 }
 
-// TestGradientsMatchPyTorch runs the fixture's first global batch (two
+// TestGradientsMatchPyTorch runs each fixture's first global batch (two
 // micro-batches) and compares every parameter's gradient with PyTorch's:
-// ‖g − g_ref‖/‖g_ref‖ ≤ 1e-4 per parameter.
+// ‖g − g_ref‖/‖g_ref‖ ≤ 1e-5 per parameter. The fixtures are the GPT-2
+// shape, a Llama shape (RMSNorm, SwiGLU, RoPE, 2 query groups, untied, no
+// biases) and three sets of the other options (tools/torchref/README.md).
 func TestGradientsMatchPyTorch(t *testing.T) {
-	f, cfg := readFixture(t)
+	for _, name := range gptref.Fixtures {
+		t.Run(name, func(t *testing.T) { testGradientsMatchPyTorch(t, name) })
+	}
+}
+
+func testGradientsMatchPyTorch(t *testing.T, name string) {
+	f, cfg := readFixture(t, name)
 	fc := f.Config
 	m, err := New(cfg, rng.New(1))
 	if err != nil {
@@ -82,8 +84,8 @@ func TestGradientsMatchPyTorch(t *testing.T) {
 		got, _ := g.Float32()
 		rel := numtest.RelNorm(got, w)
 		worst = math.Max(worst, rel)
-		if rel > 1e-4 {
-			t.Errorf("%s: ‖g − g_torch‖/‖g_torch‖ = %.3g > 1e-4", g.Name, rel)
+		if rel > 1e-5 {
+			t.Errorf("%s: ‖g − g_torch‖/‖g_torch‖ = %.3g > 1e-5", g.Name, rel)
 		}
 	}
 	t.Logf("largest relative gradient difference from PyTorch: %.3g", worst)

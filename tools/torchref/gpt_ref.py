@@ -4,8 +4,14 @@
     /usr/bin/python3 tools/torchref/gpt_ref.py --out testdata/gpt_ref     # write
     /usr/bin/python3 tools/torchref/gpt_ref.py --check testdata/gpt_ref   # re-verify
     /usr/bin/python3 tools/torchref/gpt_ref.py --selftest                 # model checks
+    /usr/bin/python3 tools/torchref/gpt_ref.py --config llama --out testdata/gpt_ref_llama
 
-The model, data and optimizer follow shared/spec/gpt-reference.md; see
+--config NAME (default gpt2) picks one of CONFIGS for --out and --check:
+gpt2 -> testdata/gpt_ref, llama -> testdata/gpt_ref_llama, variant_a/b/c ->
+testdata/gpt_ref_variant_a/b/c.
+
+The model, data and optimizer follow shared/spec/gpt-reference.md, and the
+other configs' model options Megatron-Core's TransformerConfig (model.py); see
 README.md next to this file for the conventions and the fixture files.
 """
 
@@ -46,6 +52,133 @@ FIXTURE = {
     "init_method_std": model.INIT_METHOD_STD,
     "layernorm_epsilon": model.LAYERNORM_EPS,
     "init_seed": 1234,
+}
+
+# The model options of the other fixtures, Megatron's argparse dest names, in
+# the order config.json lists them after FIXTURE's keys. FIXTURE itself has
+# none of them: model.OPTION_DEFAULTS gives its (GPT-2) values.
+OPTION_KEYS = (
+    "normalization",
+    "apply_layernorm_1p",
+    "qk_layernorm",
+    "swiglu",
+    "squared_relu",
+    "bias_gelu_fusion",
+    "position_embedding_type",
+    "rotary_base",
+    "rotary_percent",
+    "rotary_interleaved",
+    "group_query_attention",
+    "num_query_groups",
+    "kv_channels",
+    "untie_embeddings_and_output_weights",
+    "add_bias_linear",
+    "add_qkv_bias",
+    "apply_residual_connection_post_layernorm",
+)
+
+
+def variant(ffn_hidden_size, **opts):
+    """FIXTURE with another ffn_hidden_size and every one of OPTION_KEYS given."""
+    if set(opts) != set(OPTION_KEYS):
+        raise ValueError(f"variant options: missing {set(OPTION_KEYS) - set(opts)}, unknown {set(opts) - set(OPTION_KEYS)}")
+    cfg = dict(FIXTURE, ffn_hidden_size=ffn_hidden_size)
+    cfg.update((k, opts[k]) for k in OPTION_KEYS)
+    model.options(cfg)  # validate
+    return cfg
+
+
+# CONFIGS are the fixtures' settings by --config name.
+CONFIGS = {
+    "gpt2": FIXTURE,
+    # Llama: RMSNorm, SwiGLU, RoPE, GQA (4 heads in 2 groups), no biases, untied.
+    "llama": variant(
+        128,
+        normalization="RMSNorm",
+        apply_layernorm_1p=False,
+        qk_layernorm=False,
+        swiglu=True,
+        squared_relu=False,
+        bias_gelu_fusion=False,  # Megatron turns it off without biases
+        position_embedding_type="rope",
+        rotary_base=10000,
+        rotary_percent=1.0,
+        rotary_interleaved=False,
+        group_query_attention=True,
+        num_query_groups=2,
+        kv_channels=16,
+        untie_embeddings_and_output_weights=True,
+        add_bias_linear=False,
+        add_qkv_bias=False,
+        apply_residual_connection_post_layernorm=False,
+    ),
+    # Zero-centred LayerNorm, q/k LayerNorm, interleaved RoPE on half of each
+    # head, multi-query attention with kv_channels 24 (n*d = 96 != h), a bias
+    # on linear_qkv only, exact (erf) GELU, tied.
+    "variant_a": variant(
+        256,
+        normalization="LayerNorm",
+        apply_layernorm_1p=True,
+        qk_layernorm=True,
+        swiglu=False,
+        squared_relu=False,
+        bias_gelu_fusion=False,  # Megatron turns it off without add_bias_linear
+        position_embedding_type="rope",
+        rotary_base=500,
+        rotary_percent=0.5,
+        rotary_interleaved=True,
+        group_query_attention=True,
+        num_query_groups=1,
+        kv_channels=24,
+        untie_embeddings_and_output_weights=False,
+        add_bias_linear=False,
+        add_qkv_bias=True,
+        apply_residual_connection_post_layernorm=False,
+    ),
+    # Zero-centred RMSNorm with q/k RMSNorm, no position embedding, squared
+    # ReLU, post-LayerNorm residuals, all biases, GQA with 2 groups, tied.
+    "variant_b": variant(
+        256,
+        normalization="RMSNorm",
+        apply_layernorm_1p=True,
+        qk_layernorm=True,
+        swiglu=False,
+        squared_relu=True,
+        bias_gelu_fusion=True,  # irrelevant with squared_relu
+        position_embedding_type="none",
+        rotary_base=10000,
+        rotary_percent=1.0,
+        rotary_interleaved=False,
+        group_query_attention=True,
+        num_query_groups=2,
+        kv_channels=16,
+        untie_embeddings_and_output_weights=False,
+        add_bias_linear=True,
+        add_qkv_bias=True,  # Megatron sets it with add_bias_linear
+        apply_residual_connection_post_layernorm=True,
+    ),
+    # GPT-2 but exact (erf) GELU with biases (bias_gelu_fusion off) and an
+    # untied output layer.
+    "variant_c": variant(
+        256,
+        normalization="LayerNorm",
+        apply_layernorm_1p=False,
+        qk_layernorm=False,
+        swiglu=False,
+        squared_relu=False,
+        bias_gelu_fusion=False,
+        position_embedding_type="learned_absolute",
+        rotary_base=10000,
+        rotary_percent=1.0,
+        rotary_interleaved=False,
+        group_query_attention=False,
+        num_query_groups=4,
+        kv_channels=16,
+        untie_embeddings_and_output_weights=True,
+        add_bias_linear=True,
+        add_qkv_bias=True,  # Megatron sets it with add_bias_linear
+        apply_residual_connection_post_layernorm=False,
+    ),
 }
 
 METADATA = {"format": "pt", "producer": "gotron tools/torchref/gpt_ref.py"}
@@ -166,10 +299,10 @@ def write_json(path, obj):
         f.write(fmt(obj, 0) + "\n")
 
 
-def write_fixture(out):
-    """Write config.json, init/grads.safetensors, losses.json, mock_data.json into out."""
+def write_fixture(out, name="gpt2"):
+    """Write CONFIGS[name]'s config.json, init/grads.safetensors, losses.json, mock_data.json into out."""
     setup_torch()
-    cfg = dict(FIXTURE)
+    cfg = dict(CONFIGS[name])
     os.makedirs(out, exist_ok=True)
     init = model.init_params(cfg, cfg["init_seed"])
     losses, norms, first, _ = train(cfg, init)
@@ -215,13 +348,17 @@ def sensitivity(c, cfg, init, losses):
         c.check(effect > 10 * floor, f"{label} moves the losses by up to {effect:.3g} (> 10x the fp32 floor)")
 
 
-def check_fixture(d):
-    """Reload the fixture in d and verify it against a recomputation. Returns #failures."""
+def check_fixture(d, name="gpt2"):
+    """Reload the fixture in d, made with CONFIGS[name], and verify it against a recomputation.
+
+    Returns the number of failures.
+    """
     setup_torch()
     c = Checker()
     with open(os.path.join(d, "config.json")) as f:
         cfg = json.load(f)
-    c.check(cfg == FIXTURE, "config.json equals the script's FIXTURE settings")
+    want = CONFIGS[name]
+    c.check(cfg == want and list(cfg) == list(want), f"config.json equals the script's {name!r} settings (CONFIGS[{name!r}]), keys in order")
     init, meta = st_io.load(os.path.join(d, "init.safetensors"))
     grads, _ = st_io.load(os.path.join(d, "grads.safetensors"))
     shapes = {n: s for n, s in model.param_shapes(cfg)}
@@ -280,6 +417,8 @@ def main(argv=None):
     ap.add_argument("--out", help="write the fixture files into this directory")
     ap.add_argument("--check", help="re-load the fixture in this directory and verify it")
     ap.add_argument("--selftest", action="store_true", help="verify the model (gradcheck, attention, ops)")
+    ap.add_argument("--config", default="gpt2", choices=sorted(CONFIGS),
+                    help="the fixture's settings for --out and --check (default gpt2, testdata/gpt_ref)")
     args = ap.parse_args(argv)
     if not (args.out or args.check or args.selftest):
         ap.error("give --out DIR, --check DIR or --selftest")
@@ -290,9 +429,9 @@ def main(argv=None):
         setup_torch()
         failed += selftest.run()
     if args.out:
-        write_fixture(args.out)
+        write_fixture(args.out, args.config)
     if args.check:
-        failed += check_fixture(args.check)
+        failed += check_fixture(args.check, args.config)
     return 1 if failed else 0
 
 

@@ -1,9 +1,12 @@
 """Checks of the reference model against independent computations.
 
 Run through `gpt_ref.py --selftest`. Each check compares model.py with
-something that does not share its code: PyTorch's built-in layers, a naive
-per-query attention loop, PyTorch's multi-head attention with the weights
-permuted to its layout, finite differences (gradcheck, float64), and the
+something that does not share its code: PyTorch's built-in layers and
+activations, a complex-number RoPE, a naive per-query attention loop that
+indexes each query head's key/value group itself, PyTorch's multi-head
+attention with the weights permuted (and the key/value rows repeated) to its
+layout, a whole forward pass written with torch.nn.functional, finite
+differences (gradcheck, float64) of every fixture's model kind, and the
 Adam(W) and clipping formulas written out.
 """
 
@@ -60,43 +63,190 @@ def random_params(cfg, gen, dtype=torch.float64):
     return p
 
 
-def naive_attention(x, p, prefix, heads):
-    """Per batch row, head and query: explicit masked softmax over keys 0..i."""
+def opt(cfg, key):
+    """cfg[key], or its GPT-2 value when cfg lacks it (written here, not taken from model.py)."""
+    n = cfg["num_attention_heads"]
+    gpt2 = {
+        "normalization": "LayerNorm", "apply_layernorm_1p": False, "qk_layernorm": False,
+        "swiglu": False, "squared_relu": False, "bias_gelu_fusion": True,
+        "position_embedding_type": "learned_absolute", "rotary_base": 10000, "rotary_percent": 1.0,
+        "rotary_interleaved": False, "group_query_attention": False, "num_query_groups": n,
+        "kv_channels": cfg["hidden_size"] // n, "untie_embeddings_and_output_weights": False,
+        "add_bias_linear": True, "add_qkv_bias": True,
+        "apply_residual_connection_post_layernorm": False, "layernorm_epsilon": 1e-5,
+    }
+    v = cfg.get(key, gpt2[key])
+    if key == "num_query_groups" and not opt(cfg, "group_query_attention"):
+        v = n
+    return v
+
+
+def ref_rms_norm(x, w, eps):
+    """RMSNorm through F.layer_norm: [x, -x] has mean 0 and biased variance mean(x^2)."""
+    h = x.shape[-1]
+    return F.layer_norm(torch.cat((x, -x), dim=-1), (2 * h,), eps=eps)[..., :h] * w
+
+
+def ref_norm(x, p, name, cfg):
+    """The configured norm by PyTorch's F.layer_norm (RMSNorm by ref_rms_norm)."""
+    w = p[name + ".weight"]
+    if opt(cfg, "apply_layernorm_1p"):
+        w = w + 1.0
+    eps = opt(cfg, "layernorm_epsilon")
+    if opt(cfg, "normalization") == "RMSNorm":
+        return ref_rms_norm(x, w, eps)
+    return F.layer_norm(x, (x.shape[-1],), w, p[name + ".bias"], eps=eps)
+
+
+def spec_angles(s, d, cfg):
+    """The rotary angles [s, rot/2] by the formula of the spec, float32."""
+    rot = int(d * opt(cfg, "rotary_percent"))
+    base = opt(cfg, "rotary_base")
+    inv_freq = 1.0 / (base ** (torch.arange(0, rot, 2, dtype=torch.float32) / rot))
+    pos = torch.arange(s, dtype=torch.float32)
+    return pos[:, None] * inv_freq[None, :]
+
+
+def complex_rope(x, angles, interleaved, unit_dtype=torch.float64):
+    """RoPE as a complex product: x [s, ..., d], angles [s, rot/2] (pairs rotated by e^{i angle}).
+
+    Channel pairs (j, j + rot/2) (not interleaved, GPT-NeoX) or (2j, 2j+1)
+    (interleaved, GPT-J / Meta Llama) are the real and imaginary parts of
+    complex number j; channels past rot pass through. e^{i angle} =
+    cos + i sin is computed in unit_dtype (float32: as Megatron's tables).
+    """
+    half = angles.shape[-1]
+    rot = 2 * half
+    xr = x[..., :rot]
+    if interleaved:
+        z = torch.view_as_complex(xr.reshape(*xr.shape[:-1], half, 2).contiguous())
+    else:
+        z = torch.complex(xr[..., :half], xr[..., half:])
+    a = angles.to(unit_dtype).reshape(angles.shape[0], *([1] * (x.dim() - 2)), half)
+    rotated = z * torch.complex(torch.cos(a).double(), torch.sin(a).double())
+    if interleaved:
+        out = torch.view_as_real(rotated).reshape(xr.shape)
+    else:
+        out = torch.cat((rotated.real, rotated.imag), dim=-1)
+    return torch.cat((out.to(x.dtype), x[..., rot:]), dim=-1)
+
+
+def naive_attention(x, p, prefix, cfg):
+    """Per batch row, query head and query: explicit masked softmax over keys 0..i.
+
+    Query head i reads its rows of linear_qkv and those of its group
+    i // (heads/groups)'s key and value directly (the grouped loop), applies
+    the q/k norm by F.layer_norm and RoPE as a complex product.
+    """
     s, b, h = x.shape
-    hd = h // heads
-    qkv = x @ p[prefix + "linear_qkv.weight"].t() + p[prefix + "linear_qkv.bias"]
-    ctx = torch.zeros(s, b, h, dtype=x.dtype)
+    n = cfg["num_attention_heads"]
+    g = opt(cfg, "num_query_groups")
+    d = opt(cfg, "kv_channels")
+    per = n // g
+    bias = p.get(prefix + "linear_qkv.bias")
+    qkv = x @ p[prefix + "linear_qkv.weight"].t()
+    if bias is not None:
+        qkv = qkv + bias
+    rope = opt(cfg, "position_embedding_type") == "rope"
+    if rope:
+        angles = spec_angles(s, d, cfg)
+    ctx = torch.zeros(s, b, n * d, dtype=x.dtype)
     for bi in range(b):
-        for n in range(heads):
-            base = n * 3 * hd  # head n's rows: q, k, v
-            q = qkv[:, bi, base : base + hd]
-            k = qkv[:, bi, base + hd : base + 2 * hd]
-            v = qkv[:, bi, base + 2 * hd : base + 3 * hd]
-            for i in range(s):
-                sc = torch.stack([(q[i] * k[j]).sum() / math.sqrt(hd) for j in range(i + 1)])
+        for i in range(n):
+            grp = i // per
+            base = grp * (per + 2) * d  # group grp's rows: per query heads, key, value
+            q = qkv[:, bi, base + (i % per) * d : base + (i % per + 1) * d]
+            k = qkv[:, bi, base + per * d : base + (per + 1) * d]
+            v = qkv[:, bi, base + (per + 1) * d : base + (per + 2) * d]
+            if opt(cfg, "qk_layernorm"):
+                q = ref_norm(q, p, prefix + "q_layernorm", cfg)
+                k = ref_norm(k, p, prefix + "k_layernorm", cfg)
+            if rope:
+                q = complex_rope(q, angles, opt(cfg, "rotary_interleaved"), torch.float32)
+                k = complex_rope(k, angles, opt(cfg, "rotary_interleaved"), torch.float32)
+            for t in range(s):
+                sc = torch.stack([(q[t] * k[j]).sum() / math.sqrt(d) for j in range(t + 1)])
                 e = torch.exp(sc - sc.max())
                 w = e / e.sum()
-                ctx[i, bi, n * hd : (n + 1) * hd] = (w.unsqueeze(1) * v[: i + 1]).sum(0)
-    return ctx @ p[prefix + "linear_proj.weight"].t() + p[prefix + "linear_proj.bias"]
+                ctx[t, bi, i * d : (i + 1) * d] = (w.unsqueeze(1) * v[: t + 1]).sum(0)
+    out = ctx @ p[prefix + "linear_proj.weight"].t()
+    pb = p.get(prefix + "linear_proj.bias")
+    return out if pb is None else out + pb
 
 
-def torch_mha_attention(x, p, prefix, heads):
+def torch_mha_attention(x, p, prefix, cfg):
     """PyTorch's multi_head_attention_forward with Megatron's QKV rows regrouped.
 
     PyTorch's in_proj is [q all heads; k all heads; v all heads]; Megatron's is
-    [head0 q,k,v; head1 q,k,v; ...]. Regroup [heads, 3, hd, h] -> [3, heads, hd, h].
+    [group0: its query heads, k, v; group1: ...]. Query head i's key and value
+    are its group's, so the key/value rows are repeated per query head
+    (PyTorch's multi-head attention is GQA with every group's k, v copied).
+    Needs kv_channels = hidden / heads, no q/k norm, no RoPE.
     """
     s, b, h = x.shape
-    hd = h // heads
-    w = p[prefix + "linear_qkv.weight"].reshape(heads, 3, hd, h).transpose(0, 1).reshape(3 * h, h)
-    c = p[prefix + "linear_qkv.bias"].reshape(heads, 3, hd).transpose(0, 1).reshape(3 * h)
+    n = cfg["num_attention_heads"]
+    g = opt(cfg, "num_query_groups")
+    per = n // g
+    d = h // n
+    w = p[prefix + "linear_qkv.weight"].reshape(g, per + 2, d, h)
+    c = p.get(prefix + "linear_qkv.bias")
+    c = torch.zeros((n + 2 * g) * d, dtype=x.dtype) if c is None else c
+    c = c.reshape(g, per + 2, d)
+    wq = w[:, :per].reshape(n * d, h)
+    wk = w[:, per].repeat_interleave(per, dim=0).reshape(n * d, h)
+    wv = w[:, per + 1].repeat_interleave(per, dim=0).reshape(n * d, h)
+    cq = c[:, :per].reshape(n * d)
+    ck = c[:, per].repeat_interleave(per, dim=0).reshape(n * d)
+    cv = c[:, per + 1].repeat_interleave(per, dim=0).reshape(n * d)
+    pb = p.get(prefix + "linear_proj.bias")
     mask = torch.triu(torch.ones(s, s, dtype=torch.bool), diagonal=1)
     out, _ = F.multi_head_attention_forward(
-        x, x, x, h, heads, w, c, None, None, False, 0.0,
-        p[prefix + "linear_proj.weight"], p[prefix + "linear_proj.bias"],
+        x, x, x, h, n, torch.cat((wq, wk, wv)), torch.cat((cq, ck, cv)), None, None, False, 0.0,
+        p[prefix + "linear_proj.weight"], torch.zeros(h, dtype=x.dtype) if pb is None else pb,
         training=False, need_weights=False, attn_mask=mask,
     )
     return out
+
+
+def ref_mlp(x, p, prefix, cfg):
+    """The MLP by F.linear and PyTorch's activations; SwiGLU's gate is fc1's first f rows."""
+    w1 = p[prefix + "linear_fc1.weight"]
+    b1 = p.get(prefix + "linear_fc1.bias")
+    if opt(cfg, "swiglu"):
+        f = w1.shape[0] // 2
+        gate = F.linear(x, w1[:f], None if b1 is None else b1[:f])
+        up = F.linear(x, w1[f:], None if b1 is None else b1[f:])
+        y = F.silu(gate) * up
+    else:
+        u = F.linear(x, w1, b1)
+        if opt(cfg, "squared_relu"):
+            y = torch.pow(F.relu(u), 2)
+        elif opt(cfg, "bias_gelu_fusion") and opt(cfg, "add_bias_linear"):
+            y = F.gelu(u, approximate="tanh")
+        else:
+            y = F.gelu(u)
+    return F.linear(y, p[prefix + "linear_fc2.weight"], p.get(prefix + "linear_fc2.bias"))
+
+
+def ref_token_losses(p, cfg, ids, labels):
+    """The whole model's per-token losses [b, s] from torch.nn.functional and the naive attention."""
+    b, s = ids.shape
+    hs = F.embedding(ids, p["embedding.word_embeddings.weight"])  # [b, s, h]
+    if opt(cfg, "position_embedding_type") == "learned_absolute":
+        hs = hs + F.embedding(torch.arange(s), p["embedding.position_embeddings.weight"]).unsqueeze(0)
+    hs = hs.transpose(0, 1)  # [s, b, h]
+    post = opt(cfg, "apply_residual_connection_post_layernorm")
+    for i in range(cfg["num_layers"]):
+        pre = f"decoder.layers.{i}."
+        ln = ref_norm(hs, p, pre + "input_layernorm", cfg)
+        hs = (ln if post else hs) + naive_attention(ln, p, pre + "self_attention.", cfg)
+        ln = ref_norm(hs, p, pre + "pre_mlp_layernorm", cfg)
+        hs = (ln if post else hs) + ref_mlp(ln, p, pre + "mlp.", cfg)
+    hs = ref_norm(hs, p, "decoder.final_layernorm", cfg)
+    untied = opt(cfg, "untie_embeddings_and_output_weights")
+    lg = F.linear(hs, p["output_layer.weight" if untied else "embedding.word_embeddings.weight"])
+    v = lg.shape[-1]
+    return F.cross_entropy(lg.transpose(0, 1).reshape(-1, v), labels.reshape(-1), reduction="none").reshape(b, s)
 
 
 def check_ops(r, gen):
@@ -112,6 +262,21 @@ def check_ops(r, gen):
     r.close(model.cross_entropy(lg, lab), want, 1e-12, "cross_entropy vs F.cross_entropy")
     wl = torch.randn(5, 8, generator=gen, dtype=torch.float64)
     r.close(model.linear(x, wl, b[:5]), F.linear(x, wl, b[:5]), 1e-12, "linear vs F.linear")
+    r.close(model.gelu_erf(z), F.gelu(z), 1e-12, "gelu_erf vs F.gelu (exact erf form)")
+    r.close(model.silu(z), F.silu(z), 1e-12, "silu vs F.silu")
+    r.close(model.squared_relu(z), torch.pow(F.relu(z), 2), 1e-12, "squared_relu vs torch.pow(F.relu(x), 2)")
+    r.true((model.gelu_erf(z) - model.gelu_tanh(z)).abs().max().item() > 1e-4, "...the erf and tanh GELUs differ (by > 1e-4 on 4·N(0, 1) samples)")
+    r.close(model.rms_norm(x, w, 1e-5), ref_rms_norm(x, w, 1e-5), 1e-12, "rms_norm vs F.layer_norm of [x, -x] (mean 0, var mean(x^2))")
+    r.close(model.rms_norm(x, w, 0.0), F.normalize(x, dim=-1, eps=0.0) * math.sqrt(8) * w, 1e-12, "rms_norm (eps 0) vs F.normalize(x) * sqrt(h)")
+    pn = {"n.weight": w, "n.bias": b}
+    for kind in ("LayerNorm", "RMSNorm"):
+        for one_p in (False, True):
+            cfg = {"num_attention_heads": 2, "hidden_size": 8, "normalization": kind, "apply_layernorm_1p": one_p}
+            r.close(model.norm(x, pn, "n", model.options(cfg)), ref_norm(x, pn, "n", cfg), 1e-12,
+                    f"norm {kind}{' 1p (weight + 1)' if one_p else ''} vs F.layer_norm")
+    xh = torch.randn(5, 2, 3, 4, generator=gen, dtype=torch.float64)  # [s, b, heads, d]: q/k norm per head
+    wh, bh = torch.randn(4, generator=gen, dtype=torch.float64), torch.randn(4, generator=gen, dtype=torch.float64)
+    r.close(model.layer_norm(xh, wh, bh), F.layer_norm(xh, (4,), wh, bh, eps=1e-5), 1e-12, "layer_norm over each head's d channels vs F.layer_norm")
 
 
 def check_attention(r, gen):
@@ -119,12 +284,79 @@ def check_attention(r, gen):
     p = random_params(cfg, gen)
     x = torch.randn(7, 2, 12, generator=gen, dtype=torch.float64)
     pre = "decoder.layers.0.self_attention."
-    got = model.self_attention(x, p, pre, 3)
-    r.close(got, naive_attention(x, p, pre, 3), 1e-12, "attention vs naive per-query masked softmax")
-    r.close(got, torch_mha_attention(x, p, pre, 3), 1e-12, "attention vs F.multi_head_attention_forward (regrouped QKV)")
+    got = model.self_attention(x, p, pre, cfg)
+    r.close(got, naive_attention(x, p, pre, cfg), 1e-12, "attention vs naive per-query masked softmax")
+    r.close(got, torch_mha_attention(x, p, pre, cfg), 1e-12, "attention vs F.multi_head_attention_forward (regrouped QKV)")
     p32 = {n: t.float() for n, t in p.items()}
-    got32 = model.self_attention(x.float(), p32, pre, 3)
-    r.close(got32.double(), naive_attention(x, p, pre, 3), 1e-5, "float32 attention vs float64 naive")
+    got32 = model.self_attention(x.float(), p32, pre, cfg)
+    r.close(got32.double(), naive_attention(x, p, pre, cfg), 1e-5, "float32 attention vs float64 naive")
+
+
+def check_rope(r, gen):
+    """RoPE against the complex-number formulation, both rotate styles, whole and partial."""
+    s, d = 9, 12
+    x = torch.randn(s, 2, 3, d, generator=gen, dtype=torch.float64)  # [s, b, heads, d]
+    for interleaved in (False, True):
+        for percent, base in ((1.0, 10000), (0.5, 500)):
+            cfg = {"num_attention_heads": 3, "hidden_size": 36, "position_embedding_type": "rope", "kv_channels": d,
+                   "rotary_percent": percent, "rotary_base": base, "rotary_interleaved": interleaved}
+            o = model.options(cfg)
+            style = f"{'interleaved' if interleaved else 'rotate-half'}, percent {percent}, base {base}"
+            angles = spec_angles(s, d, cfg)
+            cos, sin = model.rope_tables(s, o, torch.float64, table_dtype=torch.float64)
+            got = model.apply_rope(x, cos, sin, interleaved)
+            r.close(got, complex_rope(x, angles, interleaved), 1e-12, f"RoPE vs complex product x*e^(i angle) ({style})")
+            if o["rot"] < d:
+                r.close(got[..., o["rot"]:], x[..., o["rot"]:], 0.0, f"...channels past rot = {o['rot']} pass through")
+            cos32, sin32 = model.rope_tables(s, o, torch.float64)
+            r.close(torch.cat((cos32, sin32)), torch.cat((cos, sin)), 1.2e-7, "...float32 cos/sin tables = float64 cos/sin of the same angles to fp32 rounding")
+            rot = o["rot"]
+            exact = torch.arange(s, dtype=torch.float64)[:, None] * base ** (-torch.arange(0, rot, 2, dtype=torch.float64) / rot)
+            r.close(angles.double(), exact, 1e-5, "...float32 angles = position * base^(-2j/rot)")
+            # Relative positions: <R_m q, R_n k> depends on m - n only.
+            cos_l, sin_l = model.rope_tables(2 * s, o, torch.float64, table_dtype=torch.float64)
+            q = x[:1, 0].expand(2 * s, 3, d).unsqueeze(1)
+            k = x[1:2, 0].expand(2 * s, 3, d).unsqueeze(1)
+            qr, kr = model.apply_rope(q, cos_l, sin_l, interleaved), model.apply_rope(k, cos_l, sin_l, interleaved)
+            sc = torch.einsum("mhd,nhd->mnh", qr[:, 0], kr[:, 0])
+            shift = sc[s:, s:] - sc[:s, :s]
+            r.close(shift, torch.zeros_like(shift), 1e-5, "...q.k after RoPE depends only on the position difference")
+
+
+def check_gqa(r, gen):
+    """Grouped-query attention: the model's repeat_interleave vs the grouped loop and PyTorch's MHA."""
+    pre = "decoder.layers.0.self_attention."
+    for g in (1, 2, 4):
+        cfg = dict(TINY, hidden_size=16, num_attention_heads=4, group_query_attention=g < 4, num_query_groups=g)
+        p = random_params(cfg, gen)
+        x = torch.randn(6, 2, 16, generator=gen, dtype=torch.float64)
+        got = model.self_attention(x, p, pre, cfg)
+        r.close(got, naive_attention(x, p, pre, cfg), 1e-12, f"4 heads in {g} group(s): attention (repeat_interleave) vs the grouped loop")
+        r.close(got, torch_mha_attention(x, p, pre, cfg), 1e-12, f"4 heads in {g} group(s): attention vs F.multi_head_attention_forward (k, v rows repeated)")
+    cfg = dict(TINY, hidden_size=8, num_attention_heads=4, group_query_attention=True, num_query_groups=2, kv_channels=6,
+               add_bias_linear=False, add_qkv_bias=False, qk_layernorm=True, normalization="RMSNorm",
+               position_embedding_type="rope", rotary_interleaved=True)
+    p = random_params(cfg, gen)
+    x = torch.randn(6, 2, 8, generator=gen, dtype=torch.float64)
+    r.close(model.self_attention(x, p, pre, cfg), naive_attention(x, p, pre, cfg), 1e-12,
+            "GQA, kv_channels 6 != h/n, RMS q/k norm, interleaved RoPE, no biases: attention vs the grouped loop")
+
+
+def check_mlp(r, gen):
+    """Each activation of the MLP against F.linear with PyTorch's activations."""
+    pre = "decoder.layers.0.mlp."
+    x = 2 * torch.randn(5, 2, 8, generator=gen, dtype=torch.float64)
+    for label, extra in (
+        ("gelu tanh (bias_gelu_fusion, biases)", {}),
+        ("gelu erf (biases, no fusion)", {"bias_gelu_fusion": False}),
+        ("gelu erf (no biases)", {"add_bias_linear": False, "add_qkv_bias": False}),
+        ("squared relu", {"squared_relu": True}),
+        ("swiglu, no biases", {"swiglu": True, "add_bias_linear": False, "add_qkv_bias": False}),
+        ("swiglu, biases", {"swiglu": True}),
+    ):
+        cfg = dict(TINY, **extra)
+        p = random_params(cfg, gen)
+        r.close(model.mlp(x, p, pre, cfg), ref_mlp(x, p, pre, cfg), 1e-12, f"mlp {label} vs F.linear and F.* activations")
 
 
 def check_causal(r, gen):
@@ -140,8 +372,53 @@ def check_causal(r, gen):
     r.true((a[:, -1] - b[:, -1]).abs().max().item() > 0, "...and changes the last token's loss")
 
 
-def check_gradcheck(r, gen):
-    cfg = TINY
+def tiny_variant(name):
+    """The fixture CONFIGS[name]'s model options on a tiny model (4 heads, hidden 8)."""
+    from gpt_ref import CONFIGS
+
+    cfg = dict(CONFIGS[name], **TINY)
+    cfg.update(num_attention_heads=4, kv_channels=TINY_KV[name])
+    if not cfg["group_query_attention"]:
+        cfg["num_query_groups"] = 4
+    return cfg
+
+
+# kv_channels of the tiny variants: RoPE keeps >= 2 frequencies (variant_a's
+# rotary_percent 0.5 of 8); variant_a's n*d = 32 != h as in its fixture.
+TINY_KV = {"llama": 4, "variant_a": 8, "variant_b": 4, "variant_c": 2}
+
+# The number of tensors of each fixture (README's tables).
+FIXTURE_TENSORS = {"gpt2": 28, "llama": 15, "variant_a": 29, "variant_b": 26, "variant_c": 29}
+
+
+def check_variants(r, gen):
+    """Each fixture's model kind: parameter names, a functional forward, causality."""
+    from gpt_ref import CONFIGS
+
+    for name, cfg in CONFIGS.items():
+        shapes = model.param_shapes(cfg)
+        r.true(len(shapes) == FIXTURE_TENSORS[name] and len({n for n, _ in shapes}) == len(shapes),
+               f"{name}: {FIXTURE_TENSORS[name]} distinct tensors")
+        init = model.init_params(cfg, 1)
+        norms = [t for n, t in init.items() if "layernorm" in n and n.endswith(".weight")]
+        want = 0.0 if opt(cfg, "apply_layernorm_1p") else 1.0
+        r.true(all(bool((t == want).all()) for t in norms), f"{name}: norm weights start at {want} (scale 1)")
+    for name in ("gpt2", "llama", "variant_a", "variant_b", "variant_c"):
+        cfg = TINY if name == "gpt2" else tiny_variant(name)
+        p = random_params(cfg, gen)
+        ids = torch.randint(0, cfg["vocab_size"], (2, cfg["seq_length"]), generator=gen)
+        lab = torch.randint(0, cfg["vocab_size"], (2, cfg["seq_length"]), generator=gen)
+        a = model.token_losses(p, cfg, ids, lab)
+        r.close(a, ref_token_losses(p, cfg, ids, lab), 1e-12, f"{name} (tiny): token losses vs a forward by torch.nn.functional and the naive attention")
+        ids2 = ids.clone()
+        ids2[:, -1] = (ids2[:, -1] + 1) % cfg["vocab_size"]
+        b = model.token_losses(p, cfg, ids2, lab)
+        r.true((a[:, :-1] - b[:, :-1]).abs().max().item() == 0 and (a[:, -1] - b[:, -1]).abs().max().item() > 0,
+               f"{name} (tiny): changing the last input token changes only the last loss (causal)")
+
+
+def check_gradcheck(r, gen, name="gpt2"):
+    cfg = TINY if name == "gpt2" else tiny_variant(name)
     names = [n for n, _ in model.param_shapes(cfg)]
     p = random_params(cfg, gen)
     ids = torch.randint(0, cfg["vocab_size"], (2, cfg["seq_length"]), generator=gen)
@@ -152,7 +429,7 @@ def check_gradcheck(r, gen):
         return model.token_losses(dict(zip(names, ts)), cfg, ids, lab).mean()
 
     ok = torch.autograd.gradcheck(f, inputs, eps=1e-6, atol=1e-7, rtol=1e-5)
-    r.true(ok, f"gradcheck (float64) of the mean loss w.r.t. all {len(names)} parameters, tiny config")
+    r.true(ok, f"{name}: gradcheck (float64) of the mean loss w.r.t. all {len(names)} parameters, tiny config")
 
 
 def check_tied_grad(r, gen):
@@ -252,12 +529,17 @@ def run():
     r = _Result()
     check_ops(r, gen)
     check_attention(r, gen)
+    check_rope(r, gen)
+    check_gqa(r, gen)
+    check_mlp(r, gen)
+    check_variants(r, gen)
     check_causal(r, gen)
     check_tied_grad(r, gen)
     check_accumulation(r, gen)
     check_optimizer(r, gen)
     with tempfile.TemporaryDirectory() as d:
         check_io_and_data(r, gen, d)
-    check_gradcheck(r, gen)
+    for name in ("gpt2", "llama", "variant_a", "variant_b", "variant_c"):
+        check_gradcheck(r, gen, name)
     print(f"selftest: {r.failed} failure(s)")
     return r.failed
