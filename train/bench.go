@@ -79,23 +79,46 @@ type BenchConfig struct {
 	Name                              string
 	Layers, Hidden, Heads, Seq, Vocab int
 	MicroBatch                        int
+	// Llama shapes the model as Llama-class GPTs are: RMSNorm, SwiGLU
+	// (ffn_hidden_size = config.SwiGLUFFN(h)), RoPE, grouped-query
+	// attention with Heads/2 groups, an untied output layer, no biases.
+	Llama bool
+}
+
+// model returns the configuration's model options on m.
+func (c BenchConfig) model(m *config.TransformerConfig) {
+	m.NumLayers, m.HiddenSize, m.NumAttentionHeads = c.Layers, c.Hidden, c.Heads
+	m.SeqLength, m.MaxPositionEmbeddings, m.VocabSize = c.Seq, c.Seq, c.Vocab
+	if c.Llama {
+		m.Normalization, m.ActivationFunc, m.GatedLinearUnit = config.RMSNormType, config.SiLU, true
+		m.PositionEmbeddingType, m.NumQueryGroups = config.RoPE, c.Heads/2
+		m.ShareEmbeddingsAndOutputWeights, m.AddBiasLinear = false, false
+	}
 }
 
 // benchConfigs are the benchmark models: small and medium.
 var benchConfigs = map[string]BenchConfig{
 	"small":  {Name: "small", Layers: 4, Hidden: 256, Heads: 8, Seq: 256, Vocab: 1024, MicroBatch: 8},
 	"medium": {Name: "medium", Layers: 6, Hidden: 512, Heads: 8, Seq: 512, Vocab: 8192, MicroBatch: 4},
+	// medium-llama is medium shaped as a Llama-class model.
+	"medium-llama": {Name: "medium-llama", Layers: 6, Hidden: 512, Heads: 8, Seq: 512, Vocab: 8192, MicroBatch: 4, Llama: true},
 	// long is the context-parallel benchmark: one sequence of 4096 tokens.
 	"long": {Name: "long", Layers: 4, Hidden: 256, Heads: 8, Seq: 4096, Vocab: 1024, MicroBatch: 1},
 }
 
 // FLOPs returns the training FLOPs of one iteration over T tokens:
-// 6·T·(12·L·h² + V·h) + 12·L·h·s·T (Narayanan et al. 2021, arXiv
+// 6·T·(L·W + V·h) + 12·L·n·d·s·T (Narayanan et al. 2021, arXiv
 // 2104.04473, with the logit layer and the full s×s attention square; the
-// causal attention computes about half of it).
+// causal attention computes about half of it), where W is a layer's GEMM
+// weights, h·(n + 2g)·d + n·d·h + h·f₁ + f·h (12h² for the GPT-2 shape,
+// f₁ = 2f for a gated MLP).
 func (c BenchConfig) FLOPs(tokens int) float64 {
+	m := config.DefaultTransformerConfig()
+	c.model(&m)
 	T, L, h, s, V := float64(tokens), float64(c.Layers), float64(c.Hidden), float64(c.Seq), float64(c.Vocab)
-	return 6*T*(12*L*h*h+V*h) + 12*L*h*s*T
+	nd := float64(m.AttentionWidth())
+	W := h*float64(m.QKVWidth()) + nd*h + h*float64(m.FC1Width()) + float64(m.FFN())*h
+	return 6*T*(L*W+V*h) + 12*L*nd*s*T
 }
 
 // BenchResult is one configuration's measurement.
@@ -177,7 +200,7 @@ func benchArgsAll(o BenchOptions, n int) ([]Args, error) {
 	for _, name := range o.Configs {
 		c, ok := benchConfigs[name]
 		if !ok {
-			return nil, fmt.Errorf("--configs: unknown configuration %q (known: small, medium, long)", name)
+			return nil, fmt.Errorf("--configs: unknown configuration %q (known: small, medium, medium-llama, long)", name)
 		}
 		a := benchArgs(c, o, n)
 		if err := a.Validate(n); err != nil {
@@ -192,8 +215,7 @@ func benchArgsAll(o BenchOptions, n int) ([]Args, error) {
 // a world of n ranks.
 func benchArgs(c BenchConfig, o BenchOptions, n int) Args {
 	a := DefaultArgs()
-	a.Model.NumLayers, a.Model.HiddenSize, a.Model.NumAttentionHeads = c.Layers, c.Hidden, c.Heads
-	a.Model.SeqLength, a.Model.MaxPositionEmbeddings, a.Model.VocabSize = c.Seq, c.Seq, c.Vocab
+	c.model(&a.Model)
 	a.Model.HiddenDropout, a.Model.AttentionDropout = 0, 0
 	a.Model.BF16, a.Model.FP16 = o.BF16, o.FP16
 	if o.Precision != nil {
@@ -241,7 +263,7 @@ func bench(ctx context.Context, w io.Writer, o BenchOptions, args []Args, n, loc
 	}
 	fmt.Fprintf(w, "gotron bench: %s, %d core(s), %s, GEMM %s (OPENBLAS_CORETYPE=%q), %s\n",
 		layout, threadsOr(o.Threads), benchPrecision(o), tensor.GemmLibraries(), os.Getenv("OPENBLAS_CORETYPE"), time.Now().Format("2006-01-02"))
-	fmt.Fprintf(w, "%-8s %7s %7s %6s %5s %6s %5s %12s %10s %12s %10s %8s %8s %8s %8s %9s %9s %9s %8s\n", "config", "layers", "hidden", "heads", "seq", "vocab", "micro",
+	fmt.Fprintf(w, "%-12s %7s %7s %6s %5s %6s %5s %12s %10s %12s %10s %8s %8s %8s %8s %9s %9s %9s %8s\n", "config", "layers", "hidden", "heads", "seq", "vocab", "micro",
 		"tokens/s", "GFLOP/s", "peak MiB", "step ms", "bubble", "theory", "idle", "buckets", "adam ms", "gather ms", "first ms", "cp wait")
 	for i, a := range args {
 		c := benchConfigs[o.Configs[i]]
@@ -249,7 +271,7 @@ func bench(ctx context.Context, w io.Writer, o BenchOptions, args []Args, n, loc
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%-8s %7d %7d %6d %5d %6d %5d %12.0f %10.1f %12.0f %10.1f %7.1f%% %7.1f%% %7.1f%% %8d %9.1f %9.1f %9.1f %7.1f%%\n", c.Name, c.Layers, c.Hidden, c.Heads, c.Seq, c.Vocab, c.MicroBatch,
+		fmt.Fprintf(w, "%-12s %7d %7d %6d %5d %6d %5d %12.0f %10.1f %12.0f %10.1f %7.1f%% %7.1f%% %7.1f%% %8d %9.1f %9.1f %9.1f %7.1f%%\n", c.Name, c.Layers, c.Hidden, c.Heads, c.Seq, c.Vocab, c.MicroBatch,
 			r.TokensPerS, r.GFLOPs, float64(r.PeakRSS)/(1<<20), r.StepMS, 100*r.Bubble, 100*r.TheoreticalBubble, 100*r.Idle, r.Buckets, r.AdamMS, r.GatherMS, r.FirstMS, 100*r.CPWait)
 		if r.Phases != nil {
 			fmt.Fprintf(w, "phases of %s (CPU time of the timed iterations, %s in all): %v\n", c.Name, r.Phases.Total.Round(time.Millisecond), r.Phases)

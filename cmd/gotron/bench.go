@@ -52,7 +52,7 @@ process, or, with --backend mpi, one per process of an mpirun job:
 	}
 	f := cmd.Flags()
 	f.SortFlags = false
-	f.StringSliceVar(&o.Configs, "configs", []string{"small", "medium"}, "model configurations to measure (small, medium, long)")
+	f.StringSliceVar(&o.Configs, "configs", []string{"small", "medium"}, "model configurations to measure (small, medium, medium-llama, long)")
 	f.IntVar(&o.Iters, "iters", 5, "timed iterations per configuration (after one warm-up); the optimizer step is timed as many times after them")
 	f.IntVar(&o.Threads, "threads", 0, "cores to use (0: all), divided among the ranks")
 	f.StringVar(&backend, "backend", "local", "local: the ranks as goroutines of this process; mpi: this process is one rank of an mpirun job")

@@ -119,8 +119,8 @@ func GLUForward(act Activation, y, u []float32, rows, cols int) {
 		yr := y[r*cols : r*cols+cols]
 		yr, up = yr[:len(gate)], up[:len(gate)]
 		if act == SiLU {
-			for j, g := range gate {
-				yr[j] = g * sigmoid(g) * up[j]
+			if !swigluRowSIMD(yr, gate, up) {
+				swigluForwardGo(yr, gate, up)
 			}
 			continue
 		}
@@ -151,10 +151,8 @@ func GLUBackward(act Activation, du, dy, u []float32, rows, cols int) {
 		dyr := dy[r*cols : r*cols+cols]
 		up, dg, dup, dyr = up[:len(gate)], dg[:len(gate)], dup[:len(gate)], dyr[:len(gate)]
 		if act == SiLU {
-			for j, g := range gate {
-				s := sigmoid(g)
-				dup[j] = dyr[j] * g * s
-				dg[j] = dyr[j] * up[j] * (s * (1 + g*(1-s)))
+			if !swigluGradRowSIMD(dg, dup, dyr, gate, up) {
+				swigluBackwardGo(dg, dup, dyr, gate, up)
 			}
 			continue
 		}
@@ -177,4 +175,23 @@ func geluTanhAt(v float32) (y, d float32) {
 		return v / (1 + e), s * (1 + v*(e*s)*(geluK+geluK*geluC*v2))
 	}
 	return v / (1 + expSlow(z)), geluGradOutside(z)
+}
+
+// swigluForwardGo sets y = g·σ(g)·up (SwiGLU's forward over one row, scalar).
+func swigluForwardGo(y, gate, up []float32) {
+	y, up = y[:len(gate)], up[:len(gate)]
+	for j, g := range gate {
+		y[j] = g * sigmoid(g) * up[j]
+	}
+}
+
+// swigluBackwardGo is SwiGLU's gradient over one row (scalar): with s = σ(g),
+// dup = dy·g·s and dg = dy·up·(s·(1 + g·(1 − s))).
+func swigluBackwardGo(dg, dup, dy, gate, up []float32) {
+	dg, dup, dy, up = dg[:len(gate)], dup[:len(gate)], dy[:len(gate)], up[:len(gate)]
+	for j, g := range gate {
+		s := sigmoid(g)
+		dup[j] = dy[j] * g * s
+		dg[j] = dy[j] * up[j] * (s * (1 + g*(1-s)))
+	}
 }

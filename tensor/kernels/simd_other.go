@@ -30,3 +30,5 @@ func dotWideSIMD(a, b []float32) (float32, bool)                            { re
 func softmaxGradRowSIMD(ds, p, dp []float32, scale, d float32) bool         { return false }
 func f32ToBF16SIMD(dst []uint16, src []float32) int                         { return 0 }
 func bf16ToF32SIMD(dst []float32, src []uint16) int                         { return 0 }
+func swigluRowSIMD(y, gate, up []float32) bool                              { return false }
+func swigluGradRowSIMD(dg, dup, dy, gate, up []float32) bool                { return false }

@@ -1,0 +1,89 @@
+//go:build goexperiment.simd && amd64
+
+package kernels
+
+import "simd/archsimd"
+
+// The vector SwiGLU rows: with s = 1/(1 + e^(−g)) formed as the scalar sigmoid forms it (the
+// same exponential polynomial, the same operation order), each lane gives the scalar loop's
+// bits. A chunk whose exponent leaves [expMin, expMax] is redone by the scalar loop.
+
+// swigluRowSIMD sets y = g·s·up over one row (len(y) = len(gate) = len(up)).
+func swigluRowSIMD(y, gate, up []float32) bool {
+	switch {
+	case hasAVX512():
+		e, one := newVexp16(), b16(1)
+		n := len(gate) &^ 15
+		for i := 0; i < n; i += 16 {
+			g := ld16(gate, i)
+			z := b16(0).Sub(g)
+			if !e.inRange(z) {
+				swigluForwardGo(y[i:i+16], gate[i:i+16], up[i:i+16])
+				continue
+			}
+			s := one.Div(one.Add(e.core(z)))
+			st16(g.Mul(s).Mul(ld16(up, i)), y, i)
+		}
+		swigluForwardGo(y[n:], gate[n:], up[n:])
+	case hasAVX2():
+		e, one := newVexp8(), b8(1)
+		n := len(gate) &^ 7
+		for i := 0; i < n; i += 8 {
+			g := ld8(gate, i)
+			z := b8(0).Sub(g)
+			if !e.inRange(z) {
+				swigluForwardGo(y[i:i+8], gate[i:i+8], up[i:i+8])
+				continue
+			}
+			s := one.Div(one.Add(e.core(z)))
+			st8(g.Mul(s).Mul(ld8(up, i)), y, i)
+		}
+		swigluForwardGo(y[n:], gate[n:], up[n:])
+	default:
+		return false
+	}
+	archsimd.ClearAVXUpperBits()
+	return true
+}
+
+// swigluGradRowSIMD sets dup = dy·g·s and dg = dy·up·(s·(1 + g·(1 − s))) over one row.
+func swigluGradRowSIMD(dg, dup, dy, gate, up []float32) bool {
+	switch {
+	case hasAVX512():
+		e, one := newVexp16(), b16(1)
+		n := len(gate) &^ 15
+		for i := 0; i < n; i += 16 {
+			g := ld16(gate, i)
+			z := b16(0).Sub(g)
+			if !e.inRange(z) {
+				swigluBackwardGo(dg[i:i+16], dup[i:i+16], dy[i:i+16], gate[i:i+16], up[i:i+16])
+				continue
+			}
+			s := one.Div(one.Add(e.core(z)))
+			d := ld16(dy, i)
+			st16(d.Mul(g).Mul(s), dup, i)
+			st16(d.Mul(ld16(up, i)).Mul(s.Mul(one.Add(g.Mul(one.Sub(s))))), dg, i)
+		}
+		swigluBackwardGo(dg[n:], dup[n:], dy[n:], gate[n:], up[n:])
+	case hasAVX2():
+		e, one := newVexp8(), b8(1)
+		n := len(gate) &^ 7
+		for i := 0; i < n; i += 8 {
+			g := ld8(gate, i)
+			z := b8(0).Sub(g)
+			if !e.inRange(z) {
+				swigluBackwardGo(dg[i:i+8], dup[i:i+8], dy[i:i+8], gate[i:i+8], up[i:i+8])
+				continue
+			}
+			s := one.Div(one.Add(e.core(z)))
+			d := ld8(dy, i)
+			st8(d.Mul(g).Mul(s), dup, i)
+			st8(d.Mul(ld8(up, i)).Mul(s.Mul(one.Add(g.Mul(one.Sub(s))))), dg, i)
+		}
+		swigluBackwardGo(dg[n:], dup[n:], dy[n:], gate[n:], up[n:])
+	default:
+		return false
+	}
+	archsimd.ClearAVXUpperBits()
+	return true
+}
