@@ -33,7 +33,8 @@ type State struct {
 	// RNG is the rank's generator state (dropout), one entry per rank.
 	RNG [][4]uint64 `json:"rng_state"`
 	// Args records the settings the run was started with, for checks on
-	// resume.
+	// resume: integers, and under "model" the model options that differ
+	// from their defaults, as text (see Args).
 	Args map[string]any `json:"args,omitempty"`
 	// GradScaler is the loss scaler's state of a mixed-precision run with
 	// loss scaling (optim.ScalerState's JSON: scale, growth_tracker,

@@ -30,10 +30,10 @@ const (
 // whole-tensor Checkpoint (what Save writes): model tensors named NAME,
 // Adam's moments exp_avg.NAME and exp_avg_sq.NAME, float32, sorted by
 // name; State with the manifest's iteration, consumed samples, optimizer
-// steps, loss scaler and arguments (ints, under the same names), and RNG
-// every rank's generator states flattened in rank order (rank 0's default
-// stream, its tracker's streams, then rank 1's, …), as the whole-tensor
-// form stored them.
+// steps, loss scaler and arguments (ints under the same names, and the
+// model options as the object "model"), and RNG every rank's generator
+// states flattened in rank order (rank 0's default stream, its tracker's
+// streams, then rank 1's, …), as the whole-tensor form stored them.
 //
 // The layout that saved (Manifest.Layout) and each rank's coordinates
 // are not part of the whole-tensor form; FromWhole takes the layout back
@@ -50,12 +50,7 @@ func ToWhole(r *Reader) (*Checkpoint, error) {
 		return nil, err
 	}
 	st := State{Iteration: m.Iteration, ConsumedSamples: m.ConsumedSamples, OptimizerSteps: m.OptimizerSteps, SchedulerSamples: m.SchedulerSamples}
-	if len(m.Args) > 0 {
-		st.Args = map[string]any{}
-		for k, v := range m.Args {
-			st.Args[k] = v
-		}
-	}
+	st.Args = wholeArgs(m.Args)
 	if len(m.GradScaler) > 0 {
 		st.GradScaler = append(json.RawMessage(nil), m.GradScaler...)
 	}
@@ -155,8 +150,8 @@ func distKey(name string, optimizer bool) (string, bool) {
 // Names map back to keys as ToWhole maps keys to names; an optimizer
 // tensor named otherwise is an error. The manifest records layout as the
 // layout that saved, and the state's iteration, consumed samples,
-// optimizer steps, loss scaler and arguments (each must be an integer: the
-// manifest holds integer settings only).
+// optimizer steps, loss scaler and arguments (each must be an integer,
+// but "model", an object of strings: the model options).
 //
 // The ranks' generator states: when layout.World ≥ 1 divides
 // len(c.State.RNG), each of the World ranks gets its len/World states in
@@ -175,7 +170,7 @@ func FromWhole(dir string, c *Checkpoint, layout Layout) error {
 	if len(st.GradScaler) > 0 {
 		m.GradScaler = append(json.RawMessage(nil), st.GradScaler...)
 	}
-	args, err := intArgs(st.Args)
+	args, err := manifestArgs(st.Args)
 	if err != nil {
 		return fmt.Errorf("convert into %s: %v", dir, err)
 	}
@@ -248,7 +243,7 @@ func intArgs(in map[string]any) (map[string]int, error) {
 			ok = false
 		}
 		if !ok {
-			return nil, fmt.Errorf("argument %q is %v, not an integer: the distributed manifest records integer settings only; remove it from state.json", k, v)
+			return nil, fmt.Errorf("argument %q is %v, not an integer: the distributed manifest records integer settings (and the model options, as the object \"model\"); remove it from state.json", k, v)
 		}
 		out[k] = n
 	}

@@ -190,7 +190,7 @@ func TestFromWholeRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if r.Manifest.Args["num_layers"] != 2 || !r.Has("optimizer/exp_avg/w") || r.Has("optimizer/exp_avg_sq/w") {
+	if r.Manifest.Args.Ints["num_layers"] != 2 || !r.Has("optimizer/exp_avg/w") || r.Has("optimizer/exp_avg_sq/w") {
 		t.Errorf("manifest %+v", r.Manifest)
 	}
 }

@@ -56,7 +56,7 @@ func fuzzManifestSave(tb testing.TB, dir string) {
 		}
 		shards = append(shards, s)
 	}
-	m := &Manifest{Iteration: 1, ConsumedSamples: 8, OptimizerSteps: 1, Args: map[string]int{"world_size": 2, "tensor_model_parallel_size": 2},
+	m := &Manifest{Iteration: 1, ConsumedSamples: 8, OptimizerSteps: 1, Args: Args{Ints: map[string]int{"world_size": 2, "tensor_model_parallel_size": 2}},
 		Layout: Layout{World: 2, TP: 2, PP: 1, VPP: 1, DP: 1}, GradScaler: json.RawMessage(`{"scale":1024}`),
 		Tensors: map[string][]int{"model/w": {6, 4}, "optimizer/exp_avg/w": {6, 4}, "model/b": {4}, "model/s": {}, "model/e": {0, 3}},
 		Shards:  shards,
@@ -208,7 +208,7 @@ func FuzzOpen(f *testing.F) {
 		func(m *Manifest) { m.Shards[0].File = "shard_00007.bin" },
 		// Ranks out of order; nulls.
 		func(m *Manifest) { m.Ranks[0], m.Ranks[1] = m.Ranks[1], m.Ranks[0] },
-		func(m *Manifest) { m.Ranks = nil; m.Args = nil; m.GradScaler = nil },
+		func(m *Manifest) { m.Ranks = nil; m.Args = Args{}; m.GradScaler = nil },
 		func(m *Manifest) { m.Tensors = nil; m.Shards = nil },
 	} {
 		f.Add(edit(mod), true, true)

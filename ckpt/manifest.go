@@ -34,8 +34,10 @@ type Manifest struct {
 	ConsumedSamples  int64 `json:"consumed_train_samples"`
 	OptimizerSteps   int   `json:"optimizer_steps"`
 	SchedulerSamples int64 `json:"scheduler_samples,omitempty"`
-	// Args are the run's settings (for the checks on resume).
-	Args map[string]int `json:"args"`
+	// Args are the run's settings (for the checks on resume and
+	// --use-checkpoint-args): integers, and the model options that differ
+	// from their defaults.
+	Args Args `json:"args"`
 	// Layout is the parallel layout of the run that saved.
 	Layout Layout `json:"layout"`
 	// GradScaler is the loss scaler's state, if any.

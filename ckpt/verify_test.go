@@ -69,7 +69,7 @@ func richSave(t testing.TB, dir string, it int) *Manifest {
 	add(1, "model/big", Box{Offset: []int{400, 0}, Shape: []int{200, 1000}})
 	add(0, "model/s", Box{Offset: []int{}, Shape: []int{}})
 	m := &Manifest{Iteration: it, ConsumedSamples: 8 * int64(it), OptimizerSteps: it - 1,
-		Args:       map[string]int{"num_layers": 2, "world_size": 2, "tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 1, "virtual_pipeline_model_parallel_size": 1},
+		Args:       Args{Ints: map[string]int{"num_layers": 2, "world_size": 2, "tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 1, "virtual_pipeline_model_parallel_size": 1}},
 		Layout:     richLayout,
 		GradScaler: json.RawMessage(`{"scale":1024,"growth_tracker":3,"hysteresis_tracker":2}`),
 		Tensors:    richTensors,

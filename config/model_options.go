@@ -170,7 +170,7 @@ func (c TransformerConfig) modelOptionViolations(vs *violationList) {
 			vs.add(fieldList("rotary_percent"), "rotary_percent is %g: the rotated fraction of each head must lie in (0, 1]; set --rotary-percent", p)
 		} else if d := c.RotaryDim(); c.HeadDim() > 0 && (d < 2 || d%2 != 0) {
 			vs.add(fieldList("rotary_percent", "kv_channels"),
-				"rotary_percent %g of head dimension %d rotates %d channels: RoPE rotates channel pairs, so the count must be even and at least 2; choose --rotary-percent so that head_dim·percent is even",
+				"rotary_percent %g of head dimension %d (kv_channels, or hidden_size/num_attention_heads) rotates %d channels: RoPE rotates channel pairs, so the count must be even and at least 2; choose --rotary-percent (or --kv-channels) so that head_dim·percent is even",
 				c.RotaryPercent, c.HeadDim(), d)
 		}
 		if c.RotaryBase <= 0 {
@@ -179,7 +179,7 @@ func (c TransformerConfig) modelOptionViolations(vs *violationList) {
 	}
 	if tp := c.TensorModelParallelSize; c.GatedLinearUnit && tp > 1 && c.FFN() > 0 && c.FFN()%tp != 0 {
 		vs.add(fieldList("gated_linear_unit", "ffn_hidden_size", "tensor_model_parallel_size"),
-			"ffn_hidden_size %d is not divisible by tensor_model_parallel_size %d: with a gated linear unit (--swiglu) each rank holds matching slices of the gate and the up projection; choose --ffn-hidden-size a multiple of %d",
+			"ffn_hidden_size %d is not divisible by tensor_model_parallel_size %d: with a gated linear unit (gated_linear_unit, --swiglu) each rank holds matching slices of the gate and the up projection; choose --ffn-hidden-size a multiple of %d",
 			c.FFN(), tp, tp)
 	}
 }

@@ -81,7 +81,10 @@ type Args struct {
 	// Finetune loads the weights only and starts at iteration 0; CkptStep
 	// loads that iteration instead of the tracker's (0: the tracker's);
 	// UseCheckpointArgs takes the model's shape (layers, width, heads, FFN,
-	// positions, vocabulary, sequence length) from the checkpoint.
+	// positions, vocabulary, sequence length) and its options (the
+	// normalisation, activation, biases, key/value groups, head dimension,
+	// position embedding, untied output layer, …: those a checkpoint
+	// records) from the checkpoint.
 	NoSaveOptim, NoSaveRNG, NoLoadOptim, NoLoadRNG, Finetune, UseCheckpointArgs bool
 	CkptStep                                                                    int
 	// AsyncSave is --async-save: a save blocks training only while the
@@ -258,7 +261,7 @@ func (a Args) Validate(world int) error {
 		{"--lr", a.LR}, {"--min-lr", a.MinLR}, {"--weight-decay", a.WeightDecay}, {"--clip-grad", a.ClipGrad},
 		{"--adam-beta1", a.AdamBeta1}, {"--adam-beta2", a.AdamBeta2}, {"--adam-eps", a.AdamEps},
 		{"--init-method-std", a.Model.InitMethodStd}, {"--hidden-dropout", float64(a.Model.HiddenDropout)},
-		{"--attention-dropout", float64(a.Model.AttentionDropout)}, {"--layernorm-epsilon", float64(a.Model.LayernormEpsilon)},
+		{"--attention-dropout", float64(a.Model.AttentionDropout)}, {"--norm-epsilon", float64(a.Model.LayernormEpsilon)},
 		{"--sample-temperature", a.SampleTemperature}, {"--split-valid", a.SplitValid},
 		{"--distributed-timeout-minutes", a.DistributedTimeoutMinutes}, {"--exit-duration-in-mins", a.ExitDurationInMins},
 		{"--lr-warmup-fraction", a.LRWarmupFraction},

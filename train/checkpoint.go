@@ -50,9 +50,10 @@ func (t *trainer) setRNGStates(states [][4]uint64) error {
 	return t.rand.Tracker.SetStates(tracked)
 }
 
-// argsRecord is what a checkpoint records of the run's settings; resume
-// refuses a checkpoint whose model differs.
-func argsRecord(a Args, world int) map[string]int {
+// argsRecord is what a checkpoint records of the run's settings: the
+// integer settings, and the model options that differ from their
+// defaults (modelRecord); resume refuses a checkpoint whose model differs.
+func argsRecord(a Args, world int) ckpt.Args {
 	m := a.Model
 	r := map[string]int{
 		"num_layers": m.NumLayers, "hidden_size": m.HiddenSize, "num_attention_heads": m.NumAttentionHeads,
@@ -71,13 +72,14 @@ func argsRecord(a Args, world int) map[string]int {
 		// states belong to.
 		r["context_parallel_size"] = m.ContextParallelSize
 	}
-	return r
+	return ckpt.Args{Ints: r, Model: modelRecord(m)}
 }
 
 // checkedArgs are the settings a resumed run must share with its
 // checkpoint: the model's shapes and head split, and the batch schedule
 // (the global batch and its ramp: the data position continues from the
-// consumed samples, and the iterations left follow the schedule).
+// consumed samples, and the iterations left follow the schedule). The
+// model options are compared by modelDiffs.
 var checkedArgs = []struct{ key, flag string }{
 	{"num_layers", "--num-layers"}, {"hidden_size", "--hidden-size"}, {"num_attention_heads", "--num-attention-heads"},
 	{"ffn_hidden_size", "--ffn-hidden-size"}, {"max_position_embeddings", "--max-position-embeddings"},
@@ -86,32 +88,54 @@ var checkedArgs = []struct{ key, flag string }{
 	{"rampup_batch_size_samples", "--rampup-batch-size's samples"},
 }
 
-// checkArgs compares the run's settings with a checkpoint's record
-// (argsRecord's keys) and lists every difference.
-func checkArgs(a Args, saved map[string]int) error {
-	now := argsRecord(a, 1)
+// checkArgs compares the run's settings (normalised) with a checkpoint's
+// record (argsRecord's) and lists every difference.
+func checkArgs(a Args, saved ckpt.Args) error { return compareArgs(a, saved, false) }
+
+// compareArgs is checkArgs; early, a is not normalised yet (checkLoad,
+// before any rank starts): an unset global batch or vocabulary, which
+// normalise fills, is not compared (the ranks compare it on resume).
+func compareArgs(a Args, saved ckpt.Args, early bool) error {
+	savedModel := a.Model
+	if err := applyModelRecord(&savedModel, saved.Model); err != nil {
+		return err
+	}
+	now := argsRecord(a, 1).Ints
 	var diffs []string
 	for _, k := range checkedArgs {
-		v, ok := saved[k.key]
-		if !ok || a.Finetune && (k.key == "global_batch_size" || strings.HasPrefix(k.key, "rampup_")) {
-			continue // not recorded; or --finetune, whose data start afresh
+		v, ok := saved.Ints[k.key]
+		switch {
+		case !ok:
+			continue // not recorded
+		case a.Finetune && (k.key == "global_batch_size" || strings.HasPrefix(k.key, "rampup_")):
+			continue // --finetune, whose data start afresh
+		case early && (k.key == "global_batch_size" && a.GlobalBatchSize == 0 || k.key == "vocab_size" && a.Model.VocabSize == 0):
+			continue
+		case k.key == "max_position_embeddings" && !savedModel.LearnedPositions() && !a.Model.LearnedPositions():
+			continue // no position embedding table: the sequence may grow
 		}
 		if want := now[k.key]; v != want {
 			diffs = append(diffs, fmt.Sprintf("%s %d in the checkpoint, %d in this run", k.flag, v, want))
 		}
 	}
-	if len(diffs) == 0 {
+	model := modelDiffs(savedModel, a.Model)
+	if len(diffs)+len(model) == 0 {
 		return nil
 	}
-	return fmt.Errorf("the checkpoint's settings differ from this run's: %s: pass the checkpoint's values", strings.Join(diffs, "; "))
+	fix := "pass the checkpoint's values"
+	if len(model) > 0 {
+		fix += " (--use-checkpoint-args takes the model's shape and options from the checkpoint)"
+	}
+	return fmt.Errorf("the checkpoint's settings differ from this run's: %s: %s", strings.Join(append(diffs, model...), "; "), fix)
 }
 
 // checkLoad opens --load's checkpoint before any rank starts, so that a
-// missing or damaged one is one error (the ranks open it again to read
-// their pieces), and implements --use-checkpoint-args: the model's shape
-// is taken from the checkpoint before the arguments are validated. A
-// --load that is also --save and holds no checkpoint yet is no error (the
-// run starts from scratch).
+// missing or damaged one, or one saved from another model, is one error
+// (the ranks open it again to read their pieces and compare the batch
+// schedule), and implements --use-checkpoint-args: the model's shape and
+// options are taken from the checkpoint before the arguments are
+// validated. A --load that is also --save and holds no checkpoint yet is
+// no error (the run starts from scratch).
 func checkLoad(a Args) (Args, error) {
 	if a.Load == "" {
 		return a, nil
@@ -127,7 +151,11 @@ func checkLoad(a Args) (Args, error) {
 		return a, err
 	}
 	defer r.Close()
+	where := fmt.Sprintf("--load %s (iteration %d)", a.Load, r.Manifest.Iteration)
 	if !a.UseCheckpointArgs {
+		if err := compareArgs(a, r.Manifest.Args, true); err != nil {
+			return a, fmt.Errorf("%s: %w", where, err)
+		}
 		return a, nil
 	}
 	m := &a.Model
@@ -136,9 +164,12 @@ func checkLoad(a Args) (Args, error) {
 		"ffn_hidden_size": &m.FFNHiddenSize, "seq_length": &m.SeqLength, "max_position_embeddings": &m.MaxPositionEmbeddings,
 		"vocab_size": &m.VocabSize,
 	} {
-		if v, ok := r.Manifest.Args[key]; ok {
+		if v, ok := r.Manifest.Args.Ints[key]; ok {
 			*field = v
 		}
+	}
+	if err := applyModelRecord(m, r.Manifest.Args.Model); err != nil {
+		return a, fmt.Errorf("--use-checkpoint-args: %s: %w", where, err)
 	}
 	return a, nil
 }

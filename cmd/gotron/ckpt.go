@@ -33,10 +33,12 @@ func newCkptInspectCmd() *cobra.Command {
 		Long: `inspect prints the latest iteration (or --iteration N) of the distributed
 checkpoint in DIR (the directory given to --save): its format and layout, the
 training state (iteration, consumed samples, optimizer steps, loss scaler),
-the run's arguments, each shard (file, rank, size, pieces) and each tensor
-(key, shape, pieces). It then reads every shard completely and checks every
-checksum block: it prints "all N blocks of M shards verified", or exits with
-status 1 listing every damage, one line each (shard, tensor, piece).`,
+the run's arguments, the model options that differ from the defaults
+(normalization, activation, biases, attention groups, position embedding, …),
+each shard (file, rank, size, pieces) and each tensor (key, shape, pieces). It
+then reads every shard completely and checks every checksum block: it prints
+"all N blocks of M shards verified", or exits with status 1 listing every
+damage, one line each (shard, tensor, piece).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := openCheckpoint(args[0], it, cmd.Flags().Changed("iteration"))
@@ -84,6 +86,16 @@ func openCheckpoint(dir string, it int, given bool) (*ckpt.Reader, error) {
 	return r, err
 }
 
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
 // megabytes formats n bytes in MB (10⁶ bytes).
 func megabytes(n int64) string { return fmt.Sprintf("%.2f", float64(n)/1e6) }
 
@@ -109,16 +121,20 @@ func writeInspect(w io.Writer, r *ckpt.Reader, rep ckpt.VerifyReport) {
 		}
 	}
 	fmt.Fprintf(tw, "state\titeration %d, consumed samples %d, optimizer steps %d, loss scaler %s\n", m.Iteration, m.ConsumedSamples, m.OptimizerSteps, scaler)
-	keys := make([]string, 0, len(m.Args))
-	for k := range m.Args {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var args []string
-	for _, k := range keys {
-		args = append(args, fmt.Sprintf("%s=%d", k, m.Args[k]))
+	for _, k := range sortedKeys(m.Args.Ints) {
+		args = append(args, fmt.Sprintf("%s=%d", k, m.Args.Ints[k]))
 	}
 	fmt.Fprintf(tw, "args\t%s\n", strings.Join(args, " "))
+	model := "defaults (LayerNorm, GELU, biases, learned absolute positions, output layer tied to the embedding)"
+	if len(m.Args.Model) > 0 {
+		var opts []string
+		for _, k := range sortedKeys(m.Args.Model) {
+			opts = append(opts, k+"="+m.Args.Model[k])
+		}
+		model = strings.Join(opts, " ")
+	}
+	fmt.Fprintf(tw, "model\t%s\n", model)
 	tw.Flush()
 
 	fmt.Fprintln(w)

@@ -17,8 +17,9 @@ import (
 // train's model, parallel and DDP flags (in args), and the command's own.
 type bucketsFlags struct {
 	args     train.Args
-	dataPar  int // --data-parallel-size
-	pipeRank int // --pipeline-rank
+	model    *modelFlags // reads the model-option flags into args.Model
+	dataPar  int         // --data-parallel-size
+	pipeRank int         // --pipeline-rank
 	asJSON   bool
 	// numLayers, worldSet and dataParSet record whether --num-layers (else
 	// taken from a layout), --world-size and --data-parallel-size were
@@ -91,6 +92,9 @@ rank's "buckets" runs over every buffer's buckets, buffer by buffer.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl := cmd.Flags()
 			f.numLayers, f.worldSet, f.dataParSet = fl.Changed("num-layers"), fl.Changed("world-size"), fl.Changed("data-parallel-size")
+			if err := f.model.apply(); err != nil {
+				return err
+			}
 			if err := ddpFlags(cmd, &f.args); err != nil {
 				return err
 			}
@@ -106,7 +110,7 @@ rank's "buckets" runs over every buffer's buckets, buffer by buffer.`,
 	}
 	fl := cmd.Flags()
 	fl.SortFlags = false
-	addModelFlags(fl, &f.args.Model)
+	f.model = addModelFlags(fl, &f.args.Model)
 	addParallelFlags(fl, &f.args)
 	fl.IntVar(&f.dataPar, "data-parallel-size", 1, "data-parallel size dp (with --world-size: must equal world / (tp × pp × cp))")
 	fl.IntVar(&f.pipeRank, "pipeline-rank", 0, "the pipeline rank whose buffers to print")

@@ -14,6 +14,7 @@ func newInspectMemoryCmd() *cobra.Command {
 	a.Model.NumLayers, a.Model.HiddenSize, a.Model.NumAttentionHeads, a.Model.SeqLength = 4, 512, 8, 512
 	a.Model.VocabSize = 256
 	a.Model.TensorModelParallelSize = 4
+	var model *modelFlags // addModelFlags below
 	cmd := &cobra.Command{
 		Use:   "memory",
 		Short: "Measure activation memory per rank for one micro-batch under TP, SP, CP and recompute, beside the formulas",
@@ -27,6 +28,9 @@ gotron's formula and Korthikanti et al. 2022's (Table 2, 16-bit activations),
 and the whole model's at the end of forward and at its peak.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := model.apply(); err != nil {
+				return err
+			}
 			rows, err := train.MeasureActivations(cmd.Context(), a)
 			if err != nil {
 				return err
@@ -44,7 +48,7 @@ and the whole model's at the end of forward and at its peak.`,
 		},
 	}
 	f := cmd.Flags()
-	addModelFlags(f, &a.Model)
+	model = addModelFlags(f, &a.Model)
 	f.IntVar(&a.Model.TensorModelParallelSize, "tensor-model-parallel-size", a.Model.TensorModelParallelSize, "tensor-parallel size t of the layouts compared")
 	f.IntVar(&a.Model.ContextParallelSize, "context-parallel-size", 1, "also compare context parallelism over this many ranks (alone, with selective and full recompute, and with TP + SP)")
 	f.StringSliceVar(&a.Model.CPCommType, "cp-comm-type", nil, "context-parallel attention of those layouts: p2p (default), all_gather, a2a or a2a+p2p")

@@ -17,6 +17,7 @@ func newTrainCmd() *cobra.Command {
 	a := train.DefaultArgs()
 	var dataPath, backend, cpuProfile string
 	var rampup []int
+	var model *modelFlags // addModelFlags below
 	cmd := &cobra.Command{
 		Use:   "train",
 		Short: "Pretrain a GPT (Megatron's pretrain_gpt.py)",
@@ -27,6 +28,9 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 --go-stdlib-corpus (the *.go files of the Go standard library on this machine).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := model.apply(); err != nil {
+				return err
+			}
 			if dataPath != "" {
 				a.DataPath = strings.Split(dataPath, ",")
 			}
@@ -94,7 +98,7 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 	}
 	f := cmd.Flags()
 	f.SortFlags = false
-	addModelFlags(f, &a.Model)
+	model = addModelFlags(f, &a.Model)
 	addRecomputeFlags(f, &a.Model)
 	addParallelFlags(f, &a)
 	f.StringVar(&a.ProfileSchedule, "profile-schedule", "", "write the measured pipeline schedule of the last iteration, every rank, as an SVG timeline to this file")
@@ -135,7 +139,7 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 	f.BoolVar(&a.NoLoadRNG, "no-load-rng", false, "with --load: start the generators from --seed instead of the saved states")
 	f.BoolVar(&a.Finetune, "finetune", false, "with --load: load the weights only and start at iteration 0 with a fresh optimizer")
 	f.IntVar(&a.CkptStep, "ckpt-step", 0, "with --load: load this saved iteration instead of the latest")
-	f.BoolVar(&a.UseCheckpointArgs, "use-checkpoint-args", false, "with --load: take the model's shape (layers, width, heads, FFN, positions, vocabulary, sequence length) from the checkpoint")
+	f.BoolVar(&a.UseCheckpointArgs, "use-checkpoint-args", false, "with --load: take the model's shape (layers, width, heads, FFN, positions, vocabulary, sequence length) and options (normalization, activation, biases, attention groups, position embedding, untied output layer) from the checkpoint")
 	f.BoolVar(&a.ExitSignalHandler, "exit-signal-handler", false, "on SIGTERM or SIGINT, finish the iteration, save (with --save) and exit with status 0 on every rank; a second signal exits at once")
 	f.IntVar(&a.ExitInterval, "exit-interval", 0, "stop (and save) when the iteration is a multiple of this")
 	f.Float64Var(&a.ExitDurationInMins, "exit-duration-in-mins", 0, "stop (and save) after the first iteration that ends this many minutes after training began")
@@ -165,20 +169,23 @@ func stoppedBySignal(a train.Args, res *train.Result) error {
 	return &exitError{code: 128 + int(s), msg: fmt.Sprintf("stopped by %s after iteration %d; %s (with --exit-signal-handler a signal ends the run with status 0)", name(s), it, what)}
 }
 
-func addModelFlags(f *pflag.FlagSet, m *config.TransformerConfig) {
+// addModelFlags adds the model's flags; the returned flags' apply reads
+// those that depend on one another into m once parsed.
+func addModelFlags(f *pflag.FlagSet, m *config.TransformerConfig) *modelFlags {
 	f.IntVar(&m.NumLayers, "num-layers", m.NumLayers, "transformer layers")
 	f.IntVar(&m.HiddenSize, "hidden-size", m.HiddenSize, "model width")
 	f.IntVar(&m.NumAttentionHeads, "num-attention-heads", m.NumAttentionHeads, "attention heads")
-	f.IntVar(&m.FFNHiddenSize, "ffn-hidden-size", m.FFNHiddenSize, "MLP width (0: 4 × hidden size)")
+	f.IntVar(&m.FFNHiddenSize, "ffn-hidden-size", m.FFNHiddenSize, "MLP width (0: 4 × hidden size; with --swiglu, 4·h·2/3 rounded down to a multiple of 64)")
 	f.IntVar(&m.SeqLength, "seq-length", m.SeqLength, "sequence length")
 	f.IntVar(&m.MaxPositionEmbeddings, "max-position-embeddings", m.MaxPositionEmbeddings, "learned positions (0: seq length)")
 	f.IntVar(&m.VocabSize, "vocab-size", m.VocabSize, "vocabulary size (mock data; 256 for byte-level text)")
 	f.Float32Var(&m.HiddenDropout, "hidden-dropout", m.HiddenDropout, "dropout after attention and MLP outputs and on embeddings")
 	f.Float32Var(&m.AttentionDropout, "attention-dropout", m.AttentionDropout, "dropout on attention probabilities")
 	f.Float64Var(&m.InitMethodStd, "init-method-std", m.InitMethodStd, "standard deviation of weight initialisation")
-	f.Float32Var(&m.LayernormEpsilon, "layernorm-epsilon", m.LayernormEpsilon, "LayerNorm ε")
+	f.Float32Var(&m.LayernormEpsilon, "layernorm-epsilon", m.LayernormEpsilon, "ε of every LayerNorm/RMSNorm (the same setting as --norm-epsilon)")
 	f.BoolVar(&m.CalculatePerTokenLoss, "calculate-per-token-loss", m.CalculatePerTokenLoss, "normalise the loss by the global batch's token count")
 	f.IntVar(&m.MakeVocabSizeDivisibleBy, "make-vocab-size-divisible-by", m.MakeVocabSizeDivisibleBy, "pad the vocabulary to a multiple of this × the tensor-parallel size (padding changes no loss or gradient)")
+	return addModelOptionFlags(f, m)
 }
 
 // recomputeActivations is --recompute-activations, Megatron's shorthand
