@@ -1,6 +1,10 @@
 package config
 
-import "math"
+import (
+	"fmt"
+	"math"
+	"strings"
+)
 
 // The model options of TransformerConfig beyond the GPT-2 shape: the
 // normalisation, the MLP's activation and gating, biases, grouped-query
@@ -182,4 +186,44 @@ func (c TransformerConfig) modelOptionViolations(vs *violationList) {
 			"ffn_hidden_size %d is not divisible by tensor_model_parallel_size %d: with a gated linear unit (gated_linear_unit, --swiglu) each rank holds matching slices of the gate and the up projection; choose --ffn-hidden-size a multiple of %d",
 			c.FFN(), tp, tp)
 	}
+}
+
+// OptionsDesc names the model options that differ from the GPT-2 shape,
+// as a user would list them ("RMSNorm, SwiGLU, RoPE, 2 query groups,
+// untied embeddings, no biases"), or "" for the GPT-2 shape.
+func (c TransformerConfig) OptionsDesc() string {
+	var out []string
+	add := func(on bool, s string, args ...any) {
+		if on {
+			out = append(out, fmt.Sprintf(s, args...))
+		}
+	}
+	add(c.RMSNorm(), "RMSNorm")
+	add(c.LayernormZeroCenteredGamma, "zero-centred norm weights")
+	add(c.QKLayernorm, "q/k norms")
+	switch act := c.Activation(); {
+	case c.GatedLinearUnit && act == SiLU:
+		out = append(out, "SwiGLU")
+	case c.GatedLinearUnit:
+		out = append(out, "gated "+act)
+	case act == GELU && !c.TanhGELU():
+		out = append(out, "GELU (erf)")
+	case act != GELU:
+		out = append(out, act)
+	}
+	switch p := c.PositionEmbedding(); {
+	case p == RoPE && (c.RotaryPercent != 1 || c.RotaryInterleaved || c.RotaryBase != 10000):
+		out = append(out, fmt.Sprintf("RoPE (base %d, %g of each head, interleaved %v)", c.RotaryBase, c.RotaryPercent, c.RotaryInterleaved))
+	case p == RoPE:
+		out = append(out, "RoPE")
+	case p == NoPositions:
+		out = append(out, "no position embedding")
+	}
+	add(c.NumQueryGroups > 0 && c.NumQueryGroups < c.NumAttentionHeads, "%d query groups", c.NumQueryGroups)
+	add(c.KVChannels > 0, "kv_channels %d", c.KVChannels)
+	add(!c.ShareEmbeddingsAndOutputWeights, "untied embeddings")
+	add(!c.AddBiasLinear && !c.AddQKVBias, "no biases")
+	add(!c.AddBiasLinear && c.AddQKVBias, "biases on linear_qkv only")
+	add(c.ApplyResidualConnectionPostLayernorm, "post-norm residuals")
+	return strings.Join(out, ", ")
 }

@@ -283,3 +283,18 @@ func TestRotaryDim(t *testing.T) {
 		}
 	}
 }
+
+// TestOptionsDesc names the GPT-2 shape "" and a Llama shape by its options.
+func TestOptionsDesc(t *testing.T) {
+	c := DefaultTransformerConfig()
+	c.NumLayers, c.HiddenSize, c.NumAttentionHeads = 2, 64, 4
+	if d := c.OptionsDesc(); d != "" {
+		t.Errorf("GPT-2 shape: %q, want \"\"", d)
+	}
+	c.Normalization, c.ActivationFunc, c.GatedLinearUnit = RMSNormType, SiLU, true
+	c.PositionEmbeddingType, c.NumQueryGroups = RoPE, 2
+	c.ShareEmbeddingsAndOutputWeights, c.AddBiasLinear = false, false
+	if d, want := c.OptionsDesc(), "RMSNorm, SwiGLU, RoPE, 2 query groups, untied embeddings, no biases"; d != want {
+		t.Errorf("Llama shape: %q, want %q", d, want)
+	}
+}

@@ -159,8 +159,12 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 	defer t.abandonSave()
 	res := &Result{ValidLoss: math.NaN(), StartIteration: t.iteration}
 	if log != nil {
-		log.printf("gotron: %d parameters, %s; world %d (%s, %s); %s; GEMM %s, %d thread(s) per rank\n",
-			gpt.NumParameters(a.Model), t.precisionDesc(), world.Size(), layoutDesc(a, t.dp), batchDesc(a, t.dp), ds.desc, tensor.GemmLibraries(), t.tape.Workers())
+		shape := ""
+		if d := a.Model.OptionsDesc(); d != "" {
+			shape = " (" + d + ")"
+		}
+		log.printf("gotron: %d parameters%s, %s; world %d (%s, %s); %s; GEMM %s, %d thread(s) per rank\n",
+			gpt.NumParameters(a.Model), shape, t.precisionDesc(), world.Size(), layoutDesc(a, t.dp), batchDesc(a, t.dp), ds.desc, tensor.GemmLibraries(), t.tape.Workers())
 		if t.iteration > 0 {
 			log.printf("gotron: resumed from %s at iteration %d\n", a.Load, t.iteration)
 		}
