@@ -59,16 +59,16 @@ func (c TransformerConfig) Activation() string {
 }
 
 // TanhGELU reports whether GELU is computed in its tanh form, as Megatron's
-// fused bias-GELU computes it: --openai-gelu, or gelu with
-// bias_activation_fusion and a linear_fc1 bias (the training flags turn the
-// fusion off with --disable-bias-linear, and the unfused F.gelu is the erf
-// form).
+// fused bias-GELU and bias-GEGLU compute it: --openai-gelu, or gelu with
+// bias_activation_fusion and either a linear_fc1 bias or a gated linear
+// unit (the training flags turn the fusion off with --disable-bias-linear,
+// and the unfused F.gelu is the erf form).
 func (c TransformerConfig) TanhGELU() bool {
 	switch c.Activation() {
 	case OpenAIGELU:
 		return true
 	case GELU:
-		return c.BiasActivationFusion && c.AddBiasLinear
+		return c.BiasActivationFusion && (c.AddBiasLinear || c.GatedLinearUnit)
 	}
 	return false
 }
@@ -136,6 +136,15 @@ func (c TransformerConfig) RotaryDim() int {
 // of 64, so that the gated MLP has about the parameters of the 4·h one.
 func SwiGLUFFN(hidden int) int { return int(4*float64(hidden)*2/3/64) * 64 }
 
+// ValidateModelOptions reports the violated rules of the options of this
+// file alone (Validate checks them with everything else): for a model
+// read back from a record, whose other settings may still be unset.
+func (c TransformerConfig) ValidateModelOptions() error {
+	var vs violationList
+	c.modelOptionViolations(&vs)
+	return NewValidationError(vs)
+}
+
 // modelOptionViolations checks the options of this file.
 func (c TransformerConfig) modelOptionViolations(vs *violationList) {
 	switch c.Normalization {
@@ -168,6 +177,9 @@ func (c TransformerConfig) modelOptionViolations(vs *violationList) {
 	}
 	if c.KVChannels < 0 {
 		vs.add(fieldList("kv_channels"), "kv_channels is %d: it must be positive (or 0 for hidden_size/num_attention_heads); set --kv-channels", c.KVChannels)
+	} else if w := (float64(n) + 2*float64(c.QueryGroups())) * float64(c.KVChannels); n > 0 && w > 1<<31 {
+		vs.add(fieldList("kv_channels", "num_attention_heads"),
+			"kv_channels %d with num_attention_heads %d makes linear_qkv %.3g columns wide, beyond any model (at most 2^31): choose a smaller --kv-channels", c.HeadDim(), n, w)
 	}
 	if c.UsesRoPE() {
 		if p := c.RotaryPercent; !(p > 0 && p <= 1) || math.IsNaN(p) {

@@ -66,6 +66,10 @@ func TestModelOptionRules(t *testing.T) {
 			func(c *TransformerConfig) { c.KVChannels = -8 },
 			[][]string{{"kv_channels"}},
 			[]string{"kv_channels is -8", "--kv-channels"}},
+		{"absurd kv channels",
+			func(c *TransformerConfig) { c.KVChannels = 1 << 60 },
+			[][]string{{"kv_channels", "num_attention_heads"}},
+			[]string{"beyond any model", "--kv-channels"}},
 		{"kv channels lift hidden divisible by heads",
 			func(c *TransformerConfig) { c.HiddenSize, c.KVChannels = 60, 16 }, nil, nil},
 		{"hidden not divisible by heads names --kv-channels",
@@ -235,8 +239,9 @@ func TestModelOptionWidths(t *testing.T) {
 }
 
 // TestTanhGELU: GELU is in its tanh form with --openai-gelu always, and
-// for gelu exactly when the bias is fused with it (bias_activation_fusion
-// and add_bias_linear); never for the other activations.
+// for gelu exactly when the reference's fused kernel computes it
+// (bias_activation_fusion with add_bias_linear, or gated: bias-GEGLU);
+// never for the other activations.
 func TestTanhGELU(t *testing.T) {
 	for _, act := range []string{"", GELU, OpenAIGELU, SiLU, SquaredReLU} {
 		for _, fusion := range []bool{false, true} {
@@ -244,7 +249,7 @@ func TestTanhGELU(t *testing.T) {
 				for _, glu := range []bool{false, true} {
 					c := DefaultTransformerConfig()
 					c.ActivationFunc, c.BiasActivationFusion, c.AddBiasLinear, c.GatedLinearUnit = act, fusion, bias, glu
-					want := act == OpenAIGELU || (act == "" || act == GELU) && fusion && bias
+					want := act == OpenAIGELU || (act == "" || act == GELU) && fusion && (bias || glu)
 					if got := c.TanhGELU(); got != want {
 						t.Errorf("activation %q, fusion %v, bias %v, gated %v: TanhGELU %v, want %v", act, fusion, bias, glu, got, want)
 					}

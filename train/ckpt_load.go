@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sort"
+	"strings"
 
 	"github.com/gotron/gotron/ckpt"
 	"github.com/gotron/gotron/models/gpt"
@@ -50,6 +52,16 @@ func (t *trainer) resume() error {
 		}
 	}
 	whole := gpt.ParameterShapes(t.a.Model)
+	var extra []string
+	for key := range m.Tensors {
+		if name, ok := strings.CutPrefix(key, ckpt.ModelKey); ok && whole[name] == nil {
+			extra = append(extra, name)
+		}
+	}
+	if len(extra) > 0 {
+		sort.Strings(extra)
+		return fmt.Errorf("%s: the checkpoint holds weights this run's model does not have (%s): it was saved from another model, or its record of the model options is damaged: pass that model's options", where, strings.Join(extra, ", "))
+	}
 
 	// Weights: every rank reads its whole partition of every parameter
 	// (the model needs all of it) and, with 16-bit parameters, rounds them

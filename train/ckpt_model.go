@@ -84,25 +84,30 @@ func float64Option(key string, field func(*config.TransformerConfig) *float64) m
 }
 
 // modelRecord returns the model options of m that differ from their
-// defaults, as text by their JSON names (nil when none do: the record of
-// a GPT-2-shaped model is the same as before the options existed).
+// defaults, as text by their JSON names, and always layernorm_epsilon:
+// checkpoints older than the record were saved with any
+// --layernorm-epsilon, so a record that lists it tells a new checkpoint
+// from an old one.
 func modelRecord(m config.TransformerConfig) map[string]string {
 	def := config.DefaultTransformerConfig()
-	var r map[string]string
+	r := map[string]string{}
 	for _, o := range modelOptions {
-		if v := o.get(m); v != o.get(def) {
-			if r == nil {
-				r = map[string]string{}
-			}
+		if v := o.get(m); v != o.get(def) || o.key == epsilonKey {
 			r[o.key] = v
 		}
 	}
 	return r
 }
 
+// epsilonKey is the option every record lists (modelRecord).
+const epsilonKey = "layernorm_epsilon"
+
 // applyModelRecord sets every model option of m to the record's value,
-// or to its default when the record does not list it. A key this gotron
-// does not know, or a value that is not of the option's kind, is an error.
+// or to its default when the record does not list it. A checkpoint older
+// than the record (rec nil, or without layernorm_epsilon) keeps m's
+// epsilon: it was saved with whatever --layernorm-epsilon its run had. A
+// key this gotron does not know, or a value that is not of the option's
+// kind, is an error; so is a record whose model is not valid.
 func applyModelRecord(m *config.TransformerConfig, rec map[string]string) error {
 	known := map[string]bool{}
 	for _, o := range modelOptions {
@@ -121,12 +126,18 @@ func applyModelRecord(m *config.TransformerConfig, rec map[string]string) error 
 	def := config.DefaultTransformerConfig()
 	for _, o := range modelOptions {
 		v, ok := rec[o.key]
-		if !ok {
+		switch {
+		case !ok && o.key == epsilonKey:
+			continue // an old checkpoint: its epsilon is not recorded
+		case !ok:
 			v = o.get(def)
 		}
 		if err := o.set(m, v); err != nil {
 			return fmt.Errorf("the checkpoint records the model option %s as %q, which is not a value of it: its manifest is damaged", o.key, v)
 		}
+	}
+	if err := m.ValidateModelOptions(); err != nil {
+		return fmt.Errorf("the checkpoint's recorded model is not valid (its manifest is damaged): %w", err)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/internal/sysmem"
 	"github.com/gotron/gotron/models/gpt"
 )
@@ -85,7 +86,7 @@ func EstimateMemory(a Args, world, localRanks int) MemoryNeed {
 	// Activations: each rank of a pipeline of p stages keeps min(p−i, m)
 	// micro-batches of its L/p layers.
 	s, b := float64(a.Model.SeqLength), float64(a.MicroBatchSize)
-	h, f, v := float64(a.Model.HiddenSize), float64(a.Model.FFN()), float64(a.Model.PaddedVocabSize())
+	h, f, v := float64(a.Model.HiddenSize), widest(a.Model), float64(a.Model.PaddedVocabSize())
 	m := max(a.NumMicroBatches(dp), 1)
 	inFlight := 0.0
 	for i := 0; i < pp; i++ {
@@ -136,7 +137,7 @@ func EstimateMemory(a Args, world, localRanks int) MemoryNeed {
 // shapes of gpt.ParameterShapes), or +Inf when a size is absurd.
 func parameterCount(a Args) float64 {
 	c := a.Model
-	h, f, v := float64(c.HiddenSize), float64(c.FFN()), float64(max(c.VocabSize, c.MaxPositions()))
+	h, f, v := float64(c.HiddenSize), widest(c), float64(max(c.VocabSize, c.MaxPositions()))
 	if h*max(h, f, v) >= 1<<55 {
 		return math.Inf(1)
 	}
@@ -259,4 +260,17 @@ func checkSaveDir(dir string) error {
 		return fail("cannot write into the checkpoint directory", err)
 	}
 	return nil
+}
+
+// widest is the widest activation of a layer, counted in float64 so that
+// absurd sizes cannot overflow: linear_fc1's output (2·ffn gated) or
+// linear_qkv's ((n + 2g)·d, with any --kv-channels).
+func widest(c config.TransformerConfig) float64 {
+	d := float64(c.HeadDim())
+	qkv := (float64(c.NumAttentionHeads) + 2*float64(c.QueryGroups())) * d
+	fc1 := float64(c.FFN())
+	if c.GatedLinearUnit {
+		fc1 *= 2
+	}
+	return max(qkv, fc1)
 }

@@ -8,12 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gotron/gotron/ckpt"
+	"github.com/gotron/gotron/config"
 )
 
 // newCkptCmd is `gotron ckpt`: inspect, verify and convert checkpoints.
@@ -126,12 +128,16 @@ func writeInspect(w io.Writer, r *ckpt.Reader, rep ckpt.VerifyReport) {
 		args = append(args, fmt.Sprintf("%s=%d", k, m.Args.Ints[k]))
 	}
 	fmt.Fprintf(tw, "args\t%s\n", strings.Join(args, " "))
-	model := "defaults (LayerNorm, GELU, biases, learned absolute positions, output layer tied to the embedding)"
-	if len(m.Args.Model) > 0 {
-		var opts []string
-		for _, k := range sortedKeys(m.Args.Model) {
-			opts = append(opts, k+"="+m.Args.Model[k])
+	// Every record lists layernorm_epsilon; it is shown when not 1e-5.
+	def := strconv.FormatFloat(float64(config.DefaultTransformerConfig().LayernormEpsilon), 'g', -1, 32)
+	var opts []string
+	for _, k := range sortedKeys(m.Args.Model) {
+		if v := m.Args.Model[k]; k != "layernorm_epsilon" || v != def {
+			opts = append(opts, k+"="+v)
 		}
+	}
+	model := "defaults (LayerNorm, GELU, biases, learned absolute positions, output layer tied to the embedding)"
+	if len(opts) > 0 {
 		model = strings.Join(opts, " ")
 	}
 	fmt.Fprintf(tw, "model\t%s\n", model)

@@ -82,8 +82,9 @@ type Model struct {
 	params []*nn.Parameter
 	input  *autograd.Var
 
-	ropeMu    sync.Mutex
-	ropeCache map[int]*kernels.RotaryTable // by local sequence length
+	ropeMu  sync.Mutex
+	rope    *kernels.RotaryTable // the last pass's table (rotary)
+	ropeLen int                  // its positions; under CP its local length
 }
 
 // ChunkSpec says which part of the GPT a model chunk holds.

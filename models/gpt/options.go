@@ -72,10 +72,13 @@ func (m *Model) outputWeight() *nn.Parameter {
 }
 
 // rotary returns the RoPE table of a pass over s local tokens per sequence
-// (nil without RoPE): positions 0..s−1, or under context parallelism the
-// rank's chunks of the whole sequence (cp.Positions). Sequence parallelism
-// changes nothing: linear_qkv's output holds the rank's whole local
-// sequence. Tables are cached per s.
+// (nil without RoPE): row i holds sequence index i's position, 0..s−1, or
+// under context parallelism the rank's chunks of the whole sequence
+// (cp.Positions). Sequence parallelism changes nothing: linear_qkv's
+// output holds the rank's whole local sequence. Without context
+// parallelism one table of max(s, seq_length) positions serves every
+// shorter pass (generation runs every length); with it the table of the
+// last length is kept.
 func (m *Model) rotary(s int) (*kernels.RotaryTable, error) {
 	c := m.Config
 	if !c.UsesRoPE() {
@@ -83,14 +86,15 @@ func (m *Model) rotary(s int) (*kernels.RotaryTable, error) {
 	}
 	m.ropeMu.Lock()
 	defer m.ropeMu.Unlock()
-	if t, ok := m.ropeCache[s]; ok {
+	n := m.CP.Size()
+	if t := m.rope; t != nil && (n == 1 && m.ropeLen >= s || m.ropeLen == s) {
 		return t, nil
 	}
 	var pos []int
-	if n := m.CP.Size(); n > 1 {
+	if n > 1 {
 		pos = cp.Positions(s*n, n, m.CP.Rank())
 	} else {
-		pos = make([]int, s)
+		pos = make([]int, max(s, c.SeqLength))
 		for i := range pos {
 			pos[i] = i
 		}
@@ -99,9 +103,9 @@ func (m *Model) rotary(s int) (*kernels.RotaryTable, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m.ropeCache == nil {
-		m.ropeCache = map[int]*kernels.RotaryTable{}
+	m.rope, m.ropeLen = t, len(pos)
+	if n > 1 {
+		m.ropeLen = s
 	}
-	m.ropeCache[s] = t
 	return t, nil
 }
