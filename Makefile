@@ -102,6 +102,9 @@ reference:
 	/usr/bin/python3 tools/torchref/tp_ce_ref.py --out testdata/tp_ce
 	/usr/bin/python3 tools/torchref/tp_ce_ref.py --check testdata/tp_ce
 	/usr/bin/python3 tools/torchref/bucket_layout_ref.py
+	/usr/bin/python3 tools/torchref/moe_ref.py --selftest
+	/usr/bin/python3 tools/torchref/moe_ref.py --out testdata/moe_ref
+	/usr/bin/python3 tools/torchref/moe_ref.py --check testdata/moe_ref
 
 vet: deps
 	$(GO) vet ./...
