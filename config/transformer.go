@@ -107,6 +107,9 @@ type TransformerConfig struct {
 	// Recompute holds the activation-recompute settings.
 	Recompute
 
+	// MoE holds the mixture-of-experts settings (moe.go).
+	MoE
+
 	// ---- Pipeline split (pipeline_split.go, pipeline_layout.go) ----
 
 	// PipelineModelParallelLayout places every layer explicitly
@@ -166,6 +169,7 @@ func DefaultTransformerConfig() TransformerConfig {
 		AddBiasLinear:                   true,
 		RotaryBase:                      10000,
 		RotaryPercent:                   1,
+		MoE:                             DefaultMoE(),
 	}
 }
 
@@ -281,6 +285,7 @@ func (c TransformerConfig) modelViolations() []Violation {
 			c.SeqLength, tp, tp)
 	}
 	c.modelOptionViolations(&vs)
+	c.moeViolations(&vs)
 	c.contextViolations(&vs)
 	c.recomputeViolations(&vs)
 	c.pipelineViolations(&vs)

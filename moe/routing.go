@@ -194,7 +194,10 @@ func order(idx []int, v []float32, allowed func(int) bool) {
 }
 
 // Backward returns the gradient with respect to the logits [T, E] of
-// Σ dProbs·Probs, for dProbs [T, E] (entries off the map are ignored).
+// Σ dProbs·Probs, for dProbs [T, E]: only each token's chosen experts
+// (Indices) carry gradient; token dropping zeroes a dropped entry's
+// probability, and its dProbs must be zero (the caller's, as the combine
+// step gives), while padding adds entries that carry none.
 func (r *Routing) Backward(dProbs []float32) []float32 {
 	e, k, o := r.E, r.K, r.o
 	d := make([]float32, r.T*e)
@@ -231,11 +234,10 @@ func (r *Routing) Backward(dProbs []float32) []float32 {
 				dot += float64(g[j] * scale * s[j])
 			}
 			for j := range out {
-				var gj float32
-				if r.Map[i*e+j] {
-					gj = g[j] * scale
-				}
-				out[j] = s[j] * (gj - float32(dot))
+				out[j] = -s[j] * float32(dot)
+			}
+			for _, j := range idx {
+				out[j] += s[j] * g[j] * scale
 			}
 		default:
 			var dot float64

@@ -128,6 +128,7 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch da
 	fwd := func(ctx context.Context, s pp.ForwardStep) (*autograd.Var, pp.LossFunc, error) {
 		b := t.cpSplit(ds.Batch(batch, t.dpRank*mbs*micro+s.Microbatch*mbs, mbs))
 		c := t.chunks[s.Chunk]
+		c.MoEAuxLossScale = t.moeAuxLossScale(micro)
 		out, err := c.ForwardWith(t.tape, b.InputIDs, b.Labels, b.Rows, b.Seq, rnd, s.CheckpointActivations)
 		if err != nil {
 			return nil, nil, fmt.Errorf("micro-batch %d: %w", s.Microbatch, err)
@@ -151,6 +152,18 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch da
 		vpp = len(t.chunks)
 	}
 	return pp.GetForwardBackwardFunc(t.pp.Size(), vpp)(ctx, args)
+}
+
+// moeAuxLossScale is the backward scale of the MoE auxiliary losses for
+// a pass of micro microbatches: the loss scale (MoEGradScaleFunc, else
+// GradScaleFunc, else 1) × cp / micro, as the reference's forward step
+// sets MoEAuxLossAutoScaler's.
+func (t *trainer) moeAuxLossScale(micro int) float32 {
+	s := float32(1)
+	if t.scaler != nil {
+		s = t.scaler.Scale()
+	}
+	return s * float32(t.cp.Size()) / float32(max(micro, 1))
 }
 
 // cpSplit returns the rank's part of a micro-batch under context
@@ -261,8 +274,32 @@ func (t *trainer) finalize(ctx context.Context, numTokens *int64, forceAllReduce
 		NumTokens: numTokens, TP: t.tp, SequenceParallel: t.a.Model.SequenceParallel,
 		Embedding: t.groups.Get(mesh.GroupEmbd), EmbeddingParams: t.sharedEmbeddings(),
 		PosEmbedding: t.groups.Get(mesh.GroupPosEmbd), PosEmbeddingParams: t.positionEmbeddings(),
-		ForceAllReduce: forceAllReduce,
+		ForceAllReduce: forceAllReduce, Experts: t.updateExpertBias,
 	})
+}
+
+// updateExpertBias is finalize_model_grads' expert-bias step: each MoE
+// layer's routed-token counts of the iteration, summed over the
+// tensor-, data- and context-parallel ranks, move its bias toward balance
+// (moe.Layer.UpdateBias).
+func (t *trainer) updateExpertBias(ctx context.Context) error {
+	for _, c := range t.chunks {
+		for _, l := range c.MoELayers() {
+			if l.Bias == nil {
+				continue
+			}
+			tokens := append([]float32(nil), l.Counts...)
+			for _, g := range []comm.Group{t.tp, t.dpg} {
+				if g != nil && g.Size() > 1 {
+					if err := g.AllReduce(ctx, comm.F32(tokens), comm.Sum); err != nil {
+						return fmt.Errorf("expert token counts all-reduce over %s: %w", g.Name(), err)
+					}
+				}
+			}
+			l.UpdateBias(tokens)
+		}
+	}
+	return nil
 }
 
 // gradNorm is the global L2 norm of the iteration's reduced gradients.

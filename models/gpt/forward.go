@@ -287,6 +287,9 @@ func (l *Layer) parameters() []*nn.Parameter {
 	ps = append(ps, nonNil(l.QLayernormW, l.QLayernormB, l.KLayernormW, l.KLayernormB)...)
 	ps = append(ps, l.Proj.Parameters()...)
 	ps = append(ps, nonNil(l.PreMLPLayernormW, l.PreMLPLayernormB)...)
+	if l.MoE != nil {
+		return append(ps, l.MoE.Parameters()...)
+	}
 	ps = append(ps, l.FC1.Parameters()...)
 	return append(ps, l.FC2.Parameters()...)
 }
@@ -355,6 +358,18 @@ func (l *Layer) forward(t *autograd.Tape, x *autograd.Var, m *Model, ps *pass) *
 	residual = x
 	if cfg.ApplyResidualConnectionPostLayernorm {
 		residual = y
+	}
+	if l.MoE != nil {
+		scale := m.MoEAuxLossScale
+		if scale == 0 {
+			scale = 1
+		}
+		if y, err = l.MoE.Forward(t, y, scale); err != nil {
+			t.Fail(err)
+			return y
+		}
+		y = nn.Dropout(t, y, cfg.HiddenDropout, ps.hidden)
+		return autograd.Add(t, residual, y)
 	}
 	y, bias, err := l.FC1.Forward(t, y, nil, nil) // [s, b, ffn/tp] (gated: 2·ffn/tp), bias or nil
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/cp"
+	"github.com/gotron/gotron/moe"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/kernels"
@@ -41,6 +42,11 @@ type Model struct {
 	// CPWait, if set, accumulates the nanoseconds ring attention spends
 	// blocked on receives.
 	CPWait *atomic.Int64
+	// MoEAuxLossScale is the backward scale of the MoE layers' load-balancing
+	// and z losses for the next Forward: the main loss's (the loss scale ×
+	// cp / microbatches, as the schedule sets Megatron's
+	// MoEAuxLossAutoScaler); 0 means 1.
+	MoEAuxLossScale float32
 
 	// Embedding is the vocab-parallel word embedding; its weight
 	// (embedding.word_embeddings.weight, [V_pad/tp, h]) is also the output
@@ -118,6 +124,9 @@ type Layer struct {
 	// [2·ffn/tp, h]: the rank's gate rows, then its up rows (stride 2).
 	FC1 *tp.ColumnParallelLinear
 	FC2 *tp.RowParallelLinear
+	// MoE replaces FC1 and FC2 in the layers moe_layer_freq selects (nil
+	// in a dense layer).
+	MoE *moe.Layer
 }
 
 // New builds a one-rank model from a validated config, initialised from g
@@ -200,7 +209,9 @@ func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec Chu
 			g.SkipNormal(cfg.MaxPositions() * h)
 		}
 	}
-	g.SkipNormal(spec.LayerOffset * layerDraws(cfg))
+	for i := 0; i < spec.LayerOffset; i++ {
+		g.SkipNormal(layerDraws(cfg, i))
+	}
 	for i := spec.LayerOffset; i < spec.LayerOffset+spec.NumLayers; i++ {
 		l, err := b.layer(i)
 		if err != nil {
@@ -312,6 +323,13 @@ func (b *builder) layer(i int) (*Layer, error) {
 	}
 	m.add(l.Proj.Parameters()...)
 	l.PreMLPLayernormW, l.PreMLPLayernormB = b.norm(p + "pre_mlp_layernorm")
+	if cfg.IsMoELayer(i) {
+		if l.MoE, err = b.moeLayer(p); err != nil {
+			return nil, err
+		}
+		m.add(l.MoE.Parameters()...)
+		return l, nil
+	}
 	stride := 1
 	if cfg.GatedLinearUnit {
 		stride = 2 // each rank holds its gate rows and its up rows
@@ -331,13 +349,21 @@ func (b *builder) layer(i int) (*Layer, error) {
 	return l, nil
 }
 
-// layerDraws is the number of normal deviates one decoder layer's
+// layerDraws is the number of normal deviates decoder layer i's
 // initialisation draws: linear_qkv [(n + 2g)·d, h], linear_proj [h, n·d],
-// linear_fc1 [ffn (·2 gated), h] and linear_fc2 [h, ffn], each drawn whole.
-func layerDraws(cfg config.TransformerConfig) int {
+// then linear_fc1 [ffn (·2 gated), h] and linear_fc2 [h, ffn], or in a MoE
+// layer the router [E, h], each expert's fc1 and fc2 and the shared
+// experts' (moeDraws), each drawn whole.
+func layerDraws(cfg config.TransformerConfig, i int) int {
 	h := cfg.HiddenSize
+	sizes := []int{cfg.QKVWidth() * h, h * cfg.AttentionWidth()}
+	if cfg.IsMoELayer(i) {
+		sizes = append(sizes, moeDraws(cfg)...)
+	} else {
+		sizes = append(sizes, cfg.FC1Width()*h, h*cfg.FFN())
+	}
 	n := 0
-	for _, k := range []int{cfg.QKVWidth() * h, h * cfg.AttentionWidth(), cfg.FC1Width() * h, h * cfg.FFN()} {
+	for _, k := range sizes {
 		n += 2 * ((k + 1) / 2) // FillNormal draws in pairs
 	}
 	return n

@@ -85,6 +85,20 @@ func paramList(cfg config.TransformerConfig, tpSize int, spec ChunkSpec, registe
 			norm(p+"self_attention.k_layernorm", cfg.HeadDim())
 		}
 		norm(p+"pre_mlp_layernorm", h)
+		if cfg.IsMoELayer(i) {
+			sizes := moeDraws(cfg)
+			add(p+"mlp.router.weight", cfg.NumMoEExperts, h)
+			for j := range cfg.NumMoEExperts {
+				q := fmt.Sprintf("%smlp.experts.local_experts.%d.", p, j)
+				add(q+"linear_fc1.weight", sizes[1+2*j]/h, h)
+				add(q+"linear_fc2.weight", h, sizes[2+2*j]/h)
+			}
+			if fs := cfg.MoESharedExpertIntermediateSize; fs > 0 {
+				add(p+"mlp.shared_experts.linear_fc1.weight", sizes[len(sizes)-2]/h, h)
+				add(p+"mlp.shared_experts.linear_fc2.weight", h, fs)
+			}
+			continue
+		}
 		add(p+"mlp.linear_fc1.weight", cfg.FC1Width()/tpSize, h)
 		if cfg.AddBiasLinear {
 			add(p+"mlp.linear_fc1.bias", cfg.FC1Width()/tpSize)
@@ -127,6 +141,10 @@ func (m *Model) RegisteredParameters() []*nn.Parameter {
 		add(l.QKV.Parameters()...)
 		add(l.QLayernormW, l.QLayernormB, l.KLayernormW, l.KLayernormB)
 		add(l.PreMLPLayernormW, l.PreMLPLayernormB)
+		if l.MoE != nil {
+			add(l.MoE.Parameters()...)
+			continue
+		}
 		add(l.FC1.Parameters()...)
 		add(l.FC2.Parameters()...)
 	}

@@ -1,0 +1,234 @@
+package moe
+
+import (
+	"fmt"
+
+	"github.com/gotron/gotron/autograd"
+	"github.com/gotron/gotron/nn"
+	"github.com/gotron/gotron/tensor"
+	"github.com/gotron/gotron/tensor/kernels"
+)
+
+// Dispatch is where the routed tokens of one MoE forward pass go: the
+// permuted rows, expert by expert, each expert's tokens in token order.
+type Dispatch struct {
+	// Token[n] is the token of permuted row n; Expert[n] its expert.
+	Token, Expert []int
+	// Counts[e] are expert e's rows; Offsets[e] the first of them.
+	Counts, Offsets []int
+}
+
+// NewDispatch lists the routed (token, expert) pairs of a [T, E] map.
+func NewDispatch(m []bool, t, e int) *Dispatch {
+	d := &Dispatch{Counts: make([]int, e), Offsets: make([]int, e)}
+	for j := 0; j < e; j++ {
+		d.Offsets[j] = len(d.Token)
+		for i := 0; i < t; i++ {
+			if m[i*e+j] {
+				d.Token = append(d.Token, i)
+				d.Expert = append(d.Expert, j)
+			}
+		}
+		d.Counts[j] = len(d.Token) - d.Offsets[j]
+	}
+	return d
+}
+
+// Permute gathers x [T, h] into the dispatch's rows [N, h] (Megatron's
+// permute); backward adds each row's gradient back to its token.
+func Permute(t *autograd.Tape, x *autograd.Var, d *Dispatch) *autograd.Var {
+	return autograd.Apply(t, permuteFn{d}, x)
+}
+
+type permuteFn struct{ d *Dispatch }
+
+func (f permuteFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
+	x := in[0].Contiguous()
+	h := x.Dim(1)
+	y := tensor.New(len(f.d.Token), h)
+	xd, yd := x.Data(), y.Data()
+	for n, tok := range f.d.Token {
+		copy(yd[n*h:(n+1)*h], xd[tok*h:(tok+1)*h])
+	}
+	c.State = x.Dim(0)
+	return y, nil
+}
+
+func (f permuteFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
+	h := dy.Dim(1)
+	dx := tensor.New(c.State.(int), h)
+	dxd, dyd := dx.Data(), dy.Contiguous().Data()
+	for n, tok := range f.d.Token {
+		kernels.AddInto(dxd[tok*h:(tok+1)*h], dyd[n*h:(n+1)*h])
+	}
+	return []*tensor.Tensor{dx}, nil
+}
+
+// Unpermute combines the experts' rows y [N, h] back into tokens with the
+// routing probabilities probs [T, E] (Megatron's unpermute with the
+// probabilities applied there): out[t] = Σ_n probs[t, e_n]·y[n] over the
+// rows n of token t. Backward: dy[n] = probs[t, e_n]·dout[t],
+// dprobs[t, e_n] = dout[t]·y[n].
+func Unpermute(t *autograd.Tape, y, probs *autograd.Var, d *Dispatch) *autograd.Var {
+	return autograd.Apply(t, unpermuteFn{d}, y, probs)
+}
+
+type unpermuteFn struct{ d *Dispatch }
+
+func (f unpermuteFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
+	y, p := in[0].Contiguous(), in[1].Contiguous()
+	h, e := y.Dim(1), p.Dim(1)
+	out := tensor.New(p.Dim(0), h)
+	yd, pd, od := y.Data(), p.Data(), out.Data()
+	for n, tok := range f.d.Token {
+		kernels.Axpy(od[tok*h:(tok+1)*h], pd[tok*e+f.d.Expert[n]], yd[n*h:(n+1)*h])
+	}
+	if c.Recording() {
+		c.Save(y, p)
+	}
+	return out, nil
+}
+
+func (f unpermuteFn) Backward(c *autograd.Ctx, dout *tensor.Tensor) ([]*tensor.Tensor, error) {
+	s := c.Saved()
+	y, p := s[0], s[1]
+	h, e := y.Dim(1), p.Dim(1)
+	dy, dp := tensor.New(y.Shape()...), tensor.New(p.Shape()...)
+	yd, pd, dod, dyd, dpd := y.Data(), p.Data(), dout.Contiguous().Data(), dy.Data(), dp.Data()
+	for n, tok := range f.d.Token {
+		g := dod[tok*h : (tok+1)*h]
+		kernels.Axpy(dyd[n*h:(n+1)*h], pd[tok*e+f.d.Expert[n]], g)
+		var dot float64
+		for j, v := range yd[n*h : (n+1)*h] {
+			dot += float64(v * g[j])
+		}
+		dpd[tok*e+f.d.Expert[n]] = float32(dot)
+	}
+	return []*tensor.Tensor{dy, dp}, nil
+}
+
+// GroupedMLP runs every expert's MLP on its contiguous rows of x [N, h]
+// (Counts[e] rows each, in expert order) as one operation: for expert e,
+//
+//	y_e = act(x_e·W1_eᵀ)·W2_eᵀ      (gated: act(gate)·up, W1_e [2f, h]; else W1_e [f, h]); W2_e [h, f]
+//
+// a loop of GEMMs over the slices with no copies (Megatron's grouped
+// GEMM on a CPU). w1 and w2 are the experts' weights in order; the
+// weights accumulate their gradients directly.
+func GroupedMLP(t *autograd.Tape, x *autograd.Var, w1, w2 []*autograd.Var, counts []int, act kernels.Activation, gated bool) *autograd.Var {
+	in := append([]*autograd.Var{x}, w1...)
+	in = append(in, w2...)
+	return autograd.Apply(t, &groupedFn{w1: w1, w2: w2, counts: counts, act: act, gated: gated}, in...)
+}
+
+type groupedFn struct {
+	w1, w2 []*autograd.Var
+	counts []int
+	act    kernels.Activation
+	gated  bool
+}
+
+type groupedState struct {
+	u []*tensor.Tensor // per expert: linear_fc1's output (the activation's input)
+}
+
+func (f *groupedFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
+	x := in[0].Contiguous()
+	e := len(f.w1)
+	n, h := x.Dim(0), x.Dim(1)
+	sum := 0
+	for _, k := range f.counts {
+		sum += k
+	}
+	if sum != n || len(f.w2) != e || len(f.counts) != e {
+		return nil, fmt.Errorf("moe: grouped MLP of %d rows for expert counts %v (%d fc1, %d fc2 weights)", n, f.counts, len(f.w1), len(f.w2))
+	}
+	y := tensor.New(n, h)
+	st := groupedState{u: make([]*tensor.Tensor, e)}
+	workers := c.Tape().Workers()
+	off := 0
+	for j := 0; j < e; j++ {
+		k := f.counts[j]
+		w1, w2 := in[1+j], in[1+e+j]
+		if k > 0 {
+			xe := x.Narrow(0, off, k)
+			u := nn.LinearForward(workers, nn.GemmInput(xe, w1), w1, nil) // [k, f1]
+			a := f.activate(u)
+			y.Narrow(0, off, k).CopyFrom(nn.LinearForward(workers, nn.GemmInput(a, w2), w2, nil))
+			st.u[j] = u
+		}
+		off += k
+	}
+	if c.Recording() {
+		c.Save(x)
+		c.State = st
+	}
+	return y, nil
+}
+
+// activate returns act(u) [k, f], or act(gate)·up for a gated u [k, 2f].
+func (f *groupedFn) activate(u *tensor.Tensor) *tensor.Tensor {
+	k, f1 := u.Dim(0), u.Dim(1)
+	if f.gated {
+		a := tensor.New(k, f1/2)
+		kernels.GLUForward(f.act, a.Data(), u.Data(), k, f1/2)
+		return a
+	}
+	a := tensor.New(k, f1)
+	kernels.ActivationForward(f.act, a.Data(), u.Data())
+	return a
+}
+
+func (f *groupedFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
+	x := c.Saved()[0]
+	st := c.State.(groupedState)
+	e := len(f.w1)
+	h := x.Dim(1)
+	workers := c.Tape().Workers()
+	dx := tensor.New(x.Shape()...)
+	dy = dy.Contiguous()
+	off := 0
+	for j := 0; j < e; j++ {
+		k := f.counts[j]
+		if k == 0 {
+			continue
+		}
+		w1, w2 := f.w1[j].Value, f.w2[j].Value
+		xe, dye := x.Narrow(0, off, k), dy.Narrow(0, off, k)
+		u := st.u[j]
+		a := f.activate(u) // recomputed: the activation's output is not kept
+		ff := a.Dim(1)
+		dyg := nn.GemmInput(dye, w2)
+		nn.AccumulateGrad(f.w2[j], func(dst []float32) {
+			tensor.GemmParallel(workers, true, false, 1, dyg, nn.GemmInput(a, w2), 1, tensor.FromSlice(dst, h, ff))
+		})
+		da := tensor.New(k, ff)
+		tensor.GemmParallel(workers, false, false, 1, dyg, w2, 0, da)
+		du := tensor.New(u.Shape()...)
+		if f.gated {
+			kernels.GLUBackward(f.act, du.Data(), da.Data(), u.Data(), k, ff)
+		} else {
+			kernels.ActivationBackward(f.act, du.Data(), da.Data(), u.Data())
+		}
+		dug := nn.GemmInput(du, w1)
+		nn.AccumulateGrad(f.w1[j], func(dst []float32) {
+			tensor.GemmParallel(workers, true, false, 1, dug, nn.GemmInput(xe, w1), 1, tensor.FromSlice(dst, u.Dim(1), h))
+		})
+		tensor.GemmParallel(workers, false, false, 1, dug, w1, 0, dx.Narrow(0, off, k))
+		off += k
+	}
+	grads := make([]*tensor.Tensor, 1+2*e)
+	grads[0] = dx
+	return grads, nil
+}
+
+// StateBytes is the memory of the kept fc1 outputs.
+func (st groupedState) StateBytes() int64 {
+	var n int64
+	for _, u := range st.u {
+		if u != nil {
+			n += 4 * int64(u.Len())
+		}
+	}
+	return n
+}
