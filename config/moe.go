@@ -125,10 +125,10 @@ func (c TransformerConfig) moeViolations(vs *violationList) {
 		vs.add(fieldList("moe_router_score_function"), "moe_router_score_function %q is not known: choose softmax or sigmoid; set --moe-router-score-function", m.MoERouterScoreFunction)
 	}
 	if k == 1 && m.MoERouterScoreFunction == "softmax" && !m.MoERouterPreSoftmax {
-		vs.add(fieldList("moe_router_topk", "moe_router_pre_softmax"), "moe_router_topk 1 with the softmax after the top-k gives every token probability 1 and the router no gradient: add --moe-router-pre-softmax")
+		vs.add(fieldList("moe_router_topk", "moe_router_pre_softmax"), "moe_router_topk 1 with the softmax after the top-k (moe_router_pre_softmax false) gives every token probability 1 and the router no gradient: add --moe-router-pre-softmax")
 	}
 	if m.MoERouterEnableExpertBias && m.MoERouterScoreFunction != "sigmoid" {
-		vs.add(fieldList("moe_router_enable_expert_bias", "moe_router_score_function"), "moe_router_enable_expert_bias routes by sigmoid scores: set --moe-router-score-function sigmoid or drop --moe-router-enable-expert-bias")
+		vs.add(fieldList("moe_router_enable_expert_bias", "moe_router_score_function"), "moe_router_enable_expert_bias routes by sigmoid scores, and moe_router_score_function is %s: set --moe-router-score-function sigmoid or drop --moe-router-enable-expert-bias", m.MoERouterScoreFunction)
 	}
 	if m.MoERouterEnableExpertBias && !(m.MoERouterBiasUpdateRate > 0) {
 		vs.add(fieldList("moe_router_bias_update_rate"), "moe_router_bias_update_rate %g must be positive; set --moe-router-bias-update-rate", m.MoERouterBiasUpdateRate)
@@ -161,7 +161,7 @@ func (c TransformerConfig) moeViolations(vs *violationList) {
 		vs.add(fieldList("moe_token_drop_policy"), "moe_token_drop_policy %q is not known: choose probs or position; set --moe-token-drop-policy", m.MoETokenDropPolicy)
 	}
 	if m.MoEPadExpertInputToCapacity && m.MoEExpertCapacityFactor == 0 {
-		vs.add(fieldList("moe_pad_expert_input_to_capacity", "moe_expert_capacity_factor"), "moe_pad_expert_input_to_capacity pads to a capacity: set --moe-expert-capacity-factor")
+		vs.add(fieldList("moe_pad_expert_input_to_capacity", "moe_expert_capacity_factor"), "moe_pad_expert_input_to_capacity pads to a capacity and moe_expert_capacity_factor is unset: set --moe-expert-capacity-factor")
 	}
 	switch m.MoETokenDispatcherType {
 	case "allgather", "alltoall":
