@@ -57,6 +57,27 @@ type Config struct {
 	AddBiasLinear                        *bool   `json:"add_bias_linear"`
 	AddQKVBias                           bool    `json:"add_qkv_bias"`
 	ApplyResidualConnectionPostLayernorm bool    `json:"apply_residual_connection_post_layernorm"`
+
+	// The MoE settings (absent: a dense model), by Megatron's argument
+	// names; nulls are the reference's None.
+	NumExperts                      int      `json:"num_experts"`
+	MoELayerFreq                    int      `json:"moe_layer_freq"`
+	MoEFFNHiddenSize                int      `json:"moe_ffn_hidden_size"`
+	MoERouterTopK                   int      `json:"moe_router_topk"`
+	MoERouterScoreFunction          string   `json:"moe_router_score_function"`
+	MoERouterPreSoftmax             bool     `json:"moe_router_pre_softmax"`
+	MoERouterNumGroups              *int     `json:"moe_router_num_groups"`
+	MoERouterGroupTopK              *int     `json:"moe_router_group_topk"`
+	MoERouterTopKScalingFactor      *float64 `json:"moe_router_topk_scaling_factor"`
+	MoERouterLoadBalancingType      string   `json:"moe_router_load_balancing_type"`
+	MoEAuxLossCoeff                 float64  `json:"moe_aux_loss_coeff"`
+	MoEZLossCoeff                   *float64 `json:"moe_z_loss_coeff"`
+	MoERouterEnableExpertBias       bool     `json:"moe_router_enable_expert_bias"`
+	MoERouterBiasUpdateRate         float64  `json:"moe_router_bias_update_rate"`
+	MoEExpertCapacityFactor         *float64 `json:"moe_expert_capacity_factor"`
+	MoETokenDropPolicy              string   `json:"moe_token_drop_policy"`
+	MoEPadExpertInputToCapacity     bool     `json:"moe_pad_expert_input_to_capacity"`
+	MoESharedExpertIntermediateSize *int     `json:"moe_shared_expert_intermediate_size"`
 }
 
 // Model returns the fixture's model as gotron's TransformerConfig (no
@@ -100,12 +121,42 @@ func (c Config) Model() config.TransformerConfig {
 	m.KVChannels = c.KVChannels
 	m.ShareEmbeddingsAndOutputWeights = !c.UntieEmbeddingsAndOutputWeights
 	m.ApplyResidualConnectionPostLayernorm = c.ApplyResidualConnectionPostLayernorm
+	if c.NumExperts > 0 {
+		c.moe(&m)
+	}
 	return m
+}
+
+// moe sets the MoE fields of m.
+func (c Config) moe(m *config.TransformerConfig) {
+	m.NumMoEExperts, m.MoEFFNHiddenSize, m.MoERouterTopK = c.NumExperts, c.MoEFFNHiddenSize, c.MoERouterTopK
+	if c.MoELayerFreq > 0 {
+		m.MoELayerFreq = []int{c.MoELayerFreq}
+	}
+	m.MoERouterScoreFunction, m.MoERouterPreSoftmax = c.MoERouterScoreFunction, c.MoERouterPreSoftmax
+	if c.MoERouterNumGroups != nil && c.MoERouterGroupTopK != nil {
+		m.MoERouterNumGroups, m.MoERouterGroupTopK = *c.MoERouterNumGroups, *c.MoERouterGroupTopK
+	}
+	if c.MoERouterTopKScalingFactor != nil {
+		m.MoERouterTopKScalingFactor = *c.MoERouterTopKScalingFactor
+	}
+	m.MoERouterLoadBalancingType, m.MoEAuxLossCoeff = c.MoERouterLoadBalancingType, c.MoEAuxLossCoeff
+	if c.MoEZLossCoeff != nil {
+		m.MoEZLossCoeff = *c.MoEZLossCoeff
+	}
+	m.MoERouterEnableExpertBias, m.MoERouterBiasUpdateRate = c.MoERouterEnableExpertBias, c.MoERouterBiasUpdateRate
+	if c.MoEExpertCapacityFactor != nil {
+		m.MoEExpertCapacityFactor = *c.MoEExpertCapacityFactor
+	}
+	m.MoETokenDropPolicy, m.MoEPadExpertInputToCapacity = c.MoETokenDropPolicy, c.MoEPadExpertInputToCapacity
+	if c.MoESharedExpertIntermediateSize != nil {
+		m.MoESharedExpertIntermediateSize = *c.MoESharedExpertIntermediateSize
+	}
 }
 
 // Fixtures are the fixture directories under testdata: the GPT-2 shape
 // and the Llama-class option sets.
-var Fixtures = []string{"gpt_ref", "gpt_ref_llama", "gpt_ref_variant_a", "gpt_ref_variant_b", "gpt_ref_variant_c"}
+var Fixtures = []string{"gpt_ref", "gpt_ref_llama", "gpt_ref_variant_a", "gpt_ref_variant_b", "gpt_ref_variant_c", "gpt_ref_moe_a", "gpt_ref_moe_b"}
 
 // Losses is testdata/gpt_ref/losses.json: each step's loss (before its
 // update) and gradient norm (before clipping).

@@ -57,6 +57,7 @@ func testGradientsMatchPyTorch(t *testing.T, name string) {
 	micro := fc.GlobalBatchSize / fc.MicroBatchSize
 	for k := 0; k < micro; k++ {
 		b := ds.Batch(data.ConstantStep(0, fc.GlobalBatchSize), k*fc.MicroBatchSize, fc.MicroBatchSize)
+		m.MoEAuxLossScale = 1 / float32(micro) // the schedule's backward scale of the MoE losses
 		losses, err := m.Forward(tape, b.InputIDs, b.Labels, b.Rows, b.Seq, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -8,7 +8,8 @@
 
 --config NAME (default gpt2) picks one of CONFIGS for --out and --check:
 gpt2 -> testdata/gpt_ref, llama -> testdata/gpt_ref_llama, variant_a/b/c ->
-testdata/gpt_ref_variant_a/b/c.
+testdata/gpt_ref_variant_a/b/c, moe_a/moe_b -> testdata/gpt_ref_moe_a/b (the
+llama model with mixture-of-experts layers; these also write moe.json).
 
 The model, data and optimizer follow shared/spec/gpt-reference.md, and the
 other configs' model options Megatron-Core's TransformerConfig (model.py); see
@@ -28,6 +29,7 @@ import torch  # noqa: E402
 
 import mock_data  # noqa: E402
 import model  # noqa: E402
+import moe_ref  # noqa: E402
 import st_io  # noqa: E402
 
 # FIXTURE is the configuration of testdata/gpt_ref, with Megatron's flag names.
@@ -85,6 +87,42 @@ def variant(ffn_hidden_size, **opts):
     cfg = dict(FIXTURE, ffn_hidden_size=ffn_hidden_size)
     cfg.update((k, opts[k]) for k in OPTION_KEYS)
     model.options(cfg)  # validate
+    return cfg
+
+
+# The MoE options of the MoE fixtures, Megatron's argparse dest names, in the
+# order config.json lists them after OPTION_KEYS. The other fixtures have none
+# of them: model.MOE_DEFAULTS (num_experts None) makes them dense.
+MOE_KEYS = (
+    "num_experts",
+    "moe_layer_freq",
+    "moe_ffn_hidden_size",
+    "moe_router_topk",
+    "moe_router_score_function",
+    "moe_router_pre_softmax",
+    "moe_router_num_groups",
+    "moe_router_group_topk",
+    "moe_router_topk_scaling_factor",
+    "moe_router_load_balancing_type",
+    "moe_aux_loss_coeff",
+    "moe_z_loss_coeff",
+    "moe_router_enable_expert_bias",
+    "moe_router_bias_update_rate",
+    "moe_expert_capacity_factor",
+    "moe_token_drop_policy",
+    "moe_pad_expert_input_to_capacity",
+    "moe_shared_expert_intermediate_size",
+    "moe_shared_expert_gate",
+)
+
+
+def moe_variant(base, **opts):
+    """base (a config with OPTION_KEYS) followed by every one of MOE_KEYS."""
+    if set(opts) != set(MOE_KEYS):
+        raise ValueError(f"MoE options: missing {set(MOE_KEYS) - set(opts)}, unknown {set(opts) - set(MOE_KEYS)}")
+    cfg = dict(base)
+    cfg.update((k, opts[k]) for k in MOE_KEYS)
+    model.moe_options(cfg)  # validate
     return cfg
 
 
@@ -181,6 +219,62 @@ CONFIGS = {
     ),
 }
 
+# The MoE fixtures: the llama model (RMSNorm, SwiGLU, RoPE, GQA, no biases,
+# untied) with Megatron-Core MoE layers.
+# moe_a: every layer MoE, 4 experts of width 48, top-2 softmax, the
+# load-balancing loss (coefficient 0.01) and the z loss (0.001), no capacity.
+CONFIGS["moe_a"] = moe_variant(
+    CONFIGS["llama"],
+    num_experts=4,
+    moe_layer_freq=1,
+    moe_ffn_hidden_size=48,
+    moe_router_topk=2,
+    moe_router_score_function="softmax",
+    moe_router_pre_softmax=False,
+    moe_router_num_groups=None,
+    moe_router_group_topk=None,
+    moe_router_topk_scaling_factor=None,
+    moe_router_load_balancing_type="aux_loss",
+    moe_aux_loss_coeff=0.01,
+    moe_z_loss_coeff=0.001,
+    moe_router_enable_expert_bias=False,
+    moe_router_bias_update_rate=1e-3,  # Megatron's default, unused
+    moe_expert_capacity_factor=None,
+    moe_token_drop_policy="probs",
+    moe_pad_expert_input_to_capacity=False,
+    moe_shared_expert_intermediate_size=None,
+    moe_shared_expert_gate=False,
+)
+# moe_b: layer 0 MoE, layer 1 dense (ffn_hidden_size 128); 8 experts of width
+# 32, top-2 sigmoid with the expert bias (rate 0.01), group-limited routing (4
+# groups, 2 kept), scaling 2.0, the sequence load-balancing loss (0.01), no z
+# loss, capacity factor 1.0 dropping by probability, a shared expert of 64.
+# init_seed 1247: with 1234 one capacity selection along the run is decided by
+# a probability gap only ~3x the float32 noise; with 1247 every selection
+# boundary of the run has a gap of at least MIN_NOISE_RATIO times it (--check).
+CONFIGS["moe_b"] = moe_variant(
+    dict(CONFIGS["llama"], init_seed=1247),
+    num_experts=8,
+    moe_layer_freq=2,
+    moe_ffn_hidden_size=32,
+    moe_router_topk=2,
+    moe_router_score_function="sigmoid",
+    moe_router_pre_softmax=False,
+    moe_router_num_groups=4,
+    moe_router_group_topk=2,
+    moe_router_topk_scaling_factor=2.0,
+    moe_router_load_balancing_type="seq_aux_loss",
+    moe_aux_loss_coeff=0.01,
+    moe_z_loss_coeff=None,
+    moe_router_enable_expert_bias=True,
+    moe_router_bias_update_rate=0.01,
+    moe_expert_capacity_factor=1.0,
+    moe_token_drop_policy="probs",
+    moe_pad_expert_input_to_capacity=False,
+    moe_shared_expert_intermediate_size=64,
+    moe_shared_expert_gate=False,
+)
+
 METADATA = {"format": "pt", "producer": "gotron tools/torchref/gpt_ref.py"}
 
 
@@ -191,7 +285,7 @@ def setup_torch():
     torch.set_default_dtype(torch.float32)
 
 
-def accumulate_grads(params, cfg, step):
+def accumulate_grads(params, cfg, step, moe=None):
     """Forward and backward of every microbatch of the step's global batch.
 
     Gradients accumulate (fp32) in p.grad. Microbatch m's loss is Megatron's
@@ -199,20 +293,38 @@ def accumulate_grads(params, cfg, step):
     accumulated gradient is that of the mean over all tokens of the global
     batch. Returns the step's loss: the mean over microbatches of the
     per-microbatch mean token loss (computed as Python floats).
+
+    With MoE layers, moe is the model.MoEState (a fresh one when None) and
+    microbatch m's objective is (mean token loss + the coefficient-weighted
+    load-balancing and z losses of its MoE layers) / num_microbatches: Megatron
+    feeds each auxiliary loss the backward scale loss_scale / num_microbatches
+    (MoEAuxLossAutoScaler, loss_scale 1 in float32). The returned loss is the
+    language-model loss only (Megatron's "lm loss"). A parameter that received
+    no gradient (an expert no token was routed to) gets a zero gradient, as in
+    Megatron's gradient buffers, so that weight decay and Adam still update it.
     """
     mbs, gbs, seq = cfg["micro_batch_size"], cfg["global_batch_size"], cfg["seq_length"]
     if gbs % mbs:
         raise ValueError(f"global_batch_size {gbs} is not a multiple of micro_batch_size {mbs}")
     num_micro = gbs // mbs
+    if moe is None and model.moe_options(cfg)["moe_layers"]:
+        moe = model.MoEState(cfg)
     tokens = mock_data.global_batch(cfg, step)
     loss = 0.0
     for m in range(num_micro):
         rows = tokens[m * mbs : (m + 1) * mbs]
         ids, labels = rows[:, :seq], rows[:, 1 : seq + 1]
-        per_token = model.token_losses(params, cfg, ids, labels)
+        per_token = model.token_losses(params, cfg, ids, labels, moe=moe)
         mean = per_token.sum() / per_token.numel()
-        (mean / num_micro).backward()
+        aux = None if moe is None else moe.take_aux_objective()
+        if aux is None:
+            (mean / num_micro).backward()
+        else:
+            ((mean + aux) / num_micro).backward()
         loss += mean.item()
+    for p in params.values():
+        if p.grad is None:  # an expert no token reached: Megatron's gradient buffer holds zeros
+            p.grad = torch.zeros_like(p)
     return loss / num_micro
 
 
@@ -242,21 +354,39 @@ def make_optimizer(named, cfg):
     return torch.optim.Adam(params, weight_decay=0.0, **kw)
 
 
-def train(cfg, init):
+def train(cfg, init, moe_log=None):
     """Run train_iters steps from init.
 
     Returns (losses, grad_norms, first_grads, final_params): each loss is
     computed before its step's update; each norm is the global L2 norm of the
     step's gradient before clipping; first_grads are step 0's unclipped
     gradients.
+
+    With MoE layers, one model.MoEState lives through the run: after the
+    backward of all of a step's microbatches and before clipping and the
+    optimizer step, the expert bias is updated from the step's token counts
+    (Megatron's finalize_model_grads). moe_log, a list, receives per step
+    {"microbatches": [the MoE layer records of each microbatch], "expert_bias":
+    {layer: the bias after the step's update}}.
     """
     params = {n: t.clone().requires_grad_(True) for n, t in init.items()}
     plist = [params[n] for n, _ in model.param_shapes(cfg)]
     opt = make_optimizer([(n, params[n]) for n, _ in model.param_shapes(cfg)], cfg)
+    moe = model.MoEState(cfg) if model.moe_options(cfg)["moe_layers"] else None
     losses, norms, first = [], [], None
     for step in range(cfg["train_iters"]):
         opt.zero_grad(set_to_none=True)
-        losses.append(accumulate_grads(params, cfg, step))
+        losses.append(accumulate_grads(params, cfg, step, moe))
+        if moe is not None:
+            records = moe.take_records()
+            moe.update_expert_bias()
+            if moe_log is not None:
+                num_micro = cfg["global_batch_size"] // cfg["micro_batch_size"]
+                per = len(records) // num_micro
+                moe_log.append({
+                    "microbatches": [records[i * per : (i + 1) * per] for i in range(num_micro)],
+                    "expert_bias": {i: b.clone() for i, b in moe.expert_bias.items()},
+                })
         if step == 0:
             first = {n: p.grad.detach().clone() for n, p in params.items()}
         if cfg["clip_grad"] > 0:
@@ -267,6 +397,80 @@ def train(cfg, init):
         opt.step()
     final = {n: p.detach().clone() for n, p in params.items()}
     return losses, norms, first, final
+
+
+LOSS_NAMES = ("load_balancing_loss", "seq_load_balancing_loss", "z_loss")
+
+
+def tracked_losses(cfg):
+    """[(record name, coefficient)] of the losses Megatron's MoE tracker records for cfg."""
+    m = model.moe_options(cfg)
+    out = [("load_balancing_loss" if t == "aux_loss" else "seq_load_balancing_loss", c) for t, c in m["aux_losses"]]
+    if m["moe_z_loss_coeff"] is not None:
+        out.append(("z_loss", m["moe_z_loss_coeff"]))
+    return out
+
+
+def _f32(t):
+    """A float32 tensor as (nested) Python floats."""
+    return t.detach().to(torch.float32).to(torch.float64).tolist()
+
+
+def moe_record(cfg, moe_log):
+    """moe.json: what Megatron logs and keeps of the MoE layers at each step (README.md)."""
+    m = model.moe_options(cfg)
+    layers = m["moe_layers"]
+    num_micro = cfg["global_batch_size"] // cfg["micro_batch_size"]
+    out = {
+        "comment": (
+            "Megatron-Core MoE reference (tools/torchref/gpt_ref.py, README.md there). Per step s "
+            "(before its optimizer update) and MoE layer l (index into moe_layers): NAME[s][l] = Megatron's "
+            "tracker value for decoder layer moe_layers[l] = float32((sum over microbatches of loss_mb / coeff) "
+            "* (1 / num_microbatches)), the uncoefficiented loss averaged over the step's microbatches; "
+            "NAME_mean[s] = Megatron's logged scalar (sum over layers / number of MoE layers); "
+            "NAME_per_microbatch[s][mb][l] = loss_mb / coeff. tokens_per_expert[s][mb][l][e] = tokens "
+            "expert e processes (column sums of the routing map after token dropping), "
+            "tokens_per_expert_before_dropping the same before the capacity limit. expert_bias[s][l] = the "
+            "router's expert bias after step s's update (step s routes with expert_bias[s-1], zeros for s = 0)."
+        ),
+        "producer": METADATA["producer"],
+        "moe_layers": layers,
+        "num_microbatches": num_micro,
+        "tokens_per_microbatch": cfg["seq_length"] * cfg["micro_batch_size"],
+        "expert_capacity": moe_log[0]["microbatches"][0][0]["capacity"],
+    }
+    for name, coeff in tracked_losses(cfg):
+        per_layer, mean, per_mb = [], [], []
+        for step in moe_log:
+            # MoEMetricsTracker: values [num_layers] float32, += loss / coeff per forward,
+            # then * (1 / num_microbatches) and sum / num_moe_layers at report time
+            values = torch.zeros(cfg["num_layers"], dtype=torch.float32)
+            rows = []
+            for recs in step["microbatches"]:
+                row = []
+                for r in recs:
+                    v = r[name] / coeff
+                    values[r["layer"]] += v.to(torch.float32)
+                    row.append(v.to(torch.float32).item())
+                rows.append(row)
+            values = values.float() * (1 / num_micro)
+            per_layer.append([values[i].item() for i in layers])
+            mean.append((values.sum() / len(layers)).item())
+            per_mb.append(rows)
+        out[name] = per_layer
+        out[name + "_mean"] = mean
+        out[name + "_per_microbatch"] = per_mb
+    out["tokens_per_expert"] = [
+        [[[int(v) for v in r["routing_map"].sum(0).tolist()] for r in recs] for recs in step["microbatches"]]
+        for step in moe_log
+    ]
+    out["tokens_per_expert_before_dropping"] = [
+        [[[int(v) for v in r["routed_map"].sum(0).tolist()] for r in recs] for recs in step["microbatches"]]
+        for step in moe_log
+    ]
+    if m["moe_router_enable_expert_bias"]:
+        out["expert_bias"] = [[_f32(step["expert_bias"][i]) for i in layers] for step in moe_log]
+    return out
 
 
 def mock_data_record(cfg, steps):
@@ -282,8 +486,8 @@ def mock_data_record(cfg, steps):
     }
 
 
-def write_json(path, obj):
-    """Write obj as indented JSON, with every list of numbers on one line."""
+def json_text(obj):
+    """obj as indented JSON, with every list of numbers on one line."""
 
     def fmt(x, ind):
         pad = " " * ind
@@ -295,8 +499,13 @@ def write_json(path, obj):
             return "[\n" + ",\n".join(items) + "\n" + pad + "]"
         return json.dumps(x)
 
+    return fmt(obj, 0) + "\n"
+
+
+def write_json(path, obj):
+    """Write obj as json_text."""
     with open(path, "w") as f:
-        f.write(fmt(obj, 0) + "\n")
+        f.write(json_text(obj))
 
 
 def write_fixture(out, name="gpt2"):
@@ -305,8 +514,11 @@ def write_fixture(out, name="gpt2"):
     cfg = dict(CONFIGS[name])
     os.makedirs(out, exist_ok=True)
     init = model.init_params(cfg, cfg["init_seed"])
-    losses, norms, first, _ = train(cfg, init)
+    moe_log = []
+    losses, norms, first, _ = train(cfg, init, moe_log)
     write_json(os.path.join(out, "config.json"), cfg)
+    if moe_log:
+        write_json(os.path.join(out, "moe.json"), moe_record(cfg, moe_log))
     st_io.save(os.path.join(out, "init.safetensors"), init, METADATA)
     st_io.save(os.path.join(out, "grads.safetensors"), first, METADATA)
     write_json(os.path.join(out, "losses.json"), {"losses": losses, "grad_norms": norms})
@@ -333,19 +545,199 @@ def max_abs_diff(a, b):
     return max((a[n] - b[n]).abs().max().item() for n in a)
 
 
-def sensitivity(c, cfg, init, losses):
-    """Report how far each optimizer setting moves the losses, against the fp32 noise floor.
+def sensitivity(c, cfg, init, losses, moe_log=None):
+    """Report how far each optimizer (and MoE) setting moves the losses, against the fp32 noise floor.
 
     The noise floor is the gap between this float32 run and the same run in
-    float64; a Go comparison tolerance must sit between the two.
+    float64; a Go comparison tolerance must sit between the two. Returns the
+    float64 run's moe_log (None without MoE layers).
     """
-    l64, _, _, _ = train(cfg, {n: t.double() for n, t in init.items()})
+    log64 = [] if moe_log is not None else None
+    l64, _, _, _ = train(cfg, {n: t.double() for n, t in init.items()}, log64)
     floor = max(abs(a - b) for a, b in zip(losses, l64))
     print(f"info  float32 vs float64 losses differ by at most {floor:.3g}")
-    for label, change in (("lr=0", {"lr": 0.0}), ("weight_decay=0", {"weight_decay": 0.0}), ("clip_grad=0", {"clip_grad": 0.0})):
+    changes = [("lr=0", {"lr": 0.0}), ("weight_decay=0", {"weight_decay": 0.0}), ("clip_grad=0", {"clip_grad": 0.0})]
+    m = model.moe_options(cfg)
+    if m["aux_losses"]:
+        changes.append(("moe_aux_loss_coeff=0", {"moe_aux_loss_coeff": 0.0}))
+    if m["moe_z_loss_coeff"] is not None:
+        changes.append(("moe_z_loss_coeff=None", {"moe_z_loss_coeff": None}))
+    if m["moe_router_enable_expert_bias"]:
+        changes.append(("moe_router_bias_update_rate=0", {"moe_router_bias_update_rate": 0.0}))
+    for label, change in changes:
         other, _, _, _ = train(dict(cfg, **change), init)
         effect = max(abs(a - b) for a, b in zip(losses, other))
         c.check(effect > 10 * floor, f"{label} moves the losses by up to {effect:.3g} (> 10x the fp32 floor)")
+    return log64
+
+
+# The smallest allowed ratio of a selection boundary's score gap to the
+# float32-vs-float64 difference of those scores in the same forward (MoE).
+MIN_NOISE_RATIO = 20.0
+
+
+def _boundary_gaps(scores, k, relative=False):
+    """Per row, the gap between the k-th and (k+1)-th largest finite entries (inf if none)."""
+    if k >= scores.shape[-1]:
+        return torch.full(scores.shape[:-1], math.inf, dtype=torch.float64)
+    srt = scores.double().sort(dim=-1, descending=True).values
+    a, b = srt[..., k - 1], srt[..., k]
+    gap = (a - b) / a if relative else a - b
+    return torch.where(torch.isinf(b), torch.full_like(a, math.inf), gap)
+
+
+def selection_margins(r, r64, m):
+    """{boundary: (smallest gap, smallest gap / fp32 noise)} of one MoE layer forward.
+
+    r and r64 are the float32 and float64 runs' records of the same forward.
+    The boundaries: the group choice (group-limited routing), the expert
+    choice (on the selection scores: logits, pre-softmax probabilities, or
+    sigmoid + expert bias), the aux loss's top-k (relative), the capacity
+    choice of the probs drop policy (among the routed tokens of each expert).
+    The noise is the largest |float32 - float64| of those scores in the forward.
+    """
+    k, fn, pre = m["moe_router_topk"], m["moe_router_score_function"], m["moe_router_pre_softmax"]
+
+    def sel(rec):
+        lg = rec["logits"]
+        if fn == "softmax":
+            return torch.softmax(lg, -1) if pre else lg
+        return torch.sigmoid(lg) + (0.0 if rec["expert_bias"] is None else rec["expert_bias"].to(lg.dtype))
+
+    out = {}
+
+    def add(what, gaps, noise):
+        g = gaps.min().item()
+        out[what] = (g, g / noise if noise > 0 else math.inf)
+
+    s32, s64 = sel(r), sel(r64)
+    noise = (s32.double() - s64).abs().max().item()
+    if m["moe_router_group_topk"]:
+        ng, gk = m["moe_router_num_groups"], m["moe_router_group_topk"]
+        size = m["num_experts"] // ng
+
+        def group_scores(x):
+            return x.reshape(-1, ng, size).sort(-1, descending=True).values[..., : k // gk].sum(-1)
+
+        g32, g64 = group_scores(s32), group_scores(s64)
+        add("group choice", _boundary_gaps(g32, gk), (g32.double() - g64).abs().max().item())
+        kept = moe_ref.topk_mask(g32, gk).repeat_interleave(size, dim=1)
+        s32 = s32.masked_fill(~kept, -math.inf)
+    if pre:
+        add("expert choice", _boundary_gaps(s32, k, True), noise / s32.abs().max().item())
+    else:
+        add("expert choice", _boundary_gaps(s32, k), noise)
+    a32, _ = moe_ref.aux_scores(r["logits"], k, fn)
+    a64, _ = moe_ref.aux_scores(r64["logits"], k, fn)
+    add("aux top-k", _boundary_gaps(a32, k, True), (a32.double() - a64).abs().max().item() / a32.min().item())
+    c = r["capacity"]
+    if c is not None and m["moe_token_drop_policy"] == "probs" and c < r["logits"].shape[0]:
+        args = (k, fn, pre, m["moe_router_num_groups"], m["moe_router_group_topk"], m["moe_router_topk_scaling_factor"])
+        p32, _ = moe_ref.routing(r["logits"], *args, r["expert_bias"])
+        p64, _ = moe_ref.routing(r64["logits"], *args, r64["expert_bias"])
+        srt = p32.t().double().sort(-1, descending=True).values
+        a, b = srt[:, c - 1], srt[:, c]
+        gaps = torch.where(b > 0, a - b, torch.full_like(a, math.inf))
+        add("capacity choice", gaps, (p32.double() - p64).abs().max().item())
+    return out
+
+
+def check_moe(c, cfg, d, moe_log, log64):
+    """The MoE fixture's moe.json and the robustness of its routing."""
+    m = model.moe_options(cfg)
+    path = os.path.join(d, "moe.json")
+    with open(path) as f:
+        text = f.read()
+    got = json.loads(text)
+    want = moe_record(cfg, moe_log)
+    c.check(got == json.loads(json.dumps(want)), "moe.json: every value equals a fresh 10-step run's")
+    c.check(text == json_text(want), "moe.json: byte-identical to a fresh write")
+
+    # routing robustness along the whole run: float64 routes every token alike and no
+    # selection boundary is within MIN_NOISE_RATIO x the float32 noise
+    worst, same = {}, True
+    for st, st64 in zip(moe_log, log64):
+        for recs, recs64 in zip(st["microbatches"], st64["microbatches"]):
+            for r, r64 in zip(recs, recs64):
+                same &= torch.equal(r["routing_map"], r64["routing_map"]) and torch.equal(r["routed_map"], r64["routed_map"])
+                for what, (g, ratio) in selection_margins(r, r64, m).items():
+                    w = worst.setdefault(what, [math.inf, math.inf])
+                    w[0], w[1] = min(w[0], g), min(w[1], ratio)
+    c.check(same, "the float64 run routes (and drops) every token of every step alike")
+    low = min(w[1] for w in worst.values())
+    c.check(low >= MIN_NOISE_RATIO, "every selection boundary of the run has a gap >= "
+            f"{MIN_NOISE_RATIO:g}x the fp32 noise of its scores (smallest ratio {low:.3g})")
+    for what, (g, ratio) in worst.items():
+        print(f"info  {what}: smallest gap {g:.3g}, {ratio:.3g}x the float32-vs-float64 difference")
+
+    # the recorded values against the float64 run
+    rec64 = moe_record(cfg, log64)
+    for name, _ in tracked_losses(cfg):
+        rel = max(abs(a - b) / abs(b) for x, y in zip(want[name], rec64[name]) for a, b in zip(x, y))
+        print(f"info  {name}: float32 vs float64 relative difference at most {rel:.3g}")
+        avg = [[sum(mb[l] for mb in st) / len(st) for l in range(len(m["moe_layers"]))]
+               for st in want[name + "_per_microbatch"]]
+        dev = max(abs(a - b) for x, y in zip(avg, want[name]) for a, b in zip(x, y))
+        c.check(dev < 1e-6, f"{name}: the tracker values are the microbatch means of loss/coeff (|diff| {dev:.2g})")
+        means = [sum(x) / len(x) for x in want[name]]
+        dev = max(abs(a - b) for a, b in zip(means, want[name + "_mean"]))
+        c.check(dev < 1e-6, f"{name}_mean: the mean over the MoE layers (|diff| {dev:.2g})")
+    if m["moe_router_enable_expert_bias"]:
+        same_bias = want["expert_bias"] == rec64["expert_bias"]
+        c.check(same_bias, "the float64 run's expert-bias trajectory is identical")
+
+    # token counts and the expert bias from the counts alone
+    t, k, e_num = want["tokens_per_microbatch"], m["moe_router_topk"], m["num_experts"]
+    cap = want["expert_capacity"]
+    before = want["tokens_per_expert_before_dropping"]
+    after = want["tokens_per_expert"]
+    c.check(all(sum(v) == t * k for st in before for mb in st for v in mb),
+            f"before dropping every microbatch routes {t} tokens x top-{k} in every MoE layer")
+    dropped = sum(b - a for sb, sa in zip(before, after) for mb, ma in zip(sb, sa)
+                  for vb, va in zip(mb, ma) for b, a in zip(vb, va))
+    if cap is None:
+        c.check(after == before, "without capacity nothing is dropped")
+    else:
+        ok = all(a <= min(b, cap) for sb, sa in zip(before, after) for mb, ma in zip(sb, sa)
+                 for vb, va in zip(mb, ma) for b, a in zip(vb, va))
+        over = all((a == cap) == (b >= cap) for sb, sa in zip(before, after) for mb, ma in zip(sb, sa)
+                   for vb, va in zip(mb, ma) for b, a in zip(vb, va))
+        c.check(ok and over and dropped > 0, f"capacity {cap}: every expert keeps min(routed, {cap}) tokens; "
+                f"{dropped} of {cfg['train_iters'] * want['num_microbatches'] * len(m['moe_layers']) * t * k} routings dropped")
+    if m["moe_router_enable_expert_bias"]:
+        rate = torch.tensor(m["moe_router_bias_update_rate"], dtype=torch.float32)
+        bias = [torch.zeros(e_num, dtype=torch.float32) for _ in m["moe_layers"]]
+        ok = True
+        for step, st in enumerate(after):
+            for l in range(len(bias)):
+                tokens = torch.tensor([sum(mb[l][e] for mb in st) for e in range(e_num)], dtype=torch.float32)
+                bias[l] = bias[l] + torch.sign(tokens.mean() - tokens) * rate
+                ok &= _f32(bias[l]) == want["expert_bias"][step][l]
+        c.check(ok, "expert_bias[s] = expert_bias[s-1] + sign(mean - tokens) * rate in float32, "
+                "tokens = the step's tokens_per_expert summed over microbatches (after dropping)")
+        # the bias matters: routing the recorded logits without it changes some tokens' experts
+        changed = 0
+        args = (k, m["moe_router_score_function"], m["moe_router_pre_softmax"], m["moe_router_num_groups"],
+                m["moe_router_group_topk"], m["moe_router_topk_scaling_factor"])
+        for st in moe_log:
+            for recs in st["microbatches"]:
+                for r in recs:
+                    _, m0 = moe_ref.routing(r["logits"], *args, torch.zeros(e_num))
+                    changed += int((m0 != r["routed_map"]).any(-1).sum())
+        c.check(changed > 0, f"the expert bias changes the experts of {changed} token routings over the run")
+    if m["moe_router_group_topk"]:
+        changed = 0
+        for st in moe_log:
+            for recs in st["microbatches"]:
+                for r in recs:
+                    _, m0 = moe_ref.routing(r["logits"], k, m["moe_router_score_function"], m["moe_router_pre_softmax"],
+                                            None, None, m["moe_router_topk_scaling_factor"], r["expert_bias"])
+                    changed += int((m0 != r["routed_map"]).any(-1).sum())
+        if m["moe_router_topk"] == m["moe_router_group_topk"]:
+            c.check(changed == 0, "the group limit changes no token's experts (top-k = group top-k: the k best "
+                    "experts always lie in the k best groups by maximum)")
+        else:
+            c.check(changed > 0, f"the group limit changes the experts of {changed} token routings over the run")
 
 
 def check_fixture(d, name="gpt2"):
@@ -400,10 +792,13 @@ def check_fixture(d, name="gpt2"):
     v = cfg["vocab_size"]
     c.check(abs(loss0 - math.log(v)) < 0.1, f"step-0 loss {loss0:.5f} is near ln(vocab) = {math.log(v):.5f}")
 
-    losses, norms, first, _ = train(cfg, init)
+    moe_log = [] if model.moe_options(cfg)["moe_layers"] else None
+    losses, norms, first, _ = train(cfg, init, moe_log)
     c.check(losses == rec["losses"], "a fresh 10-step run reproduces losses.json bit for bit")
     c.check(norms == rec["grad_norms"], "a fresh 10-step run reproduces grad_norms bit for bit")
-    sensitivity(c, cfg, init, losses)
+    log64 = sensitivity(c, cfg, init, losses, moe_log)
+    if moe_log is not None:
+        check_moe(c, cfg, d, moe_log, log64)
 
     with open(os.path.join(d, "mock_data.json")) as f:
         md = json.load(f)

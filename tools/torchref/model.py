@@ -17,6 +17,12 @@ GELU in its erf or tanh form, optional biases, untied output layer and the
 post-LayerNorm residual. A config without these keys is the GPT-2 shape,
 computed with exactly the operations this file has always used for it.
 
+With num_experts (MOE_DEFAULTS) the MLP of the layers moe_layer_freq selects
+is Megatron-Core's MoELayer on one rank (moe_layer): a router (moe_ref.py's
+routing, token dropping and losses), num_experts expert MLPs and an optional
+shared expert. MoEState carries the expert bias and collects the router's
+auxiliary losses, which the training loop adds to the objective.
+
 Every operation is written out by hand here; selftest.py compares each one
 with PyTorch's own implementation and the whole model with gradcheck.
 """
@@ -24,6 +30,8 @@ with PyTorch's own implementation and the whole model with gradcheck.
 import math
 
 import torch
+
+import moe_ref
 
 LAYERNORM_EPS = 1e-5
 INIT_METHOD_STD = 0.02
@@ -86,6 +94,97 @@ def options(cfg):
     return o
 
 
+# The MoE options, Megatron's argparse dest names, and their defaults (Megatron's
+# TransformerConfig / argparse defaults): a config without num_experts (or with
+# None) is dense and has no MoE layers.
+MOE_DEFAULTS = {
+    "num_experts": None,
+    "moe_layer_freq": 1,
+    "moe_ffn_hidden_size": None,
+    "moe_router_topk": 2,
+    "moe_router_score_function": "softmax",
+    "moe_router_pre_softmax": False,
+    "moe_router_num_groups": None,
+    "moe_router_group_topk": None,
+    "moe_router_topk_scaling_factor": None,
+    "moe_router_load_balancing_type": "aux_loss",
+    "moe_aux_loss_coeff": 0.0,
+    "moe_z_loss_coeff": None,
+    "moe_router_enable_expert_bias": False,
+    "moe_router_bias_update_rate": 1e-3,
+    "moe_expert_capacity_factor": None,
+    "moe_token_drop_policy": "probs",
+    "moe_pad_expert_input_to_capacity": False,
+    "moe_shared_expert_intermediate_size": None,
+    "moe_shared_expert_gate": False,
+}
+
+LOAD_BALANCING_TYPES = ("aux_loss", "seq_aux_loss", "none")
+
+
+def moe_options(cfg):
+    """Return cfg's MoE options with Megatron's defaults filled in, validated.
+
+    Adds "moe_layers" (the 0-based indices of the MoE layers), "ffn" (each
+    expert's width: moe_ffn_hidden_size, else ffn_hidden_size) and
+    "aux_losses" ([(load balancing type, coefficient)] of the enabled
+    load-balancing losses, coefficient > 0).
+    """
+    m = dict(MOE_DEFAULTS)
+    m.update({k: cfg[k] for k in MOE_DEFAULTS if k in cfg})
+    n_layers = cfg["num_layers"]
+    e = m["num_experts"]
+    if e is None:
+        m.update(moe_layers=[], ffn=None, aux_losses=[])
+        return m
+    if e < 1:
+        raise ValueError(f"num_experts {e}: want >= 1")
+    freq = m["moe_layer_freq"]
+    if isinstance(freq, int):
+        if freq < 1:
+            raise ValueError(f"moe_layer_freq {freq}: want >= 1")
+        m["moe_layers"] = [i for i in range(n_layers) if i % freq == 0]
+    else:
+        if len(freq) != n_layers or any(v not in (0, 1) for v in freq):
+            raise ValueError(f"moe_layer_freq {freq}: want {n_layers} values 0 or 1")
+        m["moe_layers"] = [i for i, v in enumerate(freq) if v]
+    m["ffn"] = m["moe_ffn_hidden_size"] or cfg["ffn_hidden_size"]
+    k, fn = m["moe_router_topk"], m["moe_router_score_function"]
+    if not 1 <= k <= e:
+        raise ValueError(f"moe_router_topk {k} of {e} experts")
+    if fn not in ("softmax", "sigmoid"):
+        raise ValueError(f"moe_router_score_function {fn!r}: want softmax or sigmoid")
+    if fn == "softmax" and k == 1 and not m["moe_router_pre_softmax"]:
+        raise ValueError("softmax with moe_router_topk 1 needs moe_router_pre_softmax (Megatron)")
+    if m["moe_router_enable_expert_bias"] and fn != "sigmoid":
+        raise ValueError("moe_router_enable_expert_bias needs the sigmoid score function")
+    if m["moe_router_group_topk"]:
+        g, gk = m["moe_router_num_groups"], m["moe_router_group_topk"]
+        if not g or e % g or gk > g or k % gk or gk * (e // g) < k:
+            raise ValueError(f"group-limited routing: {e} experts, {g} groups, {gk} kept, top-{k}")
+    types = m["moe_router_load_balancing_type"]
+    coeffs = m["moe_aux_loss_coeff"]
+    if isinstance(types, str):
+        types, coeffs = [types], [coeffs]
+    if len(types) != len(coeffs) or any(t not in LOAD_BALANCING_TYPES for t in types):
+        raise ValueError(f"moe_router_load_balancing_type {types} with moe_aux_loss_coeff {coeffs}")
+    m["aux_losses"] = [(t, c) for t, c in zip(types, coeffs) if t != "none" and c > 0]
+    if m["moe_token_drop_policy"] not in ("probs", "position"):
+        raise ValueError(f"moe_token_drop_policy {m['moe_token_drop_policy']!r}")
+    if m["moe_pad_expert_input_to_capacity"] and m["moe_expert_capacity_factor"] is None:
+        raise ValueError("moe_pad_expert_input_to_capacity needs moe_expert_capacity_factor")
+    if m["moe_shared_expert_gate"]:
+        raise ValueError("moe_shared_expert_gate is not part of the reference")
+    if options(cfg)["add_bias_linear"]:
+        raise ValueError("the reference's MoE layers have no biases: set add_bias_linear false")
+    return m
+
+
+def is_moe_layer(cfg, i):
+    """Whether decoder layer i (0-based) is a MoE layer."""
+    return i in moe_options(cfg)["moe_layers"]
+
+
 def _norm_shapes(name, size, o):
     out = [(name + ".weight", [size])]
     if o["normalization"] == "LayerNorm":
@@ -93,9 +192,26 @@ def _norm_shapes(name, size, o):
     return out
 
 
+def _moe_shapes(p, h, o, m):
+    """The MoE layer's tensors in Megatron's module order: router, experts
+    (SequentialMLP, global expert index), shared experts. No biases."""
+    fm = m["ffn"]
+    out = [(p + "router.weight", [m["num_experts"], h])]
+    for e in range(m["num_experts"]):
+        q = f"{p}experts.local_experts.{e}."
+        out.append((q + "linear_fc1.weight", [2 * fm if o["swiglu"] else fm, h]))
+        out.append((q + "linear_fc2.weight", [h, fm]))
+    fs = m["moe_shared_expert_intermediate_size"]
+    if fs:
+        out.append((p + "shared_experts.linear_fc1.weight", [2 * fs if o["swiglu"] else fs, h]))
+        out.append((p + "shared_experts.linear_fc2.weight", [h, fs]))
+    return out
+
+
 def param_shapes(cfg):
     """Return [(name, shape)] of every parameter, in model-definition order."""
     o = options(cfg)
+    m = moe_options(cfg)
     h = cfg["hidden_size"]
     f = cfg["ffn_hidden_size"]
     n, g, d = o["heads"], o["groups"], o["head_dim"]
@@ -115,6 +231,9 @@ def param_shapes(cfg):
         if o["add_bias_linear"]:
             out.append((p + "self_attention.linear_proj.bias", [h]))
         out += _norm_shapes(p + "pre_mlp_layernorm", h, o)
+        if i in m["moe_layers"]:
+            out += _moe_shapes(p + "mlp.", h, o, m)
+            continue
         f1 = 2 * f if o["swiglu"] else f
         out.append((p + "mlp.linear_fc1.weight", [f1, h]))
         if o["add_bias_linear"]:
@@ -129,7 +248,11 @@ def param_shapes(cfg):
 
 
 def init_std(name, cfg, std=INIT_METHOD_STD):
-    """Return the N(0, std) of a weight, 0.0 for a bias, None for a norm weight or bias."""
+    """Return the N(0, std) of a weight, 0.0 for a bias, None for a norm weight or bias.
+
+    The MoE tensors follow the same rules: router.weight N(0, std), every
+    expert's and the shared expert's linear_fc2.weight the scaled init.
+    """
     if "layernorm" in name:
         return None
     if name.endswith(".bias"):
@@ -313,30 +436,206 @@ def self_attention(x, p, prefix, cfg):
     return linear(ctx, p[prefix + "linear_proj.weight"], p.get(prefix + "linear_proj.bias"))
 
 
-def mlp(x, p, prefix, cfg):
-    """Megatron MLP: linear_fc2(act(linear_fc1(x))), [s, b, h] -> [s, b, h].
+def activation(u, o):
+    """The MLP's activation of linear_fc1's output u.
 
-    act is SwiGLU (silu of the first half of linear_fc1's output times the
-    second half), squared ReLU, or GELU: the tanh form when Megatron fuses it
-    with linear_fc1's bias (bias_gelu_fusion and add_bias_linear), else erf.
+    SwiGLU (silu of the first half of u times the second half), squared ReLU,
+    or GELU: the tanh form when Megatron fuses it with linear_fc1's bias
+    (bias_gelu_fusion and add_bias_linear), else erf.
     """
-    o = options(cfg)
-    u = linear(x, p[prefix + "linear_fc1.weight"], p.get(prefix + "linear_fc1.bias"))
     if o["swiglu"]:
         gate, up = torch.chunk(u, 2, dim=-1)
-        y = silu(gate) * up
-    elif o["squared_relu"]:
-        y = squared_relu(u)
-    elif o["bias_gelu_fusion"] and o["add_bias_linear"]:
-        y = gelu_tanh(u)
-    else:
-        y = gelu_erf(u)
+        return silu(gate) * up
+    if o["squared_relu"]:
+        return squared_relu(u)
+    if o["bias_gelu_fusion"] and o["add_bias_linear"]:
+        return gelu_tanh(u)
+    return gelu_erf(u)
+
+
+def mlp(x, p, prefix, cfg):
+    """Megatron MLP: linear_fc2(act(linear_fc1(x))), [s, b, h] -> [s, b, h] (activation above)."""
+    o = options(cfg)
+    u = linear(x, p[prefix + "linear_fc1.weight"], p.get(prefix + "linear_fc1.bias"))
+    y = activation(u, o)
     return linear(y, p[prefix + "linear_fc2.weight"], p.get(prefix + "linear_fc2.bias"))
 
 
-def hidden_states(p, cfg, ids, attention=self_attention):
-    """Embedding and decoder layers before the final norm: ids [b, s] -> [s, b, h]."""
+class MoEState:
+    """What Megatron keeps beside the parameters of the MoE layers, and what they record.
+
+    expert_bias {layer: [E] float32}: the router's expert_bias buffer (with
+    moe_router_enable_expert_bias; zeros at the start, kept in float32 as
+    Megatron keeps it whatever the model's dtype). tokens_per_expert {layer:
+    [E] float32}: the router's local_tokens_per_expert, the column sums of the
+    final routing maps (after token dropping) of every forward run with grad
+    enabled since the last update_expert_bias. training: the router's
+    self.training; the z and load-balancing losses are computed only in
+    training forwards with grad enabled.
+
+    Every MoE layer forward appends {"layer", "logits" (detached), "expert_bias"
+    (the bias it routed with, or None), "routing_map" (final), "routed_map"
+    (before dropping), "capacity", and per enabled loss "load_balancing_loss",
+    "seq_load_balancing_loss", "z_loss" (the coefficient-weighted loss, detached)}
+    to records, and adds each coefficient-weighted loss (with its graph) to
+    aux_objective, which take_aux_objective hands to the training loop.
+
+    autoscale: None (the default) leaves the losses in aux_objective; a number
+    instead attaches them the way Megatron does, with MoEAuxLossAutoScaler
+    (the load-balancing losses to the routing probabilities, the z loss to the
+    logits), whose backward feeds each loss the gradient `autoscale` (the self
+    test compares the two).
+    """
+
+    def __init__(self, cfg, training=True, autoscale=None):
+        m = moe_options(cfg)
+        self.cfg = cfg
+        self.training = training
+        self.autoscale = autoscale
+        e = m["num_experts"]
+        bias = m["moe_router_enable_expert_bias"]
+        self.expert_bias = {i: torch.zeros(e, dtype=torch.float32) for i in m["moe_layers"]} if bias else {}
+        self.tokens_per_expert = {i: torch.zeros(e, dtype=torch.float32) for i in m["moe_layers"]} if bias else {}
+        self.records = []
+        self.aux_objective = None
+
+    def add_aux(self, loss):
+        self.aux_objective = loss if self.aux_objective is None else self.aux_objective + loss
+
+    def take_aux_objective(self):
+        """The sum of the coefficient-weighted auxiliary losses since the last call (or None)."""
+        out, self.aux_objective = self.aux_objective, None
+        return out
+
+    def take_records(self):
+        out, self.records = self.records, []
+        return out
+
+    def update_expert_bias(self):
+        """finalize_model_grads' update: bias += sign(mean(tokens) - tokens) * rate; counts to 0.
+
+        Returns the counts the update used {layer: [E]}.
+        """
+        rate = moe_options(self.cfg)["moe_router_bias_update_rate"]
+        used = {}
+        for i, tokens in self.tokens_per_expert.items():
+            self.expert_bias[i] = moe_ref.updated_expert_bias([tokens], self.expert_bias[i], rate)
+            used[i] = tokens.clone()
+            tokens.zero_()
+        return used
+
+
+class MoEAuxLossAutoScaler(torch.autograd.Function):
+    """Megatron's MoEAuxLossAutoScaler: identity on output; backward gives aux_loss the gradient scale."""
+
+    @staticmethod
+    def forward(ctx, output, aux_loss, scale):
+        ctx.save_for_backward(aux_loss)
+        ctx.scale = scale
+        return output.view_as(output)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (aux_loss,) = ctx.saved_tensors
+        return grad_output, torch.ones_like(aux_loss) * ctx.scale, None
+
+
+def moe_layer(x, p, prefix, cfg, layer, moe=None):
+    """Megatron-Core's MoELayer on one rank (all experts local): [s, b, h] -> [s, b, h].
+
+    The T = s*b tokens in sequence-first order (token t = i*b + j) are routed
+    by logits = x @ router.weight^T [T, E] (float32 in the model's dtype):
+    moe_ref.routing (top-k, score function, expert bias, group limit, scaling)
+    then moe_ref.token_dropping when moe_expert_capacity_factor is set. In a
+    training forward (moe.training and grad enabled) the z loss of the logits
+    and the load-balancing losses of moe_ref.aux_scores are computed and handed
+    to moe (see MoEState). Expert e runs on the tokens of column e of the final
+    routing map, in token order: u = x_e @ fc1_e^T, y = act(u) * probs[:, e]
+    (Megatron multiplies by the probability after the activation, before
+    linear_fc2), out_e = y @ fc2_e^T; the outputs are summed back per token in
+    expert order (Megatron's unpermute: index_add of the expert-major rows), so
+    out[t] = sum_e fc2_e(act(fc1_e x_t) * probs[t, e]); a token dropped by all
+    its experts gets 0. Then the shared expert's MLP output is added (routed +
+    shared).
+    """
     o = options(cfg)
+    m = moe_options(cfg)
+    s, b, h = x.shape
+    num_tokens, e_num, k = s * b, m["num_experts"], m["moe_router_topk"]
+    fn = m["moe_router_score_function"]
+    shared = None
+    if m["moe_shared_expert_intermediate_size"]:
+        shared = mlp(x, p, prefix + "shared_experts.", cfg)
+    tokens = x.reshape(num_tokens, h)
+    logits = linear(tokens, p[prefix + "router.weight"])  # [T, E]
+    training = moe is not None and moe.training and torch.is_grad_enabled()
+    rec = {"layer": layer, "logits": logits.detach()}
+    bias = None
+    if m["moe_router_enable_expert_bias"]:
+        bias = moe.expert_bias[layer] if moe is not None else torch.zeros(e_num, dtype=torch.float32)
+    rec["expert_bias"] = None if bias is None else bias.clone()
+
+    scale = None if moe is None else moe.autoscale
+    aux = []  # (record name, coefficient-weighted loss)
+    if training and m["moe_z_loss_coeff"] is not None:
+        z = moe_ref.z_loss(logits, m["moe_z_loss_coeff"] / 1)  # Megatron divides by the tp*cp size
+        aux.append(("z_loss", z))
+        if scale is not None:
+            logits = MoEAuxLossAutoScaler.apply(logits, z, scale)
+    probs, rmap = moe_ref.routing(
+        logits, k, fn, m["moe_router_pre_softmax"], m["moe_router_num_groups"],
+        m["moe_router_group_topk"], m["moe_router_topk_scaling_factor"], bias,
+    )
+    rec["routed_map"] = rmap
+    rec["capacity"] = None
+    if m["moe_expert_capacity_factor"] is not None:
+        probs, rmap, rec["capacity"] = moe_ref.token_dropping(
+            probs, rmap, k, m["moe_expert_capacity_factor"], m["moe_token_drop_policy"],
+            m["moe_pad_expert_input_to_capacity"],
+        )
+    rec["routing_map"] = rmap
+    if training and m["aux_losses"]:
+        scores, amap = moe_ref.aux_scores(logits, k, fn)
+        for kind, coeff in m["aux_losses"]:
+            if kind == "aux_loss":
+                name, loss = "load_balancing_loss", moe_ref.load_balancing_loss(scores, amap, k, e_num, coeff)
+            else:
+                name, loss = "seq_load_balancing_loss", moe_ref.seq_load_balancing_loss(
+                    scores, amap, s, b, k, e_num, coeff)
+            aux.append((name, loss))
+            if scale is not None:
+                probs = MoEAuxLossAutoScaler.apply(probs, loss, scale)
+    if moe is not None:
+        for name, loss in aux:
+            rec[name] = loss.detach()
+            if scale is None:
+                moe.add_aux(loss)
+        if bias is not None and torch.is_grad_enabled():
+            moe.tokens_per_expert[layer] += rmap.sum(dim=0)
+        moe.records.append(rec)
+
+    out = torch.zeros(num_tokens, h, dtype=x.dtype)
+    for e in range(e_num):
+        idx = torch.nonzero(rmap[:, e]).squeeze(1)
+        if idx.numel() == 0:
+            continue
+        q = f"{prefix}experts.local_experts.{e}."
+        u = linear(tokens.index_select(0, idx), p[q + "linear_fc1.weight"])
+        y = activation(u, o) * probs[idx, e].unsqueeze(-1)
+        out = out.index_add(0, idx, linear(y, p[q + "linear_fc2.weight"]))
+    out = out.reshape(s, b, h)
+    return out if shared is None else out + shared
+
+
+def hidden_states(p, cfg, ids, attention=self_attention, moe=None):
+    """Embedding and decoder layers before the final norm: ids [b, s] -> [s, b, h].
+
+    The MoE layers (moe_options) run moe_layer with the state moe (None: an
+    expert bias of 0 and no auxiliary loss; an evaluation with a trained bias
+    passes MoEState(cfg, training=False) holding it, under torch.no_grad()).
+    """
+    o = options(cfg)
+    moe_layers = moe_options(cfg)["moe_layers"]
     post_ln = o["apply_residual_connection_post_layernorm"]
     s = ids.shape[1]
     h = p["embedding.word_embeddings.weight"][ids.t()]  # [s, b, h]
@@ -347,11 +646,14 @@ def hidden_states(p, cfg, ids, attention=self_attention):
         x = norm(h, p, pre + "input_layernorm", o)
         h = (x if post_ln else h) + attention(x, p, pre + "self_attention.", cfg)
         x = norm(h, p, pre + "pre_mlp_layernorm", o)
-        h = (x if post_ln else h) + mlp(x, p, pre + "mlp.", cfg)
+        if i in moe_layers:
+            h = (x if post_ln else h) + moe_layer(x, p, pre + "mlp.", cfg, i, moe)
+        else:
+            h = (x if post_ln else h) + mlp(x, p, pre + "mlp.", cfg)
     return h
 
 
-def logits(p, cfg, ids, attention=self_attention, output_weight=None):
+def logits(p, cfg, ids, attention=self_attention, output_weight=None, moe=None):
     """ids [b, s] -> logits [s, b, vocab]; no output bias.
 
     The output layer is output_layer.weight when the config unties it, else
@@ -360,7 +662,7 @@ def logits(p, cfg, ids, attention=self_attention, output_weight=None):
     two gradient contributions of the tied weight).
     """
     o = options(cfg)
-    h = hidden_states(p, cfg, ids, attention)
+    h = hidden_states(p, cfg, ids, attention, moe)
     h = norm(h, p, "decoder.final_layernorm", o)
     if output_weight is not None:
         w = output_weight
@@ -379,7 +681,7 @@ def cross_entropy(lg, labels):
     return lse - picked
 
 
-def token_losses(p, cfg, ids, labels, attention=self_attention, output_weight=None):
-    """Per-token cross entropy [b, s] of the model on ids, labels [b, s]."""
-    lg = logits(p, cfg, ids, attention, output_weight)  # [s, b, V]
+def token_losses(p, cfg, ids, labels, attention=self_attention, output_weight=None, moe=None):
+    """Per-token cross entropy [b, s] of the model on ids, labels [b, s] (moe: see hidden_states)."""
+    lg = logits(p, cfg, ids, attention, output_weight, moe)  # [s, b, V]
     return cross_entropy(lg, labels.t()).t()

@@ -7,7 +7,10 @@ indexes each query head's key/value group itself, PyTorch's multi-head
 attention with the weights permuted (and the key/value rows repeated) to its
 layout, a whole forward pass written with torch.nn.functional, finite
 differences (gradcheck, float64) of every fixture's model kind, and the
-Adam(W) and clipping formulas written out.
+Adam(W) and clipping formulas written out. The MoE layer is compared with a
+per-token loop over Python-loop routing (moe_ref.brute_routing and
+brute_dropping), the tiny MoE GPTs with gradcheck, and the auxiliary-loss
+objective with Megatron's MoEAuxLossAutoScaler.
 """
 
 import math
@@ -17,6 +20,7 @@ import torch.nn.functional as F
 
 import mock_data
 import model
+import moe_ref
 import st_io
 
 TINY = {
@@ -388,7 +392,8 @@ def tiny_variant(name):
 TINY_KV = {"llama": 4, "variant_a": 8, "variant_b": 4, "variant_c": 2}
 
 # The number of tensors of each fixture (README's tables).
-FIXTURE_TENSORS = {"gpt2": 28, "llama": 15, "variant_a": 29, "variant_b": 26, "variant_c": 29}
+FIXTURE_TENSORS = {"gpt2": 28, "llama": 15, "variant_a": 29, "variant_b": 26, "variant_c": 29,
+                   "moe_a": 29, "moe_b": 32}
 
 
 def check_variants(r, gen):
@@ -521,6 +526,279 @@ def check_io_and_data(r, gen, tmpdir):
            "mock row: seq+1 tokens in an arithmetic progression mod vocab with stride in 1..16")
 
 
+# ---------------------------------------------------------------------------
+# MoE
+
+
+def tiny_moe(name, **extra):
+    """The MoE fixture CONFIGS[name]'s options on the tiny llama model (hidden 8, 4 heads).
+
+    Experts of width 6 (moe_a) or 4 (moe_b), a shared expert of 10; extra
+    overrides any key.
+    """
+    from gpt_ref import CONFIGS, MOE_KEYS
+
+    cfg = tiny_variant("llama")
+    src = CONFIGS[name]
+    cfg.update((k, src[k]) for k in MOE_KEYS)
+    cfg["moe_ffn_hidden_size"] = 6 if name == "moe_a" else 4
+    if cfg["moe_shared_expert_intermediate_size"]:
+        cfg["moe_shared_expert_intermediate_size"] = 10
+    cfg.update(extra)
+    model.moe_options(cfg)  # validate
+    return cfg
+
+
+def _sigmoid(v):
+    return 1.0 / (1.0 + math.exp(-v)) if v >= 0 else math.exp(v) / (1.0 + math.exp(v))
+
+
+def ref_moe_layer(x, p, prefix, cfg, bias):
+    """The MoE layer by a loop over tokens, float64 (no code shared with model.moe_layer).
+
+    Routing and dropping by moe_ref's per-token and per-expert Python loops
+    (brute_routing, brute_dropping); each token's chosen experts run on that
+    token alone (F.linear, F.silu/F.gelu) and their outputs are summed times
+    the probability (the probability after linear_fc2: equal to Megatron's
+    before-linear_fc2 weighting up to rounding); plus the shared expert
+    (ref_mlp). The losses by their definitions: E * sum_e f_e P_e * coeff
+    (per sequence for seq_aux_loss, then averaged), mean lse^2 * coeff.
+
+    Returns (out [s, b, h], final map [T][E] bools, routed map, losses {name: float}, smallest gap).
+    """
+    m = {k: cfg.get(k, v) for k, v in model.MOE_DEFAULTS.items()}
+    s_len, b, h = x.shape
+    e_num, k = m["num_experts"], m["moe_router_topk"]
+    fn = m["moe_router_score_function"]
+    w_r = p[prefix + "router.weight"]
+    toks = [x[i, j] for i in range(s_len) for j in range(b)]  # token t = i*b + j
+    rows = [F.linear(t, w_r).tolist() for t in toks]
+    probs, rmap, gap = moe_ref.brute_routing(
+        rows, k, fn, m["moe_router_pre_softmax"], m["moe_router_num_groups"], m["moe_router_group_topk"],
+        m["moe_router_topk_scaling_factor"], None if bias is None else bias.double().tolist())
+    routed = rmap
+    if m["moe_expert_capacity_factor"] is not None:
+        probs, rmap = moe_ref.brute_dropping(probs, rmap, k, m["moe_expert_capacity_factor"],
+                                             m["moe_token_drop_policy"], m["moe_pad_expert_input_to_capacity"])
+
+    def expert(t, q):
+        w1 = p[q + "linear_fc1.weight"]
+        if opt(cfg, "swiglu"):
+            f = w1.shape[0] // 2
+            y = F.silu(F.linear(t, w1[:f])) * F.linear(t, w1[f:])
+        else:
+            y = F.gelu(F.linear(t, w1))
+        return F.linear(y, p[q + "linear_fc2.weight"])
+
+    out = []
+    for t, tok in enumerate(toks):
+        acc = torch.zeros(h, dtype=x.dtype)
+        for e in range(e_num):
+            if rmap[t][e]:
+                acc = acc + probs[t][e] * expert(tok, f"{prefix}experts.local_experts.{e}.")
+        out.append(acc)
+    out = torch.stack(out).reshape(s_len, b, h)
+    if m["moe_shared_expert_intermediate_size"]:
+        out = out + ref_mlp(x, p, prefix + "shared_experts.", cfg)
+
+    losses = {}
+    if fn == "softmax":
+        scores = [moe_ref._softmax_list(r) for r in rows]
+    else:
+        sg = [[_sigmoid(v) for v in r] for r in rows]
+        scores = [[v / (sum(r) + 1e-20) for v in r] for r in sg]
+    amap = [[e in moe_ref._best(r, range(e_num), k) for e in range(e_num)] for r in scores]
+
+    def switch(tokens):
+        n = len(tokens)
+        f = [sum(amap[t][e] for t in tokens) / (n * k) for e in range(e_num)]
+        pe = [sum(scores[t][e] for t in tokens) / n for e in range(e_num)]
+        return e_num * sum(a * c for a, c in zip(f, pe))
+
+    types = m["moe_router_load_balancing_type"]
+    coeffs = m["moe_aux_loss_coeff"]
+    if isinstance(types, str):
+        types, coeffs = [types], [coeffs]
+    for kind, coeff in zip(types, coeffs):
+        if kind == "aux_loss" and coeff > 0:
+            losses["load_balancing_loss"] = switch(range(len(toks))) * coeff
+        elif kind == "seq_aux_loss" and coeff > 0:
+            per_seq = [switch([i * b + j for i in range(s_len)]) for j in range(b)]
+            losses["seq_load_balancing_loss"] = sum(per_seq) / b * coeff
+    if m["moe_z_loss_coeff"] is not None:
+        lse = [max(r) + math.log(sum(math.exp(v - max(r)) for v in r)) for r in rows]
+        losses["z_loss"] = sum(v * v for v in lse) / len(lse) * m["moe_z_loss_coeff"]
+    return out, rmap, routed, losses, gap
+
+
+# The MoE variants of the loop comparison: (label, fixture kind, overrides).
+MOE_LOOP_CASES = [
+    ("moe_a kind: softmax top-2, aux + z losses", "moe_a", {}),
+    ("moe_b kind: sigmoid + bias, groups 4/2, scaling 2, seq aux, capacity 1.0 probs, shared", "moe_b", {}),
+    ("sigmoid + bias, groups 4/1 (the limit matters), capacity 0.5 position + padding", "moe_b",
+     {"moe_router_group_topk": 1, "moe_expert_capacity_factor": 0.5, "moe_token_drop_policy": "position",
+      "moe_pad_expert_input_to_capacity": True}),
+    ("softmax pre-softmax top-1, capacity 0.5 probs + padding, both losses, erf GELU experts", "moe_a",
+     {"moe_router_topk": 1, "moe_router_pre_softmax": True, "moe_expert_capacity_factor": 0.5,
+      "moe_pad_expert_input_to_capacity": True, "swiglu": False,
+      "moe_router_load_balancing_type": ["aux_loss", "seq_aux_loss"], "moe_aux_loss_coeff": [0.01, 0.02]}),
+    ("softmax top-3 of 4, capacity 1.5 probs, shared expert", "moe_a",
+     {"moe_router_topk": 3, "moe_expert_capacity_factor": 1.5, "moe_shared_expert_intermediate_size": 10}),
+]
+
+
+def _moe_draw(cfg, gen, layer):
+    """Random float64 params, input [s, b, h] and (with the expert bias) a random float32 bias."""
+    p = random_params(cfg, gen)
+    x = 2 * torch.randn(cfg["seq_length"], 3, cfg["hidden_size"], generator=gen, dtype=torch.float64)
+    bias = None
+    if model.moe_options(cfg)["moe_router_enable_expert_bias"]:
+        bias = (0.3 * torch.randn(model.moe_options(cfg)["num_experts"], generator=gen)).float()
+    return p, x, bias
+
+
+def check_moe_layer(r, gen):
+    """model.moe_layer against the per-token loop, and structural identities."""
+    for label, kind, extra in MOE_LOOP_CASES:
+        cfg = tiny_moe(kind, **extra)
+        layer = model.moe_options(cfg)["moe_layers"][0]
+        prefix = f"decoder.layers.{layer}.mlp."
+        worst_out, worst_loss, bad, draws, near = 0.0, 0.0, 0, 0, 0
+        for _ in range(4):
+            p, x, bias = _moe_draw(cfg, gen, layer)
+            want, fmap, routed, losses, gap = ref_moe_layer(x, p, prefix, cfg, bias)
+            if gap < 1e-6:
+                near += 1
+                continue
+            st = model.MoEState(cfg)
+            if bias is not None:
+                st.expert_bias[layer] = bias.clone()
+            got = model.moe_layer(x, p, prefix, cfg, layer, st)
+            rec = st.records[0]
+            draws += 1
+            worst_out = max(worst_out, (got - want).abs().max().item())
+            bad += rec["routing_map"].tolist() != fmap or rec["routed_map"].tolist() != routed
+            bad += set(losses) != {n for n in ("load_balancing_loss", "seq_load_balancing_loss", "z_loss") if n in rec}
+            for n, v in losses.items():
+                worst_loss = max(worst_loss, abs(rec[n].item() - v) / abs(v))
+            if bias is not None:
+                bad += st.tokens_per_expert[layer].tolist() != [float(sum(c)) for c in zip(*fmap)]
+        r.true(draws >= 2 and bad == 0, f"MoE layer ({label}): routing and dropping maps = Python loops, "
+               f"{draws} draws ({near} near ties skipped)")
+        r.close(torch.tensor(worst_out), torch.tensor(0.0), 1e-12, "...layer output vs the per-token expert loop")
+        r.close(torch.tensor(worst_loss), torch.tensor(0.0), 1e-12, "...aux and z losses vs E*sum f_e*P_e*coeff and mean lse^2*coeff (relative)")
+
+    # identical experts and softmax routing without dropping: the probabilities sum to 1,
+    # so the layer is the dense MLP of those weights
+    cfg = tiny_moe("moe_a")
+    p, x, _ = _moe_draw(cfg, gen, 0)
+    pre = "decoder.layers.0.mlp."
+    for e in range(1, 4):
+        for w in ("linear_fc1.weight", "linear_fc2.weight"):
+            p[f"{pre}experts.local_experts.{e}.{w}"] = p[f"{pre}experts.local_experts.0.{w}"]
+    dense = {pre + "linear_fc1.weight": p[pre + "experts.local_experts.0.linear_fc1.weight"],
+             pre + "linear_fc2.weight": p[pre + "experts.local_experts.0.linear_fc2.weight"]}
+    r.close(model.moe_layer(x, p, pre, cfg, 0), ref_mlp(x, dense, pre, cfg), 1e-12,
+            "MoE layer with identical experts (softmax, no capacity) = the dense MLP")
+
+    # the probability after the activation (Megatron) = after linear_fc2, in float64;
+    # in float32 the two differ by rounding only
+    cfg = tiny_moe("moe_b")
+    p, x, bias = _moe_draw(cfg, gen, 0)
+    st = model.MoEState(cfg)
+    st.expert_bias[0] = bias
+    got = model.moe_layer(x.float(), {n: t.float() for n, t in p.items()}, pre, cfg, 0, st)
+    want = ref_moe_layer(x, p, pre, cfg, bias)[0]
+    r.close(got.double(), want, 1e-5, "float32 MoE layer (moe_b kind) vs the float64 loop")
+
+    # bookkeeping: no losses or counts under no_grad; an evaluation forward (training False)
+    # with grad enabled computes no losses but counts, as Megatron's router does
+    st = model.MoEState(cfg)
+    with torch.no_grad():
+        model.moe_layer(x, p, pre, cfg, 0, st)
+    r.true(st.tokens_per_expert[0].sum().item() == 0 and "seq_load_balancing_loss" not in st.records[0]
+           and st.take_aux_objective() is None, "MoE under no_grad: no auxiliary loss, no token count")
+    st = model.MoEState(cfg, training=False)
+    model.moe_layer(x, p, pre, cfg, 0, st)
+    r.true(st.take_aux_objective() is None and st.tokens_per_expert[0].sum().item() > 0,
+           "MoE evaluation forward with grad enabled: no auxiliary loss, tokens counted (router's _apply_expert_bias)")
+    st = model.MoEState(cfg)
+    model.moe_layer(x, p, pre, cfg, 0, st)
+    model.moe_layer(x, p, pre, cfg, 0, st)
+    counts = st.records[0]["routing_map"].sum(0).float() + st.records[1]["routing_map"].sum(0).float()
+    before = st.expert_bias[0].clone()
+    used = st.update_expert_bias()
+    rate = cfg["moe_router_bias_update_rate"]
+    r.true(torch.equal(used[0], counts) and st.tokens_per_expert[0].sum().item() == 0
+           and torch.equal(st.expert_bias[0], before + torch.sign(counts.mean() - counts) * rate),
+           "expert bias update: the two forwards' final-map counts, bias + sign(mean - tokens)*rate, counts reset")
+
+
+def check_moe_gpt(r, gen):
+    """The tiny MoE GPTs: names, init, gradcheck, the auxiliary-loss autoscaler."""
+    from gpt_ref import CONFIGS, accumulate_grads
+
+    for name in ("moe_a", "moe_b"):
+        cfg = CONFIGS[name]
+        names = [n for n, _ in model.param_shapes(cfg)]
+        m = model.moe_options(cfg)
+        layer0 = [n[len("decoder.layers.0.mlp."):] for n in names if n.startswith("decoder.layers.0.mlp.")]
+        want = ["router.weight"] + [f"experts.local_experts.{e}.linear_fc{i}.weight"
+                                    for e in range(m["num_experts"]) for i in (1, 2)]
+        if m["moe_shared_expert_intermediate_size"]:
+            want += ["shared_experts.linear_fc1.weight", "shared_experts.linear_fc2.weight"]
+        stds = {n: model.init_std(n, cfg) for n in names}
+        r.true(layer0 == want and stds["decoder.layers.0.mlp.router.weight"] == 0.02
+               and stds["decoder.layers.0.mlp.experts.local_experts.1.linear_fc2.weight"] == 0.02 / math.sqrt(4)
+               and stds["decoder.layers.0.mlp.experts.local_experts.1.linear_fc1.weight"] == 0.02,
+               f"{name}: MoE tensors in Megatron's order (router, experts, shared experts); router and fc1 "
+               f"N(0, 0.02), fc2 N(0, 0.02/sqrt(2*layers))")
+        dense = [i for i in range(cfg["num_layers"]) if i not in m["moe_layers"]]
+        r.true(all(f"decoder.layers.{i}.mlp.linear_fc1.weight" in names for i in dense)
+               and m["moe_layers"] == ([0, 1] if name == "moe_a" else [0]),
+               f"{name}: MoE layers {m['moe_layers']} (moe_layer_freq {cfg['moe_layer_freq']}: i % freq == 0), "
+               f"dense layers {dense}")
+
+    for name in ("moe_a", "moe_b"):
+        cfg = tiny_moe(name)
+        m = model.moe_options(cfg)
+        pnames = [n for n, _ in model.param_shapes(cfg)]
+        p = random_params(cfg, gen)
+        bias = {i: (0.3 * torch.randn(m["num_experts"], generator=gen)).float() for i in m["moe_layers"]}
+        ids = torch.randint(0, cfg["vocab_size"], (2, cfg["seq_length"]), generator=gen)
+        lab = torch.randint(0, cfg["vocab_size"], (2, cfg["seq_length"]), generator=gen)
+
+        def state():
+            st = model.MoEState(cfg)
+            if m["moe_router_enable_expert_bias"]:
+                st.expert_bias = {i: b.clone() for i, b in bias.items()}
+            return st
+
+        def f(*ts):
+            st = state()
+            loss = model.token_losses(dict(zip(pnames, ts)), cfg, ids, lab, moe=st).mean()
+            return loss + st.take_aux_objective()
+
+        inputs = tuple(p[n].clone().requires_grad_(True) for n in pnames)
+        ok = torch.autograd.gradcheck(f, inputs, eps=1e-6, atol=1e-7, rtol=1e-5)
+        r.true(ok, f"{name} (tiny): gradcheck (float64) of mean loss + auxiliary losses w.r.t. all {len(pnames)} parameters")
+
+        # Megatron's attachment: MoEAuxLossAutoScaler with backward scale 1/num_microbatches
+        mbs_cfg = dict(cfg, global_batch_size=4, micro_batch_size=2)
+        grads = []
+        for autoscale in (None, 0.5, 0.0):
+            q = {n: t.clone().requires_grad_(True) for n, t in p.items()}
+            st = state()
+            st.autoscale = autoscale
+            accumulate_grads(q, mbs_cfg, 3, st)
+            grads.append({n: t.grad for n, t in q.items()})
+        err = max((grads[0][n] - grads[1][n]).abs().max().item() for n in p)
+        r.close(torch.tensor(err), torch.tensor(0.0), 1e-12,
+                f"{name} (tiny): (mean + aux)/M objective = MoEAuxLossAutoScaler with scale 1/M (M = 2 microbatches)")
+        aux_part = max((grads[0][n] - grads[2][n]).abs().max().item() for n in p)
+        r.true(aux_part > 1e-6, f"...and the auxiliary losses' share of the gradient is not zero (up to {aux_part:.2g})")
+
+
 def run():
     """Run every check; print one line each; return the number of failures."""
     import tempfile
@@ -541,5 +819,7 @@ def run():
         check_io_and_data(r, gen, d)
     for name in ("gpt2", "llama", "variant_a", "variant_b", "variant_c"):
         check_gradcheck(r, gen, name)
+    check_moe_layer(r, gen)
+    check_moe_gpt(r, gen)
     print(f"selftest: {r.failed} failure(s)")
     return r.failed
