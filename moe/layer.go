@@ -51,15 +51,20 @@ type Layer struct {
 	Stats Stats
 }
 
-// Stats are a layer's logged quantities, summed over the forwards since
-// the last Reset: the load-balancing and z losses as Megatron's tracker
-// records them (the loss divided by its coefficient), their number, and
-// the tokens routed to each expert.
+// Stats are a layer's logged quantities, summed over the training
+// forwards since the last Reset: the load-balancing (or sequence-level)
+// and z losses as Megatron's tracker records them (the loss divided by its
+// coefficient), the number of forwards, and the tokens each expert
+// processed (after dropping). Megatron logs the losses' mean over the
+// forwards of an iteration.
 type Stats struct {
 	LoadBalancing, Z float64
 	Passes           int
 	Tokens           []float32
 }
+
+// Reset clears the statistics (at the start of an iteration).
+func (s *Stats) Reset() { *s = Stats{} }
 
 // Forward runs the layer on x [s, b, h] (sequence-first, T = s·b tokens):
 //

@@ -28,13 +28,11 @@ type NormOptions struct {
 //	LayerNorm: y = (x − mean)/sqrt(var + eps)·γ + b
 //	RMSNorm:   y = x/sqrt(mean(x²) + eps)·γ
 //
-// with γ = w, or 1 + w when o.ZeroCentered. A plain LayerNorm is LayerNorm
-// itself. w and b accumulate their gradients directly; 16-bit w and b are
-// widened as LayerNorm's are.
+// with γ = w, or 1 + w when o.ZeroCentered. w and b accumulate their
+// gradients directly; 16-bit w and b are widened as LayerNorm's are. Each
+// worker sums its rows' dw, db privately and the partial sums are added in
+// worker order, so the result does not depend on timing.
 func Norm(t *autograd.Tape, x, w, b *autograd.Var, o NormOptions) *autograd.Var {
-	if !o.RMS && !o.ZeroCentered {
-		return LayerNorm(t, x, w, b, o.Eps)
-	}
 	f := normFn{w: w, b: b, o: o}
 	if o.RMS {
 		return autograd.Apply(t, f, x, w)
@@ -54,16 +52,16 @@ func (f normFn) gamma(w *tensor.Tensor) []float32 { return gammaOf(w, f.o.ZeroCe
 
 func (f normFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
 	x, w := in[0].Contiguous(), in[1]
-	err := CheckParam(f.w, "norm weight")
+	err := CheckParam(f.w, "layer norm weight")
 	if !f.o.RMS {
-		err = errors.Join(err, CheckParam(f.b, "norm bias"))
+		err = errors.Join(err, CheckParam(f.b, "layer norm bias"))
 	}
 	if err != nil {
 		return nil, err
 	}
 	h := w.Len()
 	if x.Dim(-1) != h || !f.o.RMS && in[2].Len() != h {
-		return nil, fmt.Errorf("nn: norm %q: input %v, weight [%d]", f.w.Name, x.Shape(), h)
+		return nil, fmt.Errorf("nn: layer norm %q: input %v, weight [%d]", f.w.Name, x.Shape(), h)
 	}
 	rows := x.Len() / h
 	y := tensor.New(x.Shape()...)
@@ -118,5 +116,6 @@ func (f normFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, 
 	return []*tensor.Tensor{dx, nil, nil}, nil
 }
 
-// StateBytes is the memory the saved row statistics hold.
+// StateBytes is the memory the saved row statistics (mean and 1/σ, or 1/rms)
+// hold, for autograd's activation-memory accounting.
 func (st normState) StateBytes() int64 { return 4 * int64(cap(st.mean)+cap(st.rstd)) }

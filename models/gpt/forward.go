@@ -376,7 +376,7 @@ func (l *Layer) forward(t *autograd.Tape, x *autograd.Var, m *Model, ps *pass) *
 		t.Fail(err)
 		return y
 	}
-	y = nn.MLPActivation(t, y, bias, m.activation(), cfg.GatedLinearUnit)
+	y = nn.MLPActivation(t, y, bias, activation(cfg), cfg.GatedLinearUnit)
 	y, _, err = l.FC2.Forward(t, y)
 	if err != nil {
 		t.Fail(err)

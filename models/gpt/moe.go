@@ -9,24 +9,28 @@ import (
 	"github.com/gotron/gotron/tensor"
 )
 
+// moeWidths are a MoE layer's widths: each expert's fc1 output f₁ (2f
+// gated) and fc2 input f, and the shared experts' (fs₁, fs; 0 without).
+func moeWidths(cfg config.TransformerConfig) (f1, f, fs1, fs int) {
+	f, fs = cfg.MoEFFN(), cfg.MoESharedExpertIntermediateSize
+	f1, fs1 = f, fs
+	if cfg.GatedLinearUnit {
+		f1, fs1 = 2*f, 2*fs
+	}
+	return f1, f, fs1, fs
+}
+
 // moeDraws are the sizes a MoE layer draws after its attention: the router
 // [E, h], then per expert linear_fc1 [f₁, h] and linear_fc2 [h, f], then the
 // shared experts' fc1 and fc2.
 func moeDraws(cfg config.TransformerConfig) []int {
-	h, f := cfg.HiddenSize, cfg.MoEFFN()
-	f1 := f
-	if cfg.GatedLinearUnit {
-		f1 *= 2
-	}
+	h := cfg.HiddenSize
+	f1, f, fs1, fs := moeWidths(cfg)
 	out := []int{cfg.NumMoEExperts * h}
 	for range cfg.NumMoEExperts {
 		out = append(out, f1*h, h*f)
 	}
-	if fs := cfg.MoESharedExpertIntermediateSize; fs > 0 {
-		fs1 := fs
-		if cfg.GatedLinearUnit {
-			fs1 *= 2
-		}
+	if fs > 0 {
 		out = append(out, fs1*h, h*fs)
 	}
 	return out
@@ -55,11 +59,8 @@ func (b *builder) moeLayer(p string) (*moe.Layer, error) {
 	if err := moeSupported(cfg, max(cfg.TensorModelParallelSize, 1)); err != nil {
 		return nil, err
 	}
-	h, f, e := cfg.HiddenSize, cfg.MoEFFN(), cfg.NumMoEExperts
-	f1 := f
-	if cfg.GatedLinearUnit {
-		f1 *= 2
-	}
+	h, e := cfg.HiddenSize, cfg.NumMoEExperts
+	f1, f, fs1, fs := moeWidths(cfg)
 	draw := func(name string, sd float64, shape ...int) *nn.Parameter {
 		w := tensor.New(shape...)
 		b.g.FillNormal(w.Data(), 0, sd)
@@ -72,11 +73,7 @@ func (b *builder) moeLayer(p string) (*moe.Layer, error) {
 		l.FC1 = append(l.FC1, draw(q+"linear_fc1.weight", cfg.InitMethodStd, f1, h))
 		l.FC2 = append(l.FC2, draw(q+"linear_fc2.weight", cfg.OutputLayerInitStd(), h, f))
 	}
-	if fs := cfg.MoESharedExpertIntermediateSize; fs > 0 {
-		fs1 := fs
-		if cfg.GatedLinearUnit {
-			fs1 *= 2
-		}
+	if fs > 0 {
 		l.SharedFC1 = draw(p+"mlp.shared_experts.linear_fc1.weight", cfg.InitMethodStd, fs1, h)
 		l.SharedFC2 = draw(p+"mlp.shared_experts.linear_fc2.weight", cfg.OutputLayerInitStd(), h, fs)
 	}
@@ -89,7 +86,6 @@ func (b *builder) moeLayer(p string) (*moe.Layer, error) {
 // moeConfig is the MoE layers' configuration.
 func (b *builder) moeConfig() moe.LayerConfig {
 	cfg := b.cfg
-	m := &Model{Config: cfg}
 	c := moe.LayerConfig{
 		Router: moe.RouterOptions{
 			NumExperts: cfg.NumMoEExperts, TopK: cfg.MoERouterTopK, ScoreFunction: cfg.MoERouterScoreFunction,
@@ -97,7 +93,7 @@ func (b *builder) moeConfig() moe.LayerConfig {
 			ScalingFactor: cfg.MoERouterTopKScalingFactor,
 		},
 		Balance: cfg.MoERouterLoadBalancingType, AuxCoeff: cfg.MoEAuxLossCoeff, ZCoeff: cfg.MoEZLossCoeff,
-		Act: m.activation(), Gated: cfg.GatedLinearUnit,
+		Act: activation(cfg), Gated: cfg.GatedLinearUnit,
 		ExpertBias: cfg.MoERouterEnableExpertBias, UpdateRate: cfg.MoERouterBiasUpdateRate,
 	}
 	if cfg.MoEExpertCapacityFactor > 0 {

@@ -23,9 +23,8 @@ func (m *Model) normOptions() nn.NormOptions {
 	return nn.NormOptions{RMS: c.RMSNorm(), Eps: c.LayernormEpsilon, ZeroCentered: c.LayernormZeroCenteredGamma}
 }
 
-// activation is the MLP's activation kernel.
-func (m *Model) activation() kernels.Activation {
-	c := m.Config
+// activation is the MLP's (and the experts') activation kernel.
+func activation(c config.TransformerConfig) kernels.Activation {
 	switch c.Activation() {
 	case config.SiLU:
 		return kernels.SiLU

@@ -2,7 +2,12 @@ package gpt
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/gotron/gotron/autograd"
@@ -90,4 +95,60 @@ func testGradientsMatchPyTorch(t *testing.T, name string) {
 		}
 	}
 	t.Logf("largest relative gradient difference from PyTorch: %.3g", worst)
+	checkMoEStats(t, f, m)
+}
+
+// checkMoEStats compares the MoE layers' statistics of the first step with
+// the fixture's moe.json (when it has one): the load-balancing (or
+// sequence-level) and z losses as Megatron's tracker records them, the
+// mean over the microbatches to 1e-6, and the tokens each expert processed
+// exactly.
+func checkMoEStats(t *testing.T, f gptref.Fixture, m *Model) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(f.Dir, "moe.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		LB     [][]float64     `json:"load_balancing_loss"`
+		SeqLB  [][]float64     `json:"seq_load_balancing_loss"`
+		Z      [][]float64     `json:"z_loss"`
+		Tokens [][][][]float32 `json:"tokens_per_expert"` // [step][microbatch][layer][expert]
+	}
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatal(err)
+	}
+	lb := rec.LB
+	if lb == nil {
+		lb = rec.SeqLB
+	}
+	layers := m.MoELayers()
+	if len(layers) == 0 || len(lb) == 0 || len(lb[0]) != len(layers) {
+		t.Fatalf("%d MoE layers, moe.json has %v losses", len(layers), lb)
+	}
+	for l, ml := range layers {
+		st := ml.Stats
+		got := []float64{st.LoadBalancing / float64(st.Passes)}
+		want := []float64{lb[0][l]}
+		if rec.Z != nil {
+			got, want = append(got, st.Z/float64(st.Passes)), append(want, rec.Z[0][l])
+		}
+		for i := range got {
+			if math.Abs(got[i]-want[i]) > 1e-6*math.Abs(want[i]) {
+				t.Errorf("MoE layer %d: logged loss %d is %.9g, PyTorch %.9g", l, i, got[i], want[i])
+			}
+		}
+		tokens := make([]float32, len(st.Tokens))
+		for _, mb := range rec.Tokens[0] {
+			for e, n := range mb[l] {
+				tokens[e] += n
+			}
+		}
+		if fmt.Sprint(st.Tokens) != fmt.Sprint(tokens) {
+			t.Errorf("MoE layer %d: tokens per expert %v, PyTorch %v", l, st.Tokens, tokens)
+		}
+	}
 }

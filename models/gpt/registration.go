@@ -86,15 +86,15 @@ func paramList(cfg config.TransformerConfig, tpSize int, spec ChunkSpec, registe
 		}
 		norm(p+"pre_mlp_layernorm", h)
 		if cfg.IsMoELayer(i) {
-			sizes := moeDraws(cfg)
+			f1, f, fs1, fs := moeWidths(cfg)
 			add(p+"mlp.router.weight", cfg.NumMoEExperts, h)
 			for j := range cfg.NumMoEExperts {
 				q := fmt.Sprintf("%smlp.experts.local_experts.%d.", p, j)
-				add(q+"linear_fc1.weight", sizes[1+2*j]/h, h)
-				add(q+"linear_fc2.weight", h, sizes[2+2*j]/h)
+				add(q+"linear_fc1.weight", f1, h)
+				add(q+"linear_fc2.weight", h, f)
 			}
-			if fs := cfg.MoESharedExpertIntermediateSize; fs > 0 {
-				add(p+"mlp.shared_experts.linear_fc1.weight", sizes[len(sizes)-2]/h, h)
+			if fs > 0 {
+				add(p+"mlp.shared_experts.linear_fc1.weight", fs1, h)
 				add(p+"mlp.shared_experts.linear_fc2.weight", h, fs)
 			}
 			continue

@@ -10,8 +10,8 @@ import "math"
 //
 // Shapes: x, y [rows, cols]; w [cols]; rstd [rows], saved for [RMSNormBackward].
 //
-// Accuracy: the sum of squares is accumulated in float64 (four partial sums) and rstd formed
-// in float64 with eps at its decimal value; y is computed in float32 from the rounded rstd.
+// Accuracy: the sum of squares is SumSquares' (float64) and rstd is formed in float64 with
+// eps at its decimal value; y is computed in float32 from the rounded rstd.
 //
 // Aliasing: y may alias x exactly; rstd must not overlap anything else.
 // Panics if a length does not match the shape (a programmer bug).
@@ -28,7 +28,7 @@ func RMSNormForward(y, rstd, x, w []float32, rows, cols int, eps float32) {
 	epsw := widen(eps)
 	for r := range rstd[:rows] {
 		xr := x[r*cols : r*cols+cols]
-		rs := float32(1 / math.Sqrt(sumSquares(xr)/float64(cols)+epsw))
+		rs := float32(1 / math.Sqrt(SumSquares(xr)/float64(cols)+epsw))
 		rstd[r] = rs
 		yr, wr := y[r*cols:r*cols+cols], w[:len(xr)]
 		yr = yr[:len(xr)]
@@ -36,25 +36,6 @@ func RMSNormForward(y, rstd, x, w []float32, rows, cols int, eps float32) {
 			yr[j] = v * rs * wr[j]
 		}
 	}
-}
-
-// sumSquares returns Σ x² in float64 (four interleaved partial sums).
-func sumSquares(x []float32) float64 {
-	var q0, q1, q2, q3 float64
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		v := x[i : i+4 : i+4]
-		a, b, c, d := float64(v[0]), float64(v[1]), float64(v[2]), float64(v[3])
-		q0 += a * a
-		q1 += b * b
-		q2 += c * c
-		q3 += d * d
-	}
-	for ; i < len(x); i++ {
-		a := float64(x[i])
-		q0 += a * a
-	}
-	return (q0 + q1) + (q2 + q3)
 }
 
 // RMSNormBackward is the gradient of [RMSNormForward]. With x̂ = x·rstd and g = dy ⊙ w, for
