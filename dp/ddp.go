@@ -35,6 +35,13 @@ type Options struct {
 	SharedEmbedding *nn.Parameter
 	// CalculatePerTokenLoss is the model config's calculate_per_token_loss.
 	CalculatePerTokenLoss bool
+	// AverageOver is the number of replicas the gradients are averaged
+	// over when it differs from the reduction group's (0: the group's size
+	// times Inter's). An expert buffer reduces over the expert
+	// data-parallel group but averages over the dense dp·cp replicas, as
+	// the reference's expert_gradient_scaling_factor does: 1/(dp·cp), or
+	// edp/(dp·cp) before an averaging collective.
+	AverageOver int
 	// ParamDType is the type the parameters are stored in (the reference's
 	// param_dtype): Float32 (the zero value), or BFloat16 / Float16 under
 	// --bf16 / --fp16, each parameter's float32 value being rounded to
@@ -119,9 +126,16 @@ func New(ctx context.Context, params []*nn.Parameter, cfg config.DDPConfig, o Op
 	if d.inter != nil {
 		dpcp *= d.inter.Size()
 	}
-	factor := 1 / float32(dpcp)
-	if cfg.AverageInCollective || o.CalculatePerTokenLoss {
-		factor = 1
+	factor := float32(1)
+	switch {
+	case o.CalculatePerTokenLoss:
+	case cfg.AverageInCollective && o.AverageOver > 0:
+		factor = float32(dpcp) / float32(o.AverageOver)
+	case cfg.AverageInCollective:
+	case o.AverageOver > 0:
+		factor = 1 / float32(o.AverageOver)
+	default:
+		factor = 1 / float32(dpcp)
 	}
 	for _, bk := range b.Buckets {
 		bk.GradientScalingFactor = factor

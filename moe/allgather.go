@@ -9,12 +9,12 @@ import (
 	"github.com/gotron/gotron/tp"
 )
 
-// AllGatherExchange is the plan of one all-gather dispatch over an
-// expert-parallel group of ep ranks (Megatron's MoEAllGatherTokenDispatcher
-// at expert tensor parallel 1): every rank gathers all ranks' tokens and
-// routing, runs its local experts [r·E/ep, (r+1)·E/ep) on the tokens routed
-// to them, and the partial outputs are reduce-scattered back to the ranks
-// that own the tokens.
+// AllGatherExchange is the plan of one all-gather dispatch over the tp-ep
+// group (Megatron's MoEAllGatherTokenDispatcher): every rank gathers all
+// ranks' tokens and routing, runs its local experts (its expert-TP shards
+// of experts [r·E/ep, (r+1)·E/ep) for EP rank r) on the tokens routed to
+// them, and the partial outputs are reduce-scattered back to the ranks
+// that own the tokens, summing the experts and their shards.
 type AllGatherExchange struct {
 	g            comm.Group
 	first, local int
@@ -24,11 +24,12 @@ type AllGatherExchange struct {
 }
 
 // NewAllGatherExchange gathers the routing maps [T, E] of every rank of g
-// and returns the plan. Every rank of g must call it with the same T.
-func NewAllGatherExchange(ctx context.Context, g comm.Group, m []bool, t, e int) (*AllGatherExchange, error) {
-	ep, r := g.Size(), g.Rank()
-	if e%ep != 0 || len(m) != t*e {
-		return nil, fmt.Errorf("moe: %d experts over %d expert-parallel ranks (a %d-entry map for %d tokens)", e, ep, len(m), t)
+// (the tp-ep group) and returns the plan for this rank's local experts
+// [first, first+local). Every rank of g must call it with the same T.
+func NewAllGatherExchange(ctx context.Context, g comm.Group, m []bool, t, e, first, local int) (*AllGatherExchange, error) {
+	ep := g.Size()
+	if first < 0 || local < 1 || first+local > e || len(m) != t*e {
+		return nil, fmt.Errorf("moe: local experts [%d, %d) of %d (a %d-entry map for %d tokens)", first, first+local, e, len(m), t)
 	}
 	mine := make([]int64, t*e)
 	for i, on := range m {
@@ -40,8 +41,6 @@ func NewAllGatherExchange(ctx context.Context, g comm.Group, m []bool, t, e int)
 	if err := g.AllGather(ctx, comm.I64(all), comm.I64(mine)); err != nil {
 		return nil, fmt.Errorf("moe: gathering the routing maps over %s: %w", g.Name(), err)
 	}
-	local := e / ep
-	first := r * local
 	gm := make([]bool, ep*t*e)
 	for i, v := range all {
 		if j := i % e; v == 1 && j >= first && j < first+local {

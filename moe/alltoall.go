@@ -28,21 +28,18 @@ type EPExchange struct {
 
 // NewEPExchange exchanges every rank's per-expert row counts (counts [E],
 // in global expert order, as NewDispatch lists them) over g and returns
-// the plan. Every rank of g must call it.
+// the plan. Every rank of g must call it; a nil g, or one of one rank,
+// keeps every row here.
 func NewEPExchange(ctx context.Context, g comm.Group, counts []int) (*EPExchange, error) {
-	ep, r := g.Size(), g.Rank()
+	ep, r := size(g), rank(g)
 	e := len(counts)
 	if e%ep != 0 {
 		return nil, fmt.Errorf("moe: %d experts over %d expert-parallel ranks: the experts must divide evenly", e, ep)
 	}
 	local := e / ep
-	mine := make([]int64, e)
-	for j, n := range counts {
-		mine[j] = int64(n)
-	}
-	all := make([]int64, ep*e)
-	if err := g.AllGather(ctx, comm.I64(all), comm.I64(mine)); err != nil {
-		return nil, fmt.Errorf("moe: exchanging the tokens per expert over %s: %w", g.Name(), err)
+	all, err := gatherCounts(ctx, g, counts, "tokens per expert")
+	if err != nil {
+		return nil, err
 	}
 	x := &EPExchange{g: g, Send: make([]int, ep), Recv: make([]int, ep), From: make([][]int, ep), Local: make([]int, local)}
 	for k := 0; k < ep; k++ {
@@ -63,47 +60,131 @@ func NewEPExchange(ctx context.Context, g comm.Group, counts []int) (*EPExchange
 // [Σ Local, h], expert by expert, each expert's rows by source rank
 // (Megatron's all-to-all, then sort_chunks_by_idxs).
 func (x *EPExchange) Dispatch(t *autograd.Tape, xp *autograd.Var) *autograd.Var {
+	if size(x.g) == 1 {
+		return xp
+	}
 	recv := tp.AllToAll(t, x.g, xp, x.Recv, x.Send) // source-major
-	return autograd.Apply(t, sortChunksFn{sizes: x.srcMajor(), order: x.toExpertMajor()}, recv)
+	return autograd.Apply(t, sortChunksFn{sizes: srcMajor(x.From), order: toExpertMajor(x.From)}, recv)
 }
 
 // Combine returns the local experts' outputs y [Σ Local, h] to the ranks
 // that routed them, in each rank's own dispatch order [N, h] (the inverse
 // of Dispatch).
 func (x *EPExchange) Combine(t *autograd.Tape, y *autograd.Var) *autograd.Var {
-	back := autograd.Apply(t, sortChunksFn{sizes: x.expertMajor(), order: x.toSourceMajor()}, y)
+	if size(x.g) == 1 {
+		return y
+	}
+	back := autograd.Apply(t, sortChunksFn{sizes: expertMajor(x.From), order: toSourceMajor(x.From)}, y)
 	return tp.AllToAll(t, x.g, back, x.Send, x.Recv)
 }
 
-// srcMajor are the received chunk sizes in arrival order: rank k's rows
-// for local expert j at k·local + j.
-func (x *EPExchange) srcMajor() []int {
+// ETPExchange is the plan of the expert-tensor-parallel step of the
+// all-to-all dispatcher: the etp ranks of an expert-TP group hold shards
+// of the same local experts, each with its own rows for them (from its
+// expert-parallel exchange); every rank gathers all of them, expert by
+// expert, and the partial outputs of its shards are reduce-scattered back
+// (Megatron's gather_from_sequence_parallel_region and
+// reduce_scatter_to_sequence_parallel_region over expt-tp, with
+// sort_chunks_by_idxs between).
+type ETPExchange struct {
+	g comm.Group
+	// From[k][j] are expert-TP rank k's rows for local expert j.
+	From [][]int
+	// Local[j] are local expert j's rows from all ranks; Rows[k] rank k's.
+	Local, Rows []int
+}
+
+// NewETPExchange gathers every rank's rows per local expert (local) over
+// g and returns the plan. Every rank of g must call it; a nil g, or one
+// of one rank, gathers nothing.
+func NewETPExchange(ctx context.Context, g comm.Group, local []int) (*ETPExchange, error) {
+	n, e := size(g), len(local)
+	all, err := gatherCounts(ctx, g, local, "tokens per local expert")
+	if err != nil {
+		return nil, err
+	}
+	x := &ETPExchange{g: g, From: make([][]int, n), Local: make([]int, e), Rows: make([]int, n)}
+	for k := range n {
+		x.From[k] = make([]int, e)
+		for j := range e {
+			c := int(all[k*e+j])
+			x.From[k][j] = c
+			x.Local[j] += c
+			x.Rows[k] += c
+		}
+	}
+	return x, nil
+}
+
+// Dispatch all-gathers every rank's rows xl [Rows[r], h] (expert-major)
+// and returns them expert by expert, each expert's rows by rank
+// [Σ Local, h]; backward reduce-scatters the gradient.
+func (x *ETPExchange) Dispatch(t *autograd.Tape, xl *autograd.Var) *autograd.Var {
+	if size(x.g) == 1 {
+		return xl
+	}
+	all := tp.GatherFromSequenceParallelRegion(t, xl, x.g, true, x.Rows) // rank-major
+	return autograd.Apply(t, sortChunksFn{sizes: srcMajor(x.From), order: toExpertMajor(x.From)}, all)
+}
+
+// Combine sums the ranks' partial outputs y [Σ Local, h] (Dispatch's
+// order) and returns this rank's rows [Rows[r], h].
+func (x *ETPExchange) Combine(t *autograd.Tape, y *autograd.Var) *autograd.Var {
+	if size(x.g) == 1 {
+		return y
+	}
+	back := autograd.Apply(t, sortChunksFn{sizes: expertMajor(x.From), order: toSourceMajor(x.From)}, y)
+	return tp.ReduceScatterToSequenceParallelRegion(t, back, x.g, x.Rows)
+}
+
+// gatherCounts all-gathers every rank's counts over g (nil: this rank's):
+// rank k's count j at k·len(mine) + j.
+func gatherCounts(ctx context.Context, g comm.Group, mine []int, what string) ([]int64, error) {
+	e, r := len(mine), rank(g)
+	all := make([]int64, size(g)*e)
+	for j, c := range mine {
+		all[r*e+j] = int64(c)
+	}
+	if size(g) == 1 {
+		return all, nil
+	}
+	if err := g.AllGather(ctx, comm.I64(all), comm.I64(all[r*e:(r+1)*e])); err != nil {
+		return nil, fmt.Errorf("moe: exchanging the %s over %s: %w", what, g.Name(), err)
+	}
+	return all, nil
+}
+
+// The chunk orders of an exchange whose from[k][j] are source rank k's
+// rows for local expert j: source-major (k·local + j, the arrival order)
+// or expert-major (j·ranks + k).
+
+// srcMajor are the chunk sizes in source-major order.
+func srcMajor(from [][]int) []int {
 	var s []int
-	for _, f := range x.From {
+	for _, f := range from {
 		s = append(s, f...)
 	}
 	return s
 }
 
-// expertMajor are the same chunks ordered expert by expert: (j, k) at
-// j·ep + k.
-func (x *EPExchange) expertMajor() []int {
-	ep, local := len(x.From), len(x.Local)
-	s := make([]int, 0, ep*local)
+// expertMajor are the chunk sizes in expert-major order.
+func expertMajor(from [][]int) []int {
+	n, local := len(from), len(from[0])
+	s := make([]int, 0, n*local)
 	for j := 0; j < local; j++ {
-		for k := 0; k < ep; k++ {
-			s = append(s, x.From[k][j])
+		for k := 0; k < n; k++ {
+			s = append(s, from[k][j])
 		}
 	}
 	return s
 }
 
 // toExpertMajor lists the source-major chunks in expert-major order.
-func (x *EPExchange) toExpertMajor() []int {
-	ep, local := len(x.From), len(x.Local)
-	o := make([]int, 0, ep*local)
+func toExpertMajor(from [][]int) []int {
+	n, local := len(from), len(from[0])
+	o := make([]int, 0, n*local)
 	for j := 0; j < local; j++ {
-		for k := 0; k < ep; k++ {
+		for k := 0; k < n; k++ {
 			o = append(o, k*local+j)
 		}
 	}
@@ -111,12 +192,12 @@ func (x *EPExchange) toExpertMajor() []int {
 }
 
 // toSourceMajor lists the expert-major chunks in source-major order.
-func (x *EPExchange) toSourceMajor() []int {
-	ep, local := len(x.From), len(x.Local)
-	o := make([]int, 0, ep*local)
-	for k := 0; k < ep; k++ {
+func toSourceMajor(from [][]int) []int {
+	n, local := len(from), len(from[0])
+	o := make([]int, 0, n*local)
+	for k := 0; k < n; k++ {
 		for j := 0; j < local; j++ {
-			o = append(o, j*ep+k)
+			o = append(o, j*n+k)
 		}
 	}
 	return o

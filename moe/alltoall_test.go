@@ -53,7 +53,7 @@ func runExperts(ctx context.Context, g comm.Group, r, tokens, h, e, f int, drop 
 	}
 	var y *autograd.Var
 	if g != nil && dispatcher == "allgather" {
-		plan, err := NewAllGatherExchange(ctx, g, rt.Map, tokens, e)
+		plan, err := NewAllGatherExchange(ctx, g, rt.Map, tokens, e, first, n)
 		if err != nil {
 			return epResult{}, err
 		}

@@ -1,9 +1,11 @@
 package moe
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/gotron/gotron/autograd"
+	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/kernels"
@@ -33,16 +35,67 @@ type LayerConfig struct {
 	UpdateRate float64
 }
 
-// Layer is one MoE layer on one rank holding every expert:
-// decoder.layers.{i}.mlp.router.weight [E, h],
-// mlp.experts.local_experts.{e}.linear_fc1.weight [f₁, h] and linear_fc2.weight
-// [h, f] (f₁ = 2f gated), and optionally mlp.shared_experts.linear_fc1/fc2.
+// Dispatcher types (moe_token_dispatcher_type).
+const (
+	AllGatherDispatcher = "allgather"
+	AllToAllDispatcher  = "alltoall"
+)
+
+// Parallel are the groups a MoE layer spans on the expert grid. The zero
+// value is one rank holding every expert whole.
+type Parallel struct {
+	// EP is the expert-parallel group: its rank r holds the E/ep local
+	// experts [r·E/ep, (r+1)·E/ep).
+	EP comm.Group
+	// ETP is the expert tensor-parallel group: every local expert's fc1 is
+	// column-parallel over it ([f₁/etp, h], gated with its gate and up
+	// rows) and its fc2 row-parallel ([h, f/etp]).
+	ETP comm.Group
+	// TPEP is the etp × ep group (tp-ep): the all-gather dispatcher's.
+	TPEP comm.Group
+	// TPCP is the attention's tp × cp group: its ranks hold the other
+	// tokens of the same sequences (sequence and context parallel), so the
+	// load-balancing loss counts tokens over it and the z loss averages
+	// over it.
+	TPCP comm.Group
+	// Dispatcher is AllGatherDispatcher (the default) or AllToAllDispatcher.
+	Dispatcher string
+}
+
+// GroupSize is g's size, 1 for nil.
+func GroupSize(g comm.Group) int {
+	if g == nil {
+		return 1
+	}
+	return g.Size()
+}
+
+// GroupRank is g's rank, 0 for nil.
+func GroupRank(g comm.Group) int {
+	if g == nil {
+		return 0
+	}
+	return g.Rank()
+}
+
+func size(g comm.Group) int { return GroupSize(g) }
+func rank(g comm.Group) int { return GroupRank(g) }
+
+// Layer is one MoE layer on one rank: decoder.layers.{i}.mlp.router.weight
+// [E, h] (whole on every rank), this rank's local experts
+// mlp.experts.local_experts.{e}.linear_fc1.weight [f₁/etp, h] and
+// linear_fc2.weight [h, f/etp] (f₁ = 2f gated; e the global index,
+// FirstExpert + j for FC1[j]), and optionally the shared experts
+// mlp.shared_experts.linear_fc1/fc2 (tensor-parallel like a dense MLP).
 type Layer struct {
 	Config   LayerConfig
+	Parallel Parallel
 	Router   *nn.Parameter
 	FC1, FC2 []*nn.Parameter
-	// SharedFC1 and SharedFC2 are the shared experts' MLP (nil: none).
-	SharedFC1, SharedFC2 *nn.Parameter
+	// FirstExpert is the global index of FC1[0]: EP rank · E/ep.
+	FirstExpert int
+	// Shared is the shared experts' MLP (nil: none).
+	Shared *SharedMLP
 	// Bias [E] is the expert bias (a buffer, not a parameter), and Counts
 	// [E] the tokens routed to each expert by the training forwards since
 	// the last UpdateBias (Megatron's local_tokens_per_expert).
@@ -66,7 +119,8 @@ type Stats struct {
 // Reset clears the statistics (at the start of an iteration).
 func (s *Stats) Reset() { *s = Stats{} }
 
-// Forward runs the layer on x [s, b, h] (sequence-first, T = s·b tokens):
+// Forward runs the layer on x [s, b, h] (sequence-first, T = s·b tokens;
+// under sequence parallelism this rank's s/tp positions):
 //
 //	logits = x·Wᵣᵀ;  probs, map = route(logits)
 //	y[t] = Σ_e probs[t, e]·expert_e(x[t])  (+ shared(x[t]))
@@ -75,6 +129,7 @@ func (s *Stats) Reset() { *s = Stats{} }
 // their gradients, times auxScale (the main loss's backward scale,
 // Megatron's MoEAuxLossAutoScaler), are added in backward. The losses,
 // token counts and expert-bias counts are taken only while t records.
+// Across ranks the routed rows travel as the layer's Parallel says.
 func (l *Layer) Forward(t *autograd.Tape, x *autograd.Var, auxScale float32) (*autograd.Var, error) {
 	shape := x.Value.Shape()
 	if len(shape) != 3 {
@@ -88,31 +143,72 @@ func (l *Layer) Forward(t *autograd.Tape, x *autograd.Var, auxScale float32) (*a
 	if err := t.Err(); err != nil {
 		return nil, err
 	}
-	d := NewDispatch(rf.r.Map, s*b, l.Config.Router.NumExperts)
-	xp := Permute(t, x2, d)
-	w1, w2 := make([]*autograd.Var, len(l.FC1)), make([]*autograd.Var, len(l.FC2))
-	for e := range l.FC1 {
-		w1[e], w2[e] = l.FC1[e].Var, l.FC2[e].Var
+	y, err := l.experts(t, x2, probs, rf.r.Map)
+	if err != nil {
+		return nil, err
 	}
-	yp := GroupedMLP(t, xp, w1, w2, d.Counts, l.Config.Act, l.Config.Gated)
-	y := Unpermute(t, yp, probs, d)
-	if l.SharedFC1 != nil {
-		u := nn.Linear(t, x2, l.SharedFC1.Var, nil)
-		u = nn.MLPActivation(t, u, nil, l.Config.Act, l.Config.Gated)
-		y = autograd.Add(t, y, nn.Linear(t, u, l.SharedFC2.Var, nil))
+	if l.Shared != nil {
+		u, err := l.Shared.Forward(t, x)
+		if err != nil {
+			return nil, err
+		}
+		y = autograd.Add(t, y, autograd.View(t, u, s*b, h))
 	}
 	return autograd.View(t, y, s, b, h), t.Err()
 }
 
-// Parameters returns the layer's parameters: the router, each expert's
-// fc1 and fc2, the shared experts'.
+// experts returns Σ_e probs[t, e]·expert_e(x[t]) [T, h] for this rank's
+// tokens x [T, h] routed by m [T, E]: on one rank, permute → grouped MLP →
+// unpermute; with the all-gather dispatcher every rank of tp-ep gathers
+// all tokens, runs its local experts (its expert-TP shards) on theirs and
+// the partial outputs are reduce-scattered back; with the all-to-all
+// dispatcher the permuted rows go to their experts' EP ranks, are
+// all-gathered over expert TP, and come back the same way.
+func (l *Layer) experts(t *autograd.Tape, x2, probs *autograd.Var, m []bool) (*autograd.Var, error) {
+	ctx := t.Context()
+	p := l.Parallel
+	e := l.Config.Router.NumExperts
+	tokens := x2.Value.Dim(0)
+	w1, w2 := make([]*autograd.Var, len(l.FC1)), make([]*autograd.Var, len(l.FC2))
+	for j := range l.FC1 {
+		w1[j], w2[j] = l.FC1[j].Var, l.FC2[j].Var
+	}
+	mlp := func(xs *autograd.Var, counts []int) *autograd.Var {
+		return GroupedMLP(t, xs, w1, w2, counts, l.Config.Act, l.Config.Gated)
+	}
+	if size(p.EP)*size(p.ETP) > 1 && p.Dispatcher != AllToAllDispatcher {
+		plan, err := NewAllGatherExchange(ctx, p.TPEP, m, tokens, e, l.FirstExpert, len(l.FC1))
+		if err != nil {
+			return nil, err
+		}
+		return plan.Combine(t, mlp(plan.Dispatch(t, x2), plan.Local()), probs), nil
+	}
+	d := NewDispatch(m, tokens, e)
+	xp := Permute(t, x2, d)
+	if size(p.EP)*size(p.ETP) == 1 {
+		return Unpermute(t, mlp(xp, d.Counts), probs, d), nil
+	}
+	ep, err := NewEPExchange(ctx, p.EP, d.Counts)
+	if err != nil {
+		return nil, err
+	}
+	et, err := NewETPExchange(ctx, p.ETP, ep.Local)
+	if err != nil {
+		return nil, err
+	}
+	y := et.Combine(t, mlp(et.Dispatch(t, ep.Dispatch(t, xp)), et.Local))
+	return Unpermute(t, ep.Combine(t, y), probs, d), nil
+}
+
+// Parameters returns the layer's parameters: the router, each local
+// expert's fc1 and fc2, the shared experts'.
 func (l *Layer) Parameters() []*nn.Parameter {
 	ps := []*nn.Parameter{l.Router}
 	for e := range l.FC1 {
 		ps = append(ps, l.FC1[e], l.FC2[e])
 	}
-	if l.SharedFC1 != nil {
-		ps = append(ps, l.SharedFC1, l.SharedFC2)
+	if l.Shared != nil {
+		ps = append(ps, l.Shared.Parameters()...)
 	}
 	return ps
 }
@@ -171,7 +267,7 @@ func (f *routerFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tenso
 			}
 		}
 		st.Passes++
-		if err := f.losses(ld, t, e); err != nil {
+		if err := f.losses(c.Tape().Context(), ld, t, e); err != nil {
 			return nil, err
 		}
 	}
@@ -179,10 +275,18 @@ func (f *routerFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tenso
 }
 
 // losses computes the load-balancing and z losses of the pass, records
-// them and keeps their gradient with respect to the logits.
-func (f *routerFn) losses(logits []float32, t, e int) error {
+// them and keeps their gradient with respect to the logits. Over a tp × cp
+// group of n ranks (Parallel.TPCP), each holding other tokens of the same
+// sequences, the tokens per expert are summed over the group and the
+// token count is n·T, so that the ranks' losses add up to the loss of the
+// whole sequences (Megatron's get_tokens_per_expert_and_token_count over
+// tp_cp); the z loss's coefficient is divided by n (each rank's is the
+// mean over its own tokens).
+func (f *routerFn) losses(ctx context.Context, logits []float32, t, e int) error {
 	cfg := f.l.Config
 	st := &f.l.Stats
+	g := f.l.Parallel.TPCP
+	n := size(g)
 	var grad []float32
 	add := func(d []float32) {
 		if grad == nil {
@@ -192,6 +296,15 @@ func (f *routerFn) losses(logits []float32, t, e int) error {
 			grad[i] += v
 		}
 	}
+	overGroup := func(tokens []float32) error {
+		if n == 1 {
+			return nil
+		}
+		if err := g.AllReduce(ctx, comm.F32(tokens), comm.Sum); err != nil {
+			return fmt.Errorf("moe: summing the tokens per expert over %s: %w", g.Name(), err)
+		}
+		return nil
+	}
 	if cfg.AuxCoeff > 0 && cfg.Balance != NoBalance {
 		a, err := NewAuxScores(logits, t, e, cfg.Router.TopK, cfg.Router.ScoreFunction)
 		if err != nil {
@@ -200,18 +313,27 @@ func (f *routerFn) losses(logits []float32, t, e int) error {
 		var loss float64
 		var ds []float32
 		if cfg.Balance == SeqAuxLoss {
-			if loss, ds, err = a.SeqLoadBalancingLoss(f.s, f.b, cfg.AuxCoeff); err != nil {
+			tokens := TokensPerExpert(a.Map, f.b*e)
+			if err := overGroup(tokens); err != nil {
+				return err
+			}
+			if loss, ds, err = a.SeqLoadBalancingLoss(f.s, f.b, tokens, n*f.s, cfg.AuxCoeff); err != nil {
 				return err
 			}
 		} else {
-			loss, ds = LoadBalancingLoss(a.Scores, TokensPerExpert(a.Map, e), t, e, cfg.Router.TopK, cfg.AuxCoeff)
+			tokens := TokensPerExpert(a.Map, e)
+			if err := overGroup(tokens); err != nil {
+				return err
+			}
+			loss, ds = LoadBalancingLoss(a.Scores, tokens, n*t, e, cfg.Router.TopK, cfg.AuxCoeff)
 		}
 		st.LoadBalancing += loss / cfg.AuxCoeff
 		add(a.Backward(ds))
 	}
 	if cfg.ZCoeff > 0 {
-		loss, d := ZLoss(logits, t, e, cfg.ZCoeff)
-		st.Z += loss / cfg.ZCoeff
+		coeff := cfg.ZCoeff / float64(n)
+		loss, d := ZLoss(logits, t, e, coeff)
+		st.Z += loss / coeff
 		add(d)
 	}
 	f.aux = grad

@@ -86,13 +86,15 @@ func LoadBalancingLoss(scores []float32, tokens []float32, total, experts, k int
 // SeqLoadBalancingLoss is the sequence-level load-balancing loss of
 // scores and map [s·b, E] (tokens in sequence-first order, token (i, j)
 // at row i·b + j): each sequence's loss, averaged over the b sequences,
-// as Megatron's seq_aux_loss computes it by viewing [s, b·E].
-func (a *AuxScores) SeqLoadBalancingLoss(s, b int, coeff float64) (float64, []float32, error) {
-	if s*b != a.T {
-		return 0, nil, fmt.Errorf("moe: sequence aux loss of %d tokens as %d × %d", a.T, s, b)
+// as Megatron's seq_aux_loss computes it by viewing [s, b·E]. tokens [b·E]
+// are the tokens per sequence and expert (TokensPerExpert(a.Map, b·E), or
+// their sum over the ranks holding the sequences' other positions) and
+// total the sequence length they count (s, or the sum).
+func (a *AuxScores) SeqLoadBalancingLoss(s, b int, tokens []float32, total int, coeff float64) (float64, []float32, error) {
+	if s*b != a.T || len(tokens) != b*a.E {
+		return 0, nil, fmt.Errorf("moe: sequence aux loss of %d tokens as %d × %d (%d token counts)", a.T, s, b, len(tokens))
 	}
-	tokens := TokensPerExpert(a.Map, b*a.E) // [b·E]: per sequence and expert
-	loss, d := LoadBalancingLoss(a.Scores, tokens, s, a.E, a.K, coeff)
+	loss, d := LoadBalancingLoss(a.Scores, tokens, total, a.E, a.K, coeff)
 	// Summed over the b sequences; their mean is the loss.
 	f := 1 / float64(b)
 	for i := range d {

@@ -168,7 +168,7 @@ func TestRoutingMatchesPyTorch(t *testing.T) {
 			sameMap(t, "aux routing map", a.Map, flat(c.AuxMap))
 			closeTo(t, "aux scores", a.Scores, flat(c.AuxScores))
 			lb, dlb := LoadBalancingLoss(a.Scores, TokensPerExpert(a.Map, f.E), f.T, f.E, c.TopK, f.AuxCoeff)
-			seq, _, err := a.SeqLoadBalancingLoss(f.S, f.B, f.AuxCoeff)
+			seq, _, err := a.SeqLoadBalancingLoss(f.S, f.B, TokensPerExpert(a.Map, f.B*a.E), f.S, f.AuxCoeff)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -95,7 +95,7 @@ func TestAuxAndZLossGradients(t *testing.T) {
 			l, _ := LoadBalancingLoss(q.Scores, tokens, s*b, E, k, 0.01) // counts held fixed, as in the reference
 			return l
 		})
-		_, ds, err := a.SeqLoadBalancingLoss(s, b, 0.01)
+		_, ds, err := a.SeqLoadBalancingLoss(s, b, TokensPerExpert(a.Map, b*a.E), s, 0.01)
 		if err != nil {
 			t.Fatal(err)
 		}

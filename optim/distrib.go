@@ -83,13 +83,20 @@ func (o *DistributedOptimizer) Step(ctx context.Context, lr float32) error {
 }
 
 // GlobalNorm returns sqrt(Σ over g of every member's local sum of
-// squares); nil or a group of one gives sqrt(local). The sums travel as
-// float32 pairs (hi, lo) so that the float64 sum keeps its precision
-// through a float32 collective, and are added in rank order, so every
-// member gets the same norm.
+// squares) (GlobalSquares).
 func GlobalNorm(ctx context.Context, local float64, g comm.Group) (float64, error) {
+	total, err := GlobalSquares(ctx, local, g)
+	return math.Sqrt(total), err
+}
+
+// GlobalSquares returns Σ over g of every member's local sum of squares;
+// nil or a group of one gives local. The sums travel as float32 pairs
+// (hi, lo) so that the float64 sum keeps its precision through a float32
+// collective, and are added in rank order, so every member gets the same
+// sum.
+func GlobalSquares(ctx context.Context, local float64, g comm.Group) (float64, error) {
 	if g == nil || g.Size() == 1 {
-		return math.Sqrt(local), nil
+		return local, nil
 	}
 	hi := float32(local)
 	buf := make([]float32, 2*g.Size())
@@ -101,5 +108,5 @@ func GlobalNorm(ctx context.Context, local float64, g comm.Group) (float64, erro
 	for r := 0; r < g.Size(); r++ {
 		total += float64(buf[2*r]) + float64(buf[2*r+1])
 	}
-	return math.Sqrt(total), nil
+	return total, nil
 }

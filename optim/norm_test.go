@@ -34,7 +34,7 @@ func TestGradNorm(t *testing.T) {
 			r := nn.NewParameter("replicated", tensor.New(2))
 			r.Grad = tensor.FromSlice(append([]float32(nil), rep...), 2)
 			ps := []*nn.Parameter{split, r}
-			got, err := GlobalNorm(ctx, NewAdam(ps, AdamConfig{}).SumSquares(NormOwners(ps, g.Rank())), g)
+			got, err := GlobalNorm(ctx, NewAdam(ps, AdamConfig{}).SumSquares(NormOwners(ps, g.Rank(), 0)), g)
 			if err != nil {
 				return err
 			}

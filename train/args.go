@@ -250,8 +250,8 @@ func (a Args) Validate(world int) error {
 		}
 	}
 	mp := a.Model.ModelParallelConfig
-	if ep := mp.ExpertModelParallelSize; ep > 1 {
-		add("--expert-model-parallel-size %d: this gotron trains with data, tensor, sequence, pipeline and context parallelism so far; expert parallel training is not built yet: use --expert-model-parallel-size 1", ep)
+	if n := a.DDP.NumDistributedOptimizerInstances; n > 1 && a.Model.NumMoEExperts > 0 {
+		add("--num-distributed-optimizer-instances %d with --num-experts: the partial distributed optimizer of expert parameters is not built yet; use one instance for a MoE model", n)
 	}
 	errs = append(errs, a.precisionErrors()...)
 	for _, f := range []struct {

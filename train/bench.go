@@ -425,7 +425,7 @@ func benchOne(ctx context.Context, c BenchConfig, a Args, n, localRanks int, bre
 			}
 		}
 		if g.Rank() == 0 {
-			for _, d := range t.ddps {
+			for _, d := range t.allDDPs() {
 				buckets += len(d.Buffer.Buckets)
 			}
 		}
@@ -483,7 +483,7 @@ func (t *trainer) benchOptimizerStep(ctx context.Context) (adam, gather time.Dur
 		return adam, 0, nil
 	}
 	start = time.Now()
-	for _, d := range t.ddps {
+	for _, d := range t.allDDPs() {
 		if err := d.StartParamSync(ctx, true); err != nil {
 			return 0, 0, err
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gotron/gotron/ckpt/safetensors"
 	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/mesh"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
 )
@@ -19,19 +20,28 @@ import (
 // taken once, from the first stage. Every rank must call it; ranks other
 // than 0 get nil.
 func (t *trainer) wholeTensors(ctx context.Context, of func(p *nn.Parameter) *tensor.Tensor) ([]safetensors.Tensor, error) {
-	var mine []safetensors.Tensor
+	var mine, experts []safetensors.Tensor
 	for _, c := range t.chunks {
 		ts, err := c.FullTensors(ctx, of)
 		if err != nil {
 			return nil, err
 		}
 		for i, p := range c.Parameters() {
-			if p == c.WordEmbeddings && !c.Spec.PreProcess && t.pp.Size() > 1 {
-				continue // the first stage's copy is saved
+			switch {
+			case p == c.WordEmbeddings && !c.Spec.PreProcess && t.pp.Size() > 1:
+				// the first stage's copy is saved
+			case !p.Allreduce:
+				experts = append(experts, ts[i])
+			default:
+				mine = append(mine, ts[i])
 			}
-			mine = append(mine, ts[i])
 		}
 	}
+	experts, err := t.gatherExperts(ctx, experts)
+	if err != nil {
+		return nil, err
+	}
+	mine = append(mine, experts...)
 	if t.pp.Size() == 1 {
 		return mine, nil
 	}
@@ -50,6 +60,27 @@ func (t *trainer) wholeTensors(ctx context.Context, of func(p *nn.Parameter) *te
 		all = append(all, ts...)
 	}
 	return all, nil
+}
+
+// gatherExperts collects the whole expert tensors of every rank of the
+// expert-parallel group (each holds its own experts) on its rank 0; the
+// other ranks get nil.
+func (t *trainer) gatherExperts(ctx context.Context, mine []safetensors.Tensor) ([]safetensors.Tensor, error) {
+	ep := t.groups.Get(mesh.GroupEP)
+	if ep == nil || ep.Size() == 1 {
+		return mine, nil
+	}
+	if ep.Rank() != 0 {
+		return nil, sendTensors(ctx, ep, mine)
+	}
+	for r := 1; r < ep.Size(); r++ {
+		ts, err := recvTensors(ctx, ep, r)
+		if err != nil {
+			return nil, fmt.Errorf("gathering the experts: %w", err)
+		}
+		mine = append(mine, ts...)
+	}
+	return mine, nil
 }
 
 // sendTensors sends ts to group rank 0: a header of int64s (the count,
@@ -84,7 +115,7 @@ func sendTensors(ctx context.Context, g comm.Group, ts []safetensors.Tensor) err
 			continue // a stage without parameters sends no data
 		}
 		if err := g.Send(ctx, m.buf, 0); err != nil {
-			return fmt.Errorf("sending the stage's tensors (%s) to pipeline rank 0: %w", m.what, err)
+			return fmt.Errorf("sending the tensors (%s) to %s rank 0: %w", m.what, g.Name(), err)
 		}
 	}
 	return nil
@@ -94,15 +125,15 @@ func sendTensors(ctx context.Context, g comm.Group, ts []safetensors.Tensor) err
 func recvTensors(ctx context.Context, g comm.Group, src int) ([]safetensors.Tensor, error) {
 	lens := make([]int64, 2)
 	if err := g.Recv(ctx, comm.I64(lens), src); err != nil {
-		return nil, fmt.Errorf("receiving pipeline rank %d's tensors: %w", src, err)
+		return nil, fmt.Errorf("receiving %s rank %d's tensors: %w", g.Name(), src, err)
 	}
 	head, body := make([]int64, lens[0]), make([]float32, lens[1])
 	if err := g.Recv(ctx, comm.I64(head), src); err != nil {
-		return nil, fmt.Errorf("receiving pipeline rank %d's tensor names: %w", src, err)
+		return nil, fmt.Errorf("receiving %s rank %d's tensor names: %w", g.Name(), src, err)
 	}
 	if len(body) > 0 {
 		if err := g.Recv(ctx, comm.F32(body), src); err != nil {
-			return nil, fmt.Errorf("receiving pipeline rank %d's tensor data: %w", src, err)
+			return nil, fmt.Errorf("receiving %s rank %d's tensor data: %w", g.Name(), src, err)
 		}
 	}
 	var out []safetensors.Tensor

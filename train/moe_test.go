@@ -1,6 +1,7 @@
 package train
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/gotron/gotron/config"
@@ -17,19 +18,69 @@ func moeArgs(world int) Args {
 	return a
 }
 
-// TestMoEMatchesSingleRank is the layout-equivalence test of MoE layers on
-// the layouts they run on so far: DP 2 (the auxiliary losses' backward
-// scale follows the microbatches per rank) and PP 2 with VPP 2; with the
-// expert bias and token dropping (sigmoid routing, every other layer MoE,
-// a shared expert), DP 2: the 20-step loss curve and the first step's
-// gathered gradients equal one rank's to 1e-6 and 1e-5.
+// moeLayout is a layout of the MoE layout-equivalence test.
+type moeLayout struct {
+	world, tp, etp, ep, pp, vpp, cp int
+	sp, distOpt                     bool
+	dispatcher                      string
+}
+
+func (l moeLayout) String() string {
+	return fmt.Sprintf("world%d/tp%d/sp=%v/etp%d/ep%d/pp%d/vpp%d/cp%d/distopt=%v/%s", l.world, l.tp, l.sp, l.etp, l.ep, l.pp, l.vpp, l.cp, l.distOpt, l.dispatcher)
+}
+
+// splitsSequences reports whether the layout splits a sequence's tokens
+// over ranks (sequence or context parallel): capacity dropping then
+// applies to each rank's part, not to the one-rank micro-batch.
+func (l moeLayout) splitsSequences() bool { return l.sp && l.tp > 1 || l.cp > 1 }
+
+func (l moeLayout) args() Args {
+	a := moeArgs(l.world)
+	m := &a.Model
+	m.TensorModelParallelSize, m.SequenceParallel = max(l.tp, 1), l.sp
+	m.ExpertModelParallelSize, m.ExpertTensorParallelSize = max(l.ep, 1), l.etp
+	m.PipelineModelParallelSize, m.VirtualPipelineModelParallelSize = max(l.pp, 1), l.vpp
+	m.ContextParallelSize = max(l.cp, 1)
+	if l.dispatcher != "" {
+		m.MoETokenDispatcherType = l.dispatcher
+	}
+	a.DDP.UseDistributedOptimizer = l.distOpt
+	return a
+}
+
+// moeLayouts are the layouts TestMoEMatchesSingleRank runs: data and
+// pipeline parallel; expert parallel 2 and 4 with each dispatcher; expert
+// tensor parallel (alone, under EP, and as the default ETP = TP under
+// TP2 + SP); EP under TP2 + SP with ETP 1; EP with PP 2; EP × DP with the
+// distributed optimizer; EP folded onto context-parallel ranks.
+var moeLayouts = []moeLayout{
+	{world: 2}, {world: 2, pp: 2, vpp: 2},
+	{world: 2, ep: 2}, {world: 2, ep: 2, dispatcher: "alltoall"},
+	{world: 4, ep: 4}, {world: 4, ep: 4, dispatcher: "alltoall"},
+	{world: 4, ep: 2, etp: 2}, {world: 4, ep: 2, etp: 2, dispatcher: "alltoall"},
+	{world: 2, etp: 2, dispatcher: "alltoall"},
+	{world: 4, tp: 2, sp: true, ep: 2}, {world: 4, tp: 2, sp: true, ep: 2, dispatcher: "alltoall"},
+	{world: 4, tp: 2, sp: true, ep: 2, etp: 1, dispatcher: "alltoall"},
+	{world: 4, ep: 2, pp: 2, dispatcher: "alltoall"},
+	{world: 4, ep: 2, distOpt: true, dispatcher: "alltoall"},
+	{world: 2, cp: 2, ep: 2, dispatcher: "alltoall"},
+}
+
+// TestMoEMatchesSingleRank is the layout-equivalence test of MoE layers
+// (moeLayouts): the 20-step loss curve and the first step's gathered
+// gradients equal one rank's to 1e-6 and 1e-5, for the softmax router with
+// both auxiliary losses in every layer and, on the layouts that keep each
+// micro-batch's tokens on one rank, for sigmoid routing with the expert
+// bias, groups, scaling, the sequence-level loss, token dropping and a
+// shared expert in every other layer.
 func TestMoEMatchesSingleRank(t *testing.T) {
 	for _, variant := range []struct {
 		name string
+		drop bool
 		set  func(m *config.TransformerConfig)
 	}{
-		{"softmax", func(*config.TransformerConfig) {}},
-		{"sigmoid-bias-drop-shared", func(m *config.TransformerConfig) {
+		{"softmax", false, func(*config.TransformerConfig) {}},
+		{"sigmoid-bias-drop-shared", true, func(m *config.TransformerConfig) {
 			m.NumMoEExperts, m.MoELayerFreq = 8, []int{2}
 			m.MoERouterScoreFunction, m.MoERouterEnableExpertBias, m.MoERouterBiasUpdateRate = "sigmoid", true, 0.01
 			m.MoERouterNumGroups, m.MoERouterGroupTopK, m.MoERouterTopKScalingFactor = 4, 2, 2
@@ -46,15 +97,13 @@ func TestMoEMatchesSingleRank(t *testing.T) {
 					t.Fatalf("no gradient for %s: the MoE layer is not in effect", name)
 				}
 			}
-			for _, l := range []struct {
-				name      string
-				world, pp int
-				vpp       int
-			}{{"dp2", 2, 1, 0}, {"pp2-vpp2", 2, 2, 2}} {
-				t.Run(l.name, func(t *testing.T) {
-					a := moeArgs(l.world)
+			for _, l := range moeLayouts {
+				if variant.drop && l.splitsSequences() {
+					continue
+				}
+				t.Run(l.String(), func(t *testing.T) {
+					a := l.args()
 					variant.set(&a.Model)
-					a.Model.PipelineModelParallelSize, a.Model.VirtualPipelineModelParallelSize = l.pp, l.vpp
 					losses, grads := tpRun(t, a)
 					checkEquivalent(t, losses, grads, wantLoss, wantGrads, 1e-6, 1e-5)
 				})

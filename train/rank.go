@@ -13,6 +13,7 @@ import (
 	"github.com/gotron/gotron/dp"
 	"github.com/gotron/gotron/mesh"
 	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/moe"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/optim"
 	"github.com/gotron/gotron/pp/p2p"
@@ -37,12 +38,14 @@ type trainer struct {
 	micro    int        // micro-batches of the current iteration on this rank
 
 	tape *autograd.Tape
-	// chunks are this rank's model chunks (one per virtual pipeline stage)
-	// and ddps their data-parallel wrappers.
-	chunks []*gpt.Model
-	ddps   []*dp.DDP
-	params []*nn.Parameter // every chunk's parameters, in chunk order
-	opt    *optim.Adam
+	// chunks are this rank's model chunks (one per virtual pipeline stage),
+	// ddps their data-parallel wrappers and expertDDPs those of their
+	// expert parameters (nil for a chunk without experts).
+	chunks     []*gpt.Model
+	ddps       []*dp.DDP
+	expertDDPs []*dp.DDP
+	params     []*nn.Parameter // every chunk's parameters, in chunk order
+	opt        *optim.Adam
 	// dopt is the distributed optimizer (use_distributed_optimizer), whose
 	// Adam is opt; nil otherwise.
 	dopt *optim.DistributedOptimizer
@@ -178,7 +181,7 @@ func (t *trainer) buildChunks() error {
 		}
 		m, err := gpt.NewChunk(t.a.Model, rng.New(t.a.Seed), t.tp, gpt.ChunkSpec{
 			PreProcess: c.PreProcess, PostProcess: c.PostProcess, LayerOffset: c.LayerOffset, NumLayers: c.NumLayers,
-		})
+		}, gpt.WithExperts(t.expertGroups()))
 		if err != nil {
 			return err
 		}
@@ -186,6 +189,12 @@ func (t *trainer) buildChunks() error {
 		t.chunks = append(t.chunks, m)
 	}
 	return nil
+}
+
+// expertGroups are the expert grid's groups the MoE layers span.
+func (t *trainer) expertGroups() moe.Parallel {
+	g := t.groups
+	return moe.Parallel{EP: g.Get(mesh.GroupEP), ETP: g.Get(mesh.GroupExptTP), TPEP: g.Get(mesh.GroupTPEP), TPCP: g.Get(mesh.GroupTPCP)}
 }
 
 // firstStage and lastStage report whether the rank is the first or the last
@@ -275,7 +284,7 @@ func (t *trainer) gatherPeaks(ctx context.Context, r *stepResult) error {
 // over the tensor- and pipeline-parallel groups (every rank takes part;
 // rank 0 writes).
 func (t *trainer) dumpGrads(ctx context.Context) error {
-	for _, d := range t.ddps {
+	for _, d := range t.allDDPs() {
 		if err := d.AllGatherGrads(ctx); err != nil {
 			return fmt.Errorf("--dump-grads: %w", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/gotron/gotron/dp"
 	"github.com/gotron/gotron/mesh"
 	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/moe"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/optim"
 	"github.com/gotron/gotron/pp"
@@ -33,7 +34,7 @@ type microLoss struct {
 func (t *trainer) step(ctx context.Context) (stepResult, error) {
 	start := time.Now()
 	a := t.a
-	for _, d := range t.ddps {
+	for _, d := range t.allDDPs() {
 		d.ZeroGradBuffer()
 	}
 	t.tape.ResetPeakActivationBytes()
@@ -106,10 +107,24 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch da
 		cfg.GradScaleFunc = t.scaler.Scale
 	}
 	if a.DDP.OverlapGradReduce {
-		cfg.GradSyncFunc = func(ctx context.Context, chunk int) error { return t.ddps[chunk].StartGradSync(ctx) }
+		cfg.GradSyncFunc = func(ctx context.Context, chunk int) error {
+			for _, d := range t.chunkDDPs(chunk) {
+				if err := d.StartGradSync(ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 	}
 	if a.DDP.OverlapParamGather && a.DDP.AlignParamGather {
-		cfg.ParamSyncFunc = func(ctx context.Context, chunk int) error { return t.ddps[chunk].StartParamSync(ctx, false) }
+		cfg.ParamSyncFunc = func(ctx context.Context, chunk int) error {
+			for _, d := range t.chunkDDPs(chunk) {
+				if err := d.StartParamSync(ctx, false); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 	}
 	chunks := make([]pp.Chunk, len(t.chunks))
 	for i, c := range t.chunks {
@@ -243,8 +258,9 @@ func (t *trainer) overCP(ctx context.Context, sum float32, tokens int64) (microL
 // noSync is the config's no_sync_func: every chunk's gradient reduction is
 // suspended until the returned function runs.
 func (t *trainer) noSync() func() {
-	resume := make([]func(), len(t.ddps))
-	for i, d := range t.ddps {
+	ddps := t.allDDPs()
+	resume := make([]func(), len(ddps))
+	for i, d := range ddps {
 		resume[i] = d.NoSync()
 	}
 	return func() {
@@ -270,7 +286,7 @@ func (t *trainer) finalize(ctx context.Context, numTokens *int64, forceAllReduce
 		}
 		numTokens = &n[0]
 	}
-	return dp.FinalizeModelGrads(ctx, t.ddps, dp.FinalizeOptions{
+	return dp.FinalizeModelGrads(ctx, t.allDDPs(), dp.FinalizeOptions{
 		NumTokens: numTokens, TP: t.tp, SequenceParallel: t.a.Model.SequenceParallel,
 		Embedding: t.groups.Get(mesh.GroupEmbd), EmbeddingParams: t.sharedEmbeddings(),
 		PosEmbedding: t.groups.Get(mesh.GroupPosEmbd), PosEmbeddingParams: t.positionEmbeddings(),
@@ -302,18 +318,35 @@ func (t *trainer) updateExpertBias(ctx context.Context) error {
 	return nil
 }
 
-// gradNorm is the global L2 norm of the iteration's reduced gradients.
+// gradNorm is the global L2 norm of the iteration's reduced gradients:
+// under the distributed optimizer the squares of every rank's shards
+// summed over the optimizer instance; else the dense parameters' squares
+// summed over the model-parallel group (tp × pp) plus the experts' over
+// the expert model-parallel group (etp × ep × pp), where each expert's
+// weights live once.
 func (t *trainer) gradNorm(ctx context.Context) (float64, error) {
 	if t.dopt != nil {
 		return t.dopt.GradNorm(ctx)
 	}
-	return optim.GlobalNorm(ctx, t.opt.SumSquares(t.normOwned()), t.mp)
+	owned := t.normOwned()
+	if t.a.Model.NumMoEExperts == 0 { // (a collective: decided by the config, not by the rank's layers)
+		return optim.GlobalNorm(ctx, t.opt.SumSquares(owned), t.mp)
+	}
+	dense, err := optim.GlobalSquares(ctx, t.opt.SumSquares(func(p *nn.Parameter) bool { return p.Allreduce && owned(p) }), t.mp)
+	if err != nil {
+		return 0, err
+	}
+	experts, err := optim.GlobalSquares(ctx, t.opt.SumSquares(func(p *nn.Parameter) bool { return !p.Allreduce && owned(p) }), t.groups.Get(mesh.GroupTPEPPP))
+	if err != nil {
+		return 0, err
+	}
+	return math.Sqrt(dense + experts), nil
 }
 
 // normOwned reports whether the gradient norm counts a parameter's
 // squares on this rank (optim.NormOwners of normParams).
 func (t *trainer) normOwned() func(*nn.Parameter) bool {
-	return optim.NormOwners(t.normParams(), t.tp.Rank())
+	return optim.NormOwners(t.normParams(), t.tp.Rank(), moe.GroupRank(t.groups.Get(mesh.GroupExptTP)))
 }
 
 // finishParamSync finishes every parameter all-gather of the distributed
@@ -321,7 +354,7 @@ func (t *trainer) normOwned() func(*nn.Parameter) bool {
 // so that every rank holds the whole updated parameters: before they are
 // read other than by a forward pass (a checkpoint).
 func (t *trainer) finishParamSync(ctx context.Context) error {
-	for _, d := range t.ddps {
+	for _, d := range t.allDDPs() {
 		if err := d.StartParamSync(ctx, true); err != nil {
 			return err
 		}

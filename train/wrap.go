@@ -12,44 +12,61 @@ import (
 
 // wrapChunks wraps every model chunk in the data-parallel wrapper — its
 // parameters and gradients moved into buffers, in registration order,
-// bucketed as the DDP config and the chunk's place say — and builds the
+// bucketed as the DDP config and the chunk's place say; a MoE chunk's
+// expert parameters (not all-reduced) in a second wrapper of their own,
+// reduced over the expert data-parallel group — and builds the
 // optimizer: Adam over whole parameters, or the distributed optimizer over
 // this rank's shards of the buffers.
 func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 	a := t.a
 	ddp := a.DDP
 	intra, inter := t.dpg, comm.Group(nil)
+	eintra := t.groups.Get(mesh.GroupExptDP)
 	if ddp.NumDistributedOptimizerInstances > 1 {
 		intra, inter = t.groups.Get(mesh.GroupIntraDPCP), t.groups.Get(mesh.GroupInterDistOpt)
+		eintra = t.groups.Get(mesh.GroupIntraExptDP)
 	}
-	var err error
 	for i, c := range t.chunks {
-		ps := c.RegisteredParameters()
-		n := 0
-		for _, p := range ps {
-			n += p.Value.Len()
+		var dense, experts []*nn.Parameter
+		for _, p := range c.RegisteredParameters() {
+			if p.Allreduce {
+				dense = append(dense, p)
+			} else {
+				experts = append(experts, p)
+			}
 		}
 		var shared *nn.Parameter
 		if t.pp.Size() > 1 && c.WordEmbeddings != nil && a.Model.ShareEmbeddingsAndOutputWeights {
 			shared = c.WordEmbeddings
 		}
-		d, err := dp.New(ctx, ps, ddp, dp.Options{
-			Group: intra, Inter: inter,
-			BucketSize:       dp.BucketSize(ddp, t.dpg.Size(), n, t.pp.Rank(), i),
-			DisableBucketing: i > 0, SharedEmbedding: shared,
-			CalculatePerTokenLoss: a.Model.CalculatePerTokenLoss,
-			ParamDType:            a.ParamDType(),
-		})
+		d, err := t.wrap(ctx, dense, dp.Options{Group: intra, Inter: inter, DisableBucketing: i > 0, SharedEmbedding: shared}, i, workers)
 		if err != nil {
 			return err
 		}
-		d.Workers = workers
-		if ddp.OverlapParamGather {
-			c.PreHook = func(ps []*nn.Parameter) error { return d.ParamPreHook(ctx, ps) }
-		}
 		t.ddps = append(t.ddps, d)
+		var e *dp.DDP
+		if len(experts) > 0 {
+			if e, err = t.wrap(ctx, experts, dp.Options{Group: eintra, Inter: inter, DisableBucketing: i > 0, AverageOver: t.dpg.Size()}, i, workers); err != nil {
+				return err
+			}
+		}
+		t.expertDDPs = append(t.expertDDPs, e)
+		if ddp.OverlapParamGather {
+			c.PreHook = func(ps []*nn.Parameter) error {
+				for _, w := range []*dp.DDP{d, e} {
+					if w == nil {
+						continue
+					}
+					if err := w.ParamPreHook(ctx, ps); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+		}
 		t.params = append(t.params, c.Parameters()...)
 	}
+	var err error
 	cfg := optim.AdamConfig{
 		Beta1: float32(a.AdamBeta1), Beta2: float32(a.AdamBeta2), Eps: float32(a.AdamEps),
 		WeightDecay: float32(a.WeightDecay), Decoupled: true,
@@ -62,11 +79,51 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 		t.opt.Workers = workers
 		return nil
 	}
-	dopt, err := optim.NewDistributedOptimizer(t.ddps, cfg, t.groups.Get(mesh.GroupIntraDistOpt), t.normOwned())
+	dopt, err := optim.NewDistributedOptimizer(t.allDDPs(), cfg, t.groups.Get(mesh.GroupIntraDistOpt), t.normOwned())
 	if err != nil {
 		return err
 	}
 	t.dopt, t.opt = dopt, dopt.Adam
 	t.opt.Workers = workers
 	return nil
+}
+
+// wrap builds chunk i's data-parallel wrapper of params with o's groups
+// and the run's DDP config, precision and bucket size.
+func (t *trainer) wrap(ctx context.Context, params []*nn.Parameter, o dp.Options, i, workers int) (*dp.DDP, error) {
+	a := t.a
+	n := 0
+	for _, p := range params {
+		n += p.Value.Len()
+	}
+	o.BucketSize = dp.BucketSize(a.DDP, t.dpg.Size(), n, t.pp.Rank(), i)
+	o.CalculatePerTokenLoss = a.Model.CalculatePerTokenLoss
+	o.ParamDType = a.ParamDType()
+	d, err := dp.New(ctx, params, a.DDP, o)
+	if err != nil {
+		return nil, err
+	}
+	d.Workers = workers
+	return d, nil
+}
+
+// allDDPs returns every data-parallel wrapper of the rank: each chunk's
+// dense one, then each MoE chunk's expert one.
+func (t *trainer) allDDPs() []*dp.DDP {
+	out := append([]*dp.DDP(nil), t.ddps...)
+	for _, e := range t.expertDDPs {
+		if e != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// chunkDDPs returns chunk i's wrappers: the dense one and, in a MoE
+// chunk, the expert one.
+func (t *trainer) chunkDDPs(i int) []*dp.DDP {
+	if e := t.expertDDPs[i]; e != nil {
+		return []*dp.DDP{t.ddps[i], e}
+	}
+	return t.ddps[i : i+1]
 }

@@ -13,11 +13,13 @@ import (
 // FullTensors gathers, for every parameter in order, the whole tensor of
 // which of(p) is this rank's partition (p's value, gradient or an optimizer
 // moment, shaped as p), under p's Megatron name: tensor-parallel partitions
-// are gathered over TP and the word embedding (and an untied output
+// are gathered over TP (an expert's over expert TP) and the word embedding (and an untied output
 // layer) is cut to the real
 // vocabulary. The result is the same for every TP size, which makes weight,
 // gradient and checkpoint files independent of the layout. Every TP rank
-// must call it; a nil of(p) contributes zeros.
+// must call it; a nil of(p) contributes zeros. A chunk holds its
+// expert-parallel rank's experts only: the others' tensors are not in the
+// result.
 func (m *Model) FullTensors(ctx context.Context, of func(p *nn.Parameter) *tensor.Tensor) ([]safetensors.Tensor, error) {
 	out := make([]safetensors.Tensor, 0, len(m.params))
 	for _, p := range m.params {
@@ -25,7 +27,7 @@ func (m *Model) FullTensors(ctx context.Context, of func(p *nn.Parameter) *tenso
 		if local == nil {
 			local = tensor.New(p.Value.Shape()...)
 		}
-		full, err := tp.GatherPartitioned(ctx, m.TP, p, local)
+		full, err := tp.GatherPartitioned(ctx, m.partitionGroup(p), p, local)
 		if err != nil {
 			return nil, err
 		}
@@ -71,8 +73,8 @@ func (m *Model) LoadInto(f *safetensors.File, source, prefix string, into func(p
 	if err := f.Check(want); err != nil {
 		return fmt.Errorf("%s: %w", source, err)
 	}
-	ws, rank := m.tpSize(), m.tpRank()
 	for _, p := range m.params {
+		ws, rank := m.partitionSize(p)
 		t, _ := f.Get(prefix + p.Name)
 		v, err := t.Float32()
 		if err != nil {

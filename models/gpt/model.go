@@ -39,6 +39,9 @@ type Model struct {
 	// positions, and attention crosses the group as the config's
 	// cp_comm_type says.
 	CP *cp.Groups
+	// Experts are the expert grid's groups of the MoE layers (WithExperts;
+	// zero: one rank).
+	Experts moe.Parallel
 	// CPWait, if set, accumulates the nanoseconds ring attention spends
 	// blocked on receives.
 	CPWait *atomic.Int64
@@ -170,7 +173,7 @@ func NewParallel(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group) (*Mod
 // the TP ranks' tokens and finalize_model_grads sums them; the q/k norms'
 // gradients are partial over the ranks' heads and always summed
 // (SumGradientsAcrossTP).
-func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec ChunkSpec) (*Model, error) {
+func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec ChunkSpec, opts ...Option) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -185,7 +188,10 @@ func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec Chu
 		return nil, fmt.Errorf("gpt: the tensor-parallel group has %d ranks but tensor_model_parallel_size is %d", ws, cfg.TensorModelParallelSize)
 	}
 	b := &builder{cfg: cfg, g: g, tpg: tpg, sp: cfg.SequenceParallel && ws > 1}
-	m := &Model{Config: cfg, Spec: spec, TP: tpg}
+	for _, o := range opts {
+		o(b)
+	}
+	m := &Model{Config: cfg, Spec: spec, TP: tpg, Experts: b.experts}
 	b.m = m
 	h, v, vp := cfg.HiddenSize, cfg.VocabSize, cfg.PaddedVocabSize()
 	var err error
@@ -238,11 +244,12 @@ func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec Chu
 
 // builder holds what NewChunk's parts share.
 type builder struct {
-	cfg config.TransformerConfig
-	g   *rng.RNG
-	tpg comm.Group
-	sp  bool
-	m   *Model
+	cfg     config.TransformerConfig
+	g       *rng.RNG
+	tpg     comm.Group
+	sp      bool
+	m       *Model
+	experts moe.Parallel // the expert grid's groups (WithExperts)
 }
 
 // normal is the init method N(0, sd) drawing from the model's stream.
@@ -324,11 +331,8 @@ func (b *builder) layer(i int) (*Layer, error) {
 	m.add(l.Proj.Parameters()...)
 	l.PreMLPLayernormW, l.PreMLPLayernormB = b.norm(p + "pre_mlp_layernorm")
 	if cfg.IsMoELayer(i) {
-		if l.MoE, err = b.moeLayer(p); err != nil {
-			return nil, err
-		}
-		m.add(l.MoE.Parameters()...)
-		return l, nil
+		l.MoE, err = b.moeLayer(p)
+		return l, err
 	}
 	stride := 1
 	if cfg.GatedLinearUnit {
@@ -407,11 +411,28 @@ func (m *Model) Shapes() map[string][]int {
 
 // fullShape is p's whole shape, the word embedding's without padding.
 func (m *Model) fullShape(p *nn.Parameter) []int {
-	s := tp.FullShape(p, m.tpSize())
+	ws, _ := m.partitionSize(p)
+	s := tp.FullShape(p, ws)
 	if p == m.WordEmbeddings || p == m.OutputWeight {
 		s[0] = m.Config.VocabSize
 	}
 	return s
+}
+
+// partitionGroup is the group p is split over: the expert tensor-parallel
+// group for an expert's weight, else the tensor-parallel group.
+func (m *Model) partitionGroup(p *nn.Parameter) comm.Group {
+	if !p.Allreduce {
+		return m.Experts.ETP
+	}
+	return m.TP
+}
+
+// partitionSize is the size of p's partition group and this rank's place
+// in it.
+func (m *Model) partitionSize(p *nn.Parameter) (size, rank int) {
+	g := m.partitionGroup(p)
+	return moe.GroupSize(g), moe.GroupRank(g)
 }
 
 func (m *Model) tpSize() int {

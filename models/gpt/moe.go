@@ -7,6 +7,7 @@ import (
 	"github.com/gotron/gotron/moe"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
+	"github.com/gotron/gotron/tp"
 )
 
 // moeWidths are a MoE layer's widths: each expert's fc1 output f₁ (2f
@@ -36,13 +37,28 @@ func moeDraws(cfg config.TransformerConfig) []int {
 	return out
 }
 
-// moeSupported reports what gotron's MoE layer does not do yet.
-func moeSupported(cfg config.TransformerConfig, tpSize int) error {
+// Option configures NewChunk.
+type Option func(*builder)
+
+// WithExperts gives NewChunk the expert grid's groups for its MoE layers
+// (moe.Parallel without the dispatcher, which the config names): each rank
+// builds only its expert-parallel rank's local experts, each split over
+// the expert tensor-parallel group. Without it a MoE model needs one
+// rank per expert-grid dimension.
+func WithExperts(p moe.Parallel) Option { return func(b *builder) { b.experts = p } }
+
+// moeSupported reports what gotron's MoE layer does not do yet, and a
+// parallel layout whose groups NewChunk was not given.
+func (b *builder) moeSupported() error {
+	cfg, p := b.cfg, b.experts
+	ep, etp := max(cfg.ExpertModelParallelSize, 1), cfg.EffectiveExpertTensorParallelSize()
+	tpcp := max(cfg.TensorModelParallelSize, 1) * max(cfg.ContextParallelSize, 1)
 	switch {
 	case cfg.NumMoEExperts == 0:
 		return nil
-	case tpSize > 1 || cfg.ContextParallelSize > 1 || cfg.ExpertModelParallelSize > 1:
-		return fmt.Errorf("gpt: MoE layers run on one tensor-, context- and expert-parallel rank so far (tensor_model_parallel_size %d, context_parallel_size %d, expert_model_parallel_size %d): use 1 for each with --num-experts", tpSize, cfg.ContextParallelSize, cfg.ExpertModelParallelSize)
+	case moe.GroupSize(p.EP) != ep || moe.GroupSize(p.ETP) != max(etp, 1) || moe.GroupSize(p.TPEP) != ep*max(etp, 1) || moe.GroupSize(p.TPCP) != tpcp:
+		return fmt.Errorf("gpt: the MoE layers were given groups of ep %d, expt-tp %d, tp-ep %d and tp-cp %d ranks, but the config says expert_model_parallel_size %d, expert_tensor_parallel_size %d and tp·cp %d: build the model with gpt.WithExperts and the expert grid's groups",
+			moe.GroupSize(p.EP), moe.GroupSize(p.ETP), moe.GroupSize(p.TPEP), moe.GroupSize(p.TPCP), ep, etp, tpcp)
 	case cfg.AddBiasLinear:
 		return fmt.Errorf("gpt: gotron's experts have no biases yet: add --disable-bias-linear to a MoE model")
 	case cfg.CalculatePerTokenLoss:
@@ -53,29 +69,84 @@ func moeSupported(cfg config.TransformerConfig, tpSize int) error {
 	return nil
 }
 
-// moeLayer builds the MoE layer with prefix p ("decoder.layers.{i}.").
+// moeLayer builds the MoE layer with prefix p ("decoder.layers.{i}."). It
+// draws, in order, the router, every expert's fc1 and fc2 (global order;
+// a rank keeps its local experts' expert-TP partitions and skips the
+// others' draws) and the shared experts.
 func (b *builder) moeLayer(p string) (*moe.Layer, error) {
-	cfg := b.cfg
-	if err := moeSupported(cfg, max(cfg.TensorModelParallelSize, 1)); err != nil {
+	cfg, par := b.cfg, b.experts
+	if err := b.moeSupported(); err != nil {
 		return nil, err
 	}
 	h, e := cfg.HiddenSize, cfg.NumMoEExperts
 	f1, f, fs1, fs := moeWidths(cfg)
-	draw := func(name string, sd float64, shape ...int) *nn.Parameter {
-		w := tensor.New(shape...)
-		b.g.FillNormal(w.Data(), 0, sd)
-		return nn.NewParameter(name, w)
+	local := e / moe.GroupSize(par.EP)
+	first := moe.GroupRank(par.EP) * local
+	etp, etpRank := moe.GroupSize(par.ETP), moe.GroupRank(par.ETP)
+	stride := 1
+	if cfg.GatedLinearUnit {
+		stride = 2 // each rank holds its gate rows and its up rows
 	}
-	l := &moe.Layer{Config: b.moeConfig()}
-	l.Router = draw(p+"mlp.router.weight", cfg.InitMethodStd, e, h)
+	if f%etp != 0 {
+		return nil, fmt.Errorf("gpt: the experts' ffn width %d is not divisible by expert_tensor_parallel_size %d: choose --moe-ffn-hidden-size a multiple of %d", f, etp, etp)
+	}
+	l := &moe.Layer{Config: b.moeConfig(), Parallel: par, FirstExpert: first}
+	l.Parallel.Dispatcher = cfg.MoETokenDispatcherType
+	l.Router = b.m.add(nn.NewParameter(p+"mlp.router.weight", tensor.New(e, h)))
+	b.g.FillNormal(l.Router.Value.Data(), 0, cfg.InitMethodStd)
+	l.Router.SequenceParallel = b.sp // each TP rank routes its own tokens
+	expert := func(name string, sd float64, rows, cols, dim int) (*nn.Parameter, error) {
+		w := tensor.New(rows, cols)
+		b.g.FillNormal(w.Data(), 0, sd)
+		shape := []int{rows, cols}
+		shape[dim] /= etp
+		q := nn.NewParameter(name, tensor.New(shape...))
+		q.Allreduce = false
+		if etp > 1 {
+			q.TensorModelParallel, q.PartitionDim, q.PartitionStride = true, dim, 1
+			if dim == 0 {
+				q.PartitionStride = stride
+			}
+		}
+		part, err := tp.PartitionOf(q, w, etpRank, etp)
+		if err != nil {
+			return nil, err
+		}
+		q.Value.CopyFrom(part)
+		return b.m.add(q), nil
+	}
 	for j := range e {
+		if j < first || j >= first+local {
+			b.g.SkipNormal(f1 * h)
+			b.g.SkipNormal(h * f)
+			continue
+		}
 		q := fmt.Sprintf("%smlp.experts.local_experts.%d.", p, j)
-		l.FC1 = append(l.FC1, draw(q+"linear_fc1.weight", cfg.InitMethodStd, f1, h))
-		l.FC2 = append(l.FC2, draw(q+"linear_fc2.weight", cfg.OutputLayerInitStd(), h, f))
+		w1, err := expert(q+"linear_fc1.weight", cfg.InitMethodStd, f1, h, 0)
+		if err != nil {
+			return nil, err
+		}
+		w2, err := expert(q+"linear_fc2.weight", cfg.OutputLayerInitStd(), h, f, 1)
+		if err != nil {
+			return nil, err
+		}
+		l.FC1, l.FC2 = append(l.FC1, w1), append(l.FC2, w2)
 	}
 	if fs > 0 {
-		l.SharedFC1 = draw(p+"mlp.shared_experts.linear_fc1.weight", cfg.InitMethodStd, fs1, h)
-		l.SharedFC2 = draw(p+"mlp.shared_experts.linear_fc2.weight", cfg.OutputLayerInitStd(), h, fs)
+		var err error
+		sh := &moe.SharedMLP{Act: activation(cfg), Gated: cfg.GatedLinearUnit}
+		if sh.FC1, err = tp.NewColumnParallelLinear(p+"mlp.shared_experts.linear_fc1", h, fs1, tp.ColumnParallelConfig{
+			Group: b.tpg, Init: b.normal(cfg.InitMethodStd), SkipBiasAdd: true, SequenceParallel: b.sp, Stride: stride,
+		}); err != nil {
+			return nil, err
+		}
+		if sh.FC2, err = tp.NewRowParallelLinear(p+"mlp.shared_experts.linear_fc2", fs, h, tp.RowParallelConfig{
+			Group: b.tpg, Init: b.normal(cfg.OutputLayerInitStd()), InputIsParallel: true, SequenceParallel: b.sp,
+		}); err != nil {
+			return nil, err
+		}
+		b.m.add(sh.Parameters()...)
+		l.Shared = sh
 	}
 	if cfg.MoERouterEnableExpertBias {
 		l.Bias, l.Counts = make([]float32, e), make([]float32, e)
