@@ -61,6 +61,11 @@ type Layout struct {
 	DP                   int  `json:"data_parallel_size"`
 	CP                   int  `json:"context_parallel_size,omitempty"` // 0: 1
 	DistributedOptimizer bool `json:"use_distributed_optimizer"`
+	// EP and ETP are a MoE model's expert-parallel and expert
+	// tensor-parallel sizes (0: a dense model). Experts are saved by global
+	// index, so any EP size loads them.
+	EP  int `json:"expert_model_parallel_size,omitempty"`
+	ETP int `json:"expert_tensor_parallel_size,omitempty"`
 }
 
 // ContextParallel returns the layout's context-parallel size (1 when the

@@ -51,10 +51,15 @@ func (t *trainer) resume() error {
 			}
 		}
 	}
-	whole := gpt.ParameterShapes(t.a.Model)
+	whole, buffers := gpt.ParameterShapes(t.a.Model), gpt.BufferShapes(t.a.Model)
+	for name := range buffers {
+		if !r.Has(ckpt.ModelKey + name) {
+			return fmt.Errorf("%s: the checkpoint has no %s%s: it was saved from another model (without --moe-router-enable-expert-bias?)", where, ckpt.ModelKey, name)
+		}
+	}
 	var extra []string
 	for key := range m.Tensors {
-		if name, ok := strings.CutPrefix(key, ckpt.ModelKey); ok && whole[name] == nil {
+		if name, ok := strings.CutPrefix(key, ckpt.ModelKey); ok && whole[name] == nil && buffers[name] == nil {
 			extra = append(extra, name)
 		}
 	}
@@ -79,6 +84,13 @@ func (t *trainer) resume() error {
 	}
 	if t.mixedPrecision() {
 		t.setSegments([]segmentField{mainOf}, values)
+	}
+	for _, c := range t.chunks {
+		for name, v := range c.ExpertBiases() {
+			if err := r.Fill(ckpt.ModelKey+name, ckpt.Box{Offset: []int{0}, Shape: []int{len(v)}}, v); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+		}
 	}
 	if t.a.Finetune {
 		// The weights only: iteration 0, fresh optimizer and generators.

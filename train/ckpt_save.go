@@ -12,6 +12,7 @@ import (
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/mesh"
 	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/moe"
 	"github.com/gotron/gotron/nn"
 )
 
@@ -130,6 +131,9 @@ func (t *trainer) beginSave(ctx context.Context) (*pendingSave, error) {
 		for _, k := range t.savedFields() {
 			m.Tensors[k.prefix+name] = shape
 		}
+	}
+	for name, shape := range gpt.BufferShapes(t.a.Model) {
+		m.Tensors[ckpt.ModelKey+name] = shape
 	}
 	per := len(mine) / 4
 	for r := 0; r < w.Size(); r++ {
@@ -257,8 +261,12 @@ func (t *trainer) savedFields() []struct {
 
 // layout describes the run's parallel layout for the manifest.
 func (t *trainer) layout() ckpt.Layout {
-	return ckpt.Layout{World: t.groups.World.Size(), TP: t.tp.Size(), PP: t.pp.Size(), VPP: t.a.Model.NumModelChunks(), DP: t.dp,
+	l := ckpt.Layout{World: t.groups.World.Size(), TP: t.tp.Size(), PP: t.pp.Size(), VPP: t.a.Model.NumModelChunks(), DP: t.dp,
 		CP: t.cpLayout(), DistributedOptimizer: t.dopt != nil}
+	if t.a.Model.NumMoEExperts > 0 {
+		l.EP, l.ETP = moe.GroupSize(t.groups.Get(mesh.GroupEP)), moe.GroupSize(t.groups.Get(mesh.GroupExptTP))
+	}
+	return l
 }
 
 // cpLayout is the context-parallel size as the manifest records it: 0
@@ -272,16 +280,13 @@ func (t *trainer) cpLayout() int {
 
 // checkpointPieces returns the boxes this rank writes (see save).
 func (t *trainer) checkpointPieces() []ckpt.PieceData {
-	if !t.writesOptimizerState() {
-		return nil
-	}
 	whole := gpt.ParameterShapes(t.a.Model)
 	skip := t.duplicateParams()
 	var out []ckpt.PieceData
 	for i := range t.opt.Segments {
 		s := &t.opt.Segments[i]
 		p := s.Param
-		if skip[p] || (!isPartitioned(p) && t.tp.Rank() != 0) {
+		if skip[p] || !t.writesOptimizerState(p) || (!isPartitioned(p) && t.partition(p).Rank != 0) {
 			continue
 		}
 		local := p.Value.Shape()
@@ -295,14 +300,36 @@ func (t *trainer) checkpointPieces() []ckpt.PieceData {
 			}
 		}
 	}
+	return append(out, t.bufferPieces()...)
+}
+
+// bufferPieces are the state tensors that are not parameters (the expert
+// biases, BufferShapes), whole: every rank holds the same values; the
+// first data-parallel replica's tensor-parallel rank 0 of each pipeline
+// stage writes its stage's.
+func (t *trainer) bufferPieces() []ckpt.PieceData {
+	if t.dpg.Rank() != 0 || t.tp.Rank() != 0 {
+		return nil
+	}
+	var out []ckpt.PieceData
+	for _, c := range t.chunks {
+		for name, v := range c.ExpertBiases() {
+			out = append(out, ckpt.PieceData{Key: ckpt.ModelKey + name, Box: ckpt.Box{Offset: []int{0}, Shape: []int{len(v)}}, Data: append([]float32(nil), v...)})
+		}
+	}
 	return out
 }
 
-// writesOptimizerState reports whether this rank's segments are saved:
-// the first data-parallel replica's, or under the distributed optimizer
-// every data-parallel rank's of the first optimizer instance.
-func (t *trainer) writesOptimizerState() bool {
+// writesOptimizerState reports whether this rank's segments of p are
+// saved: the first data-parallel replica's (for an expert's weights, the
+// first expert data-parallel replica's: every expert-parallel rank holds
+// its own experts), or under the distributed optimizer every
+// data-parallel rank's of the first optimizer instance.
+func (t *trainer) writesOptimizerState(p *nn.Parameter) bool {
 	if t.dopt == nil {
+		if !p.Allreduce {
+			return moe.GroupRank(t.groups.Get(mesh.GroupExptDP)) == 0
+		}
 		return t.dpg.Rank() == 0
 	}
 	if t.a.DDP.NumDistributedOptimizerInstances <= 1 {
@@ -330,12 +357,18 @@ func (t *trainer) duplicateParams() map[*nn.Parameter]bool {
 func isPartitioned(p *nn.Parameter) bool { return p.TensorModelParallel && p.PartitionDim >= 0 }
 
 // partition describes how p's local tensor is cut from the whole tensor
-// on this rank.
+// on this rank: over the tensor-parallel group, or an expert's weights
+// over the expert tensor-parallel group. Rank is the rank in that group
+// also for a parameter it replicates (Dim −1).
 func (t *trainer) partition(p *nn.Parameter) ckpt.Partition {
-	if !isPartitioned(p) {
-		return ckpt.Partition{Dim: -1}
+	g := t.tp
+	if !p.Allreduce {
+		g = t.groups.Get(mesh.GroupExptTP)
 	}
-	return ckpt.Partition{Dim: p.PartitionDim, Stride: max(p.PartitionStride, 1), Size: t.tp.Size(), Rank: t.tp.Rank()}
+	if !isPartitioned(p) {
+		return ckpt.Partition{Dim: -1, Rank: moe.GroupRank(g)}
+	}
+	return ckpt.Partition{Dim: p.PartitionDim, Stride: max(p.PartitionStride, 1), Size: moe.GroupSize(g), Rank: moe.GroupRank(g)}
 }
 
 // gatherJSON gathers every world rank's v, JSON-encoded, to every rank, in

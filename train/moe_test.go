@@ -1,9 +1,11 @@
 package train
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
+	"github.com/gotron/gotron/ckpt"
 	"github.com/gotron/gotron/config"
 )
 
@@ -107,6 +109,72 @@ func TestMoEMatchesSingleRank(t *testing.T) {
 					losses, grads := tpRun(t, a)
 					checkEquivalent(t, losses, grads, wantLoss, wantGrads, 1e-6, 1e-5)
 				})
+			}
+		})
+	}
+}
+
+// TestMoECheckpointAcrossExpertLayouts saves a MoE model with the expert
+// bias (sigmoid routing) at EP 2 × ETP 2 with the distributed optimizer
+// after 5 iterations and loads it at one rank, at EP 4 and at EP 2 × TP 2
+// with SP: the next 5 losses equal an uninterrupted run's at the loading
+// layout to 1e-6 (bit for bit at the saving layout), so experts are saved
+// by global index and the expert bias travels with them.
+func TestMoECheckpointAcrossExpertLayouts(t *testing.T) {
+	layout := func(l moeLayout) Args {
+		a := l.args()
+		m := &a.Model
+		m.MoERouterScoreFunction, m.MoERouterEnableExpertBias, m.MoERouterBiasUpdateRate = "sigmoid", true, 0.01
+		a.TrainIters, a.LRDecayIters, a.EvalIters = 10, 10, 0
+		return a
+	}
+	run := func(a Args) *Result {
+		t.Helper()
+		r, err := Run(context.Background(), a, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	saving := layout(moeLayout{world: 4, ep: 2, etp: 2, distOpt: true, dispatcher: "alltoall"})
+	dir := t.TempDir()
+	first := saving
+	first.TrainIters, first.Save = 5, dir
+	run(first)
+	r, err := ckpt.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if l := r.Manifest.Layout; l.EP != 2 || l.ETP != 2 {
+		t.Errorf("the manifest records ep %d, etp %d; want 2, 2", l.EP, l.ETP)
+	}
+	if s := r.Manifest.Tensors[ckpt.ModelKey+"decoder.layers.0.mlp.router.expert_bias"]; len(s) != 1 || s[0] != 4 {
+		t.Errorf("the manifest's expert bias of layer 0 is %v, want [4]", s)
+	}
+	for _, c := range []struct {
+		name  string
+		a     Args
+		exact bool
+	}{
+		{"same layout", saving, true},
+		{"one rank", layout(moeLayout{world: 1}), false},
+		{"EP4", layout(moeLayout{world: 4, ep: 4}), false},
+		{"EP2 TP2 SP", layout(moeLayout{world: 4, tp: 2, sp: true, ep: 2}), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			full := run(c.a)
+			b := c.a
+			b.Load = dir
+			res := run(b)
+			if res.StartIteration != 5 || len(res.Losses) != 5 {
+				t.Fatalf("resumed at %d with %d losses, want 5 and 5", res.StartIteration, len(res.Losses))
+			}
+			for i, l := range res.Losses {
+				want := full.Losses[5+i]
+				if c.exact && l != want || relErr(l, want) > 1e-6 {
+					t.Errorf("iteration %d: resumed %.9f, uninterrupted %.9f (relative %.2g)", 6+i, l, want, relErr(l, want))
+				}
 			}
 		})
 	}

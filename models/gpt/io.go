@@ -63,12 +63,22 @@ func (m *Model) LoadTensors(f *safetensors.File, source string) error {
 
 // LoadInto is LoadTensors for any per-parameter tensor shaped as the
 // parameter (an optimizer moment, say): the tensor named prefix+p.Name in f
-// is partitioned into into(p).
+// is partitioned into into(p). With no prefix (the weights) f may also
+// hold the MoE layers' expert biases (BufferShapes), which are loaded.
 func (m *Model) LoadInto(f *safetensors.File, source, prefix string, into func(p *nn.Parameter) *tensor.Tensor) error {
 	whole := ParameterShapes(m.Config)
 	want := make(map[string][]int, len(whole))
 	for name, s := range whole {
 		want[prefix+name] = s
+	}
+	if prefix == "" {
+		// The expert biases, when the file has them (a converted
+		// checkpoint does; a weight file of parameters alone does not).
+		for name, shape := range BufferShapes(m.Config) {
+			if _, ok := f.Get(name); ok {
+				want[name] = shape
+			}
+		}
 	}
 	if err := f.Check(want); err != nil {
 		return fmt.Errorf("%s: %w", source, err)
@@ -87,6 +97,18 @@ func (m *Model) LoadInto(f *safetensors.File, source, prefix string, into func(p
 			return fmt.Errorf("%s: %w", source, err)
 		}
 		into(p).CopyFrom(part)
+	}
+	if prefix != "" {
+		return nil
+	}
+	for name, bias := range m.ExpertBiases() {
+		if t, ok := f.Get(name); ok {
+			v, err := t.Float32()
+			if err != nil {
+				return fmt.Errorf("%s: %w", source, err)
+			}
+			copy(bias, v)
+		}
 	}
 	return nil
 }

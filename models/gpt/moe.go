@@ -183,3 +183,36 @@ func (m *Model) MoELayers() []*moe.Layer {
 	}
 	return out
 }
+
+// BufferShapes returns the name and shape of every state tensor of the
+// whole model that is not a parameter but belongs in a checkpoint: each
+// MoE layer's expert bias decoder.layers.{i}.mlp.router.expert_bias [E]
+// (with moe_router_enable_expert_bias), as the reference's state dict
+// holds the buffer.
+func BufferShapes(cfg config.TransformerConfig) map[string][]int {
+	out := map[string][]int{}
+	if !cfg.MoERouterEnableExpertBias {
+		return out
+	}
+	for i := range cfg.NumLayers {
+		if cfg.IsMoELayer(i) {
+			out[ExpertBiasName(i)] = []int{cfg.NumMoEExperts}
+		}
+	}
+	return out
+}
+
+// ExpertBiasName is the checkpoint name of MoE layer i's expert bias.
+func ExpertBiasName(i int) string { return fmt.Sprintf("decoder.layers.%d.mlp.router.expert_bias", i) }
+
+// ExpertBiases returns the chunk's expert biases by name (BufferShapes's
+// names), each the layer's live slice.
+func (m *Model) ExpertBiases() map[string][]float32 {
+	out := map[string][]float32{}
+	for _, l := range m.Layers {
+		if l.MoE != nil && l.MoE.Bias != nil {
+			out[ExpertBiasName(l.Number)] = l.MoE.Bias
+		}
+	}
+	return out
+}
