@@ -41,6 +41,11 @@ type BenchOptions struct {
 	ContextParallel int
 	CPCommType      string
 	Hierarchical    []int
+	// ExpertParallel spreads a MoE configuration's experts over this many
+	// of the ranks (0 or 1: none), routing with Dispatcher ("": the
+	// default, allgather).
+	ExpertParallel int
+	Dispatcher     string
 	// DataParallel is the number of data-parallel replicas (0 or 1: one).
 	// Bench runs them as in-process ranks; under BenchRank the data-parallel
 	// size is the world's size over TP·PP, and DataParallel, when set, must
@@ -83,6 +88,10 @@ type BenchConfig struct {
 	// (ffn_hidden_size = config.SwiGLUFFN(h)), RoPE, grouped-query
 	// attention with Heads/2 groups, an untied output layer, no biases.
 	Llama bool
+	// Experts > 0 makes every layer a MoE layer of that many experts of
+	// width ExpertFFN, TopK of them per token (softmax routing, the
+	// load-balancing loss 0.01), without biases.
+	Experts, TopK, ExpertFFN int
 }
 
 // model returns the configuration's model options on m.
@@ -94,6 +103,10 @@ func (c BenchConfig) model(m *config.TransformerConfig) {
 		m.PositionEmbeddingType, m.NumQueryGroups = config.RoPE, c.Heads/2
 		m.ShareEmbeddingsAndOutputWeights, m.AddBiasLinear = false, false
 	}
+	if c.Experts > 0 {
+		m.NumMoEExperts, m.MoERouterTopK, m.MoEFFNHiddenSize = c.Experts, c.TopK, c.ExpertFFN
+		m.MoEAuxLossCoeff, m.AddBiasLinear = 0.01, false
+	}
 }
 
 // benchConfigs are the benchmark models: small and medium.
@@ -102,6 +115,9 @@ var benchConfigs = map[string]BenchConfig{
 	"medium": {Name: "medium", Layers: 6, Hidden: 512, Heads: 8, Seq: 512, Vocab: 8192, MicroBatch: 4},
 	// medium-llama is medium shaped as a Llama-class model.
 	"medium-llama": {Name: "medium-llama", Layers: 6, Hidden: 512, Heads: 8, Seq: 512, Vocab: 8192, MicroBatch: 4, Llama: true},
+	// medium-moe is medium-llama with 8 experts of width 672 in every
+	// layer, 2 per token: the active MLP width is medium-llama's 1344.
+	"medium-moe": {Name: "medium-moe", Layers: 6, Hidden: 512, Heads: 8, Seq: 512, Vocab: 8192, MicroBatch: 4, Llama: true, Experts: 8, TopK: 2, ExpertFFN: 672},
 	// long is the context-parallel benchmark: one sequence of 4096 tokens.
 	"long": {Name: "long", Layers: 4, Hidden: 256, Heads: 8, Seq: 4096, Vocab: 1024, MicroBatch: 1},
 }
@@ -111,13 +127,22 @@ var benchConfigs = map[string]BenchConfig{
 // 2104.04473, with the logit layer and the full s×s attention square; the
 // causal attention computes about half of it), where W is a layer's GEMM
 // weights, h·(n + 2g)·d + n·d·h + h·f₁ + f·h (12h² for the GPT-2 shape,
-// f₁ = 2f for a gated MLP).
+// f₁ = 2f for a gated MLP). A MoE layer counts its active weights only:
+// the router's E·h and k experts' h·f₁ + f·h.
 func (c BenchConfig) FLOPs(tokens int) float64 {
 	m := config.DefaultTransformerConfig()
 	c.model(&m)
 	T, L, h, s, V := float64(tokens), float64(c.Layers), float64(c.Hidden), float64(c.Seq), float64(c.Vocab)
 	nd := float64(m.AttentionWidth())
 	W := h*float64(m.QKVWidth()) + nd*h + h*float64(m.FC1Width()) + float64(m.FFN())*h
+	if c.Experts > 0 {
+		f := float64(c.ExpertFFN)
+		f1 := f
+		if m.GatedLinearUnit {
+			f1 = 2 * f
+		}
+		W = h*float64(m.QKVWidth()) + nd*h + float64(c.Experts)*h + float64(c.TopK)*(h*f1+f*h)
+	}
 	return 6*T*(L*W+V*h) + 12*L*nd*s*T
 }
 
@@ -200,7 +225,7 @@ func benchArgsAll(o BenchOptions, n int) ([]Args, error) {
 	for _, name := range o.Configs {
 		c, ok := benchConfigs[name]
 		if !ok {
-			return nil, fmt.Errorf("--configs: unknown configuration %q (known: small, medium, medium-llama, long)", name)
+			return nil, fmt.Errorf("--configs: unknown configuration %q (known: small, medium, medium-llama, medium-moe, long)", name)
 		}
 		a := benchArgs(c, o, n)
 		if err := a.Validate(n); err != nil {
@@ -226,6 +251,12 @@ func benchArgs(c BenchConfig, o BenchOptions, n int) Args {
 	a.Model.ContextParallelSize, a.Model.HierarchicalContextParallelSizes = max(o.ContextParallel, 1), o.Hierarchical
 	if o.CPCommType != "" {
 		a.Model.CPCommType = []string{o.CPCommType}
+	}
+	if c.Experts > 0 {
+		a.Model.ExpertModelParallelSize = max(o.ExpertParallel, 1)
+		if o.Dispatcher != "" {
+			a.Model.MoETokenDispatcherType = o.Dispatcher
+		}
 	}
 	if o.DDP != nil {
 		a.DDP = *o.DDP
@@ -290,6 +321,13 @@ func benchLayout(o BenchOptions, dp int) string {
 			s += " + sequence parallel"
 		}
 		parts = append(parts, s)
+	}
+	if n := max(o.ExpertParallel, 1); n > 1 {
+		d := o.Dispatcher
+		if d == "" {
+			d = "allgather"
+		}
+		parts = append(parts, fmt.Sprintf("expert parallel %d (%s)", n, d))
 	}
 	if n := max(o.ContextParallel, 1); n > 1 {
 		c := o.CPCommType
