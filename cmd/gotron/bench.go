@@ -52,7 +52,7 @@ process, or, with --backend mpi, one per process of an mpirun job:
 	}
 	f := cmd.Flags()
 	f.SortFlags = false
-	f.StringSliceVar(&o.Configs, "configs", []string{"small", "medium"}, "model configurations to measure (small, medium, medium-llama, long)")
+	f.StringSliceVar(&o.Configs, "configs", []string{"small", "medium"}, "model configurations to measure (small, medium, medium-llama, medium-moe, long)")
 	f.IntVar(&o.Iters, "iters", 5, "timed iterations per configuration (after one warm-up); the optimizer step is timed as many times after them")
 	f.IntVar(&o.Threads, "threads", 0, "cores to use (0: all), divided among the ranks")
 	f.StringVar(&backend, "backend", "local", "local: the ranks as goroutines of this process; mpi: this process is one rank of an mpirun job")
@@ -62,6 +62,8 @@ process, or, with --backend mpi, one per process of an mpirun job:
 	f.IntVar(&o.VirtualPipeline, "virtual-pipeline-model-parallel-size", 0, "model chunks per pipeline stage (interleaved 1F1B; 0: not interleaved)")
 	f.IntVar(&o.ContextParallel, "context-parallel-size", 1, "split every sequence over this many context-parallel ranks (the long configuration: one 4096-token sequence)")
 	f.StringVar(&o.CPCommType, "cp-comm-type", "", "context-parallel attention: p2p (default), all_gather, a2a or a2a+p2p")
+	f.IntVar(&o.ExpertParallel, "expert-model-parallel-size", 1, "spread the experts of a MoE configuration (medium-moe) over this many of the ranks")
+	f.StringVar(&o.Dispatcher, "moe-token-dispatcher-type", "", "MoE token dispatcher: allgather (default) or alltoall")
 	f.IntSliceVar(&o.Hierarchical, "hierarchical-context-parallel-sizes", nil, "A,P: the all-to-all and ring sizes of a2a+p2p")
 	f.IntVar(&o.DataParallel, "data-parallel-size", 0, "data-parallel replicas (default 1; with --backend mpi the processes / (tensor × pipeline parallel size), which this must match if given)")
 	f.IntVar(&o.Microbatches, "num-microbatches", 1, "microbatches per iteration of each data-parallel replica (the global batch is this many micro-batches × the data-parallel size)")
