@@ -30,6 +30,10 @@ type LayerConfig struct {
 	// Act and Gated are the experts' activation (as the dense MLP's).
 	Act   kernels.Activation
 	Gated bool
+	// GroupedGEMM runs the local experts as one grouped operation
+	// (GroupedMLP, moe_grouped_gemm), else one MLP after another
+	// (SequentialMLP).
+	GroupedGEMM bool
 	// ExpertBias enables the aux-loss-free balancing bias with UpdateRate.
 	ExpertBias bool
 	UpdateRate float64
@@ -174,7 +178,10 @@ func (l *Layer) experts(t *autograd.Tape, x2, probs *autograd.Var, m []bool) (*a
 		w1[j], w2[j] = l.FC1[j].Var, l.FC2[j].Var
 	}
 	mlp := func(xs *autograd.Var, counts []int) *autograd.Var {
-		return GroupedMLP(t, xs, w1, w2, counts, l.Config.Act, l.Config.Gated)
+		if l.Config.GroupedGEMM {
+			return GroupedMLP(t, xs, w1, w2, counts, l.Config.Act, l.Config.Gated)
+		}
+		return SequentialMLP(t, xs, w1, w2, counts, l.Config.Act, l.Config.Gated)
 	}
 	if size(p.EP)*size(p.ETP) > 1 && p.Dispatcher != AllToAllDispatcher {
 		plan, err := NewAllGatherExchange(ctx, p.TPEP, m, tokens, e, l.FirstExpert, len(l.FC1))

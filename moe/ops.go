@@ -232,3 +232,27 @@ func (st groupedState) StateBytes() int64 {
 	}
 	return n
 }
+
+// SequentialMLP runs every expert's MLP on its contiguous rows of x [N, h]
+// (Counts[e] rows each, in expert order) one after another as separate
+// operations — the rows narrowed out, linear_fc1, the activation,
+// linear_fc2, the outputs concatenated back in order (Megatron's
+// SequentialMLP, moe_grouped_gemm off) — with the same arithmetic as
+// GroupedMLP.
+func SequentialMLP(t *autograd.Tape, x *autograd.Var, w1, w2 []*autograd.Var, counts []int, act kernels.Activation, gated bool) *autograd.Var {
+	var outs []*autograd.Var
+	off := 0
+	for j, k := range counts {
+		if k == 0 {
+			continue
+		}
+		u := nn.Linear(t, autograd.Narrow(t, x, 0, off, k), w1[j], nil)
+		u = nn.MLPActivation(t, u, nil, act, gated)
+		outs = append(outs, nn.Linear(t, u, w2[j], nil))
+		off += k
+	}
+	if len(outs) == 0 {
+		return autograd.Narrow(t, x, 0, 0, 0)
+	}
+	return autograd.Cat(t, 0, outs...)
+}

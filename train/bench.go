@@ -90,7 +90,7 @@ type BenchConfig struct {
 	Llama bool
 	// Experts > 0 makes every layer a MoE layer of that many experts of
 	// width ExpertFFN, TopK of them per token (softmax routing, the
-	// load-balancing loss 0.01), without biases.
+	// load-balancing loss 0.01; the grouped GEMM), without biases.
 	Experts, TopK, ExpertFFN int
 }
 
@@ -105,7 +105,7 @@ func (c BenchConfig) model(m *config.TransformerConfig) {
 	}
 	if c.Experts > 0 {
 		m.NumMoEExperts, m.MoERouterTopK, m.MoEFFNHiddenSize = c.Experts, c.TopK, c.ExpertFFN
-		m.MoEAuxLossCoeff, m.AddBiasLinear = 0.01, false
+		m.MoEAuxLossCoeff, m.AddBiasLinear, m.MoEGroupedGEMM = 0.01, false, true
 	}
 }
 

@@ -23,12 +23,12 @@ func moeArgs(world int) Args {
 // moeLayout is a layout of the MoE layout-equivalence test.
 type moeLayout struct {
 	world, tp, etp, ep, pp, vpp, cp int
-	sp, distOpt                     bool
+	sp, distOpt, grouped            bool
 	dispatcher                      string
 }
 
 func (l moeLayout) String() string {
-	return fmt.Sprintf("world%d/tp%d/sp=%v/etp%d/ep%d/pp%d/vpp%d/cp%d/distopt=%v/%s", l.world, l.tp, l.sp, l.etp, l.ep, l.pp, l.vpp, l.cp, l.distOpt, l.dispatcher)
+	return fmt.Sprintf("world%d/tp%d/sp=%v/etp%d/ep%d/pp%d/vpp%d/cp%d/distopt=%v/grouped=%v/%s", l.world, l.tp, l.sp, l.etp, l.ep, l.pp, l.vpp, l.cp, l.distOpt, l.grouped, l.dispatcher)
 }
 
 // splitsSequences reports whether the layout splits a sequence's tokens
@@ -47,6 +47,7 @@ func (l moeLayout) args() Args {
 		m.MoETokenDispatcherType = l.dispatcher
 	}
 	a.DDP.UseDistributedOptimizer = l.distOpt
+	m.MoEGroupedGEMM = l.grouped
 	return a
 }
 
@@ -54,10 +55,11 @@ func (l moeLayout) args() Args {
 // pipeline parallel; expert parallel 2 and 4 with each dispatcher; expert
 // tensor parallel (alone, under EP, and as the default ETP = TP under
 // TP2 + SP); EP under TP2 + SP with ETP 1; EP with PP 2; EP × DP with the
-// distributed optimizer; EP folded onto context-parallel ranks.
+// distributed optimizer; EP folded onto context-parallel ranks; the
+// experts as one grouped GEMM (the others run them one after another).
 var moeLayouts = []moeLayout{
 	{world: 2}, {world: 2, pp: 2, vpp: 2},
-	{world: 2, ep: 2}, {world: 2, ep: 2, dispatcher: "alltoall"},
+	{world: 2, ep: 2}, {world: 2, ep: 2, dispatcher: "alltoall"}, {world: 2, ep: 2, grouped: true, dispatcher: "alltoall"},
 	{world: 4, ep: 4}, {world: 4, ep: 4, dispatcher: "alltoall"},
 	{world: 4, ep: 2, etp: 2}, {world: 4, ep: 2, etp: 2, dispatcher: "alltoall"},
 	{world: 2, etp: 2, dispatcher: "alltoall"},

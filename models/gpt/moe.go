@@ -166,6 +166,7 @@ func (b *builder) moeConfig() moe.LayerConfig {
 		Balance: cfg.MoERouterLoadBalancingType, AuxCoeff: cfg.MoEAuxLossCoeff, ZCoeff: cfg.MoEZLossCoeff,
 		Act: activation(cfg), Gated: cfg.GatedLinearUnit,
 		ExpertBias: cfg.MoERouterEnableExpertBias, UpdateRate: cfg.MoERouterBiasUpdateRate,
+		GroupedGEMM: cfg.MoEGroupedGEMM,
 	}
 	if cfg.MoEExpertCapacityFactor > 0 {
 		c.Drop = &moe.DropOptions{CapacityFactor: cfg.MoEExpertCapacityFactor, Policy: cfg.MoETokenDropPolicy, PadToCapacity: cfg.MoEPadExpertInputToCapacity}
