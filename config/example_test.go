@@ -39,5 +39,5 @@ func Example() {
 	// bucket size: 40000000
 	// config: 2 invalid settings:
 	//   - world_size 12 is not divisible by tensor_model_parallel_size·pipeline_model_parallel_size·context_parallel_size = 2·4·1 = 8 (12 mod 8 = 4): use a multiple of 8 ranks or change the sizes
-	//   - world_size 12 is not divisible by expert_tensor_parallel_size·expert_model_parallel_size·pipeline_model_parallel_size = 2·1·4 = 8 (12 mod 8 = 4): use a multiple of 8 ranks or change the expert sizes
+	//   - world_size 12 is not divisible by expert_tensor_parallel_size·expert_model_parallel_size·pipeline_model_parallel_size = 2·1·4 = 8 (12 mod 8 = 4): use a multiple of 8 ranks or change the expert sizes (--expert-tensor-parallel-size, --expert-model-parallel-size)
 }

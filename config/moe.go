@@ -95,16 +95,57 @@ func (c TransformerConfig) MoEFFN() int {
 	return c.FFN()
 }
 
-// moeViolations checks the MoE fields as the reference's TransformerConfig does.
+// moeViolations checks the MoE fields as the reference's TransformerConfig
+// does: their values (moeOptionViolations) and how they fit the layers and
+// the parallel layout.
 func (c TransformerConfig) moeViolations(vs *violationList) {
+	c.moeOptionViolations(vs)
+	m := c.MoE
+	if m.NumMoEExperts <= 0 {
+		if c.ExpertModelParallelSize > 1 {
+			vs.add(fieldList("expert_model_parallel_size", "num_moe_experts"), "expert_model_parallel_size %d needs experts: set --num-experts", c.ExpertModelParallelSize)
+		}
+		if etp := c.ExpertTensorParallelSize; m.NumMoEExperts == 0 && etp > 0 && etp != max(c.TensorModelParallelSize, 1) {
+			vs.add(fieldList("expert_tensor_parallel_size", "num_moe_experts"), "expert_tensor_parallel_size %d splits experts, and num_moe_experts is %d (a dense model): set --num-experts or drop --expert-tensor-parallel-size", etp, m.NumMoEExperts)
+		}
+		return
+	}
+	e := m.NumMoEExperts
+	if tp := c.TensorModelParallelSize; tp > 1 && !c.SequenceParallel {
+		vs.add(fieldList("num_moe_experts", "tensor_model_parallel_size", "sequence_parallel"),
+			"num_moe_experts %d with tensor_model_parallel_size %d and sequence_parallel false: MoE and tensor parallelism need sequence parallelism (each tensor-parallel rank routes its own share of the tokens): add --sequence-parallel", e, tp)
+	}
+	if f := m.MoELayerFreq; len(f) > 1 && len(f) != c.NumLayers {
+		vs.add(fieldList("moe_layer_freq", "num_layers"), "moe_layer_freq lists %d values: a pattern needs one 0 (dense) or 1 (MoE) per layer, num_layers %d of them; set --moe-layer-freq", len(f), c.NumLayers)
+	}
+	if ep := max(c.ExpertModelParallelSize, 1); e%ep != 0 {
+		vs.add(fieldList("num_moe_experts", "expert_model_parallel_size"), "num_moe_experts %d is not divisible by expert_model_parallel_size %d: each expert-parallel rank holds an equal share of the experts; choose --num-experts a multiple of %d", e, ep, ep)
+	}
+	if etp, f := c.EffectiveExpertTensorParallelSize(), c.MoEFFN(); etp > 1 && f > 0 && f%etp != 0 {
+		vs.add(fieldList("moe_ffn_hidden_size", "expert_tensor_parallel_size"), "moe_ffn_hidden_size %d is not divisible by expert_tensor_parallel_size %d: each expert's linear_fc1 is split by columns across the expert tensor-parallel ranks; choose --moe-ffn-hidden-size a multiple of %d", f, etp, etp)
+	}
+	if tp, f := c.TensorModelParallelSize, m.MoESharedExpertIntermediateSize; tp > 1 && f > 0 && f%tp != 0 {
+		vs.add(fieldList("moe_shared_expert_intermediate_size", "tensor_model_parallel_size"), "moe_shared_expert_intermediate_size %d is not divisible by tensor_model_parallel_size %d: the shared experts' linear_fc1 is split by columns across the tensor-parallel ranks; choose --moe-shared-expert-intermediate-size a multiple of %d", f, tp, tp)
+	}
+}
+
+// ValidateMoEOptions reports the violated rules of the MoE fields' values
+// alone, leaving out how they fit the layers and the parallel layout
+// (Validate checks everything): for a model read back from a record.
+func (c TransformerConfig) ValidateMoEOptions() error {
+	var vs violationList
+	c.moeOptionViolations(&vs)
+	return NewValidationError(vs)
+}
+
+// moeOptionViolations checks the values of the MoE fields: a dense model's
+// are not read.
+func (c TransformerConfig) moeOptionViolations(vs *violationList) {
 	m := c.MoE
 	if m.NumMoEExperts < 0 {
 		vs.add(fieldList("num_moe_experts"), "num_moe_experts is %d: it must be positive (or 0 for a dense model); set --num-experts", m.NumMoEExperts)
 	}
 	if m.NumMoEExperts <= 0 {
-		if c.ExpertModelParallelSize > 1 {
-			vs.add(fieldList("expert_model_parallel_size", "num_moe_experts"), "expert_model_parallel_size %d needs experts: set --num-experts", c.ExpertModelParallelSize)
-		}
 		return
 	}
 	e, k := m.NumMoEExperts, m.MoERouterTopK
@@ -113,11 +154,17 @@ func (c TransformerConfig) moeViolations(vs *violationList) {
 	}
 	if f := m.MoELayerFreq; len(f) == 1 && f[0] < 1 {
 		vs.add(fieldList("moe_layer_freq"), "moe_layer_freq %d: every N-th layer is MoE, N ≥ 1; set --moe-layer-freq", f[0])
-	} else if len(f) > 1 && (len(f) != c.NumLayers || slices.ContainsFunc(f, func(v int) bool { return v != 0 && v != 1 })) {
-		vs.add(fieldList("moe_layer_freq", "num_layers"), "moe_layer_freq lists %d values: a pattern needs one 0 (dense) or 1 (MoE) per layer, num_layers %d of them; set --moe-layer-freq", len(f), c.NumLayers)
+	} else if i := slices.IndexFunc(f, func(v int) bool { return v != 0 && v != 1 }); len(f) > 1 && i >= 0 {
+		vs.add(fieldList("moe_layer_freq"), "moe_layer_freq marks layer %d with %d: a pattern marks each layer 0 (dense) or 1 (MoE); set --moe-layer-freq", i, f[i])
 	}
-	if m.MoEFFNHiddenSize < 0 || m.MoESharedExpertIntermediateSize < 0 {
-		vs.add(fieldList("moe_ffn_hidden_size", "moe_shared_expert_intermediate_size"), "moe_ffn_hidden_size %d and moe_shared_expert_intermediate_size %d must not be negative", m.MoEFFNHiddenSize, m.MoESharedExpertIntermediateSize)
+	if m.MoEFFNHiddenSize < 0 {
+		vs.add(fieldList("moe_ffn_hidden_size"), "moe_ffn_hidden_size is %d: it must be positive (or 0 for ffn_hidden_size); set --moe-ffn-hidden-size", m.MoEFFNHiddenSize)
+	}
+	if m.MoESharedExpertIntermediateSize < 0 {
+		vs.add(fieldList("moe_shared_expert_intermediate_size"), "moe_shared_expert_intermediate_size is %d: it must be positive (or 0 for no shared experts); set --moe-shared-expert-intermediate-size", m.MoESharedExpertIntermediateSize)
+	}
+	if g, gk := m.MoERouterNumGroups, m.MoERouterGroupTopK; g < 0 || gk < 0 {
+		vs.add(fieldList("moe_router_num_groups", "moe_router_group_topk"), "moe_router_num_groups %d and moe_router_group_topk %d must not be negative (0: no group-limited routing); set --moe-router-num-groups and --moe-router-group-topk", g, gk)
 	}
 	switch m.MoERouterScoreFunction {
 	case "softmax", "sigmoid":
@@ -130,16 +177,16 @@ func (c TransformerConfig) moeViolations(vs *violationList) {
 	if m.MoERouterEnableExpertBias && m.MoERouterScoreFunction != "sigmoid" {
 		vs.add(fieldList("moe_router_enable_expert_bias", "moe_router_score_function"), "moe_router_enable_expert_bias routes by sigmoid scores, and moe_router_score_function is %s: set --moe-router-score-function sigmoid or drop --moe-router-enable-expert-bias", m.MoERouterScoreFunction)
 	}
-	if m.MoERouterEnableExpertBias && !(m.MoERouterBiasUpdateRate > 0) {
-		vs.add(fieldList("moe_router_bias_update_rate"), "moe_router_bias_update_rate %g must be positive; set --moe-router-bias-update-rate", m.MoERouterBiasUpdateRate)
+	if r := m.MoERouterBiasUpdateRate; r < 0 || math.IsNaN(r) || math.IsInf(r, 0) || m.MoERouterEnableExpertBias && r == 0 {
+		vs.add(fieldList("moe_router_bias_update_rate"), "moe_router_bias_update_rate is %g: it must be a finite number > 0; set --moe-router-bias-update-rate", r)
 	}
-	if g, gk := m.MoERouterNumGroups, m.MoERouterGroupTopK; gk > 0 || g > 0 {
+	if g, gk := m.MoERouterNumGroups, m.MoERouterGroupTopK; (gk > 0 || g > 0) && g >= 0 && gk >= 0 {
 		switch {
 		case g <= 0 || gk <= 0:
 			vs.add(fieldList("moe_router_num_groups", "moe_router_group_topk"), "group-limited routing needs both moe_router_num_groups (%d) and moe_router_group_topk (%d); set --moe-router-num-groups and --moe-router-group-topk", g, gk)
 		case e%g != 0 || gk > g || k%gk != 0 || k/gk > e/g:
 			vs.add(fieldList("moe_router_num_groups", "moe_router_group_topk", "num_moe_experts", "moe_router_topk"),
-				"num_moe_experts %d in moe_router_num_groups %d with moe_router_group_topk %d and moe_router_topk %d: the groups must divide the experts, the chosen groups be at most the groups and divide k, and k/chosen groups be at most a group's experts", e, g, gk, k)
+				"num_moe_experts %d in moe_router_num_groups %d with moe_router_group_topk %d and moe_router_topk %d: the groups must divide the experts, the chosen groups be at most the groups and divide k, and k/chosen groups be at most a group's experts: choose --moe-router-num-groups a divisor of --num-experts and --moe-router-group-topk a divisor of --moe-router-topk", e, g, gk, k)
 		}
 	}
 	switch m.MoERouterLoadBalancingType {
@@ -167,8 +214,5 @@ func (c TransformerConfig) moeViolations(vs *violationList) {
 	case "allgather", "alltoall":
 	default:
 		vs.add(fieldList("moe_token_dispatcher_type"), "moe_token_dispatcher_type %q is not provided by gotron: choose allgather or alltoall; set --moe-token-dispatcher-type", m.MoETokenDispatcherType)
-	}
-	if ep := max(c.ExpertModelParallelSize, 1); e%ep != 0 {
-		vs.add(fieldList("num_moe_experts", "expert_model_parallel_size"), "num_moe_experts %d is not divisible by expert_model_parallel_size %d: each expert-parallel rank holds an equal share of the experts; choose --num-experts a multiple of %d", e, ep, ep)
 	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -54,7 +55,56 @@ func TestMoERules(t *testing.T) {
 			[][]string{{"moe_layer_freq", "num_layers"}}, []string{"lists 3 values", "num_layers 4"}},
 		{"experts not divisible by EP", moe(func(c *TransformerConfig) { c.NumMoEExperts, c.ExpertModelParallelSize = 6, 4 }),
 			[][]string{{"num_moe_experts", "expert_model_parallel_size"}}, []string{"num_moe_experts 6 is not divisible by expert_model_parallel_size 4"}},
+		{"MoE with TP and without SP", moe(func(c *TransformerConfig) { c.TensorModelParallelSize = 2 }),
+			[][]string{{"num_moe_experts", "tensor_model_parallel_size", "sequence_parallel"}}, []string{"need sequence parallelism", "add --sequence-parallel"}},
+		{"MoE with TP and SP is valid", moe(func(c *TransformerConfig) { c.TensorModelParallelSize, c.SequenceParallel = 2, true }), nil, nil},
+		{"a dense model with TP needs no SP", func(c *TransformerConfig) { c.TensorModelParallelSize = 2 }, nil, nil},
+		{"expert TP in a dense model", func(c *TransformerConfig) { c.ExpertTensorParallelSize = 2 },
+			[][]string{{"expert_tensor_parallel_size", "num_moe_experts"}}, []string{"set --num-experts or drop --expert-tensor-parallel-size"}},
+		{"expert TP equal to TP in a dense model is valid", func(c *TransformerConfig) { c.TensorModelParallelSize, c.ExpertTensorParallelSize = 2, 2 }, nil, nil},
+		{"expert width not divisible by expert TP", moe(func(c *TransformerConfig) { c.MoEFFNHiddenSize, c.ExpertTensorParallelSize = 30, 4 }),
+			[][]string{{"moe_ffn_hidden_size", "expert_tensor_parallel_size"}}, []string{"moe_ffn_hidden_size 30 is not divisible by expert_tensor_parallel_size 4", "--moe-ffn-hidden-size a multiple of 4"}},
+		{"the default expert width is the FFN's, split by the TP size", moe(func(c *TransformerConfig) {
+			c.FFNHiddenSize, c.TensorModelParallelSize, c.SequenceParallel = 130, 4, true
+		}), [][]string{{"moe_ffn_hidden_size", "expert_tensor_parallel_size"}, {"ffn_hidden_size", "tensor_model_parallel_size"}},
+			[]string{"moe_ffn_hidden_size 130 is not divisible by expert_tensor_parallel_size 4"}},
+		{"shared experts not divisible by TP", moe(func(c *TransformerConfig) {
+			c.MoESharedExpertIntermediateSize, c.TensorModelParallelSize, c.SequenceParallel, c.ExpertTensorParallelSize = 33, 2, true, 1
+		}), [][]string{{"moe_shared_expert_intermediate_size", "tensor_model_parallel_size"}}, []string{"--moe-shared-expert-intermediate-size a multiple of 2"}},
+		{"negative expert width", moe(func(c *TransformerConfig) { c.MoEFFNHiddenSize = -3 }),
+			[][]string{{"moe_ffn_hidden_size"}}, []string{"moe_ffn_hidden_size is -3", "--moe-ffn-hidden-size"}},
+		{"negative shared width", moe(func(c *TransformerConfig) { c.MoESharedExpertIntermediateSize = -1 }),
+			[][]string{{"moe_shared_expert_intermediate_size"}}, []string{"--moe-shared-expert-intermediate-size"}},
+		{"negative groups", moe(func(c *TransformerConfig) { c.MoERouterNumGroups, c.MoERouterGroupTopK = -2, 1 }),
+			[][]string{{"moe_router_num_groups", "moe_router_group_topk"}}, []string{"must not be negative", "--moe-router-num-groups"}},
+		{"NaN bias rate without the bias", moe(func(c *TransformerConfig) { c.MoERouterBiasUpdateRate = math.NaN() }),
+			[][]string{{"moe_router_bias_update_rate"}}, []string{"is NaN", "--moe-router-bias-update-rate"}},
+		{"negative bias rate", moe(func(c *TransformerConfig) {
+			c.MoERouterScoreFunction, c.MoERouterEnableExpertBias, c.MoERouterBiasUpdateRate = "sigmoid", true, -1e-3
+		}), [][]string{{"moe_router_bias_update_rate"}}, []string{"finite number > 0"}},
+		{"infinite z loss", moe(func(c *TransformerConfig) { c.MoEZLossCoeff = math.Inf(1) }),
+			[][]string{{"moe_z_loss_coeff"}}, []string{"moe_z_loss_coeff is +Inf", "--moe-z-loss-coeff"}},
+		{"a pattern value other than 0 and 1", moe(func(c *TransformerConfig) { c.MoELayerFreq = []int{1, 0, 2, 0} }),
+			[][]string{{"moe_layer_freq"}}, []string{"marks layer 2 with 2", "--moe-layer-freq"}},
+		{"a pattern of one per layer is valid", moe(func(c *TransformerConfig) { c.MoELayerFreq = []int{1, 0, 0, 1} }), nil, nil},
 	})
+}
+
+// TestValidateMoEOptions: a record's MoE options are checked alone, not
+// against the layers or the layout they will run under.
+func TestValidateMoEOptions(t *testing.T) {
+	c := validTransformer()
+	c.NumMoEExperts, c.TensorModelParallelSize, c.MoELayerFreq = 8, 2, []int{1, 0}
+	if err := c.ValidateMoEOptions(); err != nil {
+		t.Errorf("options that are valid alone: %v", err)
+	}
+	if c.Validate() == nil {
+		t.Errorf("Validate accepts a 2-value pattern for 4 layers under TP without SP")
+	}
+	c.MoERouterScoreFunction = "relu"
+	if err := c.ValidateMoEOptions(); err == nil || !strings.Contains(err.Error(), `"relu" is not known`) {
+		t.Errorf("an unknown score function: %v", err)
+	}
 }
 
 // TestIsMoELayer: one frequency N marks every N-th layer from layer 0; a

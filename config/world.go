@@ -98,7 +98,7 @@ func (c ModelParallelConfig) denseDP(world int, vs *violationList) int {
 
 // expertDP returns world/(etp·ep·pp), or 0 after adding a violation.
 func (c ModelParallelConfig) expertDP(world int, vs *violationList) int {
-	return splitWorld(world, vs, "expert sizes",
+	return splitWorld(world, vs, "expert sizes (--expert-tensor-parallel-size, --expert-model-parallel-size)",
 		[3]string{"expert_tensor_parallel_size", "expert_model_parallel_size", "pipeline_model_parallel_size"},
 		[3]int{c.EffectiveExpertTensorParallelSize(), c.ExpertModelParallelSize, c.PipelineModelParallelSize})
 }

@@ -97,6 +97,9 @@ func checkArgs(a Args, saved ckpt.Args) error { return compareArgs(a, saved, fal
 // normalise fills, is not compared (the ranks compare it on resume).
 func compareArgs(a Args, saved ckpt.Args, early bool) error {
 	savedModel := a.Model
+	if v, ok := saved.Ints["ffn_hidden_size"]; ok {
+		savedModel.FFNHiddenSize = v // the experts' width when --moe-ffn-hidden-size is unset
+	}
 	if err := applyModelRecord(&savedModel, saved.Model); err != nil {
 		return err
 	}

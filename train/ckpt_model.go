@@ -41,9 +41,51 @@ var modelOptions = []modelOption{
 	boolOption("rotary_interleaved", func(c *config.TransformerConfig) *bool { return &c.RotaryInterleaved }),
 	boolOption("apply_residual_connection_post_layernorm", func(c *config.TransformerConfig) *bool { return &c.ApplyResidualConnectionPostLayernorm }),
 	boolOption("share_embeddings_and_output_weights", func(c *config.TransformerConfig) *bool { return &c.ShareEmbeddingsAndOutputWeights }),
+	intOption("num_moe_experts", func(c *config.TransformerConfig) *int { return &c.NumMoEExperts }),
+	moeOption(modelOption{"moe_layer_freq", func(c config.TransformerConfig) string { return config.FormatMoELayerFreq(c.MoELayerFreq) },
+		func(c *config.TransformerConfig, v string) error {
+			f, _, err := config.ParseMoELayerFreq(v)
+			c.MoELayerFreq = f
+			return err
+		}}),
+	moeOption(intOption("moe_ffn_hidden_size", func(c *config.TransformerConfig) *int { return &c.MoEFFNHiddenSize })),
+	moeOption(intOption("moe_shared_expert_intermediate_size", func(c *config.TransformerConfig) *int { return &c.MoESharedExpertIntermediateSize })),
+	moeOption(intOption("moe_router_topk", func(c *config.TransformerConfig) *int { return &c.MoERouterTopK })),
+	moeOption(textOption("moe_router_score_function", nil, func(c *config.TransformerConfig) *string { return &c.MoERouterScoreFunction })),
+	moeOption(boolOption("moe_router_pre_softmax", func(c *config.TransformerConfig) *bool { return &c.MoERouterPreSoftmax })),
+	moeOption(intOption("moe_router_num_groups", func(c *config.TransformerConfig) *int { return &c.MoERouterNumGroups })),
+	moeOption(intOption("moe_router_group_topk", func(c *config.TransformerConfig) *int { return &c.MoERouterGroupTopK })),
+	moeOption(float64Option("moe_router_topk_scaling_factor", func(c *config.TransformerConfig) *float64 { return &c.MoERouterTopKScalingFactor })),
+	moeOption(textOption("moe_router_load_balancing_type", nil, func(c *config.TransformerConfig) *string { return &c.MoERouterLoadBalancingType })),
+	moeOption(float64Option("moe_aux_loss_coeff", func(c *config.TransformerConfig) *float64 { return &c.MoEAuxLossCoeff })),
+	moeOption(float64Option("moe_z_loss_coeff", func(c *config.TransformerConfig) *float64 { return &c.MoEZLossCoeff })),
+	moeOption(boolOption("moe_router_enable_expert_bias", func(c *config.TransformerConfig) *bool { return &c.MoERouterEnableExpertBias })),
+	moeOption(float64Option("moe_router_bias_update_rate", func(c *config.TransformerConfig) *float64 { return &c.MoERouterBiasUpdateRate })),
+	moeOption(float64Option("moe_expert_capacity_factor", func(c *config.TransformerConfig) *float64 { return &c.MoEExpertCapacityFactor })),
+	moeOption(textOption("moe_token_drop_policy", nil, func(c *config.TransformerConfig) *string { return &c.MoETokenDropPolicy })),
+	moeOption(boolOption("moe_pad_expert_input_to_capacity", func(c *config.TransformerConfig) *bool { return &c.MoEPadExpertInputToCapacity })),
 }
 
+// moeOption is o, an option of the MoE layers, which a dense model
+// (num_moe_experts 0) does not read: its value there is the default's,
+// so that a dense model records none.
+func moeOption(o modelOption) modelOption {
+	get := o.get
+	o.get = func(c config.TransformerConfig) string {
+		if c.NumMoEExperts == 0 {
+			return get(config.DefaultTransformerConfig())
+		}
+		return get(c)
+	}
+	return o
+}
+
+// textOption is an option of text; name returns its effective name (nil:
+// the field as it is).
 func textOption(key string, name func(config.TransformerConfig) string, field func(*config.TransformerConfig) *string) modelOption {
+	if name == nil {
+		name = func(c config.TransformerConfig) string { return *field(&c) }
+	}
 	return modelOption{key, name, func(c *config.TransformerConfig, v string) error { *field(c) = v; return nil }}
 }
 
@@ -139,6 +181,9 @@ func applyModelRecord(m *config.TransformerConfig, rec map[string]string) error 
 	if err := m.ValidateModelOptions(); err != nil {
 		return fmt.Errorf("the checkpoint's recorded model is not valid (its manifest is damaged): %w", err)
 	}
+	if err := m.ValidateMoEOptions(); err != nil {
+		return fmt.Errorf("the checkpoint's recorded model is not valid (its manifest is damaged): %w", err)
+	}
 	return nil
 }
 
@@ -187,7 +232,80 @@ func modelDiffs(saved, now config.TransformerConfig) []string {
 	}
 	given("--apply-residual-connection-post-layernorm", saved.ApplyResidualConnectionPostLayernorm, now.ApplyResidualConnectionPostLayernorm)
 	given("--untie-embeddings-and-output-weights", !saved.ShareEmbeddingsAndOutputWeights, !now.ShareEmbeddingsAndOutputWeights)
+	return append(d, moeDiffs(saved, now)...)
+}
+
+// moeDiffs is modelDiffs of the MoE options: the number of experts, and,
+// when both models have experts, the options of their MoE layers as they
+// take effect: the MoE layers (whatever --moe-layer-freq's spelling), each
+// expert's width (--moe-ffn-hidden-size, or --ffn-hidden-size), the expert
+// bias's rate only when both route with one, the drop policy and the
+// padding only when both drop tokens. The dispatcher and the grouped GEMM
+// do not change the numbers and are not compared.
+func moeDiffs(saved, now config.TransformerConfig) []string {
+	var d []string
+	if s, n := saved.NumMoEExperts, now.NumMoEExperts; s != n {
+		experts := func(e int) string {
+			if e == 0 {
+				return "unset"
+			}
+			return strconv.Itoa(e)
+		}
+		return []string{fmt.Sprintf("--num-experts %s in the checkpoint, %s in this run", experts(s), experts(n))}
+	}
+	if saved.NumMoEExperts == 0 {
+		return nil
+	}
+	value := func(flag, s, n string) {
+		if s != n {
+			d = append(d, fmt.Sprintf("%s %s in the checkpoint, %s in this run", flag, s, n))
+		}
+	}
+	given := func(flag string, s, n bool) {
+		if s != n {
+			d = append(d, either(flagIf(flag, s), flagIf(flag, n)))
+		}
+	}
+	num := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	if !sameMoELayers(saved, now, max(saved.NumLayers, now.NumLayers)) {
+		value("--moe-layer-freq", config.FormatMoELayerFreq(saved.MoELayerFreq), config.FormatMoELayerFreq(now.MoELayerFreq))
+	}
+	value("--moe-ffn-hidden-size", strconv.Itoa(saved.MoEFFN()), strconv.Itoa(now.MoEFFN()))
+	value("--moe-shared-expert-intermediate-size", strconv.Itoa(saved.MoESharedExpertIntermediateSize), strconv.Itoa(now.MoESharedExpertIntermediateSize))
+	value("--moe-router-topk", strconv.Itoa(saved.MoERouterTopK), strconv.Itoa(now.MoERouterTopK))
+	value("--moe-router-score-function", saved.MoERouterScoreFunction, now.MoERouterScoreFunction)
+	given("--moe-router-pre-softmax", saved.MoERouterPreSoftmax, now.MoERouterPreSoftmax)
+	value("--moe-router-num-groups", strconv.Itoa(saved.MoERouterNumGroups), strconv.Itoa(now.MoERouterNumGroups))
+	value("--moe-router-group-topk", strconv.Itoa(saved.MoERouterGroupTopK), strconv.Itoa(now.MoERouterGroupTopK))
+	value("--moe-router-topk-scaling-factor", num(saved.MoERouterTopKScalingFactor), num(now.MoERouterTopKScalingFactor))
+	value("--moe-router-load-balancing-type", saved.MoERouterLoadBalancingType, now.MoERouterLoadBalancingType)
+	value("--moe-aux-loss-coeff", num(saved.MoEAuxLossCoeff), num(now.MoEAuxLossCoeff))
+	value("--moe-z-loss-coeff", num(saved.MoEZLossCoeff), num(now.MoEZLossCoeff))
+	given("--moe-router-enable-expert-bias", saved.MoERouterEnableExpertBias, now.MoERouterEnableExpertBias)
+	if saved.MoERouterEnableExpertBias && now.MoERouterEnableExpertBias {
+		value("--moe-router-bias-update-rate", num(saved.MoERouterBiasUpdateRate), num(now.MoERouterBiasUpdateRate))
+	}
+	value("--moe-expert-capacity-factor", num(saved.MoEExpertCapacityFactor), num(now.MoEExpertCapacityFactor))
+	if saved.MoEExpertCapacityFactor > 0 && now.MoEExpertCapacityFactor > 0 {
+		value("--moe-token-drop-policy", saved.MoETokenDropPolicy, now.MoETokenDropPolicy)
+		given("--moe-pad-expert-input-to-capacity", saved.MoEPadExpertInputToCapacity, now.MoEPadExpertInputToCapacity)
+	}
 	return d
+}
+
+// maxComparedLayers bounds the layers sameMoELayers compares: no model
+// has more, and a resume is compared before its arguments are validated.
+const maxComparedLayers = 1 << 20
+
+// sameMoELayers reports whether a and b make the same of the first n
+// layers MoE.
+func sameMoELayers(a, b config.TransformerConfig, n int) bool {
+	for i := range min(n, maxComparedLayers) {
+		if a.IsMoELayer(i) != b.IsMoELayer(i) {
+			return false
+		}
+	}
+	return true
 }
 
 // activationFlag returns the flag that selects m's MLP activation ("" for

@@ -36,7 +36,8 @@ func newCkptInspectCmd() *cobra.Command {
 checkpoint in DIR (the directory given to --save): its format and layout, the
 training state (iteration, consumed samples, optimizer steps, loss scaler),
 the run's arguments, the model options that differ from the defaults
-(normalization, activation, biases, attention groups, position embedding, …),
+(normalization, activation, biases, attention groups, position embedding,
+experts and routing, …),
 each shard (file, rank, size, pieces) and each tensor (key, shape, pieces). It
 then reads every shard completely and checks every checksum block: it prints
 "all N blocks of M shards verified", or exits with status 1 listing every
@@ -136,7 +137,7 @@ func writeInspect(w io.Writer, r *ckpt.Reader, rep ckpt.VerifyReport) {
 			opts = append(opts, k+"="+v)
 		}
 	}
-	model := "defaults (LayerNorm, GELU, biases, learned absolute positions, output layer tied to the embedding)"
+	model := "defaults (LayerNorm, GELU, biases, learned absolute positions, output layer tied to the embedding, no experts)"
 	if len(opts) > 0 {
 		model = strings.Join(opts, " ")
 	}

@@ -218,3 +218,46 @@ func TestCkptModelOptionsUnreadable(t *testing.T) {
 		}
 	}
 }
+
+// moeModelFlags give cpModel 4 experts in its first layer, with options that
+// change the numbers.
+var moeModelFlags = []string{"--disable-bias-linear", "--num-experts", "4", "--moe-layer-freq", "[1,0]", "--moe-ffn-hidden-size", "48",
+	"--moe-aux-loss-coeff", "1e-2", "--moe-z-loss-coeff", "1e-3", "--moe-expert-capacity-factor", "1.5", "--moe-token-drop-policy", "position"}
+
+// TestCkptModelOptionsMoE: a MoE run records its MoE options (not the
+// dispatcher); `gotron ckpt inspect` shows them; resuming without them,
+// or with others, is refused naming each flag; the same model spelled
+// otherwise, or with another dispatcher, resumes; --use-checkpoint-args
+// takes them (the resumed losses are those of resuming with the flags).
+func TestCkptModelOptionsMoE(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	trainMain(t, append(slices.Clone(moeModelFlags), "--save", dir)...)
+	want := map[string]string{"layernorm_epsilon": "1e-05", "add_bias_linear": "false", "bias_activation_fusion": "false",
+		"num_moe_experts": "4", "moe_layer_freq": "[1,0]", "moe_ffn_hidden_size": "48", "moe_aux_loss_coeff": "0.01",
+		"moe_z_loss_coeff": "0.001", "moe_expert_capacity_factor": "1.5", "moe_token_drop_policy": "position"}
+	if m := openManifest(t, dir).Args; !reflect.DeepEqual(m.Model, want) {
+		t.Errorf("recorded %v, want %v", m.Model, want)
+	}
+	if got, want := inspectModelLine(t, dir), "add_bias_linear=false bias_activation_fusion=false moe_aux_loss_coeff=0.01 "+
+		"moe_expert_capacity_factor=1.5 moe_ffn_hidden_size=48 moe_layer_freq=[1,0] moe_token_drop_policy=position "+
+		"moe_z_loss_coeff=0.001 num_moe_experts=4"; got != want {
+		t.Errorf("ckpt inspect shows the model options as %q, want %q", got, want)
+	}
+
+	refusedResume(t, dir, []string{"--disable-bias-linear"}, "--num-experts 4 in the checkpoint, unset in this run")
+	refusedResume(t, dir, []string{"--disable-bias-linear", "--num-experts", "4", "--moe-router-topk", "1", "--moe-router-pre-softmax",
+		"--moe-layer-freq", "1", "--moe-router-load-balancing-type", "none", "--moe-expert-capacity-factor", "1.5"},
+		"--moe-layer-freq [1,0] in the checkpoint, 1 in this run", "--moe-ffn-hidden-size 48 in the checkpoint, 128 in this run",
+		"--moe-router-topk 2 in the checkpoint, 1 in this run", "--moe-router-pre-softmax in this run, not in the checkpoint",
+		"--moe-router-load-balancing-type aux_loss in the checkpoint, none in this run",
+		"--moe-aux-loss-coeff 0.01 in the checkpoint, 0 in this run", "--moe-z-loss-coeff 0.001 in the checkpoint, 0 in this run",
+		"--moe-token-drop-policy position in the checkpoint, probs in this run")
+
+	withFlags := trainMain(t, append(slices.Clone(moeModelFlags), "--load", dir, "--train-iters", "3")...)
+	otherwise := trainMain(t, append(slices.Clone(moeModelFlags), "--load", dir, "--train-iters", "3", "--moe-layer-freq", "2",
+		"--moe-token-dispatcher-type", "alltoall", "--moe-grouped-gemm")...)
+	fromCkpt := trainMain(t, "--load", dir, "--train-iters", "3", "--use-checkpoint-args")
+	if len(withFlags) != 1 || !slices.Equal(fromCkpt, withFlags) || !slices.Equal(otherwise, withFlags) {
+		t.Errorf("--use-checkpoint-args: losses %v; spelled otherwise %v; with the flags %v", fromCkpt, otherwise, withFlags)
+	}
+}

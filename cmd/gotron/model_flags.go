@@ -23,11 +23,12 @@ type modelFlags struct {
 	groupQueryAttention                                bool
 	numQueryGroups                                     int
 	useRotary, noPositionEmbedding, untie              bool
+	moe                                                *moeFlags
 }
 
 // addModelOptionFlags adds the flags of the model options beyond the
 // GPT-2 shape: normalisation, MLP activation and biases, grouped-query
-// attention, position embedding, untied output layer.
+// attention, position embedding, untied output layer, and the MoE flags.
 func addModelOptionFlags(f *pflag.FlagSet, m *config.TransformerConfig) *modelFlags {
 	mf := &modelFlags{f: f, m: m}
 	f.StringVar(&m.Normalization, "normalization", m.Normalization, "the layer norms: LayerNorm (default) or RMSNorm")
@@ -52,6 +53,7 @@ func addModelOptionFlags(f *pflag.FlagSet, m *config.TransformerConfig) *modelFl
 	f.BoolVar(&mf.noPositionEmbedding, "no-position-embedding", false, "deprecated; accepted with rope, where it changes nothing: use --position-embedding-type")
 	f.BoolVar(&mf.untie, "untie-embeddings-and-output-weights", false, "give the output layer its own weight instead of the word embedding's")
 	f.BoolVar(&m.ApplyResidualConnectionPostLayernorm, "apply-residual-connection-post-layernorm", m.ApplyResidualConnectionPostLayernorm, "take each residual from the layer norm's output instead of its input (the original BERT order)")
+	mf.moe = addMoEFlags(f, m)
 	return mf
 }
 
@@ -64,7 +66,8 @@ func addModelOptionFlags(f *pflag.FlagSet, m *config.TransformerConfig) *modelFl
 // (--swiglu with --squared-relu; --no-position-embedding without rope)
 // and what it silently ignores or overrides (--num-query-groups without
 // --group-query-attention, the RoPE flags without rope, two activations,
-// two position embeddings, both spellings of ε).
+// two position embeddings, both spellings of ε), and reads the MoE flags
+// (moeFlags.apply).
 func (mf *modelFlags) apply() error {
 	f, m := mf.f, mf.m
 	var errs []string
@@ -133,6 +136,7 @@ func (mf *modelFlags) apply() error {
 	if mf.untie {
 		m.ShareEmbeddingsAndOutputWeights = false
 	}
+	mf.moe.apply(add)
 	return invalidArguments(errs)
 }
 

@@ -139,7 +139,7 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 	f.BoolVar(&a.NoLoadRNG, "no-load-rng", false, "with --load: start the generators from --seed instead of the saved states")
 	f.BoolVar(&a.Finetune, "finetune", false, "with --load: load the weights only and start at iteration 0 with a fresh optimizer")
 	f.IntVar(&a.CkptStep, "ckpt-step", 0, "with --load: load this saved iteration instead of the latest")
-	f.BoolVar(&a.UseCheckpointArgs, "use-checkpoint-args", false, "with --load: take the model's shape (layers, width, heads, FFN, positions, vocabulary, sequence length) and options (normalization, activation, biases, attention groups, position embedding, untied output layer) from the checkpoint")
+	f.BoolVar(&a.UseCheckpointArgs, "use-checkpoint-args", false, "with --load: take the model's shape (layers, width, heads, FFN, positions, vocabulary, sequence length) and options (normalization, activation, biases, attention groups, position embedding, untied output layer, experts and routing) from the checkpoint")
 	f.BoolVar(&a.ExitSignalHandler, "exit-signal-handler", false, "on SIGTERM or SIGINT, finish the iteration, save (with --save) and exit with status 0 on every rank; a second signal exits at once")
 	f.IntVar(&a.ExitInterval, "exit-interval", 0, "stop (and save) when the iteration is a multiple of this")
 	f.Float64Var(&a.ExitDurationInMins, "exit-duration-in-mins", 0, "stop (and save) after the first iteration that ends this many minutes after training began")
@@ -231,7 +231,8 @@ func addParallelFlags(f *pflag.FlagSet, a *train.Args) {
 	f.IntVar(&a.Model.ContextParallelSize, "context-parallel-size", a.Model.ContextParallelSize, "context-parallel size: every sequence is split over this many ranks (2·cp chunks, load-balanced)")
 	f.StringSliceVar(&a.Model.CPCommType, "cp-comm-type", nil, "how attention crosses the context-parallel ranks: p2p (ring, default), all_gather, a2a or a2a+p2p; one for every layer or one per layer")
 	f.IntSliceVar(&a.Model.HierarchicalContextParallelSizes, "hierarchical-context-parallel-sizes", nil, "A P: the all-to-all and ring sizes of a2a+p2p context parallelism (A·P = --context-parallel-size)")
-	f.IntVar(&a.Model.ExpertModelParallelSize, "expert-model-parallel-size", a.Model.ExpertModelParallelSize, "expert-parallel size (not built yet: 1)")
+	f.IntVar(&a.Model.ExpertModelParallelSize, "expert-model-parallel-size", a.Model.ExpertModelParallelSize, "expert-parallel size ep: each MoE layer's experts split over this many ranks (--num-experts / ep each), tokens dispatched to them by --moe-token-dispatcher-type")
+	f.IntVar(&a.Model.ExpertTensorParallelSize, "expert-tensor-parallel-size", a.Model.ExpertTensorParallelSize, "expert tensor-parallel size: each expert's MLP split over this many ranks (0: --tensor-model-parallel-size)")
 	f.Float64Var(&a.DistributedTimeoutMinutes, "distributed-timeout-minutes", a.DistributedTimeoutMinutes, "fail a collective that waits longer than this")
 	addDDPFlags(f, a)
 }
