@@ -26,6 +26,9 @@ type logger struct {
 	sumTokens float64
 	count     int
 	skipped   int
+	// sumMoE are the interval's sums of a MoE model's losses (each the
+	// mean over the MoE layers), in moeMeans' order.
+	sumMoE []moeMean
 }
 
 // Record is one line of --log-json.
@@ -51,6 +54,9 @@ type Record struct {
 	// ran.
 	GlobalBatchSize int   `json:"global_batch_size"`
 	ConsumedSamples int64 `json:"consumed_samples"`
+	// MoE holds a MoE model's metrics of the iteration (absent for a
+	// dense model).
+	MoE *MoERecord `json:"moe,omitempty"`
 }
 
 func newLogger(out io.Writer, progress io.Writer, jsonPath string, total int) (*logger, error) {
@@ -83,13 +89,14 @@ func (l *logger) printf(format string, args ...any) {
 }
 
 // iteration records one iteration and prints a Megatron-style line every
-// interval iterations.
-func (l *logger) iteration(a Args, it int, r stepResult, interval int) error {
+// interval iterations. moe is a MoE model's metrics of the iteration (nil
+// for a dense model).
+func (l *logger) iteration(a Args, it int, r stepResult, moe *MoERecord, interval int) error {
 	tokens := float64(r.globalBatch) * float64(a.Model.SeqLength)
 	rec := Record{Iteration: it, Loss: r.loss, LR: r.lr,
 		TokensPerS: tokens / r.elapsed.Seconds(), StepMS: float64(r.elapsed.Microseconds()) / 1000,
 		PeakActivationBytes: r.peakActivations, Skipped: r.skipped,
-		GlobalBatchSize: r.globalBatch, ConsumedSamples: r.consumed}
+		GlobalBatchSize: r.globalBatch, ConsumedSamples: r.consumed, MoE: moe}
 	if !r.skipped {
 		rec.GradNorm = &r.gradNorm
 	}
@@ -105,6 +112,14 @@ func (l *logger) iteration(a Args, it int, r stepResult, interval int) error {
 	l.sumLoss += r.loss
 	l.sumTime += r.elapsed
 	l.sumTokens += tokens
+	if moe != nil {
+		for i, m := range moe.moeMeans() {
+			if i == len(l.sumMoE) {
+				l.sumMoE = append(l.sumMoE, moeMean{name: m.name})
+			}
+			l.sumMoE[i].value += m.value
+		}
+	}
 	l.count++
 	if r.skipped {
 		l.skipped++
@@ -125,11 +140,18 @@ func (l *logger) iteration(a Args, it int, r stepResult, interval int) error {
 		if scaled {
 			skipped = fmt.Sprintf("number of skipped iterations: %3d | ", l.skipped)
 		}
-		l.printf(" [%s] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | throughput (tokens/s): %.0f | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | %s%s%selapsed: %s |\n",
+		// A MoE model's auxiliary losses follow the lm loss, as in
+		// Megatron's line: each the mean over the MoE layers, averaged
+		// over the interval like the loss.
+		var moeLosses string
+		for _, m := range l.sumMoE {
+			moeLosses += fmt.Sprintf("%s: %.6E | ", m.name, m.value/float64(l.count))
+		}
+		l.printf(" [%s] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | throughput (tokens/s): %.0f | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | %s%s%s%selapsed: %s |\n",
 			time.Now().Format("2006-01-02 15:04:05"), it, a.TrainIters, r.consumed,
 			float64(avg.Microseconds())/1000, l.sumTokens/l.sumTime.Seconds(), r.lr, r.globalBatch,
-			l.sumLoss/float64(l.count), scale, norm, skipped, time.Since(l.start).Round(time.Second))
-		l.sumLoss, l.sumTime, l.sumTokens, l.count, l.skipped = 0, 0, 0, 0, 0
+			l.sumLoss/float64(l.count), moeLosses, scale, norm, skipped, time.Since(l.start).Round(time.Second))
+		l.sumLoss, l.sumTime, l.sumTokens, l.count, l.skipped, l.sumMoE = 0, 0, 0, 0, 0, nil
 	}
 	if l.bar != nil {
 		l.bar.Describe(fmt.Sprintf("loss %.3f", r.loss))

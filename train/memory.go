@@ -123,6 +123,9 @@ func Korthikanti(cfg config.TransformerConfig, b int) float64 {
 // measured activation memory beside gotron's and Korthikanti et al.'s
 // formulas.
 func MeasureActivations(ctx context.Context, a Args) ([]MemoryRow, error) {
+	if a.Model.NumMoEExperts > 0 {
+		return nil, fmt.Errorf("--num-experts %d: gotron's activation-memory formula does not cover MoE layers yet (their saved rows depend on the routing); inspect the dense model, or measure a MoE run's peak_activation_bytes with --log-json", a.Model.NumMoEExperts)
+	}
 	a = normalise(a, max(a.Model.TensorModelParallelSize, 1))
 	if a.Model.VocabSize == 0 {
 		a.Model.VocabSize = 256

@@ -197,6 +197,8 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 		var r stepResult
 		var tl *timeline
 		var err error
+		// Each iteration's MoE metrics count its own training forwards.
+		t.resetMoEStats()
 		if a.ProfileSchedule != "" && t.iteration == a.TrainIters-1 {
 			r, tl, err = t.profiledStep(ctx)
 		} else {
@@ -220,13 +222,19 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 				return res, err
 			}
 		}
+		// A MoE model's metrics: a collective on every rank, every
+		// iteration (the line averages them over the interval).
+		moeRec, err := t.moeMetrics(ctx)
+		if err != nil {
+			return res, err
+		}
 		res.Losses = append(res.Losses, r.loss)
 		res.GradNorms = append(res.GradNorms, r.gradNorm)
 		if r.skipped {
 			res.Skipped++
 		}
 		if log != nil {
-			if err := log.iteration(a, t.iteration, r, a.LogInterval); err != nil {
+			if err := log.iteration(a, t.iteration, r, moeRec, a.LogInterval); err != nil {
 				return res, err
 			}
 		}

@@ -3,6 +3,7 @@
 //	gotron train --mock-data --num-layers 2 --hidden-size 64 ...
 //	gotron inspect groups --world-size 8 --tensor-model-parallel-size 2
 //	gotron bench
+//	gotron plot expert-load --log-json log.jsonl --out load.svg
 //
 // Flags are spelled as Megatron's. Errors are printed as one line naming
 // the flag or file and the fix, and the command exits with status 1. A
@@ -54,6 +55,7 @@ func newRoot() *cobra.Command {
 	}
 	root.AddCommand(newTrainCmd(), newInspectCmd(), newBenchCmd())
 	root.AddCommand(newCkptCmd())
+	root.AddCommand(newPlotCmd())
 	return root
 }
 
