@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,7 +32,9 @@ import (
 // differently). Two bf16 runs with the distributed optimizer (float32 and
 // bfloat16 gradient buffers, the latter reduced in bfloat16 through MPI)
 // follow the one-rank bf16 curve to 1e-4 and 1e-3. Context parallel 2
-// (the ring) and 4 (a2a+p2p, 2·2) follow it to 1e-6.
+// (the ring) and 4 (a2a+p2p, 2·2) follow it to 1e-6. A MoE model with its
+// experts over 2 processes (each dispatcher), and over 2 × expert TP 2 on
+// 4, follows the one-rank MoE curve to 1e-6.
 func TestMPITrainMatchesSingleRank(t *testing.T) {
 	if _, err := exec.LookPath("mpirun"); err != nil {
 		t.Skip("mpirun not found: install openmpi-bin (make test-mpi does)")
@@ -51,7 +54,7 @@ func TestMPITrainMatchesSingleRank(t *testing.T) {
 		np    string
 		extra []string
 		tol   float64
-		prec  string // "" float32, "bf16", "bf16-grads" (--bf16 --grad-reduce-in-bf16): the reference's precision
+		prec  string // "" float32, "bf16", "bf16-grads" (--bf16 --grad-reduce-in-bf16): the reference's precision; "moe": the MoE model
 		says  string // what rank 0's start-up line must say, if set
 	}{
 		{"dp2", "2", nil, 1e-6, "", ""},
@@ -79,6 +82,12 @@ func TestMPITrainMatchesSingleRank(t *testing.T) {
 		{"cp2-p2p", "2", []string{"--context-parallel-size", "2", "--cp-comm-type", "p2p"}, 1e-6, "", "world 2 (context parallel 2 (p2p), data parallel 1,"},
 		{"cp4-a2a+p2p-2x2", "4", []string{"--context-parallel-size", "4", "--cp-comm-type", "a2a+p2p",
 			"--hierarchical-context-parallel-sizes", "2", "2"}, 1e-6, "", "world 4 (context parallel 4 (a2a+p2p), data parallel 1,"},
+		// Expert parallel: the MoE model (mpiMoEFlags) with its 4 experts
+		// over 2 processes, each dispatcher, and over 2 × expert TP 2.
+		{"moe-ep2-alltoall", "2", mpiMoEArgs("--expert-model-parallel-size", "2", "--moe-token-dispatcher-type", "alltoall"), 1e-6, "moe", ""},
+		{"moe-ep2-allgather", "2", mpiMoEArgs("--expert-model-parallel-size", "2"), 1e-6, "moe", ""},
+		{"moe-ep2-etp2-alltoall", "4", mpiMoEArgs("--expert-model-parallel-size", "2", "--expert-tensor-parallel-size", "2",
+			"--moe-token-dispatcher-type", "alltoall"), 1e-6, "moe", ""},
 	}
 	curves := make([][]float64, len(layouts))
 	for i, l := range layouts {
@@ -103,9 +112,13 @@ func TestMPITrainMatchesSingleRank(t *testing.T) {
 	a.LR, a.LRWarmupIters, a.LRDecayStyle = 3e-3, 2, "cosine"
 	a.Model.HiddenDropout, a.Model.AttentionDropout, a.EvalIters = 0, 0, 0
 	refs := map[string]*train.Result{}
-	for _, prec := range []string{"", "bf16", "bf16-grads"} {
+	for _, prec := range []string{"", "bf16", "bf16-grads", "moe"} {
 		b := a
-		b.Model.BF16, b.GradReduceInBF16 = prec != "", prec == "bf16-grads"
+		b.Model.BF16, b.GradReduceInBF16 = prec == "bf16" || prec == "bf16-grads", prec == "bf16-grads"
+		if prec == "moe" {
+			m := &b.Model
+			m.NumMoEExperts, m.MoEFFNHiddenSize, m.MoEAuxLossCoeff, m.MoEZLossCoeff, m.AddBiasLinear = 4, 16, 0.01, 0.001, false
+		}
 		r, err := train.Run(context.Background(), b, train.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -129,6 +142,15 @@ func TestMPITrainMatchesSingleRank(t *testing.T) {
 		t.Logf("%s: largest relative loss difference from one rank %.2g", l.name, worst)
 	}
 }
+
+// mpiMoEFlags make the MPI test's model a MoE model: 4 experts of width 16
+// in both layers, top-2 softmax routing with the load-balancing (0.01) and
+// z (0.001) losses, no biases.
+var mpiMoEFlags = []string{"--num-experts", "4", "--moe-ffn-hidden-size", "16", "--moe-aux-loss-coeff", "0.01",
+	"--moe-z-loss-coeff", "0.001", "--disable-bias-linear"}
+
+// mpiMoEArgs returns mpiMoEFlags followed by extra.
+func mpiMoEArgs(extra ...string) []string { return append(slices.Clone(mpiMoEFlags), extra...) }
 
 func readLosses(t *testing.T, path string) []float64 {
 	t.Helper()
