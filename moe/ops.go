@@ -2,6 +2,9 @@ package moe
 
 import (
 	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/nn"
@@ -113,7 +116,9 @@ func (f unpermuteFn) Backward(c *autograd.Ctx, dout *tensor.Tensor) ([]*tensor.T
 //	y_e = act(x_e·W1_eᵀ)·W2_eᵀ      (gated: act(gate)·up, W1_e [2f, h]; else W1_e [f, h]); W2_e [h, f]
 //
 // a loop of GEMMs over the slices with no copies (Megatron's grouped
-// GEMM on a CPU). w1 and w2 are the experts' weights in order; the
+// GEMM on a CPU), on OpenBLAS (tensor.GemmVarying: the slices' sizes
+// change with the routing), the experts side by side on the rank's cores
+// when they are balanced enough (eachExpert). w1 and w2 are the experts' weights in order; the
 // weights accumulate their gradients directly.
 func GroupedMLP(t *autograd.Tape, x *autograd.Var, w1, w2 []*autograd.Var, counts []int, act kernels.Activation, gated bool) *autograd.Var {
 	in := append([]*autograd.Var{x}, w1...)
@@ -145,25 +150,71 @@ func (f *groupedFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tens
 	}
 	y := tensor.New(n, h)
 	st := groupedState{u: make([]*tensor.Tensor, e)}
-	workers := c.Tape().Workers()
-	off := 0
-	for j := 0; j < e; j++ {
-		k := f.counts[j]
+	offs := offsets(f.counts)
+	eachExpert(f.counts, c.Tape().Workers(), func(j, workers int) {
+		k, off := f.counts[j], offs[j]
 		w1, w2 := in[1+j], in[1+e+j]
-		if k > 0 {
-			xe := x.Narrow(0, off, k)
-			u := nn.LinearForward(workers, nn.GemmInput(xe, w1), w1, nil) // [k, f1]
-			a := f.activate(u)
-			y.Narrow(0, off, k).CopyFrom(nn.LinearForward(workers, nn.GemmInput(a, w2), w2, nil))
-			st.u[j] = u
-		}
-		off += k
-	}
+		xe := x.Narrow(0, off, k)
+		u := tensor.New(k, w1.Dim(0)) // [k, f1]
+		tensor.GemmVarying(workers, false, true, 1, nn.GemmInput(xe, w1), w1, 0, u)
+		a := f.activate(u)
+		tensor.GemmVarying(workers, false, true, 1, nn.GemmInput(a, w2), w2, 0, y.Narrow(0, off, k))
+		st.u[j] = u
+	})
 	if c.Recording() {
 		c.Save(x)
 		c.State = st
 	}
 	return y, nil
+}
+
+// offsets are the first rows of each expert's slice.
+func offsets(counts []int) []int {
+	out := make([]int, len(counts))
+	off := 0
+	for j, k := range counts {
+		out[j] = off
+		off += k
+	}
+	return out
+}
+
+// eachExpert calls fn(j, w) for every expert j with rows, w being the
+// cores fn may use: with several cores and no expert holding more than
+// 1/workers of the rows, the experts run concurrently, largest first, one
+// core each (a CPU's grouped GEMM: small GEMMs side by side rather than
+// each split over the cores); otherwise one after another on every core.
+// Each expert's arithmetic depends on w alone, so the result does not
+// depend on the schedule.
+func eachExpert(counts []int, workers int, fn func(j, w int)) {
+	var order []int
+	total, most := 0, 0
+	for j, k := range counts {
+		if k > 0 {
+			order = append(order, j)
+			total += k
+			most = max(most, k)
+		}
+	}
+	if workers <= 1 || len(order) < 2 || most*workers > total {
+		for _, j := range order {
+			fn(j, workers)
+		}
+		return
+	}
+	sort.SliceStable(order, func(a, b int) bool { return counts[order[a]] > counts[order[b]] })
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(workers, len(order)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < len(order); i = int(next.Add(1)) - 1 {
+				fn(order[i], 1)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // activate returns act(u) [k, f], or act(gate)·up for a gated u [k, 2f].
@@ -184,15 +235,11 @@ func (f *groupedFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tens
 	st := c.State.(groupedState)
 	e := len(f.w1)
 	h := x.Dim(1)
-	workers := c.Tape().Workers()
 	dx := tensor.New(x.Shape()...)
 	dy = dy.Contiguous()
-	off := 0
-	for j := 0; j < e; j++ {
-		k := f.counts[j]
-		if k == 0 {
-			continue
-		}
+	offs := offsets(f.counts)
+	eachExpert(f.counts, c.Tape().Workers(), func(j, workers int) {
+		k, off := f.counts[j], offs[j]
 		w1, w2 := f.w1[j].Value, f.w2[j].Value
 		xe, dye := x.Narrow(0, off, k), dy.Narrow(0, off, k)
 		u := st.u[j]
@@ -200,10 +247,10 @@ func (f *groupedFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tens
 		ff := a.Dim(1)
 		dyg := nn.GemmInput(dye, w2)
 		nn.AccumulateGrad(f.w2[j], func(dst []float32) {
-			tensor.GemmParallel(workers, true, false, 1, dyg, nn.GemmInput(a, w2), 1, tensor.FromSlice(dst, h, ff))
+			tensor.GemmVarying(workers, true, false, 1, dyg, nn.GemmInput(a, w2), 1, tensor.FromSlice(dst, h, ff))
 		})
 		da := tensor.New(k, ff)
-		tensor.GemmParallel(workers, false, false, 1, dyg, w2, 0, da)
+		tensor.GemmVarying(workers, false, false, 1, dyg, w2, 0, da)
 		du := tensor.New(u.Shape()...)
 		if f.gated {
 			kernels.GLUBackward(f.act, du.Data(), da.Data(), u.Data(), k, ff)
@@ -212,11 +259,10 @@ func (f *groupedFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tens
 		}
 		dug := nn.GemmInput(du, w1)
 		nn.AccumulateGrad(f.w1[j], func(dst []float32) {
-			tensor.GemmParallel(workers, true, false, 1, dug, nn.GemmInput(xe, w1), 1, tensor.FromSlice(dst, u.Dim(1), h))
+			tensor.GemmVarying(workers, true, false, 1, dug, nn.GemmInput(xe, w1), 1, tensor.FromSlice(dst, u.Dim(1), h))
 		})
-		tensor.GemmParallel(workers, false, false, 1, dug, w1, 0, dx.Narrow(0, off, k))
-		off += k
-	}
+		tensor.GemmVarying(workers, false, false, 1, dug, w1, 0, dx.Narrow(0, off, k))
+	})
 	grads := make([]*tensor.Tensor, 1+2*e)
 	grads[0] = dx
 	return grads, nil
@@ -238,7 +284,8 @@ func (st groupedState) StateBytes() int64 {
 // operations — the rows narrowed out, linear_fc1, the activation,
 // linear_fc2, the outputs concatenated back in order (Megatron's
 // SequentialMLP, moe_grouped_gemm off) — with the same arithmetic as
-// GroupedMLP.
+// GroupedMLP (its GEMMs through tensor.GemmVarying too: the rows change
+// with the routing).
 func SequentialMLP(t *autograd.Tape, x *autograd.Var, w1, w2 []*autograd.Var, counts []int, act kernels.Activation, gated bool) *autograd.Var {
 	var outs []*autograd.Var
 	off := 0
@@ -246,9 +293,9 @@ func SequentialMLP(t *autograd.Tape, x *autograd.Var, w1, w2 []*autograd.Var, co
 		if k == 0 {
 			continue
 		}
-		u := nn.Linear(t, autograd.Narrow(t, x, 0, off, k), w1[j], nil)
+		u := autograd.Apply(t, nn.LinearFn{W: w1[j], Varying: true}, autograd.Narrow(t, x, 0, off, k), w1[j])
 		u = nn.MLPActivation(t, u, nil, act, gated)
-		outs = append(outs, nn.Linear(t, u, w2[j], nil))
+		outs = append(outs, autograd.Apply(t, nn.LinearFn{W: w2[j], Varying: true}, u, w2[j]))
 		off += k
 	}
 	if len(outs) == 0 {

@@ -29,6 +29,21 @@ import (
 // rounding per element.
 type LinearFn struct {
 	W, B *autograd.Var // B may be nil
+	// Varying says x's rows change from call to call (a MoE expert's
+	// tokens): the GEMMs run through tensor.GemmVarying, which creates no
+	// per-shape oneDNN primitive.
+	Varying bool
+}
+
+// gemmFunc is the GEMM of tensor's GemmParallel signature.
+type gemmFunc func(workers int, transA, transB bool, alpha float32, a, b *tensor.Tensor, beta float32, c *tensor.Tensor)
+
+// gemm is the layer's GEMM: GemmVarying for varying rows, else GemmParallel.
+func (f LinearFn) gemm() gemmFunc {
+	if f.Varying {
+		return tensor.GemmVarying
+	}
+	return tensor.GemmParallel
 }
 
 // Linear applies x·Wᵀ + b; b may be nil.
@@ -54,7 +69,7 @@ func (f LinearFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor
 	if f.B != nil {
 		b = in[2]
 	}
-	y := LinearForward(c.Tape().Workers(), x, w, b)
+	y := linearForward(f.gemm(), c.Tape().Workers(), x, w, b)
 	if c.Recording() {
 		c.Save(x, w)
 	}
@@ -75,12 +90,12 @@ func (f LinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor
 	grads := make([]*tensor.Tensor, 2, 3)
 	if c.NeedsGrad(0) {
 		dx := tensor.New(x.Shape()...)
-		tensor.GemmParallel(workers, false, false, 1, dyg, w, 0, dx.View(rows, inF))
+		f.gemm()(workers, false, false, 1, dyg, w, 0, dx.View(rows, inF))
 		grads[0] = dx
 	}
 	if c.NeedsGrad(1) {
 		AccumulateGrad(f.W, func(dst []float32) {
-			tensor.GemmParallel(workers, true, false, 1, dyg, x.View(rows, inF), 1, tensor.FromSlice(dst, out, inF))
+			f.gemm()(workers, true, false, 1, dyg, x.View(rows, inF), 1, tensor.FromSlice(dst, out, inF))
 		})
 	}
 	if f.B != nil {
@@ -103,6 +118,11 @@ func (f LinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor
 // accumulated in float32. A 16-bit b is widened (exactly) and added as the
 // GEMM's initial y, as a float32 b is.
 func LinearForward(workers int, x, w, b *tensor.Tensor) *tensor.Tensor {
+	return linearForward(tensor.GemmParallel, workers, x, w, b)
+}
+
+// linearForward is LinearForward with the GEMM gemm.
+func linearForward(gemm gemmFunc, workers int, x, w, b *tensor.Tensor) *tensor.Tensor {
 	out, inF := w.Dim(0), w.Dim(1)
 	rows := x.Len() / inF
 	shape := append(append([]int(nil), x.Shape()[:x.Rank()-1]...), out)
@@ -116,7 +136,7 @@ func LinearForward(workers int, x, w, b *tensor.Tensor) *tensor.Tensor {
 		}
 		beta = 1
 	}
-	tensor.GemmParallel(workers, false, true, 1, x.View(rows, inF), w, beta, y.View(rows, out))
+	gemm(workers, false, true, 1, x.View(rows, inF), w, beta, y.View(rows, out))
 	return y
 }
 

@@ -6,8 +6,9 @@ import (
 )
 
 // TestGemmParallelMatchesGemm runs GEMMs on several workers (oneDNN's
-// threads) and split by rows and by columns over goroutines (gemmSplit, the
-// build without oneDNN), with every transpose combination, and compares
+// threads), split by rows and by columns over goroutines (gemmSplit, the
+// build without oneDNN) and through GemmVarying, with every transpose
+// combination, and compares
 // with one Gemm call. Each element is one dot product over the same k, but
 // a kernel may order that sum differently for a block than for the whole
 // matrix (OpenBLAS's Haswell kernel does, its Cooperlake one gives the same
@@ -46,6 +47,7 @@ func TestGemmParallelMatchesGemm(t *testing.T) {
 				}{
 					{"GemmParallel", func(w int, got *Tensor) { GemmParallel(w, ta, tb, 0.5, a, b, 1, got) }},
 					{"gemmSplit", func(w int, got *Tensor) { gemmSplit(w, ta, tb, 0.5, a, b, 1, got) }},
+					{"GemmVarying", func(w int, got *Tensor) { GemmVarying(w, ta, tb, 0.5, a, b, 1, got) }},
 				} {
 					for _, w := range []int{2, 3, 7} {
 						got := c0.Clone()

@@ -163,6 +163,34 @@ func GemmParallel(workers int, transA, transB bool, alpha float32, a, b *Tensor,
 	}
 }
 
+// GemmVarying is GemmParallel for GEMMs whose shapes change from call to
+// call, such as a MoE expert's over the rows routed to it: float32
+// operands go to single-threaded OpenBLAS calls (on up to workers
+// goroutines, as gemmSplit) and never to oneDNN, whose primitives are
+// created and cached per shape — worth it for a model's fixed shapes, but
+// for these a creation per call and a cache that grows with every new
+// shape. bfloat16 operands, which need oneDNN, take GemmParallel.
+func GemmVarying(workers int, transA, transB bool, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
+	m, n, k := gemmShape(transA, transB, a, b, c)
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 {
+		c.Scale(beta)
+		return
+	}
+	a, b = promoteHalf(a, b)
+	if a.DType() == BFloat16 {
+		GemmParallel(workers, transA, transB, alpha, a, b, beta, c)
+		return
+	}
+	if w := min(workers, max(1, 2*m*n*k/minLargeFLOPs)); w > 1 {
+		gemmSplit(w, transA, transB, alpha, a, b, beta, c)
+		return
+	}
+	sgemm(transA, transB, m, n, k, alpha, a, b, beta, c)
+}
+
 // sgemm is one call of package blas (single-threaded OpenBLAS, or gonum
 // without cgo) on checked float32 operands.
 func sgemm(transA, transB bool, m, n, k int, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
