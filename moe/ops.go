@@ -290,9 +290,8 @@ func SequentialMLP(t *autograd.Tape, x *autograd.Var, w1, w2 []*autograd.Var, co
 	var outs []*autograd.Var
 	off := 0
 	for j, k := range counts {
-		if k == 0 {
-			continue
-		}
+		// An expert without rows still runs (on none), as the reference's:
+		// its weights get a (zero) gradient, and their grad hooks fire.
 		u := autograd.Apply(t, nn.LinearFn{W: w1[j], Varying: true}, autograd.Narrow(t, x, 0, off, k), w1[j])
 		u = nn.MLPActivation(t, u, nil, act, gated)
 		outs = append(outs, autograd.Apply(t, nn.LinearFn{W: w2[j], Varying: true}, u, w2[j]))

@@ -181,3 +181,31 @@ func TestMoECheckpointAcrossExpertLayouts(t *testing.T) {
 		})
 	}
 }
+
+// TestMoEOverlapWithIdleExperts trains with overlapped gradient
+// reduction and the sequential experts, top-1 routing over 8 experts, so
+// that experts receive no rows in some micro-batches: their weights must
+// still report their gradients (else the bucket never starts and the
+// iteration fails). DP 2 and EP 2 × DP 2 follow one rank's losses to 1e-6.
+func TestMoEOverlapWithIdleExperts(t *testing.T) {
+	set := func(a *Args) {
+		m := &a.Model
+		m.NumMoEExperts, m.MoERouterTopK, m.MoERouterPreSoftmax = 8, 1, true
+		a.DDP.OverlapGradReduce = true
+	}
+	one := moeArgs(1)
+	set(&one)
+	want, _ := tpRun(t, one)
+	for _, l := range []moeLayout{{world: 2}, {world: 4, ep: 2, dispatcher: "alltoall"}} {
+		t.Run(l.String(), func(t *testing.T) {
+			a := l.args()
+			set(&a)
+			got, _ := tpRun(t, a)
+			for i := range want {
+				if e := relErr(got[i], want[i]); e > 1e-6 {
+					t.Errorf("%s: %.9f, one rank %.9f (relative %.2g)", lossLabel(i, len(want)), got[i], want[i], e)
+				}
+			}
+		})
+	}
+}

@@ -283,11 +283,14 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 			return res, err
 		}
 	}
-	if a.Sample > 0 && t.dpRank == 0 {
+	experts := a.Model.NumMoEExperts > 0 && a.Model.ExpertModelParallelSize*a.Model.EffectiveExpertTensorParallelSize() > 1
+	if a.Sample > 0 && (t.dpRank == 0 || experts) {
 		// The ranks of the first data-parallel replica generate (the
 		// model's forward is a collective over its tensor-parallel group);
-		// the other replicas hold the same weights and need not. Rank 0
-		// reports the text.
+		// the other replicas hold the same weights and need not, unless
+		// the expert grid spans replicas (the MoE layers' dispatch is a
+		// collective over it): then every replica generates the same text.
+		// Rank 0 reports the text.
 		s, err := t.generate(ctx, a.SamplePrompt, a.Sample, a.SampleTemperature)
 		if err != nil {
 			return res, err

@@ -115,7 +115,11 @@ func writeInspect(w io.Writer, r *ckpt.Reader, rep ckpt.VerifyReport) {
 	if l.DistributedOptimizer {
 		dist = "on"
 	}
-	fmt.Fprintf(tw, "layout\tworld %d: tp %d, pp %d, vpp %d, cp %d, dp %d; distributed optimizer %s\n", l.World, l.TP, l.PP, l.VPP, l.ContextParallel(), l.DP, dist)
+	experts := ""
+	if l.EP > 0 {
+		experts = fmt.Sprintf(", ep %d, expert tp %d", l.EP, l.ETP)
+	}
+	fmt.Fprintf(tw, "layout\tworld %d: tp %d, pp %d, vpp %d, cp %d, dp %d%s; distributed optimizer %s\n", l.World, l.TP, l.PP, l.VPP, l.ContextParallel(), l.DP, experts, dist)
 	scaler := "none"
 	if len(m.GradScaler) > 0 {
 		var b bytes.Buffer

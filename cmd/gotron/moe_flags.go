@@ -48,7 +48,7 @@ func addMoEFlags(f *pflag.FlagSet, m *config.TransformerConfig) *moeFlags {
 	f.StringVar(&m.MoETokenDropPolicy, "moe-token-drop-policy", m.MoETokenDropPolicy, "under a capacity, which tokens an expert keeps: probs (the most probable) or position (the first)")
 	f.BoolVar(&m.MoEPadExpertInputToCapacity, "moe-pad-expert-input-to-capacity", m.MoEPadExpertInputToCapacity, "under a capacity, pad every expert's tokens up to it")
 	f.StringVar(&m.MoETokenDispatcherType, "moe-token-dispatcher-type", m.MoETokenDispatcherType, "how tokens reach their experts' expert-parallel ranks: allgather or alltoall (the numbers do not change)")
-	f.BoolVar(&m.MoEGroupedGEMM, "moe-grouped-gemm", m.MoEGroupedGEMM, "accepted for Megatron's scripts: gotron always runs a rank's experts as one grouped loop over their token slices (the numbers do not change)")
+	f.BoolVar(&m.MoEGroupedGEMM, "moe-grouped-gemm", m.MoEGroupedGEMM, "run a rank's experts as one grouped operation over their token slices instead of one MLP after another (the numbers do not change)")
 	return mf
 }
 
