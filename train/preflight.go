@@ -71,6 +71,14 @@ func EstimateMemory(a Args, world, localRanks int) MemoryNeed {
 	dp := max(a.DataParallelSize(world), 1)
 	copies := float64(localRanks) / float64(tp*pp)
 	params := parameterCount(a)
+	// A MoE model's experts are split over the expert grid instead:
+	// etp·ep·pp ranks hold one copy, sharded over edp by the distributed
+	// optimizer.
+	experts := expertCount(a.Model)
+	etp, ep := max(mp.EffectiveExpertTensorParallelSize(), 1), max(mp.ExpertModelParallelSize, 1)
+	ecopies := float64(localRanks) / float64(etp*ep*pp)
+	edp := float64(max(world/(etp*ep*pp), 1))
+	dense := params - experts
 	w, g, o := 4.0, 4.0, 8.0
 	if a.Model.BF16 || a.Model.FP16 {
 		w, o = 2, 12
@@ -78,10 +86,13 @@ func EstimateMemory(a Args, world, localRanks int) MemoryNeed {
 			g = 2
 		}
 	}
+	eo := o
 	if a.DDP.UseDistributedOptimizer {
 		o /= float64(dp)
+		eo /= edp
 	}
-	need := MemoryNeed{Weights: params * copies * w, Gradients: params * copies * g, Optimizer: params * copies * o}
+	need := MemoryNeed{Weights: dense*copies*w + experts*ecopies*w, Gradients: dense*copies*g + experts*ecopies*g,
+		Optimizer: dense*copies*o + experts*ecopies*eo}
 
 	// Activations: each rank of a pipeline of p stages keeps min(p−i, m)
 	// micro-batches of its L/p layers.
@@ -123,7 +134,7 @@ func EstimateMemory(a Args, world, localRanks int) MemoryNeed {
 		if !a.NoSaveOptim {
 			saved = 12
 		}
-		need.Checkpoint = params * copies * saved
+		need.Checkpoint = (dense*copies + experts*ecopies) * saved
 		if a.DDP.UseDistributedOptimizer || localRanks >= world {
 			need.Checkpoint /= float64(dp)
 		}
@@ -132,20 +143,48 @@ func EstimateMemory(a Args, world, localRanks int) MemoryNeed {
 	return need
 }
 
-// parameterCount returns the model's parameters as a float64: the
-// non-layer parameters plus num_layers times one layer's (the exact
-// shapes of gpt.ParameterShapes), or +Inf when a size is absurd.
+// parameterCount returns the model's parameters as a float64: exactly
+// (gpt.NumParameters) up to 16384 layers, beyond that the non-layer
+// parameters plus num_layers times one layer's, or +Inf when a size is
+// absurd.
 func parameterCount(a Args) float64 {
 	c := a.Model
 	h, f, v := float64(c.HiddenSize), widest(c), float64(max(c.VocabSize, c.MaxPositions()))
 	if h*max(h, f, v) >= 1<<55 {
 		return math.Inf(1)
 	}
+	if c.NumLayers <= 1<<14 {
+		return float64(gpt.NumParameters(c))
+	}
 	c.NumLayers = 1
 	one := float64(gpt.NumParameters(c))
 	c.NumLayers = 2
 	perLayer := float64(gpt.NumParameters(c)) - one
 	return one - perLayer + float64(a.Model.NumLayers)*perLayer
+}
+
+// expertCount returns the parameters of the whole model's routed experts
+// (E·(f₁·h + h·f) per MoE layer), 0 for a dense model.
+func expertCount(c config.TransformerConfig) float64 {
+	if c.NumMoEExperts <= 0 {
+		return 0
+	}
+	h, f := float64(c.HiddenSize), float64(c.MoEFFN())
+	f1 := f
+	if c.GatedLinearUnit {
+		f1 = 2 * f
+	}
+	layers := 0.0
+	if c.NumLayers <= 1<<14 {
+		for i := range c.NumLayers {
+			if c.IsMoELayer(i) {
+				layers++
+			}
+		}
+	} else {
+		layers = float64(c.NumLayers)
+	}
+	return layers * float64(c.NumMoEExperts) * (f1*h + h*f)
 }
 
 // headroom is the fraction of the available memory a run's estimate may

@@ -120,3 +120,25 @@ func TestEstimateMemoryComponents(t *testing.T) {
 		t.Errorf("an absurd width gives %g, want +Inf", inf.Total())
 	}
 }
+
+// TestEstimateMemorySplitsExperts: under expert parallelism each rank
+// holds E/ep of the routed experts, so four ranks at EP 4 hold the expert
+// weights once, and the dense weights four times.
+func TestEstimateMemorySplitsExperts(t *testing.T) {
+	a := moeArgs(4)
+	a.Model.MoELayerFreq = []int{2}
+	experts := expertCount(a.Model)
+	h := float64(a.Model.HiddenSize)
+	if want := 2.0 * 4 * (2*32*h + h*32); experts != want { // 2 MoE layers of 4 SwiGLU experts of width 32
+		t.Fatalf("expert parameters %g, want %g", experts, want)
+	}
+	dense := parameterCount(a) - experts
+	for _, ep := range []int{1, 4} {
+		b := a
+		b.Model.ExpertModelParallelSize = ep
+		need := EstimateMemory(normalise(b, 4), 4, 4)
+		if want := 4 * (4*dense + 4/float64(ep)*experts); need.Weights != want {
+			t.Errorf("EP %d: weights %g bytes, want %g", ep, need.Weights, want)
+		}
+	}
+}
