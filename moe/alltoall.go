@@ -31,7 +31,7 @@ type EPExchange struct {
 // the plan. Every rank of g must call it; a nil g, or one of one rank,
 // keeps every row here.
 func NewEPExchange(ctx context.Context, g comm.Group, counts []int) (*EPExchange, error) {
-	ep, r := size(g), rank(g)
+	ep, r := GroupSize(g), GroupRank(g)
 	e := len(counts)
 	if e%ep != 0 {
 		return nil, fmt.Errorf("moe: %d experts over %d expert-parallel ranks: the experts must divide evenly", e, ep)
@@ -60,7 +60,7 @@ func NewEPExchange(ctx context.Context, g comm.Group, counts []int) (*EPExchange
 // [Σ Local, h], expert by expert, each expert's rows by source rank
 // (Megatron's all-to-all, then sort_chunks_by_idxs).
 func (x *EPExchange) Dispatch(t *autograd.Tape, xp *autograd.Var) *autograd.Var {
-	if size(x.g) == 1 {
+	if GroupSize(x.g) == 1 {
 		return xp
 	}
 	recv := tp.AllToAll(t, x.g, xp, x.Recv, x.Send) // source-major
@@ -71,7 +71,7 @@ func (x *EPExchange) Dispatch(t *autograd.Tape, xp *autograd.Var) *autograd.Var 
 // that routed them, in each rank's own dispatch order [N, h] (the inverse
 // of Dispatch).
 func (x *EPExchange) Combine(t *autograd.Tape, y *autograd.Var) *autograd.Var {
-	if size(x.g) == 1 {
+	if GroupSize(x.g) == 1 {
 		return y
 	}
 	back := autograd.Apply(t, sortChunksFn{sizes: expertMajor(x.From), order: toSourceMajor(x.From)}, y)
@@ -98,7 +98,7 @@ type ETPExchange struct {
 // g and returns the plan. Every rank of g must call it; a nil g, or one
 // of one rank, gathers nothing.
 func NewETPExchange(ctx context.Context, g comm.Group, local []int) (*ETPExchange, error) {
-	n, e := size(g), len(local)
+	n, e := GroupSize(g), len(local)
 	all, err := gatherCounts(ctx, g, local, "tokens per local expert")
 	if err != nil {
 		return nil, err
@@ -120,7 +120,7 @@ func NewETPExchange(ctx context.Context, g comm.Group, local []int) (*ETPExchang
 // and returns them expert by expert, each expert's rows by rank
 // [Σ Local, h]; backward reduce-scatters the gradient.
 func (x *ETPExchange) Dispatch(t *autograd.Tape, xl *autograd.Var) *autograd.Var {
-	if size(x.g) == 1 {
+	if GroupSize(x.g) == 1 {
 		return xl
 	}
 	all := tp.GatherFromSequenceParallelRegion(t, xl, x.g, true, x.Rows) // rank-major
@@ -130,7 +130,7 @@ func (x *ETPExchange) Dispatch(t *autograd.Tape, xl *autograd.Var) *autograd.Var
 // Combine sums the ranks' partial outputs y [Σ Local, h] (Dispatch's
 // order) and returns this rank's rows [Rows[r], h].
 func (x *ETPExchange) Combine(t *autograd.Tape, y *autograd.Var) *autograd.Var {
-	if size(x.g) == 1 {
+	if GroupSize(x.g) == 1 {
 		return y
 	}
 	back := autograd.Apply(t, sortChunksFn{sizes: expertMajor(x.From), order: toSourceMajor(x.From)}, y)
@@ -140,12 +140,12 @@ func (x *ETPExchange) Combine(t *autograd.Tape, y *autograd.Var) *autograd.Var {
 // gatherCounts all-gathers every rank's counts over g (nil: this rank's):
 // rank k's count j at k·len(mine) + j.
 func gatherCounts(ctx context.Context, g comm.Group, mine []int, what string) ([]int64, error) {
-	e, r := len(mine), rank(g)
-	all := make([]int64, size(g)*e)
+	e, r := len(mine), GroupRank(g)
+	all := make([]int64, GroupSize(g)*e)
 	for j, c := range mine {
 		all[r*e+j] = int64(c)
 	}
-	if size(g) == 1 {
+	if GroupSize(g) == 1 {
 		return all, nil
 	}
 	if err := g.AllGather(ctx, comm.I64(all), comm.I64(all[r*e:(r+1)*e])); err != nil {

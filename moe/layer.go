@@ -82,9 +82,6 @@ func GroupRank(g comm.Group) int {
 	return g.Rank()
 }
 
-func size(g comm.Group) int { return GroupSize(g) }
-func rank(g comm.Group) int { return GroupRank(g) }
-
 // Layer is one MoE layer on one rank: decoder.layers.{i}.mlp.router.weight
 // [E, h] (whole on every rank), this rank's local experts
 // mlp.experts.local_experts.{e}.linear_fc1.weight [f₁/etp, h] and
@@ -183,7 +180,7 @@ func (l *Layer) experts(t *autograd.Tape, x2, probs *autograd.Var, m []bool) (*a
 		}
 		return SequentialMLP(t, xs, w1, w2, counts, l.Config.Act, l.Config.Gated)
 	}
-	if size(p.EP)*size(p.ETP) > 1 && p.Dispatcher != AllToAllDispatcher {
+	if GroupSize(p.EP)*GroupSize(p.ETP) > 1 && p.Dispatcher != AllToAllDispatcher {
 		plan, err := NewAllGatherExchange(ctx, p.TPEP, m, tokens, e, l.FirstExpert, len(l.FC1))
 		if err != nil {
 			return nil, err
@@ -192,7 +189,7 @@ func (l *Layer) experts(t *autograd.Tape, x2, probs *autograd.Var, m []bool) (*a
 	}
 	d := NewDispatch(m, tokens, e)
 	xp := Permute(t, x2, d)
-	if size(p.EP)*size(p.ETP) == 1 {
+	if GroupSize(p.EP)*GroupSize(p.ETP) == 1 {
 		return Unpermute(t, mlp(xp, d.Counts), probs, d), nil
 	}
 	ep, err := NewEPExchange(ctx, p.EP, d.Counts)
@@ -293,7 +290,7 @@ func (f *routerFn) losses(ctx context.Context, logits []float32, t, e int) error
 	cfg := f.l.Config
 	st := &f.l.Stats
 	g := f.l.Parallel.TPCP
-	n := size(g)
+	n := GroupSize(g)
 	var grad []float32
 	add := func(d []float32) {
 		if grad == nil {

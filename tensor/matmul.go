@@ -135,6 +135,12 @@ const minLargeFLOPs = 1 << 21
 // goroutine each calling a single-threaded BLAS; the BLAS library's own
 // pool should then be 1 (blas.SetThreads(1)).
 func GemmParallel(workers int, transA, transB bool, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
+	gemmOn(true, workers, transA, transB, alpha, a, b, beta, c)
+}
+
+// gemmOn is GemmParallel; without useDNNL a float32 GEMM never goes to
+// oneDNN (GemmVarying).
+func gemmOn(useDNNL bool, workers int, transA, transB bool, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
 	m, n, k := gemmShape(transA, transB, a, b, c)
 	if m == 0 || n == 0 {
 		return
@@ -149,7 +155,7 @@ func GemmParallel(workers int, transA, transB bool, alpha float32, a, b *Tensor,
 	switch {
 	case a.DType() == BFloat16:
 		gemmBF16(w, transA, transB, m, n, k, alpha, a, b, beta, c)
-	case flops >= minLargeFLOPs && dnnl.F32():
+	case useDNNL && flops >= minLargeFLOPs && dnnl.F32():
 		ad, _, _, lda := a.matrix()
 		bd, _, _, ldb := b.matrix()
 		cd, _, _, ldc := c.matrix()
@@ -171,24 +177,7 @@ func GemmParallel(workers int, transA, transB bool, alpha float32, a, b *Tensor,
 // for these a creation per call and a cache that grows with every new
 // shape. bfloat16 operands, which need oneDNN, take GemmParallel.
 func GemmVarying(workers int, transA, transB bool, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
-	m, n, k := gemmShape(transA, transB, a, b, c)
-	if m == 0 || n == 0 {
-		return
-	}
-	if k == 0 {
-		c.Scale(beta)
-		return
-	}
-	a, b = promoteHalf(a, b)
-	if a.DType() == BFloat16 {
-		GemmParallel(workers, transA, transB, alpha, a, b, beta, c)
-		return
-	}
-	if w := min(workers, max(1, 2*m*n*k/minLargeFLOPs)); w > 1 {
-		gemmSplit(w, transA, transB, alpha, a, b, beta, c)
-		return
-	}
-	sgemm(transA, transB, m, n, k, alpha, a, b, beta, c)
+	gemmOn(false, workers, transA, transB, alpha, a, b, beta, c)
 }
 
 // sgemm is one call of package blas (single-threaded OpenBLAS, or gonum

@@ -1,7 +1,6 @@
 package train
 
 import (
-	"context"
 	"testing"
 
 	"github.com/gotron/gotron/ckpt"
@@ -24,19 +23,11 @@ func TestCheckpointAcrossLayouts(t *testing.T) {
 		a.DDP.UseDistributedOptimizer = distOpt
 		return a
 	}
-	run := func(a Args) *Result {
-		t.Helper()
-		r, err := Run(context.Background(), a, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
 	saving := layout(8, 2, 2, true)
 	dir := t.TempDir()
 	first := saving
 	first.TrainIters, first.Save = 5, dir
-	run(first)
+	mustRun(t, first)
 	r, err := ckpt.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -59,10 +50,10 @@ func TestCheckpointAcrossLayouts(t *testing.T) {
 		{"DP4", layout(4, 1, 1, false), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			full := run(c.a)
+			full := mustRun(t, c.a)
 			b := c.a
 			b.Load = dir
-			res := run(b)
+			res := mustRun(t, b)
 			if res.StartIteration != 5 || len(res.Losses) != 10 {
 				t.Fatalf("resumed at %d with %d losses, want 5 and 10", res.StartIteration, len(res.Losses))
 			}

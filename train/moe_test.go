@@ -1,7 +1,6 @@
 package train
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
@@ -130,19 +129,11 @@ func TestMoECheckpointAcrossExpertLayouts(t *testing.T) {
 		a.TrainIters, a.LRDecayIters, a.EvalIters = 10, 10, 0
 		return a
 	}
-	run := func(a Args) *Result {
-		t.Helper()
-		r, err := Run(context.Background(), a, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
 	saving := layout(moeLayout{world: 4, ep: 2, etp: 2, distOpt: true, dispatcher: "alltoall"})
 	dir := t.TempDir()
 	first := saving
 	first.TrainIters, first.Save = 5, dir
-	run(first)
+	mustRun(t, first)
 	r, err := ckpt.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -165,10 +156,10 @@ func TestMoECheckpointAcrossExpertLayouts(t *testing.T) {
 		{"EP2 TP2 SP", layout(moeLayout{world: 4, tp: 2, sp: true, ep: 2}), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			full := run(c.a)
+			full := mustRun(t, c.a)
 			b := c.a
 			b.Load = dir
-			res := run(b)
+			res := mustRun(t, b)
 			if res.StartIteration != 5 || len(res.Losses) != 5 {
 				t.Fatalf("resumed at %d with %d losses, want 5 and 5", res.StartIteration, len(res.Losses))
 			}

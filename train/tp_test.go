@@ -30,16 +30,23 @@ func tpArgs(world, tp int) Args {
 	return a
 }
 
+// mustRun trains a and returns its result, failing the test on an error.
+func mustRun(t *testing.T, a Args) *Result {
+	t.Helper()
+	r, err := Run(context.Background(), a, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // tpRun trains a and returns its losses (the training losses, then the
 // final validation loss) and its first step's gradients, gathered to whole
 // tensors.
 func tpRun(t *testing.T, a Args) ([]float64, *safetensors.File) {
 	t.Helper()
 	a.DumpGrads = filepath.Join(t.TempDir(), "grads.safetensors")
-	res, err := Run(context.Background(), a, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, a)
 	g, err := safetensors.ReadFile(a.DumpGrads)
 	if err != nil {
 		t.Fatal(err)
@@ -196,25 +203,17 @@ func TestRecomputeReplaysDropout(t *testing.T) {
 // resumes at TP 4 and at one rank with the loss curve of the uninterrupted
 // run to 1e-5 (no dropout: the streams of different layouts differ).
 func TestTensorParallelResume(t *testing.T) {
-	run := func(a Args) *Result {
-		t.Helper()
-		res, err := Run(context.Background(), a, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
 	for _, dropout := range []float32{0.1, 0} {
 		a := tpArgs(2, 2)
 		a.Model.SequenceParallel = true
 		a.TrainIters = 10
 		a.Model.HiddenDropout, a.Model.AttentionDropout = dropout, dropout
-		full := run(a)
+		full := mustRun(t, a)
 		dir := t.TempDir()
 		first := a
 		first.TrainIters, first.LRDecayIters, first.Save = 5, 10, dir
 		a.LRDecayIters = 10
-		run(first)
+		mustRun(t, first)
 		targets := []Args{a}
 		if dropout == 0 {
 			tp4 := a
@@ -225,7 +224,7 @@ func TestTensorParallelResume(t *testing.T) {
 		}
 		for _, b := range targets {
 			b.Load = dir
-			res := run(b)
+			res := mustRun(t, b)
 			if res.StartIteration != 5 || len(res.Losses) != 5 {
 				t.Fatalf("resumed at %d with %d losses, want 5 and 5", res.StartIteration, len(res.Losses))
 			}
