@@ -29,6 +29,14 @@ type Options struct {
 	// Wait, if non-nil, accumulates the nanoseconds the ring spent blocked
 	// on receives after its block computation (the transfers not hidden).
 	Wait *atomic.Int64
+	// Segments, when not nil, number the documents of every batch row over
+	// the whole sequence, [b, s] row-major with s = cp·(local rows): the
+	// rows before cp.Split (data.Batch.Segments, --reset-attention-mask).
+	// A query attends to a key at or before its position only when both
+	// have the same segment id (nn.AttentionOptions.Segments); blocks of
+	// the split whose keys all lie in other documents are skipped. Every
+	// rank passes the same whole rows.
+	Segments []int32
 }
 
 // Attention is causal self-attention over a sequence split across the
@@ -54,6 +62,9 @@ type Options struct {
 // kept for backward: Q, K, V, the output (the tensor linear_proj keeps) and
 // the log-sum-exp of the rank's rows, as the one-rank attention keeps for
 // s/cp rows.
+//
+// With Options.Segments, attention is further restricted to each query's
+// own document, as nn.Attention restricts it on one rank.
 func Attention(t *autograd.Tape, qkv *autograd.Var, heads int, o Options) *autograd.Var {
 	if o.DType == 0 {
 		o.DType = tensor.Float32
@@ -100,7 +111,7 @@ func (f *attentionFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Te
 	q, kv := p.pack(xd)
 	out := make([]float32, p.pairs()*p.rows()*p.d)
 	lse := newLSE(p.pairs() * p.rows())
-	k := newBlocks(p, f.o.DType, f.o.Dropout, f.seed, c.Tape().RowWorkers(p.pairs(), p.rows()*p.rows()*p.d))
+	k := newBlocks(p, f.o, f.seed, c.Tape().RowWorkers(p.pairs(), p.rows()*p.rows()*p.d))
 	if err := f.forwardSources(ctx, p, k, q, kv, out, lse); err != nil {
 		return nil, err
 	}
@@ -168,7 +179,7 @@ func (f *attentionFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Te
 	delta = p.toPairs(delta, 1, 0, 1)
 	dq := make([]float32, len(q))
 	dkv := make([]float32, len(kv))
-	k := newBlocks(p, f.o.DType, f.o.Dropout, f.seed, c.Tape().RowWorkers(p.pairs(), p.rows()*p.rows()*p.d))
+	k := newBlocks(p, f.o, f.seed, c.Tape().RowWorkers(p.pairs(), p.rows()*p.rows()*p.d))
 	grads := func(src int, kvs, dkvs []float32) {
 		k.grads(q, kvs, p.chunksOf(src), do, st.lse, delta, dq, dkvs)
 	}

@@ -25,6 +25,8 @@ type attnCase struct {
 	heads, d     int
 	hierarchical []int
 	dropout      float32
+	// seg, when set, are the rows' segment ids [b, s] (the whole sequence).
+	seg []int32
 }
 
 func (c attnCase) String() string {
@@ -53,13 +55,13 @@ func rowsOf(x *tensor.Tensor, pos []int) *tensor.Tensor {
 	return out
 }
 
-// serial runs the one-rank attention: output and the gradient of qkv for
-// the output gradient dy.
-func serial(t *testing.T, qkv, dy *tensor.Tensor, heads int) (y, dx *tensor.Tensor) {
+// serial runs the one-rank attention (with segment ids seg [b, s], or
+// nil): output and the gradient of qkv for the output gradient dy.
+func serial(t *testing.T, qkv, dy *tensor.Tensor, heads int, seg []int32) (y, dx *tensor.Tensor) {
 	t.Helper()
 	tape := autograd.NewTape(context.Background())
 	x := autograd.NewLeaf(qkv.Clone(), "qkv", true)
-	out := nn.CausalAttention(tape, x, heads, 0, nil)
+	out := nn.Attention(tape, x, heads, nn.AttentionOptions{Segments: seg})
 	if err := autograd.Backward(tape, out, dy); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +85,7 @@ func parallel(t *testing.T, c attnCase, qkv, dy *tensor.Tensor) (y, dx *tensor.T
 		pos := cp.Positions(c.s, c.cp, g.Rank())
 		tape := autograd.NewTape(ctx)
 		x := autograd.NewLeaf(rowsOf(qkv, pos), "qkv", true)
-		out := cp.Attention(tape, x, c.heads, cp.Options{Type: c.typ, Groups: groups, Dropout: c.dropout, RNG: rng.New(7)})
+		out := cp.Attention(tape, x, c.heads, cp.Options{Type: c.typ, Groups: groups, Dropout: c.dropout, RNG: rng.New(7), Segments: c.seg})
 		if err := tape.Err(); err != nil {
 			return err
 		}
@@ -132,7 +134,7 @@ func TestAttentionMatchesOneRank(t *testing.T) {
 		t.Run(c.String(), func(t *testing.T) {
 			qkv := randn(uint64(c.s), c.s, c.b, c.heads*3*c.d)
 			dy := randn(uint64(c.s)+1, c.s, c.b, c.heads*c.d)
-			wy, wdx := serial(t, qkv, dy, c.heads)
+			wy, wdx := serial(t, qkv, dy, c.heads, nil)
 			y, dx := parallel(t, c, qkv, dy)
 			numtest.CloseNorm(t, "output", y.Data(), wy.Contiguous().Data(), 1e-6)
 			numtest.CloseNorm(t, "dq, dk, dv", dx.Data(), wdx.Contiguous().Data(), 1e-6)

@@ -19,7 +19,8 @@ import (
 //
 // A member's rows are chunks of c rows with known sequence indices; query
 // chunk qi sees key chunk ki fully when ki < qi, causally when ki = qi, and
-// not at all when ki > qi. The block of (pair, qi, ki) is computed only by
+// not at all when ki > qi; with segment ids, only where a query and a key
+// share a segment. The block of (pair, qi, ki) is computed only by
 // the rank holding query chunk qi, in forward and backward alike.
 type blocks struct {
 	p       *plan
@@ -28,12 +29,14 @@ type blocks struct {
 	dropout float32
 	seed    uint64
 	workers int
+	seg     []int32 // the batch rows' whole-sequence segment ids [b, s], or nil
 	scratch []*nn.BlockScratch
 	tmp     [][]float32 // per worker: one chunk's output [c][d] and lse [c]
 }
 
-func newBlocks(p *plan, dtype tensor.DType, dropout float32, seed uint64, workers int) *blocks {
-	k := &blocks{p: p, dtype: dtype, scale: nn.AttentionScale(p.d), dropout: dropout, seed: seed, workers: workers}
+func newBlocks(p *plan, o Options, seed uint64, workers int) *blocks {
+	dtype, dropout := o.DType, o.Dropout
+	k := &blocks{p: p, dtype: dtype, scale: nn.AttentionScale(p.d), dropout: dropout, seed: seed, workers: workers, seg: o.Segments}
 	k.scratch = make([]*nn.BlockScratch, workers)
 	k.tmp = make([][]float32, workers)
 	for w := range workers {
@@ -55,6 +58,15 @@ func (k *blocks) block(pair, q, kc int) (nn.AttentionBlock, bool) {
 		off = p.c // every key
 	}
 	b := nn.AttentionBlock{M: p.c, N: p.c, D: p.d, Offset: off, Scale: k.scale, DType: k.dtype, Dropout: k.dropout}
+	if k.seg != nil {
+		// The chunks' segment ids, from the batch row's whole sequence; a
+		// block whose keys all lie in other documents is skipped.
+		row := k.seg[(pair/p.h)*p.seq():]
+		b.QSeg, b.KSeg = row[q*p.c:(q+1)*p.c], row[kc*p.c:(kc+1)*p.c]
+		if !kernels.SegmentsMeet(p.c, p.c, off, b.QSeg, b.KSeg) {
+			return nn.AttentionBlock{}, false
+		}
+	}
 	if k.dropout > 0 {
 		// The mask is keyed by the pair's batch row and head among the
 		// tensor-parallel rank's heads and by the two chunks' sequence

@@ -8,7 +8,9 @@
 // attention's work. Everything but attention is per token and runs on the
 // local rows unchanged; Attention crosses the ranks in one of the ways
 // Megatron's cp_comm_type names (p2p ring, all_gather, a2a, a2a+p2p), and
-// gives the one-rank attention's rows up to float32 rounding.
+// gives the one-rank attention's rows up to float32 rounding. Packed
+// documents (Options.Segments) restrict it to each token's document on
+// every rank, from the whole rows' segment ids.
 //
 // Gradients of the replicated parameters are reduced over the dp×cp group,
 // as data parallelism reduces them; the loss of a micro-batch is its token

@@ -67,7 +67,19 @@ func newPlan(o Options, shape []int, heads int) (*plan, error) {
 	if p.cp > 1 {
 		p.c = shape[0] / 2
 	}
+	if o.Segments != nil && len(o.Segments) != p.b*p.seq() {
+		return nil, fmt.Errorf("cp: attention: %d segment ids for %d batch rows of %d positions (the whole sequence of %d context-parallel ranks' %d rows)", len(o.Segments), p.b, p.seq(), max(p.cp, 1), p.sl)
+	}
 	return p, nil
+}
+
+// seq is the whole sequence's length: 2·cp chunks of c rows (c for one
+// rank).
+func (p *plan) seq() int {
+	if p.cp > 1 {
+		return 2 * p.cp * p.c
+	}
+	return p.c
 }
 
 // chunksOf returns the chunk indices (in local row order, after the

@@ -12,6 +12,16 @@ type Batch struct {
 	Labels []int32
 	// LossMask weights each position's loss, [Rows, Seq]: 1 counts, 0 ignores.
 	LossMask []float32
+	// PositionIDs, when not nil, hold each input token's position, [Rows, Seq]
+	// (--reset-position-ids: positions restart at 0 after every end of
+	// document). Nil means positions 0..Seq−1 in every row.
+	PositionIDs []int32
+	// Segments, when not nil, number the documents of each row, [Rows, Seq]
+	// (--reset-attention-mask): Segments[r, t] is the number of end-of-document
+	// tokens among InputIDs[r, 0..t−1], and position t attends to position
+	// u ≤ t only when Segments[r, u] == Segments[r, t]. Nil means causal
+	// attention over the whole row.
+	Segments []int32
 }
 
 // newBatch allocates a Batch of rows×seq positions with a loss mask of ones.

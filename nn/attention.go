@@ -41,12 +41,39 @@ func CausalAttention(t *autograd.Tape, qkv *autograd.Var, heads int, dropout flo
 // its backward stay float32. Only the rounded Q, K, V are kept for
 // backward (2 bytes per element instead of 4).
 func CausalAttentionIn(d tensor.DType, t *autograd.Tape, qkv *autograd.Var, heads int, dropout float32, g *rng.RNG) *autograd.Var {
-	if !t.Recording() {
-		dropout = 0 // evaluation: no dropout
+	return Attention(t, qkv, heads, AttentionOptions{DType: d, Dropout: dropout, RNG: g})
+}
+
+// AttentionOptions configure Attention.
+type AttentionOptions struct {
+	// DType is the precision of the GEMMs (CausalAttentionIn); 0 means
+	// float32.
+	DType tensor.DType
+	// Dropout is the attention dropout probability; RNG gives one seed per
+	// call when it is > 0 and the tape is recording.
+	Dropout float32
+	RNG     *rng.RNG
+	// Segments, when not nil, number the documents of every batch row,
+	// [b, s] row-major (data.Batch.Segments, --reset-attention-mask):
+	// query i of row r attends to key j ≤ i only when
+	// Segments[r, j] = Segments[r, i]. The other scores are −Inf before
+	// the softmax (probability 0, no gradient). Nil: causal attention over
+	// the whole row, computed exactly as without the field.
+	Segments []int32
+}
+
+// Attention is CausalAttention with its options: the GEMMs' precision,
+// dropout and the document mask of packed sequences.
+func Attention(t *autograd.Tape, qkv *autograd.Var, heads int, o AttentionOptions) *autograd.Var {
+	if o.DType == 0 {
+		o.DType = tensor.Float32
 	}
-	f := &attentionFn{heads: heads, p: dropout, dtype: d}
-	if dropout > 0 {
-		f.seed = g.Uint64()
+	if !t.Recording() {
+		o.Dropout = 0 // evaluation: no dropout
+	}
+	f := &attentionFn{heads: heads, p: o.Dropout, dtype: o.DType, seg: o.Segments}
+	if o.Dropout > 0 {
+		f.seed = o.RNG.Uint64()
 	}
 	return autograd.Apply(t, f, qkv)
 }
@@ -56,6 +83,7 @@ type attentionFn struct {
 	p     float32
 	seed  uint64
 	dtype tensor.DType // the GEMMs' precision
+	seg   []int32      // [b, s] segment ids, or nil
 }
 
 type attentionState struct {
@@ -74,6 +102,9 @@ func (f *attentionFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Te
 		return nil, fmt.Errorf("nn: attention: qkv %v is not [s, b, heads·3·head_dim] with %d heads", x.Shape(), f.heads)
 	}
 	st := attentionState{s: x.Dim(0), b: x.Dim(1), n: f.heads, d: x.Dim(2) / (3 * f.heads)}
+	if f.seg != nil && len(f.seg) != st.b*st.s {
+		return nil, fmt.Errorf("nn: attention: %d segment ids for %d batch rows of %d positions", len(f.seg), st.b, st.s)
+	}
 	st.lse = make([]float32, st.b*st.n*st.s)
 	out := tensor.New(st.s, st.b, st.n*st.d)
 	s, d := st.s, st.d
@@ -94,6 +125,7 @@ func (f *attentionFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Te
 			bi, head := k/st.n, k%st.n
 			q := f.at(x, st.qkvOffset(bi, head)).packRows(qkvBuf, s, 3*d, ldq)
 			causalScores(p, q, q.at(d), s, d, 3*d)
+			f.mask(p, bi, s)
 			kernels.CausalSoftmaxForward(p, s, s, scale, st.lse[k*s:(k+1)*s])
 			if f.p > 0 {
 				dropoutRows(p, mask, s, f.p, f.seed, k)
@@ -137,6 +169,7 @@ func (f *attentionFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Te
 			q := f.at(x, off).packRows(qkvBuf, s, lq, ldq)
 			do := f.at(dO, st.outOffset(bi, head)).packRows(doBuf, s, d, ldo)
 			causalScores(p, q, q.at(d), s, d, lq)
+			f.mask(p, bi, s)
 			kernels.CausalSoftmaxRecompute(p, s, s, scale, st.lse[k*s:(k+1)*s])
 			// dP' = dO·Vᵀ, where P' is the (dropped-out) matrix multiplying V.
 			causalScores(dp, do, q.at(2*d), s, d, d, lq)
@@ -160,6 +193,15 @@ func (f *attentionFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Te
 		}
 	})
 	return []*tensor.Tensor{dx}, nil
+}
+
+// mask sets the scores p (s×s) of batch row bi's queries for keys of
+// another segment to −Inf (nothing without segments).
+func (f *attentionFn) mask(p []float32, bi, s int) {
+	if f.seg != nil {
+		seg := f.seg[bi*s : (bi+1)*s]
+		kernels.SegmentMask(p, s, s, s, 0, seg, seg)
+	}
 }
 
 // causalBlock is the row-block size of the causal GEMMs: blocks of rows

@@ -29,13 +29,19 @@ import (
 //
 // Dropout (probability Dropout > 0) draws the block's M×N mask from a generator seeded by
 // rng.SplitMix64(Seed), so backward regenerates it.
+//
+// With QSeg and KSeg set (the segment ids of the M query and N key rows, --reset-attention-mask),
+// query i also sees key j only when QSeg[i] = KSeg[j] (kernels.SegmentMask): the masked
+// scores get probability 0 and no gradient, and a row left with no key has lse −Inf and
+// output 0, as a row with no live key.
 type AttentionBlock struct {
-	M, N, D int
-	Offset  int
-	Scale   float32
-	DType   tensor.DType
-	Dropout float32
-	Seed    uint64
+	M, N, D    int
+	Offset     int
+	Scale      float32
+	DType      tensor.DType
+	Dropout    float32
+	Seed       uint64
+	QSeg, KSeg []int32
 }
 
 // BlockScratch is a worker's scratch for AttentionBlock of up to M×N.
@@ -64,13 +70,17 @@ func NewBlockScratch(m, n int, d tensor.DType, dropout bool) *BlockScratch {
 // live columns (rows are cut into causalBlock-row slabs so a causal block skips about half).
 func (a AttentionBlock) live(r1 int) int { return kernels.BlockLive(r1-1, a.N, a.Offset) }
 
-// scores sets the live slabs of s.p (M×N, row stride N) to Q·Kᵀ.
+// scores sets the live slabs of s.p (M×N, row stride N) to Q·Kᵀ, the scores of keys in
+// another segment to −Inf.
 func (a AttentionBlock) scores(s *BlockScratch, q []float32, ldq int, k []float32, ldk int) {
 	for r0 := 0; r0 < a.M; r0 += causalBlock {
 		r1 := min(a.M, r0+causalBlock)
 		if n := a.live(r1); n > 0 {
 			blas.Sgemm(false, true, r1-r0, n, a.D, 1, q[r0*ldq:], ldq, k, ldk, 0, s.p[r0*a.N:], a.N)
 		}
+	}
+	if a.QSeg != nil {
+		kernels.SegmentMask(s.p, a.N, a.M, a.N, a.Offset, a.QSeg, a.KSeg)
 	}
 }
 

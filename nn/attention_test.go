@@ -27,7 +27,15 @@ func (a attnShape) qkv() []int { return []int{a.s, a.b, a.n * 3 * a.d} }
 // P = softmax_j≤i(Q_i·K_j/√d) and P' = P⊙mask/(1−p) when masks are given
 // (masks[bi·n + h] is that pair's s×s keep mask, row-major).
 func refAttention(qkv []float64, a attnShape, masks [][]byte, p float64) []float64 {
+	return refSegmentAttention(qkv, a, nil, masks, p)
+}
+
+// refSegmentAttention is refAttention with the document mask of segment
+// ids seg [b, s] (nil: none), explicit: key j ≤ i enters query i's softmax
+// only when seg[bi, j] = seg[bi, i]; the other keys get no weight.
+func refSegmentAttention(qkv []float64, a attnShape, seg []int32, masks [][]byte, p float64) []float64 {
 	s, b, n, d := a.s, a.b, a.n, a.d
+	sees := func(bi, i, j int) bool { return seg == nil || seg[bi*s+i] == seg[bi*s+j] }
 	out := make([]float64, s*b*n*d)
 	at := func(i, bi, h, part, c int) float64 { return qkv[(i*b+bi)*n*3*d+h*3*d+part*d+c] }
 	scores := make([]float64, s)
@@ -36,6 +44,10 @@ func refAttention(qkv []float64, a attnShape, masks [][]byte, p float64) []float
 			for i := 0; i < s; i++ {
 				m := math.Inf(-1)
 				for j := 0; j <= i; j++ {
+					if !sees(bi, i, j) {
+						scores[j] = math.Inf(-1)
+						continue
+					}
 					var dot float64
 					for c := 0; c < d; c++ {
 						dot += at(i, bi, h, 0, c) * at(j, bi, h, 1, c)

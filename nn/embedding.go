@@ -170,3 +170,51 @@ func (f addPositionsFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.
 	}
 	return []*tensor.Tensor{dy, nil}, nil
 }
+
+// AddTokenPositions is AddPositionsAt with a position per token: for x
+// [s, b, h] and pos [max_pos, h], y[i, j] = x[i, j] + pos[ids[i·b + j]]
+// (ids sequence-first, s·b entries: per-token position ids,
+// --reset-position-ids). pos accumulates dpos[ids[k]] += dy[k] in token
+// order (deterministic, as the word embedding's scatter-add). Every id must
+// lie in [0, max_pos).
+func AddTokenPositions(t *autograd.Tape, x, pos *autograd.Var, ids []int32) *autograd.Var {
+	return autograd.Apply(t, tokenPositionsFn{pos: pos, ids: ids}, x, pos)
+}
+
+type tokenPositionsFn struct {
+	pos *autograd.Var
+	ids []int32
+}
+
+func (f tokenPositionsFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
+	x, p := in[0].Contiguous(), in[1]
+	if err := CheckParam(f.pos, "position embedding"); err != nil {
+		return nil, err
+	}
+	if x.Rank() != 3 || x.Dim(2) != p.Dim(1) {
+		return nil, fmt.Errorf("nn: position embedding: input %v, table %v", x.Shape(), p.Shape())
+	}
+	s, b, h := x.Dim(0), x.Dim(1), x.Dim(2)
+	if len(f.ids) != s*b {
+		return nil, fmt.Errorf("nn: position embedding: %d position ids for %d tokens ([%d, %d])", len(f.ids), s*b, s, b)
+	}
+	for k, id := range f.ids {
+		if id < 0 || int(id) >= p.Dim(0) {
+			return nil, fmt.Errorf("nn: position embedding: position id %d of token (%d, %d) exceeds max_position_embeddings %d", id, k/b, k%b, p.Dim(0))
+		}
+	}
+	rows := make([]float32, len(f.ids)*h)
+	LookupRows(rows, p, f.ids, 0)
+	y := x.Clone()
+	kernels.AddInto(y.Data(), rows)
+	return y, nil
+}
+
+func (f tokenPositionsFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
+	if c.NeedsGrad(1) { // a frozen (or constant) table gets no gradient
+		h := dy.Dim(2)
+		dd := dy.Contiguous().Data()
+		AccumulateGrad(f.pos, func(dst []float32) { kernels.EmbeddingBackward(dst, dd, f.ids, h) })
+	}
+	return []*tensor.Tensor{dy, nil}, nil
+}

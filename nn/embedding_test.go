@@ -204,3 +204,48 @@ func TestTiedEmbeddingAndOutputLayer(t *testing.T) {
 		name: "tied embedding", inputs: inputs, requires: []bool{true, true, true}, params: []int{0, 1, 2}, op: op,
 	})
 }
+
+// TestAddTokenPositionsGradcheck: per-token position ids (repeated, reset,
+// different per batch row) add row ids[k] of the table to token k, and the
+// table's gradient scatters back to those rows; its accumulation is
+// direct; an id outside the table is an error naming the token.
+func TestAddTokenPositionsGradcheck(t *testing.T) {
+	const s, b, maxPos, h = 3, 2, 5, 4
+	ids := []int32{0, 4, 1, 0, 2, 2} // sequence-first: token (i, j) at i·b + j
+	err := gradcheck.Check(gradcheck.Case{
+		Inputs: []*tensor.Tensor{gradcheck.Randn(21, 1, s, b, h), gradcheck.Randn(22, 1, maxPos, h)},
+		Grad:   []bool{true, true},
+		Op: func(t *autograd.Tape, in []*autograd.Var) *autograd.Var {
+			return nn.AddTokenPositions(t, in[0], in[1], ids)
+		},
+		Ref: func(in [][]float64) []float64 {
+			out := append([]float64(nil), in[0]...)
+			for k, id := range ids {
+				for c := range h {
+					out[k*h+c] += in[1][int(id)*h+c]
+				}
+			}
+			return out
+		},
+		Seed: 23,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDirectAccumulation(t, directCase{
+		name:     "token positions",
+		inputs:   []*tensor.Tensor{gradcheck.Randn(2, 1, s, b, h), gradcheck.Randn(3, 1, maxPos, h)},
+		requires: []bool{true, true},
+		params:   []int{1},
+		op: func(t *autograd.Tape, in []*autograd.Var) *autograd.Var {
+			return nn.AddTokenPositions(t, in[0], in[1], ids)
+		},
+	})
+	bad := append([]int32(nil), ids...)
+	bad[3] = maxPos
+	tape := autograd.NewTape(context.Background())
+	nn.AddTokenPositions(tape, autograd.Const(tensor.New(s, b, h)), autograd.NewLeaf(tensor.New(maxPos, h), "pos", true), bad)
+	if err := tape.Err(); err == nil || !strings.Contains(err.Error(), "position id 5 of token (1, 1) exceeds max_position_embeddings 5") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,8 +1,10 @@
 package nn_test
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gotron/gotron/autograd"
@@ -144,9 +146,9 @@ func TestMLPActivationGradcheck(t *testing.T) {
 }
 
 // refQKV is PrepareQKV in float64: per row (sequence index i = row/b,
-// position pos[i]) and group, the query heads and the key normalised (when
-// qw, kw are set) and rotated (rot > 0), the key and value repeated for the
-// group's heads.
+// position pos[i]; with len(pos) = s·b, position pos[row]) and group, the
+// query heads and the key normalised (when qw, kw are set) and rotated
+// (rot > 0), the key and value repeated for the group's heads.
 func refQKV(x []float64, s, b int, l nn.QKVLayout, qw, qb, kw, kb []float64, rms, zc bool, rot int, pos []int, interleaved bool) []float64 {
 	d, per := l.Dim, l.Heads/l.Groups
 	w := l.Width()
@@ -157,19 +159,22 @@ func refQKV(x []float64, s, b int, l nn.QKVLayout, qw, qb, kw, kb []float64, rms
 		}
 		return refNorm(v, w, b, d, rms, zc, 1e-5)
 	}
-	rotate := func(v []float64, i int) []float64 {
+	rotate := func(v []float64, r int) []float64 {
 		if rot == 0 {
 			return v
 		}
-		return rotateRef(v, pos[i], rot, 100, interleaved)
+		if len(pos) == s*b {
+			return rotateRef(v, pos[r], rot, 100, interleaved)
+		}
+		return rotateRef(v, pos[r/b], rot, 100, interleaved)
 	}
 	for r := 0; r < s*b; r++ {
 		row := x[r*w : (r+1)*w]
 		for j := 0; j < l.Groups; j++ {
 			g := row[j*(per+2)*d : (j+1)*(per+2)*d]
-			k := rotate(norm(g[per*d:(per+1)*d], kw, kb), r/b)
+			k := rotate(norm(g[per*d:(per+1)*d], kw, kb), r)
 			for h := 0; h < per; h++ {
-				out = append(out, rotate(norm(g[h*d:(h+1)*d], qw, qb), r/b)...)
+				out = append(out, rotate(norm(g[h*d:(h+1)*d], qw, qb), r)...)
 				out = append(out, k...)
 				out = append(out, g[(per+1)*d:]...)
 			}
@@ -252,6 +257,44 @@ func TestPrepareQKVGradcheck(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestPrepareQKVRotaryRows: with a row of the rotary table per token
+// (per-token position ids: the two batch rows at different positions,
+// repeats and resets), the rotation of every query and key head and the
+// gradients equal the float64 reference rotating each token by its own
+// position; a row outside the table is an error.
+func TestPrepareQKVRotaryRows(t *testing.T) {
+	const s, b, d = 5, 2, 8
+	table, err := kernels.NewRotaryTable([]int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 6, 100, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []int32{0, 9, 1, 0, 2, 1, 0, 2, 7, 3} // sequence-first: token (i, j) at i·b + j
+	pos := make([]int, len(rows))
+	for k, r := range rows {
+		pos[k] = int(r)
+	}
+	l := nn.QKVLayout{Heads: 4, Groups: 2, Dim: d}
+	err = gradcheck.Check(gradcheck.Case{
+		Inputs: []*tensor.Tensor{gradcheck.Randn(3, 1, s, b, l.Width())}, Grad: []bool{true}, Seed: 5,
+		Op: func(t *autograd.Tape, v []*autograd.Var) *autograd.Var {
+			return nn.PrepareQKV(t, v[0], l, nn.QKVOptions{Rotary: table, RotaryRows: rows})
+		},
+		Ref: func(v [][]float64) []float64 {
+			return refQKV(v[0], s, b, l, nil, nil, nil, nil, false, false, 6, pos, false)
+		},
+	})
+	if err != nil {
+		t.Error(err)
+	}
+	bad := append([]int32(nil), rows...)
+	bad[7] = 10
+	tape := autograd.NewTape(context.Background())
+	nn.PrepareQKV(tape, autograd.Const(tensor.New(s, b, l.Width())), l, nn.QKVOptions{Rotary: table, RotaryRows: bad})
+	if err := tape.Err(); err == nil || !strings.Contains(err.Error(), "rotary row 10 of token (3, 1) is outside the table's 10 positions") {
+		t.Errorf("row outside the table: err = %v", err)
 	}
 }
 

@@ -35,6 +35,11 @@ type QKVOptions struct {
 	// Rotary, when set, rotates queries and keys (after the norms): row i
 	// of the table is the position of sequence index i.
 	Rotary *kernels.RotaryTable
+	// RotaryRows, when set, give every token its own row of Rotary instead:
+	// token (i, j) (sequence index i, batch row j) turns by row
+	// RotaryRows[i·b + j] (sequence-first, s·b entries; per-token position
+	// ids, --reset-position-ids).
+	RotaryRows []int32
 }
 
 // PrepareQKV turns linear_qkv's grouped output x [s, b, (n + 2g)·d] into
@@ -135,8 +140,8 @@ func (f *qkvFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, 
 		return nil, fmt.Errorf("nn: qkv %v does not hold %d query heads in %d groups of %d channels ([s, b, %d])", x.Shape(), l.Heads, l.Groups, l.Dim, l.Width())
 	}
 	s, b := x.Dim(0), x.Dim(1)
-	if r := f.o.Rotary; r != nil && (len(r.Cos) < s*r.Rot/2 || r.Rot > l.Dim) {
-		return nil, fmt.Errorf("nn: rotary table of %d positions and %d channels for %d positions of %d-channel heads", len(r.Cos)/(r.Rot/2), r.Rot, s, l.Dim)
+	if err := f.checkRotary(s, b); err != nil {
+		return nil, err
 	}
 	rows := s * b
 	q, k, err := f.norms(in, rows)
@@ -149,7 +154,7 @@ func (f *qkvFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, 
 	parallelRows(rows, split(c, rows, w), func(_, lo, hi int) {
 		kv := make([]float32, d)
 		for r := lo; r < hi; r++ {
-			i := r / b // sequence index
+			i := f.rotaryRow(r, b)
 			src, dst := xd[r*w:(r+1)*w], yd[r*3*l.Heads*d:(r+1)*3*l.Heads*d]
 			for j := 0; j < l.Groups; j++ {
 				g := src[j*(per+2)*d : (j+1)*(per+2)*d]
@@ -179,6 +184,42 @@ func (f *qkvFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, 
 		c.State = qkvState{q: q, k: k}
 	}
 	return y, nil
+}
+
+// checkRotary checks that the rotary table has a row for every token of
+// an [s, b] pass.
+func (f *qkvFn) checkRotary(s, b int) error {
+	r := f.o.Rotary
+	if r == nil {
+		return nil
+	}
+	rows := len(r.Cos) / (r.Rot / 2)
+	if r.Rot > f.l.Dim {
+		return fmt.Errorf("nn: rotary table of %d channels for %d-channel heads", r.Rot, f.l.Dim)
+	}
+	if f.o.RotaryRows == nil {
+		if rows < s {
+			return fmt.Errorf("nn: rotary table of %d positions for %d positions", rows, s)
+		}
+		return nil
+	}
+	if len(f.o.RotaryRows) != s*b {
+		return fmt.Errorf("nn: %d rotary rows for %d tokens ([%d, %d])", len(f.o.RotaryRows), s*b, s, b)
+	}
+	for k, p := range f.o.RotaryRows {
+		if p < 0 || int(p) >= rows {
+			return fmt.Errorf("nn: rotary row %d of token (%d, %d) is outside the table's %d positions", p, k/b, k%b, rows)
+		}
+	}
+	return nil
+}
+
+// rotaryRow is the rotary table row of token r (sequence-first, batch b).
+func (f *qkvFn) rotaryRow(r, b int) int {
+	if f.o.RotaryRows != nil {
+		return int(f.o.RotaryRows[r])
+	}
+	return r / b
 }
 
 // backward takes the gradient dv of one normalised head back through the
@@ -222,7 +263,7 @@ func (f *qkvFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, 
 		}
 		tmp := make([]float32, d)
 		for r := lo; r < hi; r++ {
-			i := r / b
+			i := f.rotaryRow(r, b)
 			src, dst := dyd[r*3*l.Heads*d:(r+1)*3*l.Heads*d], dxd[r*w:(r+1)*w]
 			var xr []float32
 			if xd != nil {

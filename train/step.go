@@ -144,7 +144,8 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch da
 		b := t.cpSplit(ds.Batch(batch, t.dpRank*mbs*micro+s.Microbatch*mbs, mbs))
 		c := t.chunks[s.Chunk]
 		c.MoEAuxLossScale = t.moeAuxLossScale(micro)
-		out, err := c.ForwardWith(t.tape, b.InputIDs, b.Labels, b.Rows, b.Seq, rnd, s.CheckpointActivations)
+		out, err := c.ForwardInputs(t.tape, gpt.Inputs{IDs: b.InputIDs, Labels: b.Labels, Rows: b.Rows, Seq: b.Seq,
+			PositionIDs: b.PositionIDs, Segments: b.Segments}, rnd, s.CheckpointActivations)
 		if err != nil {
 			return nil, nil, fmt.Errorf("micro-batch %d: %w", s.Microbatch, err)
 		}
@@ -187,18 +188,25 @@ func (t *trainer) cpSplit(b data.Batch) data.Batch { return splitBatch(b, t.cp) 
 
 // splitBatch returns the part of micro-batch b a rank of the
 // context-parallel groups g holds: chunks r and 2·cp−1−r of every row
-// (cp.Split); b itself without context parallelism.
+// (cp.Split), the segments whole (the attention of the rank's chunks
+// reads the segment ids of every chunk); b itself without context
+// parallelism.
 func splitBatch(b data.Batch, g *cp.Groups) data.Batch {
 	n := g.Size()
 	if n == 1 {
 		return b
 	}
 	r := g.Rank()
-	return data.Batch{Rows: b.Rows, Seq: b.Seq / n,
+	out := data.Batch{Rows: b.Rows, Seq: b.Seq / n,
 		InputIDs: cp.Split(b.InputIDs, b.Rows, b.Seq, n, r),
 		Labels:   cp.Split(b.Labels, b.Rows, b.Seq, n, r),
 		LossMask: cp.Split(b.LossMask, b.Rows, b.Seq, n, r),
+		Segments: b.Segments,
 	}
+	if b.PositionIDs != nil {
+		out.PositionIDs = cp.Split(b.PositionIDs, b.Rows, b.Seq, n, r)
+	}
+	return out
 }
 
 // activationShape is the shape of the tensors between pipeline stages:

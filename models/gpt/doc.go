@@ -7,6 +7,12 @@
 //	logits = final_layernorm(h) · word_embeddingsᵀ               [s, b, V]
 //	loss_t = cross_entropy(logits_t, label_t)
 //
+// With per-token position ids (Inputs.PositionIDs, --reset-position-ids)
+// the embedding adds position_embeddings[position_ids] and RoPE turns each
+// token by its own position; with segments (Inputs.Segments,
+// --reset-attention-mask) a token attends only to the earlier tokens of its
+// own document.
+//
 // Activations are sequence-first, [s, b, h], as in Megatron. The model is
 // built from a TransformerConfig and initialised from a seeded generator in a
 // fixed parameter order, each weight drawn whole, so the numbers do not

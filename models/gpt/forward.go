@@ -56,6 +56,9 @@ func (r *Randomness) modelParallel() (*rng.RNG, error) {
 // Under context parallelism (m.CP of size cp > 1), s is the rank's tokens
 // of each sequence, s_full/cp: ids and labels are cp.Split's parts, the
 // hidden states are [s, b, h] of those rows, and the losses are theirs.
+//
+// ForwardInputs also takes per-token position ids and document segments
+// (packed sequences).
 func (m *Model) Forward(t *autograd.Tape, ids, labels []int32, b, s int, r *Randomness) (*autograd.Var, error) {
 	return m.ForwardWith(t, ids, labels, b, s, r, nil)
 }
@@ -66,13 +69,25 @@ func (m *Model) Forward(t *autograd.Tape, ids, labels []int32, b, s int, r *Rand
 // non-nil and false, this microbatch's layers keep their activations even
 // though full recompute is configured.
 func (m *Model) ForwardWith(t *autograd.Tape, ids, labels []int32, b, s int, r *Randomness, checkpoint *bool) (*autograd.Var, error) {
+	return m.ForwardInputs(t, Inputs{IDs: ids, Labels: labels, Rows: b, Seq: s}, r, checkpoint)
+}
+
+// ForwardInputs is ForwardWith on a micro-batch given as Inputs, which may
+// also carry per-token position ids and document segments (Megatron's
+// --reset-position-ids and --reset-attention-mask); with both nil it is
+// ForwardWith, bit for bit.
+func (m *Model) ForwardInputs(t *autograd.Tape, in Inputs, r *Randomness, checkpoint *bool) (*autograd.Var, error) {
 	cfg := m.Config
 	spec := m.Spec
+	ids, labels, b, s := in.IDs, in.Labels, in.Rows, in.Seq
 	if spec.PreProcess && len(ids) != b*s || spec.PostProcess && labels != nil && len(labels) != b*s {
 		return nil, fmt.Errorf("gpt: %d ids and %d labels for a [%d, %d] micro-batch", len(ids), len(labels), b, s)
 	}
-	if full := s * m.CP.Size(); cfg.LearnedPositions() && full > cfg.MaxPositions() {
+	if full := s * m.CP.Size(); cfg.LearnedPositions() && in.PositionIDs == nil && full > cfg.MaxPositions() {
 		return nil, fmt.Errorf("gpt: sequence length %d exceeds max_position_embeddings %d", full, cfg.MaxPositions())
+	}
+	if err := m.checkPacking(in); err != nil {
+		return nil, err
 	}
 	if spec.PreProcess {
 		if err := checkTokens("token id", ids, b, s, cfg.VocabSize); err != nil {
@@ -116,7 +131,7 @@ func (m *Model) ForwardWith(t *autograd.Tape, ids, labels []int32, b, s int, r *
 		if err := m.preHook(nonNil(m.WordEmbeddings, m.PositionEmbeddings)...); err != nil {
 			return nil, err
 		}
-		if x, err = m.embed(t, ids, b, s, hidden); err != nil {
+		if x, err = m.embed(t, ids, in.PositionIDs, b, s, hidden); err != nil {
 			return nil, err
 		}
 	} else {
@@ -130,11 +145,11 @@ func (m *Model) ForwardWith(t *autograd.Tape, ids, labels []int32, b, s int, r *
 	if stats != nil {
 		stats.AfterEmbedding = t.ActivationBytes()
 	}
-	rope, err := m.rotary(s)
-	if err != nil {
+	ps := &pass{r: r, hidden: hidden, mp: mp, segments: in.Segments}
+	if ps.rope, ps.ropeRows, err = m.rotaryOf(s, b, in.PositionIDs); err != nil {
 		return nil, err
 	}
-	x = m.decoder(t, x, &pass{r: r, hidden: hidden, mp: mp, rope: rope}, stats, checkpoint == nil || *checkpoint)
+	x = m.decoder(t, x, ps, stats, checkpoint == nil || *checkpoint)
 	if err := t.Err(); err != nil || !spec.PostProcess {
 		return x, err
 	}
@@ -158,9 +173,10 @@ func (m *Model) checkInput(x *autograd.Var, b, s int) error {
 }
 
 // embed looks up the word embeddings of ids [b, s], adds the position
-// embeddings and applies the embedding dropout: [s, b, h], or
-// [s/tp, b, h] under sequence parallelism.
-func (m *Model) embed(t *autograd.Tape, ids []int32, b, s int, hidden *rng.RNG) (*autograd.Var, error) {
+// embeddings (of positions [b, s], or when nil of each row's sequence
+// indices) and applies the embedding dropout: [s, b, h], or [s/tp, b, h]
+// under sequence parallelism.
+func (m *Model) embed(t *autograd.Tape, ids, positions []int32, b, s int, hidden *rng.RNG) (*autograd.Var, error) {
 	x, err := m.Embedding.Forward(t, SequenceFirst(ids, b, s), s, b)
 	if err != nil {
 		return nil, err
@@ -172,7 +188,11 @@ func (m *Model) embed(t *autograd.Tape, ids []int32, b, s int, hidden *rng.RNG) 
 	if m.sequenceParallel() {
 		start = m.tpRank() * s / m.tpSize()
 	}
-	if n := m.CP.Size(); n > 1 {
+	if positions != nil {
+		// The rank's sequence rows [start, start + rows), every batch row.
+		pos := SequenceFirst(positions, b, s)[start*b : (start+x.Value.Dim(0))*b]
+		x = nn.AddTokenPositions(t, x, m.PositionEmbeddings.Var, pos)
+	} else if n := m.CP.Size(); n > 1 {
 		// The rank's rows are chunks r and 2·cp−1−r of the sequence.
 		pos := cp.Positions(s*n, n, m.CP.Rank())
 		x = nn.AddPositionsOf(t, x, m.PositionEmbeddings.Var, pos[start:start+x.Value.Dim(0)])
@@ -320,12 +340,16 @@ func (m *Model) checkpointOptions(r *Randomness) tp.CheckpointOptions {
 
 // pass is what every layer of one forward pass shares: the generators
 // (r's are what recompute replays; hidden drives dropout after
-// linear_proj and linear_fc2, mp attention dropout) and the rotary table
-// of the pass's positions (nil without RoPE).
+// linear_proj and linear_fc2, mp attention dropout), the rotary table of
+// the pass's positions (nil without RoPE) with, for per-token position
+// ids, each token's row of it (sequence-first), and the micro-batch's
+// document segments (nil: causal attention over whole rows).
 type pass struct {
 	r          *Randomness
 	hidden, mp *rng.RNG
 	rope       *kernels.RotaryTable
+	ropeRows   []int32
+	segments   []int32
 }
 
 // forward runs one layer on x ([s, b, h], or [s/tp, b, h] under sequence
@@ -345,9 +369,9 @@ func (l *Layer) forward(t *autograd.Tape, x *autograd.Var, m *Model, ps *pass) *
 		t.Fail(err)
 		return qkv
 	}
-	qkv = nn.PrepareQKV(t, qkv, m.qkvLayout(), l.qkvOptions(m, ps.rope)) // [s, b, n·3·d/tp]
-	y = l.attention(t, qkv, m, ps)                                       // [s, b, n·d/tp]
-	y, _, err = l.Proj.Forward(t, y)                                     // [s, b, h], or [s/tp, b, h] under SP
+	qkv = nn.PrepareQKV(t, qkv, m.qkvLayout(), l.qkvOptions(m, ps)) // [s, b, n·3·d/tp]
+	y = l.attention(t, qkv, m, ps)                                  // [s, b, n·d/tp]
+	y, _, err = l.Proj.Forward(t, y)                                // [s, b, h], or [s/tp, b, h] under SP
 	if err != nil {
 		t.Fail(err)
 		return y
@@ -399,9 +423,12 @@ func (l *Layer) attention(t *autograd.Tape, qkv *autograd.Var, m *Model, ps *pas
 			return cp.Attention(t, qkv, heads, cp.Options{
 				Type: cp.CommType(cfg.LayerCPCommType(l.Number)), Groups: m.CP,
 				Dropout: cfg.AttentionDropout, RNG: ps.mp, DType: prec, Wait: m.CPWait,
+				Segments: ps.segments,
 			})
 		}
-		return nn.CausalAttentionIn(prec, t, qkv, heads, cfg.AttentionDropout, ps.mp)
+		return nn.Attention(t, qkv, heads, nn.AttentionOptions{
+			DType: prec, Dropout: cfg.AttentionDropout, RNG: ps.mp, Segments: ps.segments,
+		})
 	}
 	if cfg.RecomputeGranularity == "selective" && t.Recording() {
 		return tp.Checkpoint(t, func(t *autograd.Tape, args []*autograd.Var) (*autograd.Var, error) {

@@ -94,6 +94,7 @@ type Model struct {
 	ropeMu  sync.Mutex
 	rope    *kernels.RotaryTable // the last pass's table (rotary)
 	ropeLen int                  // its positions; under CP its local length
+	ropeIDs *kernels.RotaryTable // positions 0..n−1, for per-token position ids (rotaryOf)
 }
 
 // ChunkSpec says which part of the GPT a model chunk holds.

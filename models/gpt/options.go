@@ -45,8 +45,8 @@ func (m *Model) qkvLayout() nn.QKVLayout {
 }
 
 // qkvOptions are the layer's q/k norms and the pass's rotary table.
-func (l *Layer) qkvOptions(m *Model, rope *kernels.RotaryTable) nn.QKVOptions {
-	o := nn.QKVOptions{Rotary: rope}
+func (l *Layer) qkvOptions(m *Model, ps *pass) nn.QKVOptions {
+	o := nn.QKVOptions{Rotary: ps.rope, RotaryRows: ps.ropeRows}
 	if l.QLayernormW != nil {
 		no := m.normOptions()
 		qk := func(w, b *nn.Parameter) *nn.QKNorm {

@@ -34,7 +34,8 @@ func checkBlock(op, name string, p []float32, ld, m, n int) {
 //	p[i,j]  = exp(scale·p[i,j] − lse[i])  live,   0 masked
 //
 // as CausalSoftmaxForward computes a row (max, one exponential per element, float64 sum).
-// A row with no live column gets lse[i] = −Inf and zeros: it contributes nothing to a merge.
+// A row with no live column, or whose live scores are all −Inf (masked by SegmentMask), gets
+// lse[i] = −Inf and zeros: it contributes nothing to a merge. A +Inf or NaN maximum gives NaN.
 // Panics if the shapes do not fit (a programmer bug).
 func BlockSoftmaxForward(p []float32, ld, m, n, offset int, scale float32, lse []float32) {
 	const op = "BlockSoftmaxForward"
@@ -50,7 +51,13 @@ func BlockSoftmaxForward(p []float32, ld, m, n, offset int, scale float32, lse [
 			continue
 		}
 		mx := maxScaled(live, scale)
-		if math.IsInf(float64(mx), 0) || mx != mx {
+		if math.IsInf(float64(mx), -1) {
+			// Every live score −Inf (SegmentMask): no key of this block.
+			lse[i] = mx
+			clear(row)
+			continue
+		}
+		if math.IsInf(float64(mx), 1) || mx != mx {
 			lse[i] = mx
 			for j := range live {
 				live[j] = float32(math.NaN())
