@@ -8,8 +8,13 @@ BIN      := bin/gotron
 # without it they run as plain Go loops (same results, slower).
 export GOEXPERIMENT := simd
 # The main job: a byte-level GPT on $(go env GOROOT)/src/**/*.go, about three
-# minutes on two cores.
-TRAIN_FLAGS ?= --go-stdlib-corpus \
+# minutes on two cores, on the real data path: gotron preprocess tokenizes the
+# sources once into an indexed dataset (one document per file, each ended by
+# the end-of-document token), and training reads it as Megatron's GPTDataset
+# (documents split 969,30,1 into train, valid and test, samples shuffled).
+TRAIN_DATA  ?= out/data/gostdlib
+TRAIN_FLAGS ?= --data-path $(TRAIN_DATA)_text_document --split 969,30,1 \
+	--tokenizer-type ByteLevelTokenizer \
 	--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 128 \
 	--micro-batch-size 16 --global-batch-size 32 --train-iters 200 \
 	--lr 2e-3 --min-lr 2e-4 --lr-decay-style cosine --lr-warmup-iters 20 \
@@ -32,13 +37,17 @@ build-mpi: deps
 	@scripts/deps.sh mpi
 	$(GO) build -tags mpi -o bin/gotron-mpi ./cmd/gotron
 
-train: build
+train: build $(TRAIN_DATA)_text_document.idx
 	$(BIN) train $(TRAIN_FLAGS)
+
+$(TRAIN_DATA)_text_document.idx: | build
+	$(BIN) preprocess --input "$$($(GO) env GOROOT)/src" --input-extensions go \
+		--output-prefix $(TRAIN_DATA) --tokenizer-type ByteLevelTokenizer --append-eod
 
 # The make train model in float32 and in bf16, the loss curves compared:
 # bf16 must stay within 2% of float32 at every logged iteration (about
 # five minutes on two cores).
-precision: build
+precision: build $(TRAIN_DATA)_text_document.idx
 	scripts/precision-curve.sh $(TRAIN_FLAGS)
 
 test: test-go test-mpi
@@ -108,6 +117,11 @@ reference:
 	/usr/bin/python3 tools/torchref/moe_ref.py --selftest
 	/usr/bin/python3 tools/torchref/moe_ref.py --out testdata/moe_ref
 	/usr/bin/python3 tools/torchref/moe_ref.py --check testdata/moe_ref
+	/usr/bin/python3 tools/torchref/indexed_ref.py --out data/indexed/testdata --check data/indexed/testdata
+	/usr/bin/python3 tools/torchref/gpt_dataset_ref.py
+	/usr/bin/python3 tools/torchref/gpt_dataset_ref.py --check
+	/usr/bin/python3 tools/torchref/gpt2_bpe_ref.py
+	/usr/bin/python3 tools/torchref/gpt2_bpe_ref.py --check
 
 vet: deps
 	$(GO) vet ./...

@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
+	github.com/pkoukk/tiktoken-go-loader v0.0.2
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9

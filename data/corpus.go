@@ -61,22 +61,22 @@ func (c *Corpus) Stream() []byte {
 // Skipped, not loaded.
 //
 // Every path is checked and every file listed before any is read. The errors name the flag
-// the paths come from, --data-path: a path that does not exist; a path that is neither a
+// the paths come from, --text-data-path: a path that does not exist; a path that is neither a
 // regular file nor a directory (a named pipe or a device such as /dev/zero, which would
 // block or never end); files that together need more memory than is available
 // (MemAvailable of /proc/meminfo, or the room under the cgroup's limit, when readable); and
 // a corpus with no text (no file, or only empty ones).
 func LoadTextCorpus(paths []string, exts []string) (*Corpus, error) {
 	if len(paths) == 0 {
-		return nil, fmt.Errorf("--data-path: no path given: pass at least one file or directory")
+		return nil, fmt.Errorf("--text-data-path: no path given: pass at least one file or directory")
 	}
-	w := walker{label: "--data-path", exts: normaliseExts(exts), fix: "pass fewer or smaller files or directories to --data-path"}
+	w := walker{label: "--text-data-path", exts: normaliseExts(exts), fix: "pass fewer or smaller files or directories to --text-data-path"}
 	for _, p := range paths {
 		if err := w.load(p); err != nil {
 			return nil, err
 		}
 	}
-	source := "--data-path " + strings.Join(paths, ",")
+	source := "--text-data-path " + strings.Join(paths, ",")
 	if err := w.read(source); err != nil {
 		return nil, err
 	}

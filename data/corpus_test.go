@@ -98,8 +98,8 @@ func TestLoadTextCorpusErrors(t *testing.T) {
 		paths, exts []string
 		want        string
 	}{
-		{[]string{missing}, nil, "--data-path " + missing + ": no such file or directory: pass an existing file or directory"},
-		{[]string{filepath.Join(root, "d")}, []string{"txt", "bin"}, "--data-path " + filepath.Join(root, "d") + ": no text found (0 bytes in 2 files, 1 of them skipped as binary because they contain NUL bytes)"},
+		{[]string{missing}, nil, "--text-data-path " + missing + ": no such file or directory: pass an existing file or directory"},
+		{[]string{filepath.Join(root, "d")}, []string{"txt", "bin"}, "--text-data-path " + filepath.Join(root, "d") + ": no text found (0 bytes in 2 files, 1 of them skipped as binary because they contain NUL bytes)"},
 		{[]string{filepath.Join(root, "d")}, []string{"rs"}, "no text found (0 bytes in 0 files): pass files or directories that contain text files (extensions searched: .rs)"},
 		{nil, nil, "no path given"},
 	}

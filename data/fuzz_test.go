@@ -9,15 +9,15 @@ import (
 )
 
 // checkOneLine fails unless err's message is one non-empty line that names
-// the flag the path came from, --data-path, or the dataset.
+// the flag the path came from, --text-data-path, or the dataset.
 func checkOneLine(t *testing.T, what string, err error) {
 	t.Helper()
 	msg := err.Error()
 	if msg == "" || strings.ContainsAny(msg, "\n\r") {
 		t.Fatalf("%s: the error must be one non-empty line, got %q", what, msg)
 	}
-	if !strings.HasPrefix(msg, "--data-path") && !strings.HasPrefix(msg, "text dataset") {
-		t.Fatalf("%s: the error names neither --data-path nor the text dataset: %q", what, msg)
+	if !strings.HasPrefix(msg, "--text-data-path") && !strings.HasPrefix(msg, "text dataset") {
+		t.Fatalf("%s: the error names neither --text-data-path nor the text dataset: %q", what, msg)
 	}
 }
 

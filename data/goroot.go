@@ -18,14 +18,14 @@ import (
 func GoRootCorpus() (*Corpus, error) {
 	root, how := goRoot()
 	if root == "" {
-		return nil, fmt.Errorf("default corpus: cannot find the Go source tree (%s): install Go so that `go env GOROOT` works, or pass --data-path", how)
+		return nil, fmt.Errorf("default corpus: cannot find the Go source tree (%s): install Go so that `go env GOROOT` works, or pass --text-data-path", how)
 	}
 	src := filepath.Join(root, "src")
 	if st, err := os.Stat(src); err != nil || !st.IsDir() {
-		return nil, fmt.Errorf("default corpus: GOROOT %s (%s) has no src directory: install the Go sources, or pass --data-path", root, how)
+		return nil, fmt.Errorf("default corpus: GOROOT %s (%s) has no src directory: install the Go sources, or pass --text-data-path", root, how)
 	}
 	w := walker{label: "default corpus", exts: []string{".go"}, skipDirs: []string{"testdata"},
-		fix: "free memory, or pass a smaller corpus with --data-path"}
+		fix: "free memory, or pass a smaller corpus with --text-data-path"}
 	if err := w.load(src); err != nil {
 		return nil, err
 	}
@@ -35,7 +35,7 @@ func GoRootCorpus() (*Corpus, error) {
 	}
 	c := &Corpus{Source: source, Docs: w.docs, Skipped: w.skipped}
 	if c.NumBytes() == 0 {
-		return nil, fmt.Errorf("default corpus: no Go source found under %s (%s): install the Go sources, or pass --data-path", src, how)
+		return nil, fmt.Errorf("default corpus: no Go source found under %s (%s): install the Go sources, or pass --text-data-path", src, how)
 	}
 	return c, nil
 }

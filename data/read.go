@@ -17,7 +17,7 @@ import (
 var availableMemory = sysmem.Available
 
 // read checks that the listed files fit in memory and reads them into w.docs, or w.skipped
-// for binary ones; source names them all in errors ("--data-path a,b").
+// for binary ones; source names them all in errors ("--text-data-path a,b").
 func (w *walker) read(source string) error {
 	if err := w.checkMemory(source); err != nil {
 		return err

@@ -22,7 +22,7 @@ func TestLoadTextCorpusChecksMemory(t *testing.T) {
 	// 60 bytes of text need about 120 bytes of memory.
 	withMemory(t, 119, true)
 	_, err := LoadTextCorpus([]string{dir}, nil)
-	want := "--data-path " + dir + ": the 2 files found hold 0.0 MiB (60 bytes) of text and loading them takes about twice that (the texts and the token stream made from them), more than the 0.0 MiB (119 bytes) of memory available: pass fewer or smaller files or directories to --data-path"
+	want := "--text-data-path " + dir + ": the 2 files found hold 0.0 MiB (60 bytes) of text and loading them takes about twice that (the texts and the token stream made from them), more than the 0.0 MiB (119 bytes) of memory available: pass fewer or smaller files or directories to --text-data-path"
 	if err == nil || err.Error() != want {
 		t.Errorf("error %v\nwant %s", err, want)
 	}

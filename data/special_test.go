@@ -60,11 +60,11 @@ func TestLoadTextCorpusRefusesSpecialFiles(t *testing.T) {
 	cases := []struct {
 		path, want string
 	}{
-		{fifo, "--data-path " + fifo + ": a named pipe, not a regular file or directory: pass text files or directories of them"},
-		{fifoLink, "--data-path " + fifoLink + ": a symbolic link to a named pipe, not a regular file or directory"},
-		{sock, "--data-path " + sock + ": a socket, not a regular file or directory"},
-		{dangling, "--data-path " + dangling + ": a symbolic link to " + filepath.Join(dir, "gone") + ", which does not exist: pass an existing file or directory"},
-		{"/dev/zero", "--data-path /dev/zero: a character device, not a regular file or directory: pass text files or directories of them"},
+		{fifo, "--text-data-path " + fifo + ": a named pipe, not a regular file or directory: pass text files or directories of them"},
+		{fifoLink, "--text-data-path " + fifoLink + ": a symbolic link to a named pipe, not a regular file or directory"},
+		{sock, "--text-data-path " + sock + ": a socket, not a regular file or directory"},
+		{dangling, "--text-data-path " + dangling + ": a symbolic link to " + filepath.Join(dir, "gone") + ", which does not exist: pass an existing file or directory"},
+		{"/dev/zero", "--text-data-path /dev/zero: a character device, not a regular file or directory: pass text files or directories of them"},
 	}
 	for _, c := range cases {
 		if _, err := os.Lstat(c.path); err != nil {
@@ -134,12 +134,12 @@ func TestAddRefusesFileReplacedByPipe(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w := walker{label: "--data-path", files: []listed{{path: fifo, name: "a.txt", size: 5}}}
+	w := walker{label: "--text-data-path", files: []listed{{path: fifo, name: "a.txt", size: 5}}}
 	done := make(chan error, 1)
-	go func() { done <- w.read("--data-path " + fifo) }()
+	go func() { done <- w.read("--text-data-path " + fifo) }()
 	select {
 	case err := <-done:
-		if want := "--data-path: " + fifo + " is now a named pipe, not a regular file"; err == nil || !strings.Contains(err.Error(), want) {
+		if want := "--text-data-path: " + fifo + " is now a named pipe, not a regular file"; err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v, want %q", err, want)
 		}
 	case <-time.After(10 * time.Second):

@@ -3,7 +3,7 @@
 #   scripts/deps.sh blas     OpenBLAS headers and library (cgo GEMM)
 #   scripts/deps.sh dnnl     oneDNN headers and library (cgo bf16 GEMM, tensor/dnnl)
 #   scripts/deps.sh mpi      Open MPI (the comm/mpi backend and its tests)
-#   scripts/deps.sh torch    PyTorch (regenerating the reference fixtures)
+#   scripts/deps.sh torch    PyTorch and regex (regenerating the reference fixtures)
 #   scripts/deps.sh torchbench  PyTorch at its best for scripts/bench-torch.sh: the
 #                            OpenMP build of OpenBLAS and jemalloc, preloaded there
 # As root it runs apt-get; otherwise it prints the exact command and fails.
@@ -15,7 +15,9 @@ for what in "$@"; do
     blas)  [ -f /usr/include/x86_64-linux-gnu/cblas.h ] || [ -f /usr/include/cblas.h ] || need+=(libopenblas-dev) ;;
     dnnl)  [ -f /usr/include/oneapi/dnnl/dnnl.h ] || need+=(libdnnl-dev) ;;
     mpi)   command -v mpirun >/dev/null 2>&1 && pkg-config --exists ompi-c 2>/dev/null || need+=(openmpi-bin libopenmpi-dev pkg-config) ;;
-    torch) /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || need+=(python3-torch) ;;
+    torch)
+      /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || need+=(python3-torch)
+      /usr/bin/python3 -c 'import regex' >/dev/null 2>&1 || need+=(python3-regex) ;;
     torchbench)
       /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || need+=(python3-torch)
       [ -f /usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0 ] || need+=(libopenblas0-openmp)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/data/tokenizer"
 	"github.com/gotron/gotron/optim"
 	"github.com/gotron/gotron/pp"
 )
@@ -116,10 +117,36 @@ type Args struct {
 	ProfileSchedule string
 
 	// Data: exactly one source.
-	MockData       bool     // --mock-data
-	DataPath       []string // --data-path: text files or directories
-	GoStdlibCorpus bool     // --go-stdlib-corpus: the Go standard library's source
-	SplitValid     float64  // --split-valid: held-out fraction of files for validation
+	MockData bool // --mock-data
+	// DataPath is --data-path: indexed datasets (PREFIX.bin/.idx), one prefix
+	// or a blend ("0.3 A 0.7 B", or prefixes weighted by their size), divided
+	// into train, valid and test by Split. TrainDataPath, ValidDataPath and
+	// TestDataPath (--train-data-path ...) give each split its own blend
+	// instead.
+	DataPath                                   []string
+	TrainDataPath, ValidDataPath, TestDataPath []string
+	// Split is --split, the train,valid,test proportions of each dataset's
+	// documents ("969,30,1" when unset with --data-path).
+	Split string
+	// DataCachePath is --data-cache-path, where the sample indices are
+	// cached ("": PREFIX's directory/cache/GPTDataset_indices).
+	DataCachePath string
+	// ResetPositionIDs, ResetAttentionMask and EODMaskLoss are
+	// --reset-position-ids, --reset-attention-mask and --eod-mask-loss:
+	// positions restart after, attention does not cross, and the loss skips
+	// end-of-document tokens (indexed data, with --tokenizer-type).
+	ResetPositionIDs, ResetAttentionMask, EODMaskLoss bool
+	// Tokenizer is --tokenizer-type and its files: the end-of-document id,
+	// the vocabulary size when --vocab-size is unset, and the text of
+	// samples.
+	Tokenizer tokenizer.Options
+	// tok is the tokenizer built from Tokenizer (withTokenizer).
+	tok tokenizer.Tokenizer
+	// TextDataPath is --text-data-path: text files or directories, trained
+	// on as byte-level tokens without preprocessing.
+	TextDataPath   []string
+	GoStdlibCorpus bool    // --go-stdlib-corpus: the Go standard library's source
+	SplitValid     float64 // --split-valid: held-out fraction of text files for validation
 
 	// OverlapP2PComm is --overlap-p2p-communication (true) or
 	// --no-overlap-p2p-communication (false); nil means Megatron's default:
@@ -391,15 +418,7 @@ func (a Args) Validate(world int) error {
 	if a.WeightDecay < 0 || a.ClipGrad < 0 {
 		add("--weight-decay %g, --clip-grad %g: must not be negative", a.WeightDecay, a.ClipGrad)
 	}
-	sources := 0
-	for _, b := range []bool{a.MockData, len(a.DataPath) > 0, a.GoStdlibCorpus} {
-		if b {
-			sources++
-		}
-	}
-	if sources != 1 {
-		add("give exactly one data source: --mock-data, --data-path PATH, or --go-stdlib-corpus (got %d)", sources)
-	}
+	errs = append(errs, a.dataErrors()...)
 	if a.SplitValid < 0 || a.SplitValid >= 1 {
 		add("--split-valid %g: the held-out fraction must lie in [0, 1)", a.SplitValid)
 	}
@@ -409,7 +428,7 @@ func (a Args) Validate(world int) error {
 	if a.Sample < 0 || a.SampleTemperature <= 0 {
 		add("--sample %d, --sample-temperature %g: the sample length must not be negative and the temperature must be positive", a.Sample, a.SampleTemperature)
 	}
-	if v := a.Model.VocabSize; a.Sample > 0 && v > 0 {
+	if v := a.Model.VocabSize; a.Sample > 0 && v > 0 && a.Tokenizer.Type == "" {
 		for i := 0; i < len(a.SamplePrompt); i++ {
 			if int(a.SamplePrompt[i]) >= v {
 				add("--sample-prompt %q: byte %d (%q) is outside the vocabulary [0, %d); samples are byte-level: use --vocab-size 256, another prompt, or drop --sample",

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gotron/gotron/data"
+	"github.com/gotron/gotron/data/tokenizer"
 )
 
 // datasets holds the training and validation data.
@@ -13,6 +14,20 @@ type datasets struct {
 	vocab int
 	// desc describes the source for the log.
 	desc string
+	// tok is the --tokenizer-type tokenizer (nil: byte-level text).
+	tok tokenizer.Tokenizer
+}
+
+// text returns the tokenizer of samples: --tokenizer-type's, else bytes.
+func (d *datasets) text() tokenizer.Tokenizer {
+	if d.tok != nil {
+		return d.tok
+	}
+	tok, err := tokenizer.New(tokenizer.Options{Type: tokenizer.TypeByteLevel})
+	if err != nil {
+		panic(err) // the byte-level tokenizer needs no file
+	}
+	return tok
 }
 
 // mockValidSeedOffset separates the validation stream of mock data from the
@@ -22,12 +37,15 @@ const mockValidSeedOffset = 1_000_003
 // openData builds the datasets the arguments name.
 func openData(a Args) (*datasets, error) {
 	seq := a.Model.SeqLength
+	if a.indexedData() {
+		return openIndexed(a)
+	}
 	if a.MockData {
 		v := a.Model.VocabSize
 		return &datasets{
 			train: data.MockDataset{Seed: a.Seed, Vocab: v, Seq: seq},
 			valid: data.MockDataset{Seed: a.Seed + mockValidSeedOffset, Vocab: v, Seq: seq},
-			vocab: v,
+			vocab: v, tok: a.tok,
 			desc:  fmt.Sprintf("mock data (vocabulary %d)", v),
 		}, nil
 	}
@@ -36,7 +54,7 @@ func openData(a Args) (*datasets, error) {
 	if a.GoStdlibCorpus {
 		c, err = data.GoRootCorpus()
 	} else {
-		c, err = data.LoadTextCorpus(a.DataPath, nil)
+		c, err = data.LoadTextCorpus(a.TextDataPath, nil)
 	}
 	if err != nil {
 		return nil, err

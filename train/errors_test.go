@@ -86,7 +86,7 @@ func TestBadArgumentsAreReportedTogether(t *testing.T) {
 	a.Model.HiddenSize = 30 // not divisible by 4 heads
 	a.GlobalBatchSize = 3   // not divisible by micro-batch × dp = 2
 	a.WorldSize = 2
-	a.MockData, a.DataPath = true, []string{"x"}
+	a.MockData, a.TextDataPath = true, []string{"x"}
 	_, err := Run(context.Background(), a, Options{})
 	if err == nil {
 		t.Fatal("no error")
@@ -106,7 +106,7 @@ func TestVocabularyTooSmallForText(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := mockArgs(3)
-	a.MockData, a.DataPath, a.SplitValid = false, []string{dir}, 0
+	a.MockData, a.TextDataPath, a.SplitValid = false, []string{dir}, 0
 	a.Model.SeqLength = 4
 	a.WorldSize = 2
 	_, err := Run(context.Background(), a, Options{})

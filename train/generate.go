@@ -8,18 +8,17 @@ import (
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/cp"
-	"github.com/gotron/gotron/data"
 	"github.com/gotron/gotron/pp/p2p"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/rng"
 )
 
-// generate samples n bytes from the model after prompt, with temperature
-// temp, feeding back at most seq_length tokens of context. The generator is
+// generate samples n tokens (bytes of byte-level text) from the model after
+// prompt, encoded with the run's tokenizer, with temperature temp, feeding back at most seq_length tokens of context. The generator is
 // seeded from --seed, so a trained model gives the same sample every time,
 // on every rank of the tensor-parallel group that runs it. Under pipeline
 // parallelism each step runs through the stages (forward only) and the last
-// stage broadcasts the sampled byte over the pipeline group.
+// stage broadcasts the sampled token over the pipeline group.
 // Under sequence parallelism the context is padded on the right to a
 // multiple of the TP size, under context parallelism to a multiple of 2·cp
 // (times the TP size under SP); causal attention keeps the padding from
@@ -27,13 +26,14 @@ import (
 func (t *trainer) generate(ctx context.Context, prompt string, n int, temp float64) (string, error) {
 	restore := t.tape.NoGrad()
 	defer restore()
-	tok := data.ByteTokenizer{}
+	tok := t.data.text()
 	ids := tok.Encode(prompt)
+	nPrompt := len(ids)
 	g := rng.New(rng.SplitMix64(t.a.Seed ^ 0x5A17))
 	seq := t.a.Model.SeqLength
 	v := t.a.Model.VocabSize
 	probs := make([]float64, v)
-	for len(ids)-len(prompt) < n {
+	for len(ids)-nPrompt < n {
 		ctxIDs := ids
 		if len(ctxIDs) > seq {
 			ctxIDs = ctxIDs[len(ctxIDs)-seq:]

@@ -61,6 +61,9 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a, err = withTokenizer(a); err != nil {
+		return nil, err
+	}
 	a = normalise(a, a.WorldSize)
 	if err := a.Validate(a.WorldSize); err != nil {
 		return nil, err
@@ -118,6 +121,9 @@ func rootCause(ctx context.Context, err error, world int) error {
 func RunRank(ctx context.Context, world comm.Group, a Args, o Options, localRanks int) (*Result, error) {
 	a, err := checkLoad(a)
 	if err != nil {
+		return nil, err
+	}
+	if a, err = withTokenizer(a); err != nil {
 		return nil, err
 	}
 	a = normalise(a, world.Size())

@@ -8,7 +8,7 @@ import (
 
 func newInspectCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "inspect", Short: "Show how a job is laid out"}
-	cmd.AddCommand(newInspectGroupsCmd(), newInspectMemoryCmd(), newInspectScheduleCmd(), newInspectLayoutCmd(), newInspectBucketsCmd())
+	cmd.AddCommand(newInspectGroupsCmd(), newInspectMemoryCmd(), newInspectScheduleCmd(), newInspectLayoutCmd(), newInspectBucketsCmd(), newInspectSamplesCmd())
 	return cmd
 }
 

@@ -56,12 +56,13 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newTrainCmd(), newInspectCmd(), newBenchCmd())
 	root.AddCommand(newCkptCmd())
 	root.AddCommand(newPlotCmd())
+	root.AddCommand(newPreprocessCmd())
 	return root
 }
 
 // multiValueFlags are Megatron's flags that take several values as
 // separate words (argparse's nargs), with how many.
-var multiValueFlags = map[string]int{"--rampup-batch-size": 3, "--cp-comm-type": 1 << 20, "--hierarchical-context-parallel-sizes": 1 << 20}
+var multiValueFlags = map[string]int{"--rampup-batch-size": 3, "--data-path": 1 << 20, "--train-data-path": 1 << 20, "--valid-data-path": 1 << 20, "--test-data-path": 1 << 20, "--json-keys": 1 << 20, "--input": 1 << 20, "--cp-comm-type": 1 << 20, "--hierarchical-context-parallel-sizes": 1 << 20}
 
 // megatronArgs rewrites Megatron's multi-word flags, as in
 // "--rampup-batch-size 16 16 100000", into the comma-separated single

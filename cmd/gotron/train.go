@@ -15,7 +15,8 @@ import (
 
 func newTrainCmd() *cobra.Command {
 	a := train.DefaultArgs()
-	var dataPath, backend, cpuProfile string
+	var textPath, backend, cpuProfile string
+	var tokFlags *tokenizerFlags
 	var rampup []int
 	var model *modelFlags // addModelFlags below
 	cmd := &cobra.Command{
@@ -23,17 +24,21 @@ func newTrainCmd() *cobra.Command {
 		Short: "Pretrain a GPT (Megatron's pretrain_gpt.py)",
 		Long: `Pretrain a GPT with Megatron's flags.
 
-Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
-(text files or directories of them, comma-separated, byte-level tokens), or
+Data: --data-path PREFIX (Megatron's indexed datasets, written by gotron
+preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
+--train-data-path/--valid-data-path/--test-data-path (a blend per split),
+--mock-data (synthetic, reproducible across languages), --text-data-path PATH
+(text files or directories, byte-level tokens, no preprocessing), or
 --go-stdlib-corpus (the *.go files of the Go standard library on this machine).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := model.apply(); err != nil {
 				return err
 			}
-			if dataPath != "" {
-				a.DataPath = strings.Split(dataPath, ",")
+			if textPath != "" {
+				a.TextDataPath = strings.Split(textPath, ",")
 			}
+			a.Tokenizer = tokFlags.o
 			if cmd.Flags().Changed("rampup-batch-size") {
 				if len(rampup) != 3 {
 					return fmt.Errorf("--rampup-batch-size takes three numbers, START INCREMENT SAMPLES (got %d): for example --rampup-batch-size 16 16 100000", len(rampup))
@@ -91,7 +96,7 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 				return stoppedBySignal(a, res)
 			}
 			if res.Sample != "" {
-				fmt.Printf("\n--- sample from the trained model (%d bytes, temperature %g) ---\n%s\n--- end of sample ---\n", a.Sample, a.SampleTemperature, res.Sample)
+				fmt.Printf("\n--- sample from the trained model (%d tokens, temperature %g) ---\n%s\n--- end of sample ---\n", a.Sample, a.SampleTemperature, res.Sample)
 			}
 			return nil
 		},
@@ -144,14 +149,24 @@ Data: --mock-data (synthetic, reproducible across languages), --data-path PATH
 	f.IntVar(&a.ExitInterval, "exit-interval", 0, "stop (and save) when the iteration is a multiple of this")
 	f.Float64Var(&a.ExitDurationInMins, "exit-duration-in-mins", 0, "stop (and save) after the first iteration that ends this many minutes after training began")
 	f.BoolVar(&a.MockData, "mock-data", false, "train on synthetic mock data")
-	f.StringVar(&dataPath, "data-path", "", "text files or directories (comma-separated)")
-	f.BoolVar(&a.GoStdlibCorpus, "go-stdlib-corpus", false, "train on the Go standard library's source (go env GOROOT)/src")
-	f.Float64Var(&a.SplitValid, "split-valid", a.SplitValid, "fraction of text files held out for validation")
+	f.StringSliceVar(&a.DataPath, "data-path", nil, "indexed datasets (PREFIX of PREFIX.bin/.idx, see gotron preprocess): one prefix, or a blend: W1 P1 W2 P2 ... (or P1 P2 ..., weighted by size)")
+	f.StringVar(&a.Split, "split", "", "train,valid,test proportions of the --data-path documents (default "+train.DefaultSplit+")")
+	f.StringSliceVar(&a.TrainDataPath, "train-data-path", nil, "the training blend, instead of splitting --data-path")
+	f.StringSliceVar(&a.ValidDataPath, "valid-data-path", nil, "the validation blend")
+	f.StringSliceVar(&a.TestDataPath, "test-data-path", nil, "the test blend")
+	f.StringVar(&a.DataCachePath, "data-cache-path", "", "directory for the cached sample indices (default: beside the first dataset, cache/GPTDataset_indices)")
+	f.BoolVar(&a.ResetPositionIDs, "reset-position-ids", false, "restart the position ids after each end-of-document token")
+	f.BoolVar(&a.ResetAttentionMask, "reset-attention-mask", false, "do not attend across end-of-document tokens")
+	f.BoolVar(&a.EODMaskLoss, "eod-mask-loss", false, "leave the end-of-document tokens out of the loss")
+	tokFlags = addTokenizerFlags(f)
+	f.StringVar(&textPath, "text-data-path", "", "text files or directories (comma-separated), trained on as byte-level tokens without preprocessing")
+	f.BoolVar(&a.GoStdlibCorpus, "go-stdlib-corpus", false, "train on the Go standard library's source (go env GOROOT)/src, byte-level")
+	f.Float64Var(&a.SplitValid, "split-valid", a.SplitValid, "fraction of text files held out for validation (--text-data-path, --go-stdlib-corpus)")
 	f.StringVar(&a.LoadInit, "load-init", "", "initial weights (safetensors, Megatron names)")
 	f.StringVar(&a.DumpGrads, "dump-grads", "", "write the first iteration's gradients (safetensors) here")
 	f.StringVar(&a.LogJSON, "log-json", "", "write one JSON object per iteration here")
 	f.IntVar(&a.Threads, "threads", 0, "cores to use (0: all)")
-	f.IntVar(&a.Sample, "sample", 0, "after training, generate this many bytes of text")
+	f.IntVar(&a.Sample, "sample", 0, "after training, generate this many tokens of text (bytes of byte-level text)")
 	f.StringVar(&a.SamplePrompt, "sample-prompt", a.SamplePrompt, "text the sample starts from")
 	f.Float64Var(&a.SampleTemperature, "sample-temperature", a.SampleTemperature, "sampling temperature")
 	return cmd

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/gotron/gotron/data/preprocess"
+	"github.com/gotron/gotron/data/tokenizer"
+)
+
+// newPreprocessCmd is `gotron preprocess`, Megatron's tools/preprocess_data.py.
+func newPreprocessCmd() *cobra.Command {
+	var o preprocess.Options
+	var splitSentences bool
+	var vocabSize int
+	var tokFlags *tokenizerFlags
+	cmd := &cobra.Command{
+		Use:   "preprocess --input PATH --output-prefix PREFIX --tokenizer-type TYPE [...]",
+		Short: "Tokenize JSONL or text into indexed datasets (Megatron's preprocess_data.py)",
+		Long: `preprocess tokenizes documents into Megatron's indexed dataset format,
+PREFIX_KEY_document.bin and .idx for each --json-keys KEY, which gotron train
+--data-path PREFIX_KEY_document (and Megatron) read.
+
+Input: JSON lines (files ending in .jsonl, .json or .ndjson: one object per line,
+each key a string or a list of strings), or plain-text files (one document
+each, key text), or directories of them (walked in lexical order; narrow them
+with --input-extensions). The output appears when every document is written:
+an error or Ctrl-C leaves no file behind.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if splitSentences {
+				return fmt.Errorf("--split-sentences: sentence splitting (NLTK's punkt in the reference) is not provided by gotron; GPT datasets are built from whole documents: drop the flag")
+			}
+			tok, err := tokFlags.build(vocabSize)
+			if err != nil {
+				return err
+			}
+			if tok == nil {
+				return fmt.Errorf("--tokenizer-type is required: one of %s", strings.Join(tokenizer.Types(), ", "))
+			}
+			if term.IsTerminal(int(os.Stderr.Fd())) {
+				o.Progress = os.Stderr
+			}
+			o.Tokenizer = tok
+			if o.Progress == nil && o.LogInterval > 0 {
+				o.Log = os.Stderr
+			}
+			res, err := preprocess.Run(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "preprocessed %d files, %d documents, %.1f MB with %s into %d tokens in %.2fs: %.2f MB/s, %.0f tokens/s (%d workers)\n",
+				res.Files, res.Documents, float64(res.Bytes)/1e6, tok.Name(), res.Tokens, res.Elapsed.Seconds(), res.MBPerSecond(), res.TokensPerSecond(), o.Workers)
+			if res.BadLines+res.Binary > 0 {
+				fmt.Fprintf(out, "skipped %d unreadable JSON lines (--skip-bad-lines) and %d binary files\n", res.BadLines, res.Binary)
+			}
+			for _, p := range res.Outputs {
+				fmt.Fprintf(out, "wrote %s.bin and %s.idx: train with --data-path %s\n", p, p, p)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.SortFlags = false
+	f.StringSliceVar(&o.Inputs, "input", nil, "JSONL or text files, or directories of them (several: comma-separated or space-separated)")
+	f.StringSliceVar(&o.JSONKeys, "json-keys", []string{"text"}, "keys to read from each JSON line; one dataset each")
+	f.StringVar(&o.OutputPrefix, "output-prefix", "", "write PREFIX_KEY_document.bin and .idx")
+	f.StringSliceVar(&o.Extensions, "input-extensions", nil, "in directories, read only files with these extensions (e.g. go,txt)")
+	tokFlags = addTokenizerFlags(f)
+	f.IntVar(&vocabSize, "vocab-size", 0, "NullTokenizer: the number of ids")
+	f.BoolVar(&o.AppendEOD, "append-eod", false, "append the end-of-document token to each document")
+	f.BoolVar(&splitSentences, "split-sentences", false, "not provided (refused): documents are kept whole")
+	f.IntVar(&o.Workers, "workers", runtime.NumCPU(), "tokenizing goroutines")
+	f.BoolVar(&o.SkipBadLines, "skip-bad-lines", false, "skip (and count) JSON lines that cannot be read instead of stopping at the first")
+	f.IntVar(&o.LogInterval, "log-interval", 0, "print a progress line every this many documents (when stderr is not a terminal; a terminal shows a progress bar)")
+	return cmd
+}

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gotron/gotron/data/tokenizer"
+)
+
+// tokenizerFlags are Megatron's tokenizer flags, shared by preprocess, train and inspect
+// samples.
+type tokenizerFlags struct {
+	o tokenizer.Options
+}
+
+// addTokenizerFlags registers --tokenizer-type, --vocab-file, --merge-file and
+// --tokenizer-model; vocabSize is the command's --vocab-size (NullTokenizer's size),
+// registered by the caller.
+func addTokenizerFlags(f *pflag.FlagSet) *tokenizerFlags {
+	t := &tokenizerFlags{}
+	f.StringVar(&t.o.Type, "tokenizer-type", "", "the tokenizer: "+strings.Join(tokenizer.Types(), ", "))
+	f.StringVar(&t.o.VocabFile, "vocab-file", "", "GPT2BPETokenizer: GPT-2's vocab.json (with --merge-file; both unset: GPT-2's vocabulary built into gotron)")
+	f.StringVar(&t.o.MergeFile, "merge-file", "", "GPT2BPETokenizer: GPT-2's merges.txt")
+	f.StringVar(&t.o.TokenizerModel, "tokenizer-model", "", "HuggingFaceTokenizer: a tokenizer.json file (or a directory holding one)")
+	return t
+}
+
+// build returns the tokenizer the flags name, or nil when --tokenizer-type is unset.
+// vocabSize is the command's --vocab-size (NullTokenizer).
+func (t *tokenizerFlags) build(vocabSize int) (tokenizer.Tokenizer, error) {
+	if t.o.Type == "" {
+		for _, s := range []struct{ name, v string }{{"--vocab-file", t.o.VocabFile}, {"--merge-file", t.o.MergeFile}, {"--tokenizer-model", t.o.TokenizerModel}} {
+			if s.v != "" {
+				return nil, fmt.Errorf("%s without --tokenizer-type: name the tokenizer (%s)", s.name, strings.Join(tokenizer.Types(), ", "))
+			}
+		}
+		return nil, nil
+	}
+	o := t.o
+	o.VocabSize = vocabSize
+	return tokenizer.New(o)
+}
