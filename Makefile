@@ -94,6 +94,7 @@ bench: build build-mpi
 	scripts/bench-cp.sh 3
 	scripts/bench-llama.sh 3
 	scripts/bench-moe.sh 3
+	scripts/bench-preprocess.sh 3
 	scripts/bench-precision.sh 3
 	$(GO) test -run '^$$' -bench PingPong -benchtime 1s ./pp/p2p
 	$(GO) test -run '^$$' -bench 'AllReduce|Memcpy' -benchtime 1s ./comm/local

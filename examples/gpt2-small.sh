@@ -6,7 +6,9 @@
 # embeddings. gotron's defaults are this shape; the flags are spelled out.
 #
 #	examples/gpt2-small.sh                          # mock data (vocabulary 50257)
-#	examples/gpt2-small.sh --data-path corpus.txt   # byte-level text
+#	examples/gpt2-small.sh --data-path data/corpus_text_document --tokenizer-type GPT2BPETokenizer
+#	                                                # from gotron preprocess
+#	examples/gpt2-small.sh --text-data-path corpus.txt   # byte-level text
 #	examples/gpt2-small.sh --go-stdlib-corpus --num-layers 4 --train-iters 50
 #
 # Later flags override earlier ones: any flag of `gotron train` may be
@@ -29,7 +31,7 @@ TRAINING_ARGS=(
 )
 DATA_ARGS=()
 case " $* " in
-*" --data-path "* | *" --go-stdlib-corpus "* | *" --mock-data "*) ;;
+*" --data-path "* | *" --train-data-path "* | *" --text-data-path "* | *" --go-stdlib-corpus "* | *" --mock-data "*) ;;
 *) DATA_ARGS=(--mock-data --vocab-size 50257) ;;
 esac
 [ -x bin/gotron ] || make build

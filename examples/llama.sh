@@ -6,7 +6,7 @@
 # layer, no biases, no dropout.
 #
 #	examples/llama.sh                          # mock data (vocabulary 32000)
-#	examples/llama.sh --data-path corpus.txt   # byte-level text
+#	examples/llama.sh --text-data-path corpus.txt   # byte-level text
 #	examples/llama.sh --go-stdlib-corpus --num-layers 4 --train-iters 50
 #
 # Later flags override earlier ones: any flag of `gotron train` may be
@@ -34,7 +34,7 @@ TRAINING_ARGS=(
 )
 DATA_ARGS=()
 case " $* " in
-*" --data-path "* | *" --go-stdlib-corpus "* | *" --mock-data "*) ;;
+*" --data-path "* | *" --train-data-path "* | *" --text-data-path "* | *" --go-stdlib-corpus "* | *" --mock-data "*) ;;
 *) DATA_ARGS=(--mock-data --vocab-size 32000) ;;
 esac
 [ -x bin/gotron ] || make build

@@ -39,7 +39,7 @@ TRAINING_ARGS=(
 )
 DATA_ARGS=()
 case " $* " in
-*" --data-path "* | *" --go-stdlib-corpus "* | *" --mock-data "*) ;;
+*" --data-path "* | *" --train-data-path "* | *" --text-data-path "* | *" --go-stdlib-corpus "* | *" --mock-data "*) ;;
 *) DATA_ARGS=(--mock-data --vocab-size 32000) ;;
 esac
 [ -x bin/gotron ] || make build

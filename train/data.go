@@ -46,7 +46,7 @@ func openData(a Args) (*datasets, error) {
 			train: data.MockDataset{Seed: a.Seed, Vocab: v, Seq: seq},
 			valid: data.MockDataset{Seed: a.Seed + mockValidSeedOffset, Vocab: v, Seq: seq},
 			vocab: v, tok: a.tok,
-			desc:  fmt.Sprintf("mock data (vocabulary %d)", v),
+			desc: fmt.Sprintf("mock data (vocabulary %d)", v),
 		}, nil
 	}
 	var c *data.Corpus

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gotron/gotron/data/indexed"
+	"github.com/gotron/gotron/data/tokenizer"
 	"github.com/gotron/gotron/train"
 )
 
@@ -34,7 +37,10 @@ import (
 // follow the one-rank bf16 curve to 1e-4 and 1e-3. Context parallel 2
 // (the ring) and 4 (a2a+p2p, 2·2) follow it to 1e-6. A MoE model with its
 // experts over 2 processes (each dispatcher), and over 2 × expert TP 2 on
-// 4, follows the one-rank MoE curve to 1e-6.
+// 4, follows the one-rank MoE curve to 1e-6. Indexed data with packed
+// documents (--reset-position-ids --reset-attention-mask --eod-mask-loss)
+// under DP 2 × CP 2, every process building the sample indices into one
+// cache, follows the one-rank curve to 1e-6.
 func TestMPITrainMatchesSingleRank(t *testing.T) {
 	if _, err := exec.LookPath("mpirun"); err != nil {
 		t.Skip("mpirun not found: install openmpi-bin (make test-mpi does)")
@@ -88,12 +94,21 @@ func TestMPITrainMatchesSingleRank(t *testing.T) {
 		{"moe-ep2-allgather", "2", mpiMoEArgs("--expert-model-parallel-size", "2"), 1e-6, "moe", ""},
 		{"moe-ep2-etp2-alltoall", "4", mpiMoEArgs("--expert-model-parallel-size", "2", "--expert-tensor-parallel-size", "2",
 			"--moe-token-dispatcher-type", "alltoall"), 1e-6, "moe", ""},
+		// Indexed data with packed documents (mpiIndexedData): every
+		// process builds the same sample indices into one cache, and DP 2 ×
+		// CP 2 follows one rank.
+		{"indexed-dp2-cp2-packed", "4", []string{"--context-parallel-size", "2"}, 1e-6, "indexed", ""},
 	}
+	dataArgs := mpiIndexedData(t, dir)
 	curves := make([][]float64, len(layouts))
 	for i, l := range layouts {
 		logPath := filepath.Join(dir, l.name+".jsonl")
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		args := append(append(append([]string{"--allow-run-as-root", "--oversubscribe", "-np", l.np, bin, "train", "--backend", "mpi"}, flags...), l.extra...), "--log-json", logPath)
+		f := flags
+		if l.prec == "indexed" {
+			f = append(slices.Clone(flags[1:]), dataArgs...) // no --mock-data
+		}
+		args := append(append(append([]string{"--allow-run-as-root", "--oversubscribe", "-np", l.np, bin, "train", "--backend", "mpi"}, f...), l.extra...), "--log-json", logPath)
 		out, err := exec.CommandContext(ctx, "mpirun", args...).CombinedOutput()
 		cancel()
 		if err != nil {
@@ -112,12 +127,16 @@ func TestMPITrainMatchesSingleRank(t *testing.T) {
 	a.LR, a.LRWarmupIters, a.LRDecayStyle = 3e-3, 2, "cosine"
 	a.Model.HiddenDropout, a.Model.AttentionDropout, a.EvalIters = 0, 0, 0
 	refs := map[string]*train.Result{}
-	for _, prec := range []string{"", "bf16", "bf16-grads", "moe"} {
+	for _, prec := range []string{"", "bf16", "bf16-grads", "moe", "indexed"} {
 		b := a
 		b.Model.BF16, b.GradReduceInBF16 = prec == "bf16" || prec == "bf16-grads", prec == "bf16-grads"
 		if prec == "moe" {
 			m := &b.Model
 			m.NumMoEExperts, m.MoEFFNHiddenSize, m.MoEAuxLossCoeff, m.MoEZLossCoeff, m.AddBiasLinear = 4, 16, 0.01, 0.001, false
+		}
+		if prec == "indexed" {
+			b.MockData, b.DataPath, b.Tokenizer = false, []string{dataArgs[1]}, tokenizer.Options{Type: tokenizer.TypeNull, VocabSize: 64}
+			b.ResetPositionIDs, b.ResetAttentionMask, b.EODMaskLoss = true, true, true
 		}
 		r, err := train.Run(context.Background(), b, train.Options{})
 		if err != nil {
@@ -141,6 +160,32 @@ func TestMPITrainMatchesSingleRank(t *testing.T) {
 		}
 		t.Logf("%s: largest relative loss difference from one rank %.2g", l.name, worst)
 	}
+}
+
+// mpiIndexedData writes an indexed dataset of 200 documents of 1 to 40
+// random ids below 63, each ended by NullTokenizer's end of document 63,
+// and returns the flags that train on it packed.
+func mpiIndexedData(t *testing.T, dir string) []string {
+	prefix := filepath.Join(dir, "docs_text_document")
+	w, err := indexed.Create(prefix, indexed.OptimalDType(64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := rand.New(rand.NewPCG(7, 11))
+	for range 200 {
+		doc := make([]int32, 1+g.IntN(40))
+		for i := range doc {
+			doc[i] = int32(g.IntN(63))
+		}
+		if err := w.AddDocument(append(doc, 63), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--data-path", prefix, "--tokenizer-type", "NullTokenizer", "--vocab-size", "64",
+		"--reset-position-ids", "--reset-attention-mask", "--eod-mask-loss"}
 }
 
 // mpiMoEFlags make the MPI test's model a MoE model: 4 experts of width 16

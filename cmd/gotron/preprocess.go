@@ -19,6 +19,7 @@ func newPreprocessCmd() *cobra.Command {
 	var splitSentences bool
 	var vocabSize int
 	var tokFlags *tokenizerFlags
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "preprocess --input PATH --output-prefix PREFIX --tokenizer-type TYPE [...]",
 		Short: "Tokenize JSONL or text into indexed datasets (Megatron's preprocess_data.py)",
@@ -47,6 +48,11 @@ an error or Ctrl-C leaves no file behind.`,
 				o.Progress = os.Stderr
 			}
 			o.Tokenizer = tok
+			stop, err := startCPUProfile(cpuProfile, "local")
+			if err != nil {
+				return err
+			}
+			defer stop()
 			if o.Progress == nil && o.LogInterval > 0 {
 				o.Log = os.Stderr
 			}
@@ -78,6 +84,7 @@ an error or Ctrl-C leaves no file behind.`,
 	f.BoolVar(&splitSentences, "split-sentences", false, "not provided (refused): documents are kept whole")
 	f.IntVar(&o.Workers, "workers", runtime.NumCPU(), "tokenizing goroutines")
 	f.BoolVar(&o.SkipBadLines, "skip-bad-lines", false, "skip (and count) JSON lines that cannot be read instead of stopping at the first")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) here")
 	f.IntVar(&o.LogInterval, "log-interval", 0, "print a progress line every this many documents (when stderr is not a terminal; a terminal shows a progress bar)")
 	return cmd
 }
