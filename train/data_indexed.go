@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/gotron/gotron/data/gptdata"
@@ -199,7 +200,8 @@ func openSource(prefix string) (gptdata.Source, error) {
 	if err == nil {
 		return ds, nil
 	}
-	if _, e := os.Stat(prefix + ".idx"); errors.Is(e, fs.ErrNotExist) {
+	ext := filepath.Ext(prefix)
+	if _, e := os.Stat(prefix + ".idx"); errors.Is(e, fs.ErrNotExist) && ext != ".bin" && ext != ".idx" {
 		if st, e := os.Stat(prefix); e == nil {
 			kind := "file"
 			if st.IsDir() {
