@@ -12,6 +12,10 @@ import (
 // form's state.json alike.
 const ModelArgsKey = "model"
 
+// DataArgsKey is the key of the data settings within a checkpoint's
+// arguments (Args.Data).
+const DataArgsKey = "data"
+
 // Args is what a checkpoint records of the run's settings, for the checks
 // on resume and for --use-checkpoint-args. Its JSON form is one object:
 // the integer settings under their names and, when any model option
@@ -29,22 +33,19 @@ type Args struct {
 	// TransformerConfig's JSON names, each value as text ("RMSNorm",
 	// "true", "0.5"); an option not listed has its default.
 	Model map[string]string
+	// Data holds the data settings as text by Megatron's argument names
+	// ("tokenizer_type", "data_path", "split", "seed"); absent in
+	// checkpoints that predate them.
+	Data map[string]string
 }
 
 // MarshalJSON writes a as one object (null when a holds nothing, as the
 // arguments of a manifest without any).
 func (a Args) MarshalJSON() ([]byte, error) {
-	if a.Ints == nil && a.Model == nil {
+	if a.Ints == nil && a.Model == nil && a.Data == nil {
 		return []byte("null"), nil
 	}
-	m := make(map[string]any, len(a.Ints)+1)
-	for k, v := range a.Ints {
-		m[k] = v
-	}
-	if len(a.Model) > 0 {
-		m[ModelArgsKey] = a.Model
-	}
-	return json.Marshal(m)
+	return json.Marshal(wholeArgs(a))
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote: integers, and "model" as an
@@ -60,8 +61,12 @@ func (a *Args) UnmarshalJSON(b []byte) error {
 	}
 	a.Ints = make(map[string]int, len(raw))
 	for k, v := range raw {
-		if k == ModelArgsKey {
-			if err := json.Unmarshal(v, &a.Model); err != nil {
+		if k == ModelArgsKey || k == DataArgsKey {
+			dst := &a.Model
+			if k == DataArgsKey {
+				dst = &a.Data
+			}
+			if err := json.Unmarshal(v, dst); err != nil {
 				return fmt.Errorf("args: %q is not an object of strings (%v)", k, err)
 			}
 			continue
@@ -79,15 +84,18 @@ func (a *Args) UnmarshalJSON(b []byte) error {
 // (State.Args): the integers, and "model" as an object of strings. nil
 // when a holds nothing.
 func wholeArgs(a Args) map[string]any {
-	if len(a.Ints) == 0 && len(a.Model) == 0 {
+	if len(a.Ints) == 0 && len(a.Model) == 0 && len(a.Data) == 0 {
 		return nil
 	}
-	out := make(map[string]any, len(a.Ints)+1)
+	out := make(map[string]any, len(a.Ints)+2)
 	for k, v := range a.Ints {
 		out[k] = v
 	}
 	if len(a.Model) > 0 {
 		out[ModelArgsKey] = maps.Clone(a.Model)
+	}
+	if len(a.Data) > 0 {
+		out[DataArgsKey] = maps.Clone(a.Data)
 	}
 	return out
 }
@@ -96,25 +104,28 @@ func wholeArgs(a Args) map[string]any {
 // every one an integer, but "model", an object of strings.
 func manifestArgs(in map[string]any) (Args, error) {
 	rest := in
-	var model map[string]string
-	if v, ok := in[ModelArgsKey]; ok {
-		var err error
-		if model, err = modelArgs(v); err != nil {
-			return Args{}, err
+	var text [2]map[string]string
+	for i, key := range []string{ModelArgsKey, DataArgsKey} {
+		if v, ok := in[key]; ok {
+			var err error
+			if text[i], err = stringArgs(key, v); err != nil {
+				return Args{}, err
+			}
+			rest = maps.Clone(rest)
+			delete(rest, key)
 		}
-		rest = maps.Clone(in)
-		delete(rest, ModelArgsKey)
 	}
 	ints, err := intArgs(rest)
 	if err != nil {
 		return Args{}, err
 	}
-	return Args{Ints: ints, Model: model}, nil
+	return Args{Ints: ints, Model: text[0], Data: text[1]}, nil
 }
 
-// modelArgs reads the whole-tensor form's "model" argument: an object of
-// strings (as decoded from JSON, or as ToWhole made it).
-func modelArgs(v any) (map[string]string, error) {
+// stringArgs reads the whole-tensor form's "model" or "data" argument
+// (key): an object of strings (as decoded from JSON, or as ToWhole made
+// it).
+func stringArgs(key string, v any) (map[string]string, error) {
 	switch x := v.(type) {
 	case nil:
 		return nil, nil
@@ -125,11 +136,11 @@ func modelArgs(v any) (map[string]string, error) {
 		for k, e := range x {
 			s, ok := e.(string)
 			if !ok {
-				return nil, fmt.Errorf("argument %q: option %q is %v, not a string: the model options are recorded as text; fix state.json", ModelArgsKey, k, e)
+				return nil, fmt.Errorf("argument %q: option %q is %v, not a string: the options are recorded as text; fix state.json", key, k, e)
 			}
 			out[k] = s
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("argument %q is %v, not an object of strings (the model options): fix state.json", ModelArgsKey, v)
+	return nil, fmt.Errorf("argument %q is %v, not an object of strings: fix state.json", key, v)
 }

@@ -56,11 +56,11 @@ func ConstantStep(index, rows int) Step {
 //
 // Batch returns rows [row0, row0+rows) of the global batch of step. It is a pure function
 // of its arguments: the data position is fully determined by the step, with no iterator
-// state. So every parallel
-// layout sees the same global batch (a data-parallel rank d with b rows per microbatch asks
-// for its own rows, g = d·rowsPerRank + b in the usual order), and a run resumed at step s
-// continues with exactly the batches of an uninterrupted run. Asking for rows 0..3 at once
-// or for 0..1 and 2..3 gives the same rows.
+// state. So every parallel layout sees the same global batch (a data-parallel rank d with
+// b rows per microbatch asks for its own rows: its micro-batch m holds rows (m·dp + d)·b
+// to (m·dp + d + 1)·b, as the reference's sampler deals them out), and a run resumed at
+// step s continues with exactly the batches of an uninterrupted run. Asking for rows 0..3
+// at once or for 0..1 and 2..3 gives the same rows.
 //
 // Batch panics if the rows are not within [0, step.Rows) or the step's index or consumed
 // samples are negative: the trainer computes them, so that is a bug in the caller.

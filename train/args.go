@@ -142,6 +142,9 @@ type Args struct {
 	Tokenizer tokenizer.Options
 	// tok is the tokenizer built from Tokenizer (withTokenizer).
 	tok tokenizer.Tokenizer
+	// dataNote says how the data settings differ from --load's checkpoint
+	// (checkLoad), for the start-up line.
+	dataNote string
 	// TextDataPath is --text-data-path: text files or directories, trained
 	// on as byte-level tokens without preprocessing.
 	TextDataPath   []string

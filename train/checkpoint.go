@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/gotron/gotron/ckpt"
@@ -72,7 +73,57 @@ func argsRecord(a Args, world int) ckpt.Args {
 		// states belong to.
 		r["context_parallel_size"] = m.ContextParallelSize
 	}
-	return ckpt.Args{Ints: r, Model: modelRecord(m)}
+	return ckpt.Args{Ints: r, Model: modelRecord(m), Data: dataRecord(a)}
+}
+
+// dataRecord is what a checkpoint records of the run's data: the
+// tokenizer (a resume with another is refused, as the reference does) and
+// what orders the samples (a resume with other values continues at the
+// consumed count of another order, which the start-up line says).
+func dataRecord(a Args) map[string]string {
+	r := map[string]string{}
+	for k, v := range map[string]string{
+		"tokenizer_type": a.Tokenizer.Type, "data_path": strings.Join(a.DataPath, " "), "split": a.Split,
+		"train_data_path": strings.Join(a.TrainDataPath, " "), "valid_data_path": strings.Join(a.ValidDataPath, " "),
+		"text_data_path": strings.Join(a.TextDataPath, " "),
+	} {
+		if v != "" {
+			r[k] = v
+		}
+	}
+	if a.MockData {
+		r["mock_data"] = "true"
+	}
+	if a.GoStdlibCorpus {
+		r["go_stdlib_corpus"] = "true"
+	}
+	r["seed"] = strconv.FormatUint(a.Seed, 10)
+	r["seq_length"] = strconv.Itoa(a.Model.SeqLength)
+	return r
+}
+
+// dataChanges compares the run's data settings with a checkpoint's
+// record: a changed tokenizer is an error; other changes are returned as
+// a note for the start-up line. A checkpoint without the record (older
+// than it) is not compared.
+func dataChanges(a Args, saved ckpt.Args) (note string, err error) {
+	if saved.Data == nil {
+		return "", nil
+	}
+	now := dataRecord(a)
+	if was, is := saved.Data["tokenizer_type"], now["tokenizer_type"]; was != is && !a.Finetune {
+		return "", fmt.Errorf("--tokenizer-type %q in the checkpoint, %q in this run: the token ids would mean other text; pass the checkpoint's tokenizer (or --finetune to start afresh on other data)", was, is)
+	}
+	var diffs []string
+	for _, k := range []string{"data_path", "split", "train_data_path", "valid_data_path", "text_data_path", "mock_data", "go_stdlib_corpus", "seed", "seq_length"} {
+		if saved.Data[k] != now[k] {
+			diffs = append(diffs, fmt.Sprintf("%s %q → %q", k, saved.Data[k], now[k]))
+		}
+	}
+	if len(diffs) == 0 || a.Finetune {
+		return "", nil
+	}
+	return "data settings differ from the checkpoint's (" + strings.Join(diffs, ", ") + "): training continues at the checkpoint's consumed samples of this run's sample order", nil
 }
 
 // checkedArgs are the settings a resumed run must share with its
@@ -155,6 +206,11 @@ func checkLoad(a Args) (Args, error) {
 	}
 	defer r.Close()
 	where := fmt.Sprintf("--load %s (iteration %d)", a.Load, r.Manifest.Iteration)
+	note, err := dataChanges(a, r.Manifest.Args)
+	if err != nil {
+		return a, fmt.Errorf("%s: %w", where, err)
+	}
+	a.dataNote = note
 	if !a.UseCheckpointArgs {
 		if err := compareArgs(a, r.Manifest.Args, true); err != nil {
 			return a, fmt.Errorf("%s: %w", where, err)

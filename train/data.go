@@ -36,6 +36,15 @@ const mockValidSeedOffset = 1_000_003
 
 // openData builds the datasets the arguments name.
 func openData(a Args) (*datasets, error) {
+	d, err := openSources(a)
+	if err == nil && a.dataNote != "" {
+		d.desc += "; " + a.dataNote
+	}
+	return d, err
+}
+
+// openSources builds the datasets of the data source.
+func openSources(a Args) (*datasets, error) {
 	seq := a.Model.SeqLength
 	if a.indexedData() {
 		return openIndexed(a)

@@ -40,8 +40,11 @@ func (a Args) dataErrors() []string {
 	if len(a.DataPath) > 0 && perSplit {
 		add("--data-path with --train-data-path, --valid-data-path or --test-data-path: give one blend split by --split, or one blend per split")
 	}
+	if len(a.TestDataPath) > 0 {
+		add("--test-data-path: gotron evaluates no test split (the reference's evaluation on it after training is not provided): drop the flag")
+	}
 	if perSplit && len(a.TrainDataPath) == 0 && !a.SkipTrain {
-		add("--valid-data-path or --test-data-path without --train-data-path: give the training data too")
+		add("--valid-data-path without --train-data-path: give the training data too")
 	}
 	if a.Split != "" && len(a.DataPath) == 0 {
 		add("--split %q without --data-path: the split divides the --data-path datasets (the per-split paths and text corpora are not split by it)", a.Split)

@@ -20,7 +20,7 @@ import (
 // encodes into the vocabulary.
 func withTokenizer(a Args) (Args, error) {
 	if a.Tokenizer.Type == "" || a.tok != nil {
-		return a, nil
+		return a, a.checkPrompt()
 	}
 	o := a.Tokenizer
 	if o.Type == tokenizer.TypeNull && o.VocabSize == 0 {
@@ -37,15 +37,61 @@ func withTokenizer(a Args) (Args, error) {
 	case v < tok.VocabSize() && o.Type != tokenizer.TypeNull:
 		return a, fmt.Errorf("invalid arguments: --vocab-size %d is smaller than the %s vocabulary (%d ids): raise --vocab-size or leave it unset", v, tok.Name(), tok.VocabSize())
 	}
-	return a, nil
+	return a, a.checkPrompt()
+}
+
+// checkPrompt checks, with --sample, that --sample-prompt encodes into at
+// least one id of the vocabulary with the run's tokenizer (byte-level text
+// without --tokenizer-type; Validate checks its bytes).
+func (a Args) checkPrompt() error {
+	if a.Sample <= 0 {
+		return nil
+	}
+	if a.tok == nil {
+		if a.SamplePrompt == "" {
+			return fmt.Errorf("invalid arguments: --sample %d with an empty --sample-prompt: give the text the sample starts from", a.Sample)
+		}
+		return nil
+	}
+	var ids []int32
+	if c, ok := a.tok.(tokenizer.CheckedEncoder); ok {
+		var err error
+		if ids, err = c.EncodeChecked(a.SamplePrompt); err != nil {
+			return fmt.Errorf("invalid arguments: --sample-prompt %q: %v: give a prompt %s can encode", a.SamplePrompt, err, a.tok.Name())
+		}
+	} else {
+		ids = a.tok.Encode(a.SamplePrompt)
+	}
+	if len(ids) == 0 {
+		return fmt.Errorf("invalid arguments: --sample-prompt %q encodes to no tokens with %s: give the text the sample starts from", a.SamplePrompt, a.tok.Name())
+	}
+	for _, id := range ids {
+		if v := a.Model.VocabSize; v > 0 && int(id) >= v {
+			return fmt.Errorf("invalid arguments: --sample-prompt %q: id %d is outside the model's vocabulary [0, %d): raise --vocab-size or change the prompt", a.SamplePrompt, id, v)
+		}
+	}
+	return nil
+}
+
+// checkDataVocab refuses indexed data without a tokenizer or a vocabulary
+// size: the ids' range would be unknown (the reference always has a
+// tokenizer).
+func checkDataVocab(a Args) error {
+	if a.indexedData() && a.Tokenizer.Type == "" && a.Model.VocabSize == 0 {
+		return fmt.Errorf("invalid arguments: --data-path without --tokenizer-type: name the tokenizer that wrote the data (%s), which gives the vocabulary and the end-of-document id, or give --vocab-size for the ids alone",
+			strings.Join(tokenizer.Types(), ", "))
+	}
+	return nil
 }
 
 // sampleCounts returns the samples the run reads from the train, valid and
-// test datasets, as the reference asks its dataset builder for them:
-// train_iters·global_batch (or --train-samples), (train_iters/eval_interval
-// + 1)·eval_iters·global_batch and eval_iters·global_batch. gotron's
-// evaluations read the first eval_iters·global_batch of the valid samples,
-// each time the same.
+// test datasets, as the reference asks its dataset builder for train and
+// valid: train_iters·global_batch (or --train-samples) and
+// (train_iters/eval_interval + 1)·eval_iters·global_batch
+// (eval_iters·global_batch under --skip-train), so that their samples and
+// order are the reference's. gotron's evaluations read the first
+// eval_iters·global_batch of the valid samples, each time the same. The
+// test split is not built: gotron evaluates none.
 func (a Args) sampleCounts() ([3]int, error) {
 	interval := a.EvalInterval
 	if interval <= 0 {
@@ -58,6 +104,10 @@ func (a Args) sampleCounts() ([3]int, error) {
 	if a.TrainSamples > 0 {
 		n[0] = a.TrainSamples
 	}
+	if a.SkipTrain {
+		n[1] = a.EvalIters * a.GlobalBatchSize // the reference's count under --skip-train
+	}
+	n[2] = 0 // gotron evaluates no test split (--split still keeps its documents out)
 	return n, nil
 }
 
@@ -151,7 +201,7 @@ func buildIndexed(a Args) ([3]gptdata.Dataset, [3]int, error) {
 		if err != nil {
 			return ds, counts, fmt.Errorf("invalid arguments: %w", err)
 		}
-		ds, err = gptdata.Build(cfg, blend, counts, openSource)
+		ds, err = gptdata.Build(cfg, blend, counts, opener("--data-path"))
 		return ds, counts, err
 	}
 	var blends [3]gptdata.Blend
@@ -164,7 +214,7 @@ func buildIndexed(a Args) ([3]gptdata.Dataset, [3]int, error) {
 			return ds, counts, fmt.Errorf("invalid arguments: --%s-data-path: %w", [3]string{"train", "valid", "test"}[i], err)
 		}
 	}
-	ds, err = gptdata.BuildPerSplit(cfg, blends, counts, openSource)
+	ds, err = gptdata.BuildPerSplit(cfg, blends, counts, opener("--train-data-path/--valid-data-path"))
 	return ds, counts, err
 }
 
@@ -184,32 +234,56 @@ func describeIndexed(a Args, ds [3]gptdata.Dataset) string {
 	if a.tok != nil {
 		fmt.Fprintf(&b, ", %s", a.tok.Name())
 	}
-	for i, name := range []string{"train", "valid", "test"} {
+	for i, name := range []string{"train", "valid"} {
 		if ds[i] != nil {
 			fmt.Fprintf(&b, ", %d %s samples", ds[i].Len(), name)
 		}
 	}
+	if ds[1] == nil && a.EvalIters > 0 {
+		b.WriteString(", no validation (the valid split holds no documents: give it a share with --split, or pass --valid-data-path)")
+	}
 	return b.String()
 }
 
-// openSource opens the indexed dataset PREFIX.bin/.idx. A prefix that is
-// itself a text file or directory is a user who expected the text reader:
-// the error says how to preprocess it.
-func openSource(prefix string) (gptdata.Source, error) {
-	ds, err := indexed.Open(prefix)
-	if err == nil {
-		return ds, nil
-	}
-	ext := filepath.Ext(prefix)
-	if _, e := os.Stat(prefix + ".idx"); errors.Is(e, fs.ErrNotExist) && ext != ".bin" && ext != ".idx" {
-		if st, e := os.Stat(prefix); e == nil {
-			kind := "file"
-			if st.IsDir() {
-				kind = "directory"
-			}
-			return nil, fmt.Errorf("--data-path %s: a text %s, not an indexed dataset (no %s.idx): tokenize it first, gotron preprocess --input %s --output-prefix PREFIX --tokenizer-type GPT2BPETokenizer --append-eod, then pass --data-path PREFIX_text_document; or train on its bytes with --text-data-path %s",
-				prefix, kind, prefix, prefix, prefix)
+// opener returns the function that opens a dataset of the flag: the
+// indexed dataset PREFIX.bin/.idx. The errors name the flag, and say what
+// a user likely meant: the PREFIX_KEY_document that gotron preprocess
+// wrote for an --output-prefix, the datasets inside a directory, or, for
+// a text file or directory, the gotron preprocess command that makes one.
+func opener(flag string) func(prefix string) (gptdata.Source, error) {
+	return func(prefix string) (gptdata.Source, error) {
+		ds, err := indexed.Open(prefix)
+		if err == nil {
+			return ds, nil
 		}
+		ext := filepath.Ext(prefix)
+		if _, e := os.Stat(prefix + ".idx"); !errors.Is(e, fs.ErrNotExist) || ext == ".bin" || ext == ".idx" {
+			return nil, fmt.Errorf("%s: %w", flag, err)
+		}
+		if _, e := os.Stat(prefix + "_text_document.idx"); e == nil {
+			return nil, fmt.Errorf("%s %s: no %s.idx, but %s_text_document.idx exists: pass the dataset gotron preprocess wrote for --output-prefix %s, --data-path %s_text_document",
+				flag, prefix, prefix, prefix, prefix, prefix)
+		}
+		st, e := os.Stat(prefix)
+		if e != nil {
+			return nil, fmt.Errorf("%s: %w", flag, err)
+		}
+		if st.IsDir() {
+			if found, _ := filepath.Glob(filepath.Join(prefix, "*.idx")); len(found) > 0 {
+				for i := range found {
+					found[i] = strings.TrimSuffix(found[i], ".idx")
+				}
+				if len(found) > 5 {
+					found = append(found[:5], "…")
+				}
+				return nil, fmt.Errorf("%s %s: a directory, not a dataset prefix: it holds the indexed datasets %s: pass one of them (or a blend)", flag, prefix, strings.Join(found, ", "))
+			}
+		}
+		kind := "file"
+		if st.IsDir() {
+			kind = "directory"
+		}
+		return nil, fmt.Errorf("%s %s: a text %s, not an indexed dataset (no %s.idx): tokenize it first, gotron preprocess --input %s --output-prefix PREFIX --tokenizer-type GPT2BPETokenizer --append-eod, then pass %s PREFIX_text_document; or train on its bytes with --text-data-path %s",
+			flag, prefix, kind, prefix, prefix, flag, prefix)
 	}
-	return nil, fmt.Errorf("--data-path: %w", err)
 }

@@ -29,6 +29,9 @@ func (t *trainer) generate(ctx context.Context, prompt string, n int, temp float
 	tok := t.data.text()
 	ids := tok.Encode(prompt)
 	nPrompt := len(ids)
+	if nPrompt == 0 {
+		return "", fmt.Errorf("sample: the prompt %q encodes to no tokens: give --sample-prompt some text", prompt)
+	}
 	g := rng.New(rng.SplitMix64(t.a.Seed ^ 0x5A17))
 	seq := t.a.Model.SeqLength
 	v := t.a.Model.VocabSize

@@ -1,9 +1,12 @@
 package train
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gotron/gotron/data/indexed"
@@ -161,5 +164,79 @@ func TestIndexedDocumentsMatchSingleRank(t *testing.T) {
 			losses, grads := tpRun(t, a)
 			checkEquivalent(t, losses, grads, wantLoss, wantGrads, 1e-6, 1e-5)
 		})
+	}
+}
+
+// TestResumeChecksData: a checkpoint records the data settings; resuming
+// with another tokenizer is refused (the ids would mean other text), and
+// with another seed the start-up line says the data settings differ.
+func TestResumeChecksData(t *testing.T) {
+	prefix := writeIndexedDocs(t, 1, 300, 40)
+	dir := t.TempDir()
+	first := indexedArgs(prefix, 3, true)
+	first.Save = dir
+	mustRun(t, first)
+
+	other := indexedArgs(prefix, 6, false) // no --tokenizer-type
+	other.Load = dir
+	_, err := Run(context.Background(), other, Options{})
+	if err == nil || !strings.Contains(err.Error(), `--tokenizer-type "NullTokenizer" in the checkpoint, "" in this run`) {
+		t.Fatalf("resume without the checkpoint's tokenizer: %v", err)
+	}
+
+	reseeded := indexedArgs(prefix, 6, true)
+	reseeded.Load, reseeded.Seed = dir, 99
+	var out bytes.Buffer
+	if _, err := Run(context.Background(), reseeded, Options{Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if want := `data settings differ from the checkpoint's (seed "1234" → "99")`; !strings.Contains(out.String(), want) {
+		t.Errorf("the start-up line does not say %q:\n%s", want, out.String())
+	}
+}
+
+// TestIndexedDataErrors: settings that cannot work on indexed data are one
+// error naming the flag, before any rank starts.
+func TestIndexedDataErrors(t *testing.T) {
+	prefix := writeIndexedDocs(t, 1, 300, 40)
+	for _, c := range []struct {
+		name   string
+		change func(*Args)
+		want   string
+	}{
+		{"no tokenizer, no vocabulary", func(a *Args) { a.Model.VocabSize = 0 }, "--data-path without --tokenizer-type"},
+		{"prompt NullTokenizer cannot encode", func(a *Args) { setDocumentFlags(a); a.Sample = 4 }, `--sample-prompt "func "`},
+		{"empty prompt", func(a *Args) { a.Sample, a.SamplePrompt = 4, "" }, "empty --sample-prompt"},
+		{"test data path", func(a *Args) { a.DataPath, a.Split, a.TrainDataPath, a.TestDataPath = nil, "", []string{prefix}, []string{prefix} }, "--test-data-path: gotron evaluates no test split"},
+		{"text directory", func(a *Args) { a.DataPath = []string{filepath.Dir(prefix)} }, "a directory, not a dataset prefix"},
+	} {
+		a := indexedArgs(prefix, 2, false)
+		c.change(&a)
+		_, err := Run(context.Background(), a, Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: got %v, want one line with %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestIndexedValidation: a valid split without documents is said on the
+// start-up line; under --skip-train the valid dataset is built for
+// eval_iters·global_batch samples, as the reference builds it.
+func TestIndexedValidation(t *testing.T) {
+	prefix := writeIndexedDocs(t, 1, 300, 40)
+	a := indexedArgs(prefix, 2, false)
+	a.Split = "1,0,0"
+	var out bytes.Buffer
+	if _, err := Run(context.Background(), a, Options{Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "no validation (the valid split holds no documents") {
+		t.Errorf("the start-up line does not say there is no validation:\n%s", out.String())
+	}
+	b := indexedArgs(prefix, 100, false)
+	b.SkipTrain, b.EvalIters, b.EvalInterval = true, 3, 1
+	n, err := b.sampleCounts()
+	if err != nil || n != [3]int{100 * b.GlobalBatchSize, 3 * b.GlobalBatchSize, 0} {
+		t.Errorf("--skip-train counts %v, %v; want train %d, valid %d, test 0", n, err, 100*b.GlobalBatchSize, 3*b.GlobalBatchSize)
 	}
 }

@@ -64,6 +64,9 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 	if a, err = withTokenizer(a); err != nil {
 		return nil, err
 	}
+	if err := checkDataVocab(a); err != nil {
+		return nil, err
+	}
 	a = normalise(a, a.WorldSize)
 	if err := a.Validate(a.WorldSize); err != nil {
 		return nil, err
@@ -124,6 +127,9 @@ func RunRank(ctx context.Context, world comm.Group, a Args, o Options, localRank
 		return nil, err
 	}
 	if a, err = withTokenizer(a); err != nil {
+		return nil, err
+	}
+	if err := checkDataVocab(a); err != nil {
 		return nil, err
 	}
 	a = normalise(a, world.Size())

@@ -141,7 +141,10 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch da
 	mbs := a.MicroBatchSize
 	micro := batch.Rows / (mbs * t.dp)
 	fwd := func(ctx context.Context, s pp.ForwardStep) (*autograd.Var, pp.LossFunc, error) {
-		b := t.cpSplit(ds.Batch(batch, t.dpRank*mbs*micro+s.Microbatch*mbs, mbs))
+		// Micro-batch m of data-parallel rank r holds rows (m·dp + r)·mbs …
+		// + mbs of the global batch, as the reference's
+		// MegatronPretrainingSampler deals them out.
+		b := t.cpSplit(ds.Batch(batch, (s.Microbatch*t.dp+t.dpRank)*mbs, mbs))
 		c := t.chunks[s.Chunk]
 		c.MoEAuxLossScale = t.moeAuxLossScale(micro)
 		out, err := c.ForwardInputs(t.tape, gpt.Inputs{IDs: b.InputIDs, Labels: b.Labels, Rows: b.Rows, Seq: b.Seq,

@@ -26,7 +26,7 @@ func newTrainCmd() *cobra.Command {
 
 Data: --data-path PREFIX (Megatron's indexed datasets, written by gotron
 preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
---train-data-path/--valid-data-path/--test-data-path (a blend per split),
+--train-data-path/--valid-data-path (a blend per split),
 --mock-data (synthetic, reproducible across languages), --text-data-path PATH
 (text files or directories, byte-level tokens, no preprocessing), or
 --go-stdlib-corpus (the *.go files of the Go standard library on this machine).`,
@@ -153,7 +153,7 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 	f.StringVar(&a.Split, "split", "", "train,valid,test proportions of the --data-path documents (default "+train.DefaultSplit+")")
 	f.StringSliceVar(&a.TrainDataPath, "train-data-path", nil, "the training blend, instead of splitting --data-path")
 	f.StringSliceVar(&a.ValidDataPath, "valid-data-path", nil, "the validation blend")
-	f.StringSliceVar(&a.TestDataPath, "test-data-path", nil, "the test blend")
+	f.StringSliceVar(&a.TestDataPath, "test-data-path", nil, "refused: gotron evaluates no test split")
 	f.StringVar(&a.DataCachePath, "data-cache-path", "", "directory for the cached sample indices (default: beside the first dataset, cache/GPTDataset_indices)")
 	f.BoolVar(&a.ResetPositionIDs, "reset-position-ids", false, "restart the position ids after each end-of-document token")
 	f.BoolVar(&a.ResetAttentionMask, "reset-attention-mask", false, "do not attend across end-of-document tokens")
