@@ -207,7 +207,9 @@ func TestIndexedDataErrors(t *testing.T) {
 		{"no tokenizer, no vocabulary", func(a *Args) { a.Model.VocabSize = 0 }, "--data-path without --tokenizer-type"},
 		{"prompt NullTokenizer cannot encode", func(a *Args) { setDocumentFlags(a); a.Sample = 4 }, `--sample-prompt "func "`},
 		{"empty prompt", func(a *Args) { a.Sample, a.SamplePrompt = 4, "" }, "empty --sample-prompt"},
-		{"test data path", func(a *Args) { a.DataPath, a.Split, a.TrainDataPath, a.TestDataPath = nil, "", []string{prefix}, []string{prefix} }, "--test-data-path: gotron evaluates no test split"},
+		{"test data path", func(a *Args) {
+			a.DataPath, a.Split, a.TrainDataPath, a.TestDataPath = nil, "", []string{prefix}, []string{prefix}
+		}, "--test-data-path: gotron evaluates no test split"},
 		{"text directory", func(a *Args) { a.DataPath = []string{filepath.Dir(prefix)} }, "a directory, not a dataset prefix"},
 	} {
 		a := indexedArgs(prefix, 2, false)
