@@ -30,7 +30,9 @@ given. --json prints exactly {"samples":[[id,...],...]}.
 
 The order of a run's first samples does not depend on its length while they
 come from its first pass over the data; pass the run's --train-iters and
---global-batch-size (or --train-samples) to build exactly its datasets.`,
+--global-batch-size (or --train-samples) to build exactly its datasets. The
+sample indices are cached (or reused) as training caches them, under
+--data-cache-path or PREFIX/cache/GPTDataset_indices.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a.Tokenizer = tokFlags.o
