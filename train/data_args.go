@@ -64,6 +64,9 @@ func (a Args) dataErrors() []string {
 			add("%s needs --tokenizer-type: its end-of-document id marks where documents end", f.flag)
 		}
 	}
+	if err := a.Tokenizer.CheckFiles(); err != nil {
+		add("%v", err)
+	}
 	if a.Tokenizer.Type != "" && !a.indexedData() && !a.MockData {
 		add("--tokenizer-type with %s: byte-level text is its own tokenizer; tokenize text with gotron preprocess and train with --data-path", strings.Join(given, ""))
 	}

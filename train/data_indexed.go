@@ -114,12 +114,9 @@ func (a Args) sampleCounts() ([3]int, error) {
 // openIndexed builds Megatron's GPTDatasets over the --data-path blend (split
 // by --split) or the per-split blends.
 func openIndexed(a Args) (*datasets, error) {
-	ds, counts, err := buildIndexed(a)
+	ds, err := buildIndexed(a)
 	if err != nil {
 		return nil, err
-	}
-	if ds[0] == nil && counts[0] > 0 {
-		return nil, fmt.Errorf("invalid arguments: --split %q leaves no documents for training: give the train split a share", a.Split)
 	}
 	d := &datasets{vocab: a.Model.VocabSize, tok: a.tok}
 	if ds[0] != nil {
@@ -161,12 +158,9 @@ func TrainingSamples(a Args, count int) ([][]int32, tokenizer.Tokenizer, error) 
 	if a, err = withTokenizer(a); err != nil {
 		return nil, nil, err
 	}
-	ds, _, err := buildIndexed(a)
+	ds, err := buildIndexed(a)
 	if err != nil {
 		return nil, nil, err
-	}
-	if ds[0] == nil {
-		return nil, nil, fmt.Errorf("--split %q leaves no documents for training: give the train split a share", a.Split)
 	}
 	if n := ds[0].Len(); count > n {
 		return nil, nil, fmt.Errorf("--count %d: the training dataset has %d samples for this run: ask for fewer, or pass the run's --train-iters and --global-batch-size", count, n)
@@ -178,9 +172,19 @@ func TrainingSamples(a Args, count int) ([][]int32, tokenizer.Tokenizer, error) 
 	return out, a.tok, nil
 }
 
-// buildIndexed builds the train, valid and test datasets and returns them
-// with the samples asked of each.
-func buildIndexed(a Args) ([3]gptdata.Dataset, [3]int, error) {
+// buildIndexed builds the train, valid and test datasets (nil: a split
+// without documents or samples); a run that trains needs the train split.
+func buildIndexed(a Args) ([3]gptdata.Dataset, error) {
+	ds, counts, err := buildSplits(a)
+	if err == nil && ds[0] == nil && counts[0] > 0 {
+		err = fmt.Errorf("invalid arguments: --split %q leaves no documents for training: give the train split a share", a.Split)
+	}
+	return ds, err
+}
+
+// buildSplits builds the datasets and returns them with the samples asked
+// of each.
+func buildSplits(a Args) ([3]gptdata.Dataset, [3]int, error) {
 	var ds [3]gptdata.Dataset
 	cfg := gptdata.Config{
 		SeqLength: a.Model.SeqLength, Seed: a.Seed, Split: a.Split, CachePath: a.DataCachePath,

@@ -242,3 +242,14 @@ func TestIndexedValidation(t *testing.T) {
 		t.Errorf("--skip-train counts %v, %v; want train %d, valid %d, test 0", n, err, 100*b.GlobalBatchSize, 3*b.GlobalBatchSize)
 	}
 }
+
+// TestTokenizerFilesNeedType: a tokenizer file without --tokenizer-type is
+// refused, not ignored.
+func TestTokenizerFilesNeedType(t *testing.T) {
+	a := indexedArgs(writeIndexedDocs(t, 1, 30, 40), 2, false)
+	a.Tokenizer.VocabFile = "vocab.json"
+	_, err := Run(context.Background(), a, Options{})
+	if err == nil || !strings.Contains(err.Error(), "--vocab-file without --tokenizer-type") {
+		t.Fatalf("got %v", err)
+	}
+}

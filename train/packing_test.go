@@ -11,7 +11,6 @@ import (
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/comm/local"
 	"github.com/gotron/gotron/data"
-	"github.com/gotron/gotron/internal/numtest"
 )
 
 // packedData is mock data read as packed documents: every input token
@@ -216,17 +215,6 @@ func (d pairedRows) Batch(step data.Step, row0, rows int) data.Batch {
 func worstGradDiff(t *testing.T, grads, want *safetensors.File) float64 {
 	t.Helper()
 	worst := 0.0
-	for _, w := range want.Tensors {
-		g, ok := grads.Get(w.Name)
-		if !ok {
-			t.Fatalf("no gradient for %s", w.Name)
-		}
-		gv, err := g.Float32()
-		if err != nil {
-			t.Fatal(err)
-		}
-		wv, _ := w.Float32()
-		worst = max(worst, numtest.RelNorm(gv, wv))
-	}
+	gradDiffs(t, grads, want, func(_ string, e float64) { worst = max(worst, e) })
 	return worst
 }

@@ -118,7 +118,20 @@ func checkEquivalent(t *testing.T, losses []float64, grads *safetensors.File, wa
 		t.Errorf("%d gradient tensors, one rank has %d", len(grads.Tensors), len(wantGrads.Tensors))
 	}
 	worstGrad := 0.0
-	for _, w := range wantGrads.Tensors {
+	gradDiffs(t, grads, wantGrads, func(name string, e float64) {
+		worstGrad = math.Max(worstGrad, e)
+		if e > gradTol {
+			t.Errorf("%s: ‖g − g₁‖/‖g₁‖ = %.2g > %g", name, e, gradTol)
+		}
+	})
+	t.Logf("largest relative differences from one rank: loss %.2g, gradient %.2g", worstLoss, worstGrad)
+}
+
+// gradDiffs calls f with ‖g − g₁‖/‖g₁‖ for each parameter of want, g from
+// grads; a parameter grads lacks, or of another size, fails the test.
+func gradDiffs(t *testing.T, grads, want *safetensors.File, f func(name string, e float64)) {
+	t.Helper()
+	for _, w := range want.Tensors {
 		g, ok := grads.Get(w.Name)
 		if !ok {
 			t.Fatalf("no gradient for %s", w.Name)
@@ -131,13 +144,8 @@ func checkEquivalent(t *testing.T, losses []float64, grads *safetensors.File, wa
 		if len(gv) != len(wv) {
 			t.Fatalf("%s: %d elements, one rank has %d", w.Name, len(gv), len(wv))
 		}
-		e := numtest.RelNorm(gv, wv)
-		worstGrad = math.Max(worstGrad, e)
-		if e > gradTol {
-			t.Errorf("%s: ‖g − g₁‖/‖g₁‖ = %.2g > %g", w.Name, e, gradTol)
-		}
+		f(w.Name, numtest.RelNorm(gv, wv))
 	}
-	t.Logf("largest relative differences from one rank: loss %.2g, gradient %.2g", worstLoss, worstGrad)
 }
 
 // lossLabel names entry i of a tpRun loss list of n entries.

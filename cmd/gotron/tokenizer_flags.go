@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -30,13 +29,8 @@ func addTokenizerFlags(f *pflag.FlagSet) *tokenizerFlags {
 // build returns the tokenizer the flags name, or nil when --tokenizer-type is unset.
 // vocabSize is the command's --vocab-size (NullTokenizer).
 func (t *tokenizerFlags) build(vocabSize int) (tokenizer.Tokenizer, error) {
-	if t.o.Type == "" {
-		for _, s := range []struct{ name, v string }{{"--vocab-file", t.o.VocabFile}, {"--merge-file", t.o.MergeFile}, {"--tokenizer-model", t.o.TokenizerModel}} {
-			if s.v != "" {
-				return nil, fmt.Errorf("%s without --tokenizer-type: name the tokenizer (%s)", s.name, strings.Join(tokenizer.Types(), ", "))
-			}
-		}
-		return nil, nil
+	if err := t.o.CheckFiles(); err != nil || t.o.Type == "" {
+		return nil, err
 	}
 	o := t.o
 	o.VocabSize = vocabSize

@@ -92,10 +92,7 @@ func (o *Options) pipeline(ctx context.Context, files []data.File, writers []*in
 	}
 	wg.Wait()
 	if err == nil {
-		err = context.Cause(ctx)
-		if errors.Is(err, context.Canceled) && ctx.Err() != nil && err == ctx.Err() {
-			err = ctx.Err()
-		}
+		err = context.Cause(ctx) // the reader's error, or the caller's cancellation
 	}
 	return res, err
 }

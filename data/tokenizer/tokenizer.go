@@ -73,6 +73,20 @@ func New(o Options) (Tokenizer, error) {
 	return nil, fmt.Errorf("--tokenizer-type %q is not supported; supported: %s", o.Type, strings.Join(Types(), ", "))
 }
 
+// CheckFiles returns an error when o names a tokenizer's files but no type: the files
+// would be ignored.
+func (o Options) CheckFiles() error {
+	if o.Type != "" {
+		return nil
+	}
+	for _, f := range []struct{ flag, v string }{{"--vocab-file", o.VocabFile}, {"--merge-file", o.MergeFile}, {"--tokenizer-model", o.TokenizerModel}} {
+		if f.v != "" {
+			return fmt.Errorf("%s without --tokenizer-type: name the tokenizer (%s)", f.flag, strings.Join(Types(), ", "))
+		}
+	}
+	return nil
+}
+
 // asTokenizer returns a nil Tokenizer with an error (not a nil pointer in an interface).
 func asTokenizer[T Tokenizer](t T, err error) (Tokenizer, error) {
 	if err != nil {
