@@ -61,6 +61,13 @@
 // float64 bits, and a float32 result rounded from it by one ulp; every accuracy bound above
 // holds in both builds.
 //
+// No vector loop may hold a legacy-SSE instruction that writes an XMM register (the compiler
+// emits one for a broadcast zero or a shift count, and for the scalar tail of a loop nest): on
+// an Intel Xeon with dirty AVX-512 upper halves each such instruction stalls, and one MOVQ made
+// F32ToBF16 run at 0.7 GB/s instead of 26 (2026-11-28). TestNoLegacySSEInVectorLoops reads the
+// kernels' machine code for them (package internal/asmcheck); scalar code after vector code
+// clears the upper halves first (archsimd.ClearAVXUpperBits).
+//
 // # Parallelism
 //
 // Each kernel is single-threaded over the slices it is given. Callers split rows across

@@ -110,8 +110,13 @@ func columnSumSIMD(d []float32, a []float64, x []float32, c0, rows, cols int) bo
 			archsimd.LoadFloat64x4(pl).Add(l).Store(pl)
 			archsimd.LoadFloat64x4(ph).Add(h).Store(ph)
 		}
-		for j := n; j < len(a); j++ {
-			a[j] += float64(xr[j])
+		if n < len(a) {
+			// Scalar code after vector code: clear the upper halves
+			// first (package asmcheck).
+			archsimd.ClearAVXUpperBits()
+			for j := n; j < len(a); j++ {
+				a[j] += float64(xr[j])
+			}
 		}
 	}
 	for i := 0; i < n; i += 8 {

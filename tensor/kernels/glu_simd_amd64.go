@@ -13,10 +13,11 @@ func swigluRowSIMD(y, gate, up []float32) bool {
 	switch {
 	case hasAVX512():
 		e, one := newVexp16(), b16(1)
+		var zero archsimd.Float32x16 // b16(0) in the loop would be a legacy XORPS there (package asmcheck)
 		n := len(gate) &^ 15
 		for i := 0; i < n; i += 16 {
 			g := ld16(gate, i)
-			z := b16(0).Sub(g)
+			z := zero.Sub(g)
 			if !e.inRange(z) {
 				swigluForwardGo(y[i:i+16], gate[i:i+16], up[i:i+16])
 				continue
@@ -27,10 +28,11 @@ func swigluRowSIMD(y, gate, up []float32) bool {
 		swigluForwardGo(y[n:], gate[n:], up[n:])
 	case hasAVX2():
 		e, one := newVexp8(), b8(1)
+		var zero archsimd.Float32x8
 		n := len(gate) &^ 7
 		for i := 0; i < n; i += 8 {
 			g := ld8(gate, i)
-			z := b8(0).Sub(g)
+			z := zero.Sub(g)
 			if !e.inRange(z) {
 				swigluForwardGo(y[i:i+8], gate[i:i+8], up[i:i+8])
 				continue
@@ -51,10 +53,11 @@ func swigluGradRowSIMD(dg, dup, dy, gate, up []float32) bool {
 	switch {
 	case hasAVX512():
 		e, one := newVexp16(), b16(1)
+		var zero archsimd.Float32x16 // b16(0) in the loop would be a legacy XORPS there (package asmcheck)
 		n := len(gate) &^ 15
 		for i := 0; i < n; i += 16 {
 			g := ld16(gate, i)
-			z := b16(0).Sub(g)
+			z := zero.Sub(g)
 			if !e.inRange(z) {
 				swigluBackwardGo(dg[i:i+16], dup[i:i+16], dy[i:i+16], gate[i:i+16], up[i:i+16])
 				continue
@@ -67,10 +70,11 @@ func swigluGradRowSIMD(dg, dup, dy, gate, up []float32) bool {
 		swigluBackwardGo(dg[n:], dup[n:], dy[n:], gate[n:], up[n:])
 	case hasAVX2():
 		e, one := newVexp8(), b8(1)
+		var zero archsimd.Float32x8
 		n := len(gate) &^ 7
 		for i := 0; i < n; i += 8 {
 			g := ld8(gate, i)
-			z := b8(0).Sub(g)
+			z := zero.Sub(g)
 			if !e.inRange(z) {
 				swigluBackwardGo(dg[i:i+8], dup[i:i+8], dy[i:i+8], gate[i:i+8], up[i:i+8])
 				continue

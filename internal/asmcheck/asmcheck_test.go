@@ -1,0 +1,81 @@
+package asmcheck
+
+import (
+	"slices"
+	"testing"
+)
+
+// dump is objdump output with four loops: one with a legacy MOVQ among
+// AVX-512 instructions (reported), one with a legacy store that writes no
+// register, one scalar loop without vector registers, and one that
+// executes VZEROUPPER before its scalar code. The first function ends in
+// Go's stack-growth retry, a jump back to its entry that is not a loop. The last loop's branch is
+// written as objdump writes it for a stripped binary (as go test's are).
+const dump = `
+0000000000401000 <pkg.kernel>:
+  401000:	mov    $0x10,%r9d
+  401006:	vmovdqu64 (%r9),%zmm5
+  40100c:	movq   %r9,%xmm7
+  401011:	vpsrld %xmm7,%zmm5,%zmm8
+  401017:	movups %xmm15,(%r10)
+  40101b:	cmp    %rbx,%rcx
+  40101e:	jae    401006 <pkg.kernel+0x6>
+  401020:	xorps  %xmm0,%xmm0
+  401023:	ret
+  401024:	call   0x400000
+  401029:	jmp    401000 <pkg.kernel>
+0000000000401030 <pkg.scalar>:
+  401030:	movss  (%r11,%rsi,4),%xmm1
+  401036:	addss  %xmm1,%xmm0
+  40103a:	jne    401030 <pkg.scalar>
+0000000000401040 <pkg.cleared>:
+  401040:	vaddps %zmm1,%zmm2,%zmm3
+  401046:	vzeroupper
+  401049:	cvtss2sd %xmm1,%xmm1
+  40104d:	jne    0x401040
+0000000000401050 <.text+0x50>:
+  401050:	xor    %eax,%eax
+  401052:	vaddps %zmm1,%zmm2,%zmm3
+  401058:	cvtsi2ss %rax,%xmm1
+  40105d:	jne    0x401052
+`
+
+func TestScanFindsLegacyWritesInVectorLoops(t *testing.T) {
+	fs := []function{
+		{name: "pkg.kernel", entry: 0x401000, end: 0x401030},
+		{name: "pkg.scalar", entry: 0x401030, end: 0x401040},
+		{name: "pkg.cleared", entry: 0x401040, end: 0x401050},
+		{name: "pkg.stripped", entry: 0x401050, end: 0x401060},
+	}
+	assign(fs, parse([]byte(dump)))
+	var got []string
+	for _, f := range fs {
+		for _, x := range f.scan() {
+			got = append(got, x.String())
+		}
+	}
+	want := []string{"pkg.kernel at 0x40100c: movq %r9,%xmm7", "pkg.stripped at 0x401058: cvtsi2ss %rax,%xmm1"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("findings %q, want %q", got, want)
+	}
+}
+
+func TestLegacySSEWrite(t *testing.T) {
+	for text, want := range map[string]bool{
+		"movq %r9,%xmm7":               true,
+		"xorps %xmm2,%xmm2":            true,
+		"movups (%rcx),%xmm14":         true,
+		"movups %xmm15,(%r10)":         false, // a store writes no register
+		"vmovq %r9,%xmm7":              false, // VEX
+		"vpsrld %xmm7,%zmm5,%zmm8":     false,
+		"cvtsi2ss %rax,%xmm0":          true,
+		"movss %xmm0,0x20(%rsp)":       false,
+		"vbroadcastss %xmm0,%zmm1":     false,
+		"pinsrd $0x1,%eax,%xmm3":       true,
+		"vpcmpud $0xe,%zmm3,%zmm8,%k1": false,
+	} {
+		if got := legacySSEWrite(text); got != want {
+			t.Errorf("legacySSEWrite(%q) = %v, want %v", text, got, want)
+		}
+	}
+}
