@@ -32,12 +32,14 @@ func (w *walker) read(source string) error {
 
 // checkMemory refuses files whose total size, twice over, exceeds the memory available: a
 // corpus is held as its documents' texts and as the token stream built from them (see
-// [Corpus.Stream]). Without a reading of the available memory there is no check.
+// [Corpus.Stream]). The error names the limit that applied (sysmem.Limit.Source). Without a
+// reading of the available memory there is no check.
 func (w *walker) checkMemory(source string) error {
-	avail, ok := availableMemory()
+	limit, ok := availableMemory()
 	if !ok {
 		return nil
 	}
+	avail := limit.Bytes
 	var total int64
 	for _, f := range w.files {
 		total = addSat(total, f.size)
@@ -45,8 +47,8 @@ func (w *walker) checkMemory(source string) error {
 	if need := addSat(total, total); need <= avail {
 		return nil
 	}
-	return fmt.Errorf("%s: the %d files found hold %s (%d bytes) of text and loading them takes about twice that (the texts and the token stream made from them), more than the %s (%d bytes) of memory available: %s",
-		source, len(w.files), sysmem.Format(total), total, sysmem.Format(avail), avail, w.fix)
+	return fmt.Errorf("%s: the %d files found hold %s (%d bytes) of text and loading them takes about twice that (the texts and the token stream made from them), more than the %s (%d bytes) of memory available (%s): %s",
+		source, len(w.files), sysmem.Format(total), total, sysmem.Format(avail), avail, limit.Source, w.fix)
 }
 
 // addSat returns a+b for non-negative a and b, or math.MaxInt64 if that overflows.

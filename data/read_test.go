@@ -6,13 +6,17 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gotron/gotron/internal/sysmem"
 )
 
-// withMemory makes availableMemory report avail (and ok) for the rest of the test.
+// withMemory makes availableMemory report avail (and ok) under MemAvailable for the rest of
+// the test.
 func withMemory(t *testing.T, avail int64, ok bool) {
 	t.Helper()
 	saved := availableMemory
-	availableMemory = func() (int64, bool) { return avail, ok }
+	limit := sysmem.Limit{Bytes: avail, Source: "MemAvailable of /proc/meminfo"}
+	availableMemory = func() (sysmem.Limit, bool) { return limit, ok }
 	t.Cleanup(func() { availableMemory = saved })
 }
 
@@ -22,7 +26,7 @@ func TestLoadTextCorpusChecksMemory(t *testing.T) {
 	// 60 bytes of text need about 120 bytes of memory.
 	withMemory(t, 119, true)
 	_, err := LoadTextCorpus([]string{dir}, nil)
-	want := "--text-data-path " + dir + ": the 2 files found hold 0.0 MiB (60 bytes) of text and loading them takes about twice that (the texts and the token stream made from them), more than the 0.0 MiB (119 bytes) of memory available: pass fewer or smaller files or directories to --text-data-path"
+	want := "--text-data-path " + dir + ": the 2 files found hold 0.0 MiB (60 bytes) of text and loading them takes about twice that (the texts and the token stream made from them), more than the 0.0 MiB (119 bytes) of memory available (MemAvailable of /proc/meminfo): pass fewer or smaller files or directories to --text-data-path"
 	if err == nil || err.Error() != want {
 		t.Errorf("error %v\nwant %s", err, want)
 	}

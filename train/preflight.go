@@ -196,9 +196,9 @@ const headroom = 0.9
 var availableMemory = sysmem.Available
 
 // checkMemory refuses a run whose estimated memory exceeds what the
-// machine has available, before anything is allocated, with the numbers
-// and the flags that change them. A machine whose available memory cannot
-// be read is not checked.
+// machine has available, before anything is allocated, with the numbers,
+// the limit that applied (sysmem.Limit.Source) and the flags that change
+// them. A machine whose available memory cannot be read is not checked.
 //
 // A run that fits gets a soft heap limit (runtime/debug.SetMemoryLimit) of
 // this process's share of the available memory, ranksHere of the
@@ -206,10 +206,11 @@ var availableMemory = sysmem.Available
 // otherwise lets the heap grow to twice the live data between cycles, and
 // a model that fits would be killed by the kernel for its garbage.
 func checkMemory(a Args, world, localRanks, ranksHere int) error {
-	avail, ok := availableMemory()
+	limit, ok := availableMemory()
 	if !ok {
 		return nil
 	}
+	avail := limit.Bytes
 	need := EstimateMemory(a, world, localRanks)
 	if need.Total() <= headroom*float64(avail) {
 		if os.Getenv("GOMEMLIMIT") == "" {
@@ -256,8 +257,8 @@ func checkMemory(a Args, world, localRanks, ranksHere int) error {
 	if localRanks > 1 {
 		where = fmt.Sprintf("the %d ranks on this machine", localRanks)
 	}
-	return fmt.Errorf("invalid arguments: the run needs %s of memory for %s (%s), more than %.0f%% of the %s this machine has available: use %s",
-		bytesOf(need.Total()), where, strings.Join(parts, ", "), 100*headroom, sysmem.Format(avail), strings.Join(fix, ", "))
+	return fmt.Errorf("invalid arguments: the run needs %s of memory for %s (%s), more than %.0f%% of the %s this machine has available (%s): use %s",
+		bytesOf(need.Total()), where, strings.Join(parts, ", "), 100*headroom, sysmem.Format(avail), limit.Source, strings.Join(fix, ", "))
 }
 
 // bytesOf formats an estimate that may be +Inf or beyond int64:

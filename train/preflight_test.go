@@ -6,14 +6,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gotron/gotron/internal/sysmem"
 	"github.com/gotron/gotron/models/gpt"
 )
 
-// withAvailable makes availableMemory report n bytes for the test.
+// withAvailable makes availableMemory report n bytes under a cgroup v1
+// limit for the test.
 func withAvailable(t *testing.T, n int64, ok bool) {
 	t.Helper()
 	old := availableMemory
-	availableMemory = func() (int64, bool) { return n, ok }
+	limit := sysmem.Limit{Bytes: n, Source: "cgroup v1 memory.limit_in_bytes of /test: 9.0 GiB, 1.0 GiB in use"}
+	availableMemory = func() (sysmem.Limit, bool) { return limit, ok }
 	t.Cleanup(func() { availableMemory = old })
 }
 
@@ -27,7 +30,7 @@ func TestOversizedRunsRefusedUpFront(t *testing.T) {
 		set  func(*Args)
 		want []string
 	}{
-		{"layers", func(a *Args) { a.Model.NumLayers = 100000 }, []string{"weights about", "--num-layers", "8.0 GiB this machine has available"}},
+		{"layers", func(a *Args) { a.Model.NumLayers = 100000 }, []string{"weights about", "--num-layers", "8.0 GiB this machine has available (cgroup v1 memory.limit_in_bytes of /test: 9.0 GiB, 1.0 GiB in use): use"}},
 		{"vocabulary", func(a *Args) { a.Model.VocabSize = 100_000_000 }, []string{"--vocab-size", "--bf16"}},
 		{"sequence", func(a *Args) { a.Model.SeqLength, a.Model.MaxPositionEmbeddings = 100000, 0 }, []string{"attention scratch about", "--seq-length"}},
 		{"absurd width", func(a *Args) { a.Model.HiddenSize, a.Model.NumAttentionHeads = 4_000_000_000, 4 }, []string{"more than 4 EiB"}},

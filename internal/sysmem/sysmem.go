@@ -1,81 +1,111 @@
-// Package sysmem reports how much memory this process can still use: the
-// kernel's estimate of available memory, lowered to the room left under the
-// process's cgroup limit when there is one. Training checks its estimated
-// needs against it before allocating anything.
 package sysmem
 
 import (
-	"bufio"
 	"bytes"
+	"io/fs"
+	"math"
 	"os"
 	"strconv"
 	"strings"
 )
 
-// Files read by Available; tests point them elsewhere.
-var (
-	meminfoPath   = "/proc/meminfo"
-	cgroupMaxPath = "/sys/fs/cgroup/memory.max"
-	cgroupCurPath = "/sys/fs/cgroup/memory.current"
-)
-
-// Available returns the bytes of memory this process can still allocate
-// without swapping or being killed: MemAvailable of /proc/meminfo, or
-// memory.max − memory.current of the cgroup (v2) when that is smaller. ok
-// is false when neither can be read (not Linux, /proc not mounted); the
-// caller then skips its check.
-func Available() (bytes int64, ok bool) {
-	avail, ok := memAvailable(meminfoPath)
-	if room, limited := cgroupRoom(cgroupMaxPath, cgroupCurPath); limited && (!ok || room < avail) {
-		return room, true
-	}
-	return avail, ok
+// Limit is the memory this process can still use and the limit that sets it.
+type Limit struct {
+	// Bytes is the room left: the limit less what is in use, at least 0.
+	Bytes int64
+	// Source names the limit for messages: "MemAvailable of /proc/meminfo",
+	// "cgroup v2 memory.max of /user.slice/x: 4.0 GiB, 1.2 GiB in use",
+	// "cgroup v1 memory.limit_in_bytes of /process_api/abc: 1.5 GiB,
+	// 210.0 MiB in use".
+	Source string
 }
 
-// memAvailable parses the MemAvailable line ("MemAvailable:  24222516 kB").
-func memAvailable(path string) (int64, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
+// Available returns the smallest room this process has under the limits
+// the package doc lists. ok is false when none can be read (not Linux,
+// /proc not mounted); the caller then skips its check.
+func Available() (l Limit, ok bool) {
+	return reader{os.DirFS("/")}.available()
+}
+
+// reader reads a machine's files from its root: os.DirFS("/"), or a fake
+// tree in tests. Paths are fs.FS paths, without the leading "/".
+type reader struct{ fsys fs.FS }
+
+// available returns the smallest of limits' rooms; the first listed wins a tie.
+func (r reader) available() (Limit, bool) {
+	var best Limit
+	found := false
+	for _, l := range r.limits() {
+		if !found || l.Bytes < best.Bytes {
+			best, found = l, true
+		}
 	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+	return best, found
+}
+
+// limits lists the room under every limit found: cgroup v2's, then v1's,
+// each from the process's own group up, then MemAvailable.
+func (r reader) limits() []Limit {
+	self := parseCgroup(r.read("proc/self/cgroup"))
+	mounts := parseMountinfo(r.read("proc/self/mountinfo"))
+	var out []Limit
+	if self.v2 != "" {
+		h := hierarchy{name: "cgroup v2", fstype: "cgroup2", limitFile: "memory.max", usageFile: "memory.current"}
+		out = append(out, r.cgroupLimits(h, mounts, self.v2)...)
+	}
+	if self.v1 != "" {
+		h := hierarchy{name: "cgroup v1", fstype: "cgroup", option: "memory",
+			limitFile: "memory.limit_in_bytes", usageFile: "memory.usage_in_bytes", hierarchyFile: "memory.use_hierarchy"}
+		out = append(out, r.cgroupLimits(h, mounts, self.v1)...)
+	}
+	if n, ok := parseMeminfo(r.read("proc/meminfo")); ok {
+		out = append(out, Limit{Bytes: n, Source: "MemAvailable of /proc/meminfo"})
+	}
+	return out
+}
+
+// read returns the file's contents, or nil if it cannot be read.
+func (r reader) read(name string) []byte {
+	b, err := fs.ReadFile(r.fsys, name)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// parseMeminfo returns the bytes of the MemAvailable line of /proc/meminfo
+// ("MemAvailable:   24222516 kB").
+func parseMeminfo(b []byte) (int64, bool) {
+	for line := range bytes.SplitSeq(b, []byte("\n")) {
+		f := strings.Fields(string(line))
 		if len(f) < 2 || f[0] != "MemAvailable:" {
 			continue
 		}
-		n, err := strconv.ParseInt(f[1], 10, 64)
-		if err != nil || n < 0 || n > 1<<53 {
-			return 0, false
-		}
+		unit := int64(1)
 		if len(f) >= 3 && f[2] == "kB" {
-			n *= 1024
+			unit = 1024
 		}
-		return n, true
+		n, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil || n < 0 || n > 1<<53/unit {
+			return 0, false // beyond 8 PiB: garbled
+		}
+		return n * unit, true
 	}
 	return 0, false
 }
 
-// cgroupRoom returns memory.max − memory.current (at least 0) when the
-// cgroup has a limit ("max" means none).
-func cgroupRoom(maxPath, curPath string) (int64, bool) {
-	mb, err := os.ReadFile(maxPath)
-	if err != nil {
+// parseBytes reads a cgroup file holding one count of bytes
+// ("1610612736\n"); v2's "max" is math.MaxInt64.
+func parseBytes(b []byte) (int64, bool) {
+	s := strings.TrimSpace(string(b))
+	if s == "max" {
+		return math.MaxInt64, true
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
 		return 0, false
 	}
-	limit, err := strconv.ParseInt(strings.TrimSpace(string(mb)), 10, 64)
-	if err != nil || limit <= 0 {
-		return 0, false // "max" or unreadable: no limit
-	}
-	cb, err := os.ReadFile(curPath)
-	if err != nil {
-		return limit, true
-	}
-	cur, err := strconv.ParseInt(strings.TrimSpace(string(cb)), 10, 64)
-	if err != nil || cur < 0 {
-		return limit, true
-	}
-	return max(limit-cur, 0), true
+	return n, true
 }
 
 // Format prints a byte count in GiB with one decimal, or MiB below 1 GiB.
