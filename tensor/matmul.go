@@ -115,14 +115,17 @@ func (t *Tensor) Scale(s float32) {
 // minLargeFLOPs is the least work (2·m·n·k) of a float32 GEMM that runs on
 // oneDNN, and the least work per worker of any GEMM. Smaller float32 GEMMs
 // run on OpenBLAS, whose cost per call is a small fraction of oneDNN's
-// (about 1.6 µs per call, BenchmarkGemmSmall in tensor/dnnl).
-const minLargeFLOPs = 1 << 21
+// (about 1.6 µs per call, BenchmarkGemmSmall in tensor/dnnl). dnnl's plan
+// for bfloat16 GEMMs splits them at the same size.
+const minLargeFLOPs = dnnl.LargeFLOPs
 
 // GemmParallel is Gemm on up to workers threads: one per minLargeFLOPs of
 // work, at most workers. Which library computes c depends on its element
 // types and its size, never on workers:
 //
-//   - bfloat16 (a or b): oneDNN's bf16 matmul on the threads (tensor/dnnl);
+//   - bfloat16 (a or b): dnnl.GemmBF16 on the threads: oneDNN's bf16
+//     matmul, or the operands widened to float32 where dnnl.Plan found
+//     the native kernel slower on this machine;
 //   - float32 (float16 operands are rounded and widened first, see
 //     promoteHalf) with 2·m·n·k ≥ minLargeFLOPs: oneDNN's float32 matmul on
 //     the threads, which share the packed operands;

@@ -23,7 +23,8 @@ func halfType(a, b *Tensor) DType {
 // promoteHalf prepares the operands of a GEMM with a 16-bit operand: both
 // are rounded to its type and multiplied with float32 accumulation.
 // bfloat16 operands are returned as bfloat16 (gemmBF16 runs them on
-// oneDNN's matmul: AVX-512 BF16 where the CPU has it). float16 operands are
+// dnnl.GemmBF16: oneDNN's bf16 matmul where it is faster on this machine,
+// else widened to float32, as dnnl.Plan decided). float16 operands are
 // returned widened to float32, for the float32 BLAS, as this CPU family has
 // no float16 arithmetic (the values are those of a float16 GEMM with float32
 // accumulation; the speed is float32's). Two float32 operands are returned
@@ -45,8 +46,8 @@ func promoteHalf(a, b *Tensor) (*Tensor, *Tensor) {
 	return a, b
 }
 
-// gemmBF16 is Gemm on checked, non-empty bfloat16 operands: oneDNN's
-// matmul on threads threads with float32 accumulation into the float32 c.
+// gemmBF16 is Gemm on checked, non-empty bfloat16 operands: dnnl.GemmBF16
+// on threads threads with float32 accumulation into the float32 c.
 func gemmBF16(threads int, transA, transB bool, m, n, k int, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
 	ad, _, _, lda := a.matrixBits()
 	bd, _, _, ldb := b.matrixBits()

@@ -69,10 +69,9 @@ type BenchOptions struct {
 // benchPrecision names the parameters' type and what runs the bf16 GEMMs.
 func benchPrecision(o BenchOptions) string {
 	switch {
-	case o.BF16 && dnnl.Available():
-		return "bf16 (GEMMs on oneDNN, AVX-512 BF16)"
 	case o.BF16:
-		return "bf16 (no AVX-512 BF16: GEMMs widened to float32)"
+		p, _ := dnnl.Plan() // Bench has refused a plan that errs
+		return "bf16 (" + p.String() + ")"
 	case o.FP16:
 		return "fp16 (GEMMs on float16 values in float32)"
 	}
@@ -219,7 +218,8 @@ func BenchRank(ctx context.Context, world comm.Group, w io.Writer, o BenchOption
 }
 
 // benchArgsAll returns the training arguments of every configuration of o
-// for a world of n ranks, validated.
+// for a world of n ranks, validated, and settles the GEMM kernels they use
+// (decideKernels).
 func benchArgsAll(o BenchOptions, n int) ([]Args, error) {
 	var out []Args
 	for _, name := range o.Configs {
@@ -230,6 +230,9 @@ func benchArgsAll(o BenchOptions, n int) ([]Args, error) {
 		a := benchArgs(c, o, n)
 		if err := a.Validate(n); err != nil {
 			return nil, fmt.Errorf("%s: %w", c.Name, err)
+		}
+		if err := decideKernels(a); err != nil {
+			return nil, err
 		}
 		out = append(out, a)
 	}

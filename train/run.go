@@ -15,6 +15,7 @@ import (
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/models/gpt"
 	"github.com/gotron/gotron/tensor"
+	"github.com/gotron/gotron/tensor/dnnl"
 )
 
 // Options say where a run's output goes.
@@ -77,6 +78,9 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 	if err := checkSaveDir(a.Save); err != nil {
 		return nil, err
 	}
+	if err := decideKernels(a); err != nil {
+		return nil, err
+	}
 	// The ranks of this process share one copy of the data.
 	ds, err := openData(a)
 	if err != nil {
@@ -93,6 +97,19 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 		return nil, rootCause(ctx, err, a.WorldSize)
 	}
 	return results[0], nil
+}
+
+// decideKernels settles, before any rank works, how this process's
+// bfloat16 GEMMs run (dnnl.Plan measures the kernels once, undisturbed by
+// the ranks), and refuses an unusable GOTRON_BF16_GEMM up front.
+func decideKernels(a Args) error {
+	if !a.Model.BF16 {
+		return nil
+	}
+	if _, err := dnnl.Plan(); err != nil {
+		return fmt.Errorf("invalid environment: %w", err)
+	}
+	return nil
 }
 
 // rootCause returns the error of a run in which one rank failed and the
@@ -140,6 +157,9 @@ func RunRank(ctx context.Context, world comm.Group, a Args, o Options, localRank
 		return nil, err
 	}
 	if err := checkSaveDir(a.Save); err != nil {
+		return nil, err
+	}
+	if err := decideKernels(a); err != nil {
 		return nil, err
 	}
 	ds, err := openData(a)

@@ -16,12 +16,26 @@
 // a padded leading dimension makes oneDNN pick its gemm-based kernel, which
 // ran about as fast in a 1024×512×1536 test on one thread.
 //
-// [Available] reports whether that path runs, that is whether the CPU has
-// AVX-512 BF16 (oneDNN's effective ISA, which ONEDNN_MAX_CPU_ISA can lower).
-// When it does not, and in the build without cgo or with the tag
-// gotron_purego, GemmBF16 widens A and B to float32 and calls [blas.Sgemm]:
-// the same products (a bf16 product is exact in float32), rounded in another
-// order.
+// [Available] reports whether that path exists, that is whether the CPU
+// has AVX-512 BF16 (oneDNN's effective ISA, which ONEDNN_MAX_CPU_ISA can
+// lower). When it does not, and in the build without cgo or with the tag
+// gotron_purego, GemmBF16 widens A and B to float32 and runs the float32
+// GEMM: the same products (a bf16 product is exact in float32), summed in
+// another order.
+//
+// # Native or widened: the plan
+//
+// A native bfloat16 kernel is not always the faster one. With AMX
+// (avx512_core_amx) oneDNN's bf16 matmul ran 4–5× its float32 rate on this
+// project's Intel Xeon; with AVX-512 BF16 alone (ONEDNN_MAX_CPU_ISA=
+// AVX512_CORE_BF16 on the same machine, or a Cooper Lake) it ran at 0.5–0.8×
+// float32's, as its dot-product instruction does no more work per cycle
+// than two float32 FMA ports. [Plan] measures both paths once per machine,
+// for GEMMs below [LargeFLOPs] (one thread, OpenBLAS when widened) and from
+// it (oneDNN's float32 matmul when widened), keeps the rates in the user's
+// cache directory, and GemmBF16 follows it; GOTRON_BF16_GEMM=native,
+// float32 or auto overrides it. The trainer decides the plan before its
+// ranks start and names it on its start-up line.
 //
 // GemmF32 is the same primitive on float32 A and B; oneDNN has float32
 // kernels for every x86-64 CPU, so it runs whenever oneDNN is linked ([F32]).

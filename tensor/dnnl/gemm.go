@@ -23,7 +23,20 @@ func GemmBF16(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda i
 	if run, err := check(transA, transB, m, n, k, alpha, len(a), lda, len(b), ldb, beta, c, ldc); !run {
 		return err
 	}
-	return gemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, max(threads, 1))
+	p, err := Plan()
+	if err != nil {
+		return err
+	}
+	return gemmOn(p.path(2*m*n*k), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, max(threads, 1))
+}
+
+// gemmOn is GemmBF16 on checked arguments (m, n, k ≥ 1, alpha ≠ 0) by the
+// given path.
+func gemmOn(p Path, transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int, threads int) error {
+	if p == Native {
+		return gemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads)
+	}
+	return gemmWidened(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads)
 }
 
 // GemmF32 is GemmBF16 with A and B in float32: oneDNN's float32 matmul on
@@ -74,9 +87,10 @@ func check(transA, transB bool, m, n, k int, alpha float32, na, lda, nb, ldb int
 var widePool sync.Pool
 
 // gemmWidened is GemmBF16 on checked arguments through float32: it widens
-// the stored extent of A and B ((rows−1)·ld + cols elements each) and calls
-// blas.Sgemm with the same strides.
-func gemmWidened(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int) error {
+// the stored extent of A and B ((rows−1)·ld + cols elements each) and runs
+// the float32 GEMM with the same strides: oneDNN's on threads threads from
+// LargeFLOPs on, one blas.Sgemm call below.
+func gemmWidened(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int, threads int) error {
 	ar, ac := blas.Stored(transA, m, k)
 	br, bc := blas.Stored(transB, k, n)
 	na, nb := (ar-1)*lda+ac, (br-1)*ldb+bc
@@ -90,7 +104,12 @@ func gemmWidened(transA, transB bool, m, n, k int, alpha float32, a []uint16, ld
 	wa, wb := (*buf)[:na], (*buf)[na:na+nb]
 	kernels.BF16ToF32(wa, a[:na])
 	kernels.BF16ToF32(wb, b[:nb])
-	blas.Sgemm(transA, transB, m, n, k, alpha, wa, lda, wb, ldb, beta, c, ldc)
+	var err error
+	if 2*m*n*k >= LargeFLOPs {
+		err = gemmF32(transA, transB, m, n, k, alpha, wa, lda, wb, ldb, beta, c, ldc, threads)
+	} else {
+		blas.Sgemm(transA, transB, m, n, k, alpha, wa, lda, wb, ldb, beta, c, ldc)
+	}
 	widePool.Put(buf)
-	return nil
+	return err
 }

@@ -258,7 +258,7 @@ func gemm(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, 
 		if err := engineErr(); err != nil {
 			return err
 		}
-		return gemmWidened(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return gemmWidened(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads)
 	}
 	return run(key{m, n, k, lda, ldb, ldc, transA, transB, math.Float32bits(alpha), math.Float32bits(beta), threads, false},
 		unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), unsafe.Pointer(&c[0]))

@@ -21,6 +21,7 @@ type gemmCase struct {
 	alpha, beta    float32
 	f32            bool
 	threads        int
+	path           *Path // run GemmBF16's checks and this path, not Plan's
 }
 
 func (tc gemmCase) String() string {
@@ -129,6 +130,12 @@ func (tc gemmCase) call(a, b, c []float32) error {
 	ha, hb := make([]uint16, len(a)), make([]uint16, len(b))
 	kernels.F32ToBF16(ha, a)
 	kernels.F32ToBF16(hb, b)
+	if tc.path != nil {
+		if run, err := check(tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, len(ha), tc.lda, len(hb), tc.ldb, tc.beta, c, tc.ldc); !run {
+			return err
+		}
+		return gemmOn(*tc.path, tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, ha, tc.lda, hb, tc.ldb, tc.beta, c, tc.ldc, tc.threads)
+	}
 	return GemmBF16(tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, ha, tc.lda, hb, tc.ldb, tc.beta, c, tc.ldc, tc.threads)
 }
 
@@ -163,6 +170,26 @@ func TestGemmMatchesReference(t *testing.T) {
 		for _, tc := range cases(f32) {
 			if err := tc.run(r); err != nil {
 				t.Errorf("%v: %v", tc, err)
+			}
+		}
+	}
+}
+
+// TestGemmPathsMatchReference runs every bf16 case, and large ones on two
+// threads, by each path a plan can choose: native (where oneDNN has
+// bfloat16 kernels) and widened to float32 (oneDNN's float32 matmul from
+// LargeFLOPs, OpenBLAS below).
+func TestGemmPathsMatchReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, p := range []Path{Native, Widened} {
+		large := []gemmCase{
+			{transA: true, m: 512, n: 256, k: 1024, lda: 512, ldb: 256, ldc: 256, alpha: 1, beta: 1, threads: 2},
+			{transB: true, m: 300, n: 200, k: 400, lda: 403, ldb: 400, ldc: 201, alpha: 0.5, threads: 2},
+		}
+		for _, tc := range append(cases(false), large...) {
+			tc.path = &p
+			if err := tc.run(r); err != nil {
+				t.Errorf("%v path: %v: %v", p, tc, err)
 			}
 		}
 	}

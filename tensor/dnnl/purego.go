@@ -17,7 +17,7 @@ func Version() string { return "oneDNN not in this build" }
 
 // gemm is GemmBF16 on checked arguments with m, n, k ≥ 1 and alpha ≠ 0.
 func gemm(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int, threads int) error {
-	return gemmWidened(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	return gemmWidened(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads)
 }
 
 // gemmF32 is GemmF32 on checked arguments with m, n, k ≥ 1 and alpha ≠ 0.
