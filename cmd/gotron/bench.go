@@ -13,6 +13,7 @@ func newBenchCmd() *cobra.Command {
 	// a receives the data-parallel flags (addDDPFlags), as for training.
 	a := train.DefaultArgs()
 	var cpuProfile, backend string
+	var gemm bool
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure training throughput: tokens/s, GFLOP/s and peak memory of the small and medium GPTs",
@@ -44,6 +45,12 @@ process, or, with --backend mpi, one per process of an mpirun job:
 				return err
 			}
 			defer stop()
+			if gemm {
+				if backend != "local" || o.Breakdown || cpuProfile != "" {
+					return fmt.Errorf("--gemm measures the GEMM kernels in this process: give it without --backend mpi, --breakdown and --cpuprofile")
+				}
+				return train.BenchGemm(cmd.Context(), cmd.OutOrStdout(), o)
+			}
 			if backend == "mpi" {
 				return benchMPI(cmd.Context(), cmd.OutOrStdout(), o)
 			}
@@ -69,6 +76,7 @@ process, or, with --backend mpi, one per process of an mpirun job:
 	f.IntVar(&o.Microbatches, "num-microbatches", 1, "microbatches per iteration of each data-parallel replica (the global batch is this many micro-batches × the data-parallel size)")
 	addDDPFlags(f, &a)
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) here (with --backend mpi, one per process: FILE.rankN)")
+	f.BoolVar(&gemm, "gemm", false, "instead of training, measure every GEMM kernel this machine has (OpenBLAS, oneDNN float32; with --bf16 oneDNN bf16 and bf16 widened to float32) at each GEMM shape of the configurations, mark gotron's pick, and print the GEMM ceiling (the tokens/s if every GEMM ran at the best measured rate for its shape)")
 	f.BoolVar(&o.Breakdown, "breakdown", false, "profile the timed iterations and print where the CPU time goes: GEMM, attention, other kernels, optimizer, communication, allocation, runtime")
 	return cmd
 }

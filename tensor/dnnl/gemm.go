@@ -30,6 +30,16 @@ func GemmBF16(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda i
 	return gemmOn(p.path(2*m*n*k), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, max(threads, 1))
 }
 
+// GemmBF16On is GemmBF16 by the given path, whatever the plan says, for
+// measuring the paths side by side (gotron bench --gemm). Native on a CPU
+// or build without native kernels runs widened.
+func GemmBF16On(p Path, transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int, threads int) error {
+	if run, err := check(transA, transB, m, n, k, alpha, len(a), lda, len(b), ldb, beta, c, ldc); !run {
+		return err
+	}
+	return gemmOn(p, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, max(threads, 1))
+}
+
 // gemmOn is GemmBF16 on checked arguments (m, n, k ≥ 1, alpha ≠ 0) by the
 // given path.
 func gemmOn(p Path, transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int, threads int) error {

@@ -131,10 +131,7 @@ func (tc gemmCase) call(a, b, c []float32) error {
 	kernels.F32ToBF16(ha, a)
 	kernels.F32ToBF16(hb, b)
 	if tc.path != nil {
-		if run, err := check(tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, len(ha), tc.lda, len(hb), tc.ldb, tc.beta, c, tc.ldc); !run {
-			return err
-		}
-		return gemmOn(*tc.path, tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, ha, tc.lda, hb, tc.ldb, tc.beta, c, tc.ldc, tc.threads)
+		return GemmBF16On(*tc.path, tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, ha, tc.lda, hb, tc.ldb, tc.beta, c, tc.ldc, tc.threads)
 	}
 	return GemmBF16(tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, ha, tc.lda, hb, tc.ldb, tc.beta, c, tc.ldc, tc.threads)
 }
