@@ -5,6 +5,7 @@ import (
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/tensor"
+	"github.com/gotron/gotron/tensor/dnnl"
 	"github.com/gotron/gotron/tensor/kernels"
 	"github.com/gotron/gotron/tensor/rng"
 )
@@ -63,15 +64,23 @@ type AttentionOptions struct {
 }
 
 // Attention is CausalAttention with its options: the GEMMs' precision,
-// dropout and the document mask of packed sequences.
+// dropout and the document mask of packed sequences. A bfloat16
+// attention's GEMMs run natively or on widened values as dnnl.Plan says
+// for small GEMMs (its blocks are 64 rows).
 func Attention(t *autograd.Tape, qkv *autograd.Var, heads int, o AttentionOptions) *autograd.Var {
+	plan, err := dnnl.Plan()
+	return attention(t, qkv, heads, o, err != nil || plan.Small == dnnl.Widened)
+}
+
+// attention is Attention with the bfloat16 path given: widened or native.
+func attention(t *autograd.Tape, qkv *autograd.Var, heads int, o AttentionOptions, widen bool) *autograd.Var {
 	if o.DType == 0 {
 		o.DType = tensor.Float32
 	}
 	if !t.Recording() {
 		o.Dropout = 0 // evaluation: no dropout
 	}
-	f := &attentionFn{heads: heads, p: o.Dropout, dtype: o.DType, seg: o.Segments}
+	f := &attentionFn{heads: heads, p: o.Dropout, dtype: o.DType, seg: o.Segments, wide: o.DType == tensor.BFloat16 && widen}
 	if o.Dropout > 0 {
 		f.seed = o.RNG.Uint64()
 	}
@@ -83,7 +92,12 @@ type attentionFn struct {
 	p     float32
 	seed  uint64
 	dtype tensor.DType // the GEMMs' precision
-	seg   []int32      // [b, s] segment ids, or nil
+	// wide runs a bfloat16 attention's GEMMs on float32 copies of its
+	// bfloat16 values, widened as each (row, head)'s operands are packed:
+	// where dnnl.Plan found the native kernel slower for small GEMMs. The
+	// saved operands stay bfloat16.
+	wide bool
+	seg  []int32 // [b, s] segment ids, or nil
 }
 
 type attentionState struct {

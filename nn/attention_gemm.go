@@ -6,6 +6,7 @@ import (
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/blas"
 	"github.com/gotron/gotron/tensor/dnnl"
+	"github.com/gotron/gotron/tensor/kernels"
 )
 
 // operand is a GEMM operand of the attention core: float32 values (f), or
@@ -29,12 +30,15 @@ func (o operand) at(i int) operand {
 // buf densely (row stride w) and returns buf: the attention core's GEMMs
 // then read one (batch row, head)'s Q, K and V (or dO) from a few hundred
 // contiguous kilobytes that stay in cache, instead of rows spread over the
-// whole qkv tensor.
+// whole qkv tensor. bfloat16 bits packed into a float32 buf are widened.
 func (o operand) packRows(buf operand, rows, w, ld int) operand {
 	for r := range rows {
-		if o.h != nil {
+		switch {
+		case o.h != nil && buf.h != nil:
 			copy(buf.h[r*w:(r+1)*w], o.h[r*ld:r*ld+w])
-		} else {
+		case o.h != nil:
+			kernels.BF16ToF32(buf.f[r*w:(r+1)*w], o.h[r*ld:r*ld+w])
+		default:
 			copy(buf.f[r*w:(r+1)*w], o.f[r*ld:r*ld+w])
 		}
 	}
@@ -42,9 +46,9 @@ func (o operand) packRows(buf operand, rows, w, ld int) operand {
 }
 
 // newOperand returns an operand of n elements of the attention's GEMM
-// precision (bfloat16 bits, else float32).
+// precision (bfloat16 bits for the native bfloat16 GEMM, else float32).
 func (f *attentionFn) newOperand(n int) operand {
-	if f.dtype == tensor.BFloat16 {
+	if f.dtype == tensor.BFloat16 && !f.wide {
 		return operand{h: make([]uint16, n)}
 	}
 	return operand{f: make([]float32, n)}
@@ -91,10 +95,10 @@ type gemmScratch struct {
 }
 
 func (f *attentionFn) newGEMMScratch(s int) *gemmScratch {
-	switch f.dtype {
-	case tensor.BFloat16:
+	switch {
+	case f.dtype == tensor.BFloat16 && !f.wide:
 		return &gemmScratch{h: make([]uint16, s*s)}
-	case tensor.Float16:
+	case f.dtype != tensor.Float32:
 		return &gemmScratch{h: make([]uint16, s*s), f: make([]float32, s*s)}
 	}
 	return &gemmScratch{}
@@ -113,7 +117,7 @@ func (g *gemmScratch) lower(d tensor.DType, p []float32, s int) operand {
 			tensor.RoundInto(d, g.h[r*s:r*s+r1], p[r*s:r*s+r1])
 		}
 	}
-	if d == tensor.BFloat16 {
+	if g.f == nil { // the native bfloat16 GEMM reads the bits
 		return operand{h: g.h}
 	}
 	for r0 := 0; r0 < s; r0 += causalBlock {

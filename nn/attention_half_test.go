@@ -57,5 +57,52 @@ func TestAttentionHalfPrecision(t *testing.T) {
 	}
 }
 
+// TestAttentionBF16Paths: a bfloat16 attention whose GEMMs run on widened
+// float32 values (the plan on a CPU where oneDNN's bfloat16 kernel is the
+// slower) gives the native path's numbers to float32 summation order —
+// the same rounded operands — keeps the same bytes for backward, and
+// stays off float32's result.
+func TestAttentionBF16Paths(t *testing.T) {
+	x := gradcheck.Randn(6, 1, bigAttn.qkv()...)
+	op := func(widen bool) opFunc {
+		return func(t *autograd.Tape, in []*autograd.Var) *autograd.Var {
+			return nn.AttentionPath(t, in[0], bigAttn.n, nn.AttentionOptions{DType: tensor.BFloat16}, widen)
+		}
+	}
+	native, err := run(2, []*tensor.Tensor{x}, []bool{true}, op(false), 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wide, err := run(2, []*tensor.Tensor{x}, []bool{true}, op(true), 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := relErr(wide.out, to64(native.out)); !(e < 1e-5) {
+		t.Errorf("widened output %.2g from native's, want < 1e-5", e)
+	}
+	if e, _ := relErr(wide.grads[0], to64(native.grads[0])); !(e < 1e-5) {
+		t.Errorf("widened dqkv %.2g from native's, want < 1e-5", e)
+	}
+	f32, err := run(2, []*tensor.Tensor{x}, []bool{true}, func(t *autograd.Tape, in []*autograd.Var) *autograd.Var {
+		return nn.CausalAttentionIn(tensor.Float32, t, in[0], bigAttn.n, 0, nil)
+	}, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := relErr(wide.out, to64(f32.out)); e < 1e-4 {
+		t.Errorf("widened output within %.2g of float32's: the operands are not rounded", e)
+	}
+	saved := func(widen bool) int64 {
+		tape := autograd.NewTape(context.Background())
+		v := autograd.NewLeaf(x.Clone(), "qkv", true)
+		before := tape.ActivationBytes()
+		nn.AttentionPath(tape, v, bigAttn.n, nn.AttentionOptions{DType: tensor.BFloat16}, widen)
+		return tape.ActivationBytes() - before
+	}
+	if w, n := saved(true), saved(false); w != n {
+		t.Errorf("widened attention keeps %d bytes for backward, native %d", w, n)
+	}
+}
+
 // lse is the log-sum-exp state attention keeps for bigAttn, in bytes.
 func lse() int64 { return 4 * int64(bigAttn.b*bigAttn.n*bigAttn.s) }
