@@ -28,9 +28,10 @@
 // A native bfloat16 kernel is not always the faster one. With AMX
 // (avx512_core_amx) oneDNN's bf16 matmul ran 4–5× its float32 rate on this
 // project's Intel Xeon; with AVX-512 BF16 alone (ONEDNN_MAX_CPU_ISA=
-// AVX512_CORE_BF16 on the same machine, or a Cooper Lake) it ran at 0.5–0.8×
-// float32's, as its dot-product instruction does no more work per cycle
-// than two float32 FMA ports. [Plan] measures both paths once per machine,
+// AVX512_CORE_BF16 on the same machine, which is what a Cooper Lake runs)
+// it ran at 0.6× float32's rate for large GEMMs and 0.9× for small ones:
+// its dot-product instruction does no more work per cycle than two
+// float32 FMA ports. [Plan] measures both paths once per machine,
 // for GEMMs below [LargeFLOPs] (one thread, OpenBLAS when widened) and from
 // it (oneDNN's float32 matmul when widened), keeps the rates in the user's
 // cache directory, and GemmBF16 follows it; GOTRON_BF16_GEMM=native,
