@@ -156,6 +156,8 @@ func gemmOn(useDNNL bool, workers int, transA, transB bool, alpha float32, a, b 
 	flops := 2 * m * n * k
 	w := min(workers, max(1, flops/minLargeFLOPs))
 	switch {
+	case a.DType() == BFloat16 && !useDNNL && widenedBF16(flops):
+		gemmOn(false, workers, transA, transB, alpha, a.Float32(), b.Float32(), beta, c)
 	case a.DType() == BFloat16:
 		gemmBF16(w, transA, transB, m, n, k, alpha, a, b, beta, c)
 	case useDNNL && flops >= minLargeFLOPs && dnnl.F32():
@@ -178,9 +180,24 @@ func gemmOn(useDNNL bool, workers int, transA, transB bool, alpha float32, a, b 
 // goroutines, as gemmSplit) and never to oneDNN, whose primitives are
 // created and cached per shape — worth it for a model's fixed shapes, but
 // for these a creation per call and a cache that grows with every new
-// shape. bfloat16 operands, which need oneDNN, take GemmParallel.
+// shape. bfloat16 operands that dnnl.Plan widens go the same way, as
+// float32; those it runs natively need oneDNN and take GemmParallel.
 func GemmVarying(workers int, transA, transB bool, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
 	gemmOn(false, workers, transA, transB, alpha, a, b, beta, c)
+}
+
+// widenedBF16 reports whether dnnl.Plan runs a bfloat16 GEMM of this work
+// widened to float32 (a plan that cannot be made has been refused at
+// start-up; GemmBF16 reports it).
+func widenedBF16(flops int) bool {
+	p, err := dnnl.Plan()
+	if err != nil {
+		return false
+	}
+	if flops >= dnnl.LargeFLOPs {
+		return p.Large == dnnl.Widened
+	}
+	return p.Small == dnnl.Widened
 }
 
 // sgemm is one call of package blas (single-threaded OpenBLAS, or gonum
