@@ -1,21 +1,22 @@
 // Package asmcheck inspects the machine code of gotron's own SIMD kernels
 // for instruction mixes the Go compiler can produce but a CPU punishes.
 //
-// The one check today, [LegacySSEInVectorLoops], finds legacy-SSE
-// (non-VEX) instructions that write an XMM register inside a loop that
-// also runs AVX or AVX-512 instructions. Go's compiler emits such
-// instructions for some scalar constants and copies (a MOVQ of a shift
-// count, a MOVUPS of a struct, an XORPS to zero a float). On AMD Zen they
-// cost nothing; on Intel Xeons an SSE instruction that writes a register
-// while the upper halves of the vector registers are dirty waits for a
-// merge with them, and in a tight loop that can be most of its time:
-// kernels.F32ToBF16 ran at 0.7 GB/s instead of 26 on an Intel Xeon with
-// AMX (2026-11-28) for one MOVQ in its loop. A loop that executes
-// VZEROUPPER has no dirty upper state when its scalar code runs and is not
-// reported.
+// The one check, [LegacySSEWhileDirty], finds legacy-SSE (non-VEX)
+// instructions that write an XMM register while the upper halves of the
+// vector registers are dirty: after an AVX or AVX-512 instruction on a YMM
+// or ZMM register, with no VZEROUPPER between. Go's compiler emits such
+// instructions for scalar code (a MOVQ of a shift count, a MOVUPS copy of a
+// struct, the scalar additions of a horizontal sum, a reloaded float
+// argument). On AMD Zen they cost nothing; on an Intel Xeon each one waits
+// for a merge with the dirty upper halves: kernels.F32ToBF16 ran at 0.7
+// GB/s instead of 26 on an Intel Xeon with AMX (2026-11-28) for one MOVQ
+// in its loop, and a softmax row paid for a 14-vector struct copy on every
+// call.
 //
-// The check reads the disassembly of GNU objdump (binutils), the only
-// disassembler on the machine that decodes EVEX (AVX-512) encodings.
+// The check follows each function's control flow (branches, fall-through;
+// calls return to the next instruction with the state they found) from a
+// clean state at its entry, on the disassembly of GNU objdump (binutils),
+// the only disassembler on the machine that decodes EVEX (AVX-512).
 package asmcheck
 
 import (
@@ -43,14 +44,14 @@ func (f Finding) String() string {
 	return fmt.Sprintf("%s at %#x: %s", f.Func, f.Addr, f.Inst)
 }
 
-// LegacySSEInVectorLoops disassembles the functions of binary whose
-// names start with prefix and returns every legacy-SSE instruction writing
-// an XMM register inside a loop (the range of a backward branch) that also
-// holds a YMM or ZMM instruction and no VZEROUPPER. Functions are found in
-// Go's own symbol table (.gopclntab), which a test binary keeps when its
-// ELF symbols are stripped. It needs objdump on the PATH
-// ([exec.ErrNotFound] otherwise).
-func LegacySSEInVectorLoops(binary, prefix string) ([]Finding, error) {
+// LegacySSEWhileDirty disassembles the functions of binary whose names
+// start with prefix and returns every legacy-SSE instruction writing an
+// XMM register that some path from the function's entry reaches with the
+// vector registers' upper halves dirty. Functions are found in Go's own
+// symbol table (.gopclntab), which a test binary keeps when its ELF
+// symbols are stripped. It needs objdump on the PATH ([exec.ErrNotFound]
+// otherwise).
+func LegacySSEWhileDirty(binary, prefix string) ([]Finding, error) {
 	fs, err := functions(binary, prefix)
 	if err != nil {
 		return nil, err
@@ -67,6 +68,24 @@ func LegacySSEInVectorLoops(binary, prefix string) ([]Finding, error) {
 		found = append(found, f.scan()...)
 	}
 	return found, nil
+}
+
+// noReturn lists the runtime functions a call never returns from: the
+// panics of bounds and nil checks and the fatal errors. The blocks after
+// such a call are reached only by their own branches.
+var noReturn = []string{"runtime.panic", "runtime.goPanic", "runtime.throw", "runtime.fatal"}
+
+// noReturnCalls returns the addresses of table's functions in noReturn.
+func noReturnCalls(table *gosym.Table) map[uint64]bool {
+	m := map[uint64]bool{}
+	for _, fn := range table.Funcs {
+		for _, p := range noReturn {
+			if strings.HasPrefix(fn.Name, p) {
+				m[fn.Entry] = true
+			}
+		}
+	}
+	return m
 }
 
 // functions returns the functions of binary whose names start with
@@ -90,9 +109,10 @@ func functions(binary, prefix string) ([]function, error) {
 		return nil, fmt.Errorf("%s: %w", binary, err)
 	}
 	var fs []function
+	dead := noReturnCalls(table)
 	for _, fn := range table.Funcs {
 		if strings.HasPrefix(fn.Name, prefix) {
-			fs = append(fs, function{name: fn.Name, entry: fn.Entry, end: fn.End})
+			fs = append(fs, function{name: fn.Name, entry: fn.Entry, end: fn.End, noReturn: dead})
 		}
 	}
 	if len(fs) == 0 {
@@ -111,11 +131,14 @@ type function struct {
 	name       string
 	entry, end uint64
 	insts      []inst
+	noReturn   map[uint64]bool // the functions a call does not return from
 }
 
 var (
 	instLine = regexp.MustCompile(`^\s+([0-9a-f]+):\s+(.+)$`)
-	branch   = regexp.MustCompile(`^j\w+\s+(?:0x)?([0-9a-f]+)\b`) // "jae 401006 <f+0x6>" or, stripped, "jae 0x401006"
+	// target64 matches a direct branch or call and its target: "jae 401006
+	// <f+0x6>", or in a stripped binary "jae 0x401006".
+	target64 = regexp.MustCompile(`^(?:j\w+|call)\s+(?:0x)?([0-9a-f]+)\b`)
 	// writesXMM matches an instruction whose destination (AT&T: the last
 	// operand) is an XMM register.
 	writesXMM = regexp.MustCompile(`,%xmm\d+$`)
@@ -155,54 +178,87 @@ func assign(fs []function, ins []inst) {
 	}
 }
 
-// scan returns the function's legacy-SSE writes inside vector loops.
+// scan returns the function's legacy-SSE writes of an XMM register that
+// execute, on some path from the entry, while the upper halves are dirty:
+// a forward data flow over the instructions, each either clean or dirty
+// on entry (dirty if any predecessor leaves it dirty).
 func (f function) scan() []Finding {
-	seen := map[uint64]bool{}
+	index := make(map[uint64]int, len(f.insts))
+	for i, in := range f.insts {
+		index[in.addr] = i
+	}
+	reached, dirty := make([]bool, len(f.insts)), make([]bool, len(f.insts))
+	var work []int
+	visit := func(i int, d bool) {
+		if i < 0 || i >= len(f.insts) || reached[i] && (dirty[i] || !d) {
+			return
+		}
+		reached[i], dirty[i] = true, dirty[i] || d
+		work = append(work, i)
+	}
+	visit(0, false)
+	for len(work) > 0 {
+		i := work[len(work)-1]
+		work = work[:len(work)-1]
+		out := after(f.insts[i].text, dirty[i])
+		for _, s := range f.successors(i, index) {
+			visit(s, out)
+		}
+	}
 	var found []Finding
 	for i, in := range f.insts {
-		m := branch.FindStringSubmatch(in.text)
-		if m == nil {
-			continue
-		}
-		target, err := strconv.ParseUint(m[1], 16, 64)
-		if err != nil || target >= in.addr || target == f.entry {
-			continue // not a loop; a jump to the entry retries after runtime.morestack
-		}
-		body := f.loop(target, i)
-		if !vectorLoop(body) {
-			continue
-		}
-		for _, b := range body {
-			if legacySSEWrite(b.text) && !seen[b.addr] {
-				seen[b.addr] = true
-				found = append(found, Finding{f.name, b.addr, b.text})
-			}
+		if dirty[i] && legacySSEWrite(in.text) {
+			found = append(found, Finding{f.name, in.addr, in.text})
 		}
 	}
 	return found
 }
 
-// loop returns the instructions from address target up to the branch at
-// index end.
-func (f function) loop(target uint64, end int) []inst {
-	start := end
-	for start > 0 && f.insts[start-1].addr >= target {
-		start--
+// after returns whether the upper halves are dirty after an instruction
+// that found them dirty (or not).
+func after(text string, dirty bool) bool {
+	switch {
+	case strings.HasPrefix(text, "vzeroupper"), strings.HasPrefix(text, "vzeroall"):
+		return false
+	case strings.HasPrefix(text, "v") && (strings.Contains(text, "%ymm") || strings.Contains(text, "%zmm")):
+		return true
 	}
-	return f.insts[start : end+1]
+	return dirty
 }
 
-// vectorLoop reports whether a loop body runs YMM or ZMM instructions and
-// never clears the upper halves.
-func vectorLoop(body []inst) bool {
-	vector := false
-	for _, b := range body {
-		if strings.HasPrefix(b.text, "vzeroupper") || strings.HasPrefix(b.text, "vzeroall") {
-			return false
-		}
-		vector = vector || strings.Contains(b.text, "%ymm") || strings.Contains(b.text, "%zmm")
+// successors returns the indexes of the instructions that may follow
+// instruction i: the branch target within the function and, unless the
+// instruction is an unconditional jump, a return or a call that does not
+// return, the next one. An indirect jump's targets are unknown and not
+// followed, nor is a jump back to the entry: Go's retry after growing the
+// stack (runtime.morestack), which starts the function afresh.
+func (f function) successors(i int, index map[uint64]int) []int {
+	text := f.insts[i].text
+	switch {
+	case strings.HasPrefix(text, "ret"), strings.HasPrefix(text, "ud2"), strings.HasPrefix(text, "int3"):
+		return nil
+	case strings.HasPrefix(text, "jmp") && strings.Contains(text, "*"):
+		return nil
 	}
-	return vector
+	target, direct := uint64(0), false
+	if m := target64.FindStringSubmatch(text); m != nil {
+		t, err := strconv.ParseUint(m[1], 16, 64)
+		target, direct = t, err == nil
+	}
+	if strings.HasPrefix(text, "call") {
+		if direct && f.noReturn[target] {
+			return nil
+		}
+		return []int{i + 1}
+	}
+	var next []int
+	if !strings.HasPrefix(text, "jmp") {
+		next = append(next, i+1)
+	}
+	if j, ok := index[target]; direct && ok && target != f.entry && strings.HasPrefix(text, "j") {
+		next = append(next, j)
+	}
+	return next
 }
 
 // legacySSEWrite reports whether an instruction is a non-VEX one that

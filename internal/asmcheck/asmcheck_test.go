@@ -5,12 +5,8 @@ import (
 	"testing"
 )
 
-// dump is objdump output with four loops: one with a legacy MOVQ among
-// AVX-512 instructions (reported), one with a legacy store that writes no
-// register, one scalar loop without vector registers, and one that
-// executes VZEROUPPER before its scalar code. The first function ends in
-// Go's stack-growth retry, a jump back to its entry that is not a loop. The last loop's branch is
-// written as objdump writes it for a stripped binary (as go test's are).
+// dump is objdump output of five functions, from a symbol-bearing binary
+// (branch targets "401006 <f+0x6>") and a stripped one ("0x401052").
 const dump = `
 0000000000401000 <pkg.kernel>:
   401000:	mov    $0x10,%r9d
@@ -34,18 +30,38 @@ const dump = `
   401049:	cvtss2sd %xmm1,%xmm1
   40104d:	jne    0x401040
 0000000000401050 <.text+0x50>:
-  401050:	xor    %eax,%eax
-  401052:	vaddps %zmm1,%zmm2,%zmm3
-  401058:	cvtsi2ss %rax,%xmm1
-  40105d:	jne    0x401052
+  401050:	test   %rax,%rax
+  401053:	je     0x40105f
+  401055:	vaddps %zmm1,%zmm2,%zmm3
+  40105b:	vzeroupper
+  40105e:	ret
+  40105f:	xorps  %xmm0,%xmm0
+  401062:	ret
+0000000000401070 <.text+0x70>:
+  401070:	movss  %xmm0,0x10(%rsp)
+  401076:	vbroadcastss %xmm0,%zmm0
+  40107c:	vmovups %zmm0,(%rax)
+  401082:	movsd  0x10(%rsp),%xmm2
+  401088:	vzeroupper
+  40108b:	addsd  %xmm2,%xmm3
+  40108f:	vaddps %xmm1,%xmm2,%xmm3
+  401093:	cvtss2sd %xmm1,%xmm1
+  401097:	ret
 `
 
-func TestScanFindsLegacyWritesInVectorLoops(t *testing.T) {
+// TestScanFollowsTheControlFlow: the loop's MOVQ (dirty by the loop's back
+// edge) and the XORPS after the loop are reported; a store (no register
+// written), a scalar loop, code after VZEROUPPER, an early return laid out
+// after the vector code (reached only clean), scalar code before the
+// first vector instruction and after an XMM-only VEX one are not, and
+// neither is code no path reaches (the morestack retry after a return).
+func TestScanFollowsTheControlFlow(t *testing.T) {
 	fs := []function{
 		{name: "pkg.kernel", entry: 0x401000, end: 0x401030},
 		{name: "pkg.scalar", entry: 0x401030, end: 0x401040},
 		{name: "pkg.cleared", entry: 0x401040, end: 0x401050},
-		{name: "pkg.stripped", entry: 0x401050, end: 0x401060},
+		{name: "pkg.early", entry: 0x401050, end: 0x401070},
+		{name: "pkg.reduce", entry: 0x401070, end: 0x4010a0},
 	}
 	assign(fs, parse([]byte(dump)))
 	var got []string
@@ -54,9 +70,13 @@ func TestScanFindsLegacyWritesInVectorLoops(t *testing.T) {
 			got = append(got, x.String())
 		}
 	}
-	want := []string{"pkg.kernel at 0x40100c: movq %r9,%xmm7", "pkg.stripped at 0x401058: cvtsi2ss %rax,%xmm1"}
+	want := []string{
+		"pkg.kernel at 0x40100c: movq %r9,%xmm7",
+		"pkg.kernel at 0x401020: xorps %xmm0,%xmm0",
+		"pkg.reduce at 0x401082: movsd 0x10(%rsp),%xmm2",
+	}
 	if !slices.Equal(got, want) {
-		t.Fatalf("findings %q, want %q", got, want)
+		t.Fatalf("findings\n%q\nwant\n%q", got, want)
 	}
 }
 

@@ -11,15 +11,17 @@ import (
 	"github.com/gotron/gotron/internal/asmcheck"
 )
 
-// TestNoLegacySSEInVectorLoops reads this test binary's machine code for
-// the kernels' functions: no loop that runs AVX or AVX-512 instructions may
-// hold a legacy-SSE instruction writing an XMM register, which on Intel
-// Xeons stalls every iteration (package asmcheck). A finding names the
-// function and the instruction; the fix is usually an operation the
-// compiler lowers to a VEX instruction (a vector operand instead of a
-// scalar count) or a value kept out of the loop.
-func TestNoLegacySSEInVectorLoops(t *testing.T) {
-	found, err := asmcheck.LegacySSEInVectorLoops(os.Args[0], "github.com/gotron/gotron/tensor/kernels.")
+// TestNoLegacySSEWhileDirty reads this test binary's machine code for the
+// kernels' functions: no legacy-SSE instruction may write an XMM register
+// while the vector registers' upper halves are dirty — in a vector loop it
+// stalls every iteration on an Intel Xeon, after vector code once per call
+// (package asmcheck). A finding names the function and the instruction;
+// the fix is usually an operation the compiler lowers to a VEX instruction
+// (a vector operand instead of a scalar count), constants read through a
+// pointer instead of a struct copied by value, or ClearAVXUpperBits before
+// the scalar code.
+func TestNoLegacySSEWhileDirty(t *testing.T) {
+	found, err := asmcheck.LegacySSEWhileDirty(os.Args[0], "github.com/gotron/gotron/tensor/kernels.")
 	if errors.Is(err, exec.ErrNotFound) {
 		t.Skip("objdump (binutils) is not installed: the machine code is not checked")
 	}
@@ -27,6 +29,6 @@ func TestNoLegacySSEInVectorLoops(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range found {
-		t.Errorf("legacy SSE in a vector loop: %v", f)
+		t.Errorf("legacy SSE with dirty upper halves: %v", f)
 	}
 }

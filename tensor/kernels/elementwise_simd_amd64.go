@@ -88,8 +88,10 @@ func sumSquaresSIMD(x []float32) (float64, bool) {
 		l, h := widen8(part8(x, n))
 		lo, hi = lo.Add(l.Mul(l)), hi.Add(h.Mul(h))
 	}
-	s := total4(lo, hi)
-	archsimd.ClearAVXUpperBits()
+	var acc8 sum8
+	acc8.put4(lo, hi)
+	archsimd.ClearAVXUpperBits() // before the scalar sum (package internal/asmcheck)
+	s := acc8.total()
 	return s, true
 }
 
@@ -125,9 +127,9 @@ func columnSumSIMD(d []float32, a []float64, x []float32, c0, rows, cols int) bo
 		h = h.Add(archsimd.LoadFloat64x4((*[4]float64)(a[i+4 : i+8])))
 		st8(narrow8(l, h), d, i)
 	}
+	archsimd.ClearAVXUpperBits() // before the scalar tail (package internal/asmcheck)
 	for j := n; j < len(a); j++ {
 		d[j] = float32(float64(d[j]) + a[j])
 	}
-	archsimd.ClearAVXUpperBits()
 	return true
 }

@@ -4,6 +4,7 @@ package kernels
 
 import (
 	"math"
+	"sync"
 
 	"simd/archsimd"
 )
@@ -13,19 +14,20 @@ import (
 const expZero = -104.0
 
 // vexp8 holds expCore's constants broadcast to eight lanes; its methods are the vector
-// exponential. It is built once per call of a kernel (so that the broadcasts stay out of the
-// loops) and passed by pointer to the inlined methods.
+// exponential. One is built per process (vexp8Consts) and read through a pointer by the
+// inlined methods.
 type vexp8 struct {
 	log2e, magic, c1, c2, p0, p1, p2, p3, p4, p5, one archsimd.Float32x8
 	lo, hi, zero                                      archsimd.Float32x8 // expMin, expMax, expZero
 }
 
-func newVexp8() vexp8 {
-	return vexp8{
-		log2e: b8(expLog2e), magic: b8(expMagic), c1: b8(expC1), c2: b8(expC2),
-		p0: b8(expP0), p1: b8(expP1), p2: b8(expP2), p3: b8(expP3), p4: b8(expP4), p5: b8(expP5),
-		one: b8(1), lo: b8(expMin), hi: b8(expMax), zero: b8(expZero),
-	}
+// init broadcasts the constants field by field (a struct literal returned by value would be
+// copied with legacy-SSE moves).
+func (k *vexp8) init() {
+	k.log2e, k.magic, k.c1, k.c2 = b8(expLog2e), b8(expMagic), b8(expC1), b8(expC2)
+	k.p0, k.p1, k.p2, k.p3, k.p4, k.p5 = b8(expP0), b8(expP1), b8(expP2), b8(expP3), b8(expP4), b8(expP5)
+	k.one, k.lo, k.hi, k.zero = b8(1), b8(expMin), b8(expMax), b8(expZero)
+	archsimd.ClearAVXUpperBits()
 }
 
 // core is expCore on eight lanes, operation by operation.
@@ -64,11 +66,22 @@ func expfOutside8(k *vexp8, x archsimd.Float32x8) archsimd.Float32x8 {
 	}
 	var a [8]float32
 	x.Store(&a)
+	archsimd.ClearAVXUpperBits() // before the scalar loop; x is in a (package internal/asmcheck)
 	for i, v := range a {
 		a[i] = expf(v)
 	}
 	return archsimd.LoadFloat32x8(&a)
 }
+
+// The exponential's constants, broadcast once per process on first use (so only on a CPU that
+// has the instructions) and read through a pointer. Built per call of a kernel, the struct was
+// returned by value and copied with the compiler's legacy-SSE moves, which stall on an Intel
+// Xeon while the vector registers' upper halves are dirty (package internal/asmcheck): on the
+// attention's rows of a few hundred elements the copy cost more than the row.
+var (
+	vexp8Consts  = sync.OnceValue(func() *vexp8 { k := new(vexp8); k.init(); return k })
+	vexp16Consts = sync.OnceValue(func() *vexp16 { k := new(vexp16); k.init(); return k })
+)
 
 // vexp16 is vexp8 on sixteen lanes (AVX-512).
 type vexp16 struct {
@@ -76,12 +89,12 @@ type vexp16 struct {
 	lo, hi, zero                                      archsimd.Float32x16
 }
 
-func newVexp16() vexp16 {
-	return vexp16{
-		log2e: b16(expLog2e), magic: b16(expMagic), c1: b16(expC1), c2: b16(expC2),
-		p0: b16(expP0), p1: b16(expP1), p2: b16(expP2), p3: b16(expP3), p4: b16(expP4), p5: b16(expP5),
-		one: b16(1), lo: b16(expMin), hi: b16(expMax), zero: b16(expZero),
-	}
+// init is vexp8.init on sixteen lanes.
+func (k *vexp16) init() {
+	k.log2e, k.magic, k.c1, k.c2 = b16(expLog2e), b16(expMagic), b16(expC1), b16(expC2)
+	k.p0, k.p1, k.p2, k.p3, k.p4, k.p5 = b16(expP0), b16(expP1), b16(expP2), b16(expP3), b16(expP4), b16(expP5)
+	k.one, k.lo, k.hi, k.zero = b16(1), b16(expMin), b16(expMax), b16(expZero)
+	archsimd.ClearAVXUpperBits()
 }
 
 // core is expCore on sixteen lanes, operation by operation.
@@ -118,6 +131,7 @@ func expfOutside16(k *vexp16, x archsimd.Float32x16) archsimd.Float32x16 {
 	}
 	var a [16]float32
 	x.Store(&a)
+	archsimd.ClearAVXUpperBits() // before the scalar loop; x is in a (package internal/asmcheck)
 	for i, v := range a {
 		a[i] = expf(v)
 	}
@@ -148,7 +162,7 @@ func sumExpAffineSIMD(x []float32, a, c float32) (float64, bool) {
 // (store = false, dst unused) on eight lanes: it returns Σ e_j, e_j = expf(a·x[j] − c), in
 // sum8's lanes.
 func expAffine8(dst, x []float32, a, c, m float32, store bool) float64 {
-	k := newVexp8()
+	k := vexp8Consts()
 	av, cv, mv := b8(a), b8(c), b8(m)
 	var lo, hi archsimd.Float64x4
 	n := len(x) &^ 7
@@ -172,15 +186,17 @@ func expAffine8(dst, x []float32, a, c, m float32, store bool) float64 {
 			put8(e.Mul(mv), dst[:len(x)], n)
 		}
 	}
-	s := total4(lo, hi)
-	archsimd.ClearAVXUpperBits()
+	var acc8 sum8
+	acc8.put4(lo, hi)
+	archsimd.ClearAVXUpperBits() // before the scalar sum (package internal/asmcheck)
+	s := acc8.total()
 	return s
 }
 
 // expAffine16 is expAffine8 on sixteen lanes. Lanes 0–7 and then 8–15 of each vector are
 // added to one Float64x8 accumulator, which keeps sum8's lanes (element j in lane j mod 8).
 func expAffine16(dst, x []float32, a, c, m float32, store bool) float64 {
-	k := newVexp16()
+	k := vexp16Consts()
 	av, cv, mv := b16(a), b16(c), b16(m)
 	var acc archsimd.Float64x8
 	n := len(x) &^ 15
@@ -201,8 +217,10 @@ func expAffine16(dst, x []float32, a, c, m float32, store bool) float64 {
 			put16(e.Mul(mv), dst[:len(x)], n)
 		}
 	}
-	s := total8(acc)
-	archsimd.ClearAVXUpperBits()
+	var acc8 sum8
+	acc8.put8(acc)
+	archsimd.ClearAVXUpperBits() // before the scalar sum (package internal/asmcheck)
+	s := acc8.total()
 	return s
 }
 
@@ -247,11 +265,14 @@ func maxScaled8(x []float32, a float32) float32 {
 		nan = nan.Or(p.IsNaN())
 		mx = mx.Max(ordered8(p.AsInt32x8()))
 	}
-	isNaN := nan.ToBits() != 0
-	var l [8]int32
-	mx.Store(&l)
+	// The NaN flag goes to memory with the maxima, so that the compiler computes it before
+	// ClearAVXUpperBits (it moved a pure ToBits after it, reloading the mask into a vector
+	// register, package internal/asmcheck).
+	var l [9]int32
+	mx.Store((*[8]int32)(l[:8]))
+	l[8] = int32(nan.ToBits())
 	archsimd.ClearAVXUpperBits()
-	if isNaN {
+	if l[8] != 0 {
 		return float32(math.NaN())
 	}
 	return unordered(max(l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7]))
@@ -273,11 +294,11 @@ func maxScaled16(x []float32, a float32) float32 {
 		nan = nan.Or(p.IsNaN())
 		mx = mx.Max(ordered16(p.AsInt32x16()))
 	}
-	isNaN := nan.ToBits() != 0
-	var l [16]int32
-	mx.Store(&l)
+	var l [17]int32 // the maxima and the NaN flag, as maxScaled8
+	mx.Store((*[16]int32)(l[:16]))
+	l[16] = int32(nan.ToBits())
 	archsimd.ClearAVXUpperBits()
-	if isNaN {
+	if l[16] != 0 {
 		return float32(math.NaN())
 	}
 	return unordered(max(max(l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7]),

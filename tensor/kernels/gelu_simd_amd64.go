@@ -2,7 +2,11 @@
 
 package kernels
 
-import "simd/archsimd"
+import (
+	"sync"
+
+	"simd/archsimd"
+)
 
 // vgelu8 holds GELU's constants on eight lanes besides the exponential's.
 type vgelu8 struct {
@@ -10,8 +14,11 @@ type vgelu8 struct {
 	a, b, k, kc, one archsimd.Float32x8 // geluA, geluB, geluK, geluK·geluC, 1
 }
 
-func newVgelu8() vgelu8 {
-	return vgelu8{e: newVexp8(), a: b8(geluA), b: b8(geluB), k: b8(geluK), kc: b8(geluK * geluC), one: b8(1)}
+// init broadcasts the constants field by field, as vexp8.init.
+func (g *vgelu8) init() {
+	g.e.init()
+	g.a, g.b, g.k, g.kc, g.one = b8(geluA), b8(geluB), b8(geluK), b8(geluK*geluC), b8(1)
+	archsimd.ClearAVXUpperBits()
 }
 
 // forward returns geluForwardGo's y for eight lanes of x, and false if a lane's exponent is
@@ -31,14 +38,24 @@ func (g *vgelu8) backward(dy, v archsimd.Float32x8) (archsimd.Float32x8, bool) {
 	return dy.Mul(d), g.e.inRange(z)
 }
 
+// GELU's constants, built once per process on first use and read through a pointer (as
+// vexp16Consts, and for the same reason).
+var (
+	vgelu8Consts  = sync.OnceValue(func() *vgelu8 { g := new(vgelu8); g.init(); return g })
+	vgelu16Consts = sync.OnceValue(func() *vgelu16 { g := new(vgelu16); g.init(); return g })
+)
+
 // vgelu16 is vgelu8 on sixteen lanes.
 type vgelu16 struct {
 	e                vexp16
 	a, b, k, kc, one archsimd.Float32x16
 }
 
-func newVgelu16() vgelu16 {
-	return vgelu16{e: newVexp16(), a: b16(geluA), b: b16(geluB), k: b16(geluK), kc: b16(geluK * geluC), one: b16(1)}
+// init is vgelu8.init on sixteen lanes.
+func (g *vgelu16) init() {
+	g.e.init()
+	g.a, g.b, g.k, g.kc, g.one = b16(geluA), b16(geluB), b16(geluK), b16(geluK*geluC), b16(1)
+	archsimd.ClearAVXUpperBits()
 }
 
 func (g *vgelu16) forward(v archsimd.Float32x16) (archsimd.Float32x16, bool) {
@@ -58,11 +75,11 @@ func (g *vgelu16) backward(dy, v archsimd.Float32x16) (archsimd.Float32x16, bool
 func geluForwardSIMD(y, x []float32) bool {
 	switch {
 	case hasAVX512():
-		g := newVgelu16()
-		geluForward16(&g, y, x, nil)
+		g := vgelu16Consts()
+		geluForward16(g, y, x, nil)
 	case hasAVX2():
-		g := newVgelu8()
-		geluForward8(&g, y, x, nil)
+		g := vgelu8Consts()
+		geluForward8(g, y, x, nil)
 	default:
 		return false
 	}
@@ -73,11 +90,11 @@ func geluForwardSIMD(y, x []float32) bool {
 func geluBackwardSIMD(dx, dy, x []float32) bool {
 	switch {
 	case hasAVX512():
-		g := newVgelu16()
-		geluBackward16(&g, dx, dy, x, nil, nil)
+		g := vgelu16Consts()
+		geluBackward16(g, dx, dy, x, nil, nil)
 	case hasAVX2():
-		g := newVgelu8()
-		geluBackward8(&g, dx, dy, x, nil, nil)
+		g := vgelu8Consts()
+		geluBackward8(g, dx, dy, x, nil, nil)
 	default:
 		return false
 	}
@@ -90,14 +107,14 @@ func geluBackwardSIMD(dx, dy, x []float32) bool {
 func biasGeluForwardSIMD(y, x, bias []float32, rows, cols int) bool {
 	switch {
 	case hasAVX512():
-		g := newVgelu16()
+		g := vgelu16Consts()
 		for r := 0; r < rows; r++ {
-			geluForward16(&g, y[r*cols:r*cols+cols], x[r*cols:r*cols+cols], bias)
+			geluForward16(g, y[r*cols:r*cols+cols], x[r*cols:r*cols+cols], bias)
 		}
 	case hasAVX2():
-		g := newVgelu8()
+		g := vgelu8Consts()
 		for r := 0; r < rows; r++ {
-			geluForward8(&g, y[r*cols:r*cols+cols], x[r*cols:r*cols+cols], bias)
+			geluForward8(g, y[r*cols:r*cols+cols], x[r*cols:r*cols+cols], bias)
 		}
 	default:
 		return false
@@ -111,16 +128,16 @@ func biasGeluForwardSIMD(y, x, bias []float32, rows, cols int) bool {
 func biasGeluBackwardSIMD(dx, dbias, dy, x, bias []float32, rows, cols int) bool {
 	switch {
 	case hasAVX512():
-		g := newVgelu16()
+		g := vgelu16Consts()
 		for r := 0; r < rows; r++ {
 			lo, hi := r*cols, r*cols+cols
-			geluBackward16(&g, dx[lo:hi], dy[lo:hi], x[lo:hi], bias, dbias)
+			geluBackward16(g, dx[lo:hi], dy[lo:hi], x[lo:hi], bias, dbias)
 		}
 	case hasAVX2():
-		g := newVgelu8()
+		g := vgelu8Consts()
 		for r := 0; r < rows; r++ {
 			lo, hi := r*cols, r*cols+cols
-			geluBackward8(&g, dx[lo:hi], dy[lo:hi], x[lo:hi], bias, dbias)
+			geluBackward8(g, dx[lo:hi], dy[lo:hi], x[lo:hi], bias, dbias)
 		}
 	default:
 		return false

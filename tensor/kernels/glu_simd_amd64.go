@@ -12,7 +12,8 @@ import "simd/archsimd"
 func swigluRowSIMD(y, gate, up []float32) bool {
 	switch {
 	case hasAVX512():
-		e, one := newVexp16(), b16(1)
+		e := vexp16Consts()
+		one := e.one
 		var zero archsimd.Float32x16 // b16(0) in the loop would be a legacy XORPS there (package asmcheck)
 		n := len(gate) &^ 15
 		for i := 0; i < n; i += 16 {
@@ -27,7 +28,8 @@ func swigluRowSIMD(y, gate, up []float32) bool {
 		}
 		swigluForwardGo(y[n:], gate[n:], up[n:])
 	case hasAVX2():
-		e, one := newVexp8(), b8(1)
+		e := vexp8Consts()
+		one := e.one
 		var zero archsimd.Float32x8
 		n := len(gate) &^ 7
 		for i := 0; i < n; i += 8 {
@@ -52,7 +54,8 @@ func swigluRowSIMD(y, gate, up []float32) bool {
 func swigluGradRowSIMD(dg, dup, dy, gate, up []float32) bool {
 	switch {
 	case hasAVX512():
-		e, one := newVexp16(), b16(1)
+		e := vexp16Consts()
+		one := e.one
 		var zero archsimd.Float32x16 // b16(0) in the loop would be a legacy XORPS there (package asmcheck)
 		n := len(gate) &^ 15
 		for i := 0; i < n; i += 16 {
@@ -69,7 +72,8 @@ func swigluGradRowSIMD(dg, dup, dy, gate, up []float32) bool {
 		}
 		swigluBackwardGo(dg[n:], dup[n:], dy[n:], gate[n:], up[n:])
 	case hasAVX2():
-		e, one := newVexp8(), b8(1)
+		e := vexp8Consts()
+		one := e.one
 		var zero archsimd.Float32x8
 		n := len(gate) &^ 7
 		for i := 0; i < n; i += 8 {

@@ -27,8 +27,11 @@ func rowSumsSIMD(x []float32, k float64) (sum, sumSq float64, ok bool) {
 		slo, shi = slo.Add(l), shi.Add(h)
 		qlo, qhi = qlo.Add(l.Mul(l)), qhi.Add(h.Mul(h))
 	}
-	sum, sumSq = total4(slo, shi), total4(qlo, qhi)
-	archsimd.ClearAVXUpperBits()
+	var s8, q8 sum8
+	s8.put4(slo, shi)
+	q8.put4(qlo, qhi)
+	archsimd.ClearAVXUpperBits() // before the scalar sums (package internal/asmcheck)
+	sum, sumSq = s8.total(), q8.total()
 	return sum, sumSq, true
 }
 
@@ -80,8 +83,11 @@ func layerNormGradSIMD(dw, db, dy, x, w []float32, m, rs float32) (sumG, sumGX f
 		put8(part8(dw, n).Add(dv.Mul(xh)), dw, n)
 		put8(part8(db, n).Add(dv), db, n)
 	}
-	sumG, sumGX = total4(glo, ghi), total4(gxlo, gxhi)
-	archsimd.ClearAVXUpperBits()
+	var g8, gx8 sum8
+	g8.put4(glo, ghi)
+	gx8.put4(gxlo, gxhi)
+	archsimd.ClearAVXUpperBits() // before the scalar sums (package internal/asmcheck)
+	sumG, sumGX = g8.total(), gx8.total()
 	return sumG, sumGX, true
 }
 

@@ -76,20 +76,17 @@ func (s *sum8) total() float64 {
 	return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]))
 }
 
-// total4 combines two Float64x4 accumulators (lanes 0–3 and 4–7) as sum8.total.
-func total4(lo, hi archsimd.Float64x4) float64 {
-	var s sum8
+// put4 stores two Float64x4 accumulators (lanes 0–3 and 4–7) into s, and put8 a Float64x8
+// one. A kernel stores its accumulators, clears the vector registers' upper halves
+// (archsimd.ClearAVXUpperBits: no vector value is live after it) and only then sums the lanes
+// with s.total, whose scalar (legacy-SSE) additions would otherwise each stall on an Intel
+// Xeon while the upper halves are dirty (package internal/asmcheck).
+func (s *sum8) put4(lo, hi archsimd.Float64x4) {
 	lo.Store((*[4]float64)(s[0:4]))
 	hi.Store((*[4]float64)(s[4:8]))
-	return s.total()
 }
 
-// total8 combines a Float64x8 accumulator as sum8.total.
-func total8(a archsimd.Float64x8) float64 {
-	var s sum8
-	a.Store((*[8]float64)(&s))
-	return s.total()
-}
+func (s *sum8) put8(a archsimd.Float64x8) { a.Store((*[8]float64)(s)) }
 
 // b8 and b16 broadcast a float32 to every lane.
 func b8(v float32) archsimd.Float32x8   { return archsimd.BroadcastFloat32x8(v) }

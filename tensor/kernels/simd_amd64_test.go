@@ -269,7 +269,7 @@ func TestSIMDExpAccuracy(t *testing.T) {
 func TestSIMDGeluMatchesScalar(t *testing.T) {
 	skipIfFused(t)
 	g := rng.New(102)
-	g8, g16 := newVgelu8(), newVgelu16()
+	g8, g16 := vgelu8Consts, vgelu16Consts
 	for _, w := range simdWidths(t) {
 		for _, scale := range []float64{1, 6} {
 			for _, c := range simdCases(g, scale) {
@@ -293,11 +293,11 @@ func TestSIMDGeluMatchesScalar(t *testing.T) {
 					geluBackwardGo(wantDx, dy, u)
 					y, dx := make([]float32, n), make([]float32, n)
 					if w == 16 {
-						geluForward16(&g16, y, c.x, b)
-						geluBackward16(&g16, dx, dy, c.x, b, db)
+						geluForward16(g16(), y, c.x, b)
+						geluBackward16(g16(), dx, dy, c.x, b, db)
 					} else {
-						geluForward8(&g8, y, c.x, b)
-						geluBackward8(&g8, dx, dy, c.x, b, db)
+						geluForward8(g8(), y, c.x, b)
+						geluBackward8(g8(), dx, dy, c.x, b, db)
 					}
 					what := fmt.Sprintf("%s, bias %v", what, withBias)
 					sameBits(t, "gelu, "+what, y, wantY)

@@ -22,8 +22,10 @@ func dotWideSIMD(a, b []float32) (float32, bool) {
 		bl, bh := widen8(part8(b, n))
 		lo, hi = lo.Add(al.Mul(bl)), hi.Add(ah.Mul(bh))
 	}
-	s := total4(lo, hi)
-	archsimd.ClearAVXUpperBits()
+	var acc8 sum8
+	acc8.put4(lo, hi)
+	archsimd.ClearAVXUpperBits() // before the scalar sum (package internal/asmcheck)
+	s := acc8.total()
 	return float32(s), true
 }
 
