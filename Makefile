@@ -81,7 +81,9 @@ test-mpi: deps
 	$(GO) test -tags mpi -run 'TestMPITrain|TestMPISignal' ./cmd/gotron
 
 # Training throughput of gotron and, side by side in one run, of PyTorch on
-# the same models, tuned for this CPU and as installed; gotron again under tensor (and sequence) parallelism, and the
+# the same models, tuned for this CPU and as installed; every GEMM kernel
+# at the models' shapes and the GEMM ceiling (bench --gemm, float32 and
+# bf16); gotron again under tensor (and sequence) parallelism, and the
 # overlap of the parallel linears' collectives; one rank against pipeline
 # parallelism (1F1B and interleaved) over 8 microbatches, with the measured
 # bubble; data parallelism under mpirun; bf16 against float32; then
@@ -90,6 +92,8 @@ test-mpi: deps
 # OpenBLAS picks the machine's own kernel.
 bench: build build-mpi
 	scripts/bench-torch.sh 3
+	env -u OPENBLAS_CORETYPE $(BIN) bench --gemm --configs small,medium
+	env -u OPENBLAS_CORETYPE $(BIN) bench --gemm --configs small,medium --bf16
 	env -u OPENBLAS_CORETYPE $(BIN) bench --tensor-model-parallel-size 2
 	env -u OPENBLAS_CORETYPE $(BIN) bench --tensor-model-parallel-size 2 --sequence-parallel
 	env -u OPENBLAS_CORETYPE $(GO) test ./tp -run '^$$' -bench LinearBackward -benchtime 30x -count 3

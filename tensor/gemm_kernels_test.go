@@ -71,3 +71,21 @@ func refMatMul(a, b *Tensor, ta, tb bool) []float32 {
 	}
 	return out
 }
+
+func TestGemmWarning(t *testing.T) {
+	for _, c := range []struct {
+		kernel       string
+		oneDNN, avx2 bool
+		want         string
+	}{
+		{"OpenBLAS SkylakeX (chosen by gotron from the CPU's features)", true, true, ""},
+		{"OpenBLAS Nehalem (chosen by gotron from the CPU's features)", true, false, "this CPU has no AVX2 and FMA: GEMMs run on SSE kernels, about a quarter of an AVX2 core's rate or less; gotron bench --gemm measures them"},
+		{"gonum (pure Go)", false, true, "every GEMM runs on gonum's pure-Go BLAS, several times slower than OpenBLAS; gotron bench --gemm measures them"},
+		{"gonum (pure Go, several times slower: OpenBLAS could not be loaded: libopenblas.so.0: cannot open shared object file; install Debian's libopenblas0)", true, true,
+			"GEMMs below 2 MFLOP run on gonum's pure-Go BLAS, several times slower than OpenBLAS (OpenBLAS could not be loaded: libopenblas.so.0: cannot open shared object file; install Debian's libopenblas0); gotron bench --gemm measures them"},
+	} {
+		if got := gemmWarning(c.kernel, c.oneDNN, c.avx2); got != c.want {
+			t.Errorf("gemmWarning(%q, %v, %v) =\n%q\nwant\n%q", c.kernel, c.oneDNN, c.avx2, got, c.want)
+		}
+	}
+}

@@ -2,9 +2,11 @@ package tensor
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gotron/gotron/tensor/blas"
 	"github.com/gotron/gotron/tensor/dnnl"
+	"golang.org/x/sys/cpu"
 )
 
 // matrix returns the storage, rows, columns and row stride of a 2-d float32
@@ -244,6 +246,33 @@ func gemmSplit(w int, transA, transB bool, alpha float32, a, b *Tensor, beta flo
 	for i := 0; i < w; i++ {
 		<-done
 	}
+}
+
+// GemmWarning returns a sentence for the start-up output when this machine
+// has no fast GEMM kernel, saying why and what it costs, or "": a build or
+// machine without OpenBLAS (gonum's pure-Go GEMM), or a CPU without AVX2
+// and FMA, where OpenBLAS and oneDNN run SSE kernels.
+func GemmWarning() string {
+	return gemmWarning(blas.Kernel(), dnnl.F32(), cpu.X86.HasAVX2 && cpu.X86.HasFMA)
+}
+
+// gemmWarning is GemmWarning for the BLAS kernel's description, whether
+// oneDNN runs the large float32 GEMMs, and whether the CPU has AVX2 and FMA.
+func gemmWarning(kernel string, oneDNN, avx2 bool) string {
+	switch {
+	case strings.HasPrefix(kernel, "gonum"):
+		which, why := "every GEMM runs", ""
+		if oneDNN {
+			which = "GEMMs below 2 MFLOP run"
+		}
+		if _, detail, ok := strings.Cut(kernel, "slower: "); ok {
+			why = " (" + strings.TrimSuffix(detail, ")") + ")"
+		}
+		return which + " on gonum's pure-Go BLAS, several times slower than OpenBLAS" + why + "; gotron bench --gemm measures them"
+	case !avx2:
+		return "this CPU has no AVX2 and FMA: GEMMs run on SSE kernels, about a quarter of an AVX2 core's rate or less; gotron bench --gemm measures them"
+	}
+	return ""
 }
 
 // GemmLibraries names the libraries behind Gemm and GemmParallel, with the

@@ -297,6 +297,9 @@ func bench(ctx context.Context, w io.Writer, o BenchOptions, args []Args, n, loc
 	}
 	fmt.Fprintf(w, "gotron bench: %s, %d core(s), %s, GEMM %s, %s\n",
 		layout, threadsOr(o.Threads), benchPrecision(o), tensor.GemmLibraries(), time.Now().Format("2006-01-02"))
+	if warn := tensor.GemmWarning(); warn != "" {
+		fmt.Fprintf(w, "gotron bench: warning: %s\n", warn)
+	}
 	fmt.Fprintf(w, "%-12s %7s %7s %6s %5s %6s %5s %12s %10s %12s %10s %8s %8s %8s %8s %9s %9s %9s %8s\n", "config", "layers", "hidden", "heads", "seq", "vocab", "micro",
 		"tokens/s", "GFLOP/s", "peak MiB", "step ms", "bubble", "theory", "idle", "buckets", "adam ms", "gather ms", "first ms", "cp wait")
 	for i, a := range args {
