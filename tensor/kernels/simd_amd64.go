@@ -2,7 +2,10 @@
 
 package kernels
 
-import "simd/archsimd"
+import (
+	"simd/archsimd"
+	"unsafe"
+)
 
 // Vector paths. Built with GOEXPERIMENT=simd on amd64, the hot loops run on simd/archsimd
 // vectors. A kernel first calls its hook (fooSIMD); the hook does the whole job and reports
@@ -108,28 +111,46 @@ func st16(v archsimd.Float32x16, s []float32, i int) { v.Store((*[16]float32)(s[
 // lanes of v there. They go through a stack buffer rather than archsimd's SlicePart forms,
 // whose masked access converts &s[0] to a pointer to a whole vector and so fails the
 // race detector's checkptr test ("converted pointer straddles multiple allocations") at
-// the end of an allocation.
+// the end of an allocation. The buffer is filled and emptied by a loop of 32-bit integer
+// moves (bits32), not by copy: runtime.memmove moves 16 to 128 bytes with legacy-SSE
+// instructions, which stalled on an Intel Xeon with the upper halves dirty, and a third of a
+// causal softmax row's time went to its tail (package internal/asmcheck does not see into
+// the runtime).
 func part8(s []float32, i int) archsimd.Float32x8 {
-	var b [8]float32
-	copy(b[:], s[i:])
-	return archsimd.LoadFloat32x8(&b)
+	var b [8]uint32
+	moveBits(b[:], bits32(s[i:]))
+	return archsimd.LoadUint32x8(&b).AsFloat32x8()
 }
 func put8(v archsimd.Float32x8, s []float32, i int) {
-	var b [8]float32
-	v.Store(&b)
-	copy(s[i:], b[:])
+	var b [8]uint32
+	v.AsUint32x8().Store(&b)
+	moveBits(bits32(s[i:]), b[:])
 }
 
 // part16 and put16 are part8 and put8 for sixteen lanes.
 func part16(s []float32, i int) archsimd.Float32x16 {
-	var b [16]float32
-	copy(b[:], s[i:])
-	return archsimd.LoadFloat32x16(&b)
+	var b [16]uint32
+	moveBits(b[:], bits32(s[i:]))
+	return archsimd.LoadUint32x16(&b).AsFloat32x16()
 }
 func put16(v archsimd.Float32x16, s []float32, i int) {
-	var b [16]float32
-	v.Store(&b)
-	copy(s[i:], b[:])
+	var b [16]uint32
+	v.AsUint32x16().Store(&b)
+	moveBits(bits32(s[i:]), b[:])
+}
+
+// bits32 returns s's storage as uint32 (the float32 bits, not copied).
+func bits32(s []float32) []uint32 {
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(s))), len(s))
+}
+
+// moveBits copies min(len(dst), len(src)) elements one integer move at a time.
+func moveBits(dst, src []uint32) {
+	n := min(len(dst), len(src))
+	dst, src = dst[:n], src[:n]
+	for j := range dst {
+		dst[j] = src[j]
+	}
 }
 
 // widen8 returns v's lanes 0–3 and 4–7 as float64 (exact).
