@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -20,6 +21,10 @@ type hierarchy struct {
 	limitFile     string // "memory.max", "memory.limit_in_bytes"
 	usageFile     string // "memory.current", "memory.usage_in_bytes"
 	hierarchyFile string // v1's "memory.use_hierarchy": "0" in a parent ends the walk
+	// cacheKeys are memory.stat's keys of the page cache the kernel can
+	// reclaim, the first found counting: v2's "inactive_file", v1's
+	// hierarchical "total_inactive_file" then the group's own "inactive_file".
+	cacheKeys []string
 }
 
 // cgroupLimits lists the room under the limit of cgroup p (a path of
@@ -49,7 +54,8 @@ func (r reader) cgroupLimits(h hierarchy, mounts []mount, p string) []Limit {
 }
 
 // cgroupRoom returns the room under the limit of the group in directory
-// dir, named name, if it has one: the limit less the usage, at least 0.
+// dir, named name, if it has one: the limit less the working set (the
+// usage without its reclaimable page cache), at least 0.
 func (r reader) cgroupRoom(h hierarchy, dir, name string) (Limit, bool) {
 	limit, ok := parseBytes(r.read(fsPath(dir, h.limitFile)))
 	if !ok || limit >= noLimit {
@@ -60,7 +66,38 @@ func (r reader) cgroupRoom(h hierarchy, dir, name string) (Limit, bool) {
 	if !ok || used >= noLimit {
 		return Limit{Bytes: limit, Source: source + ", usage unknown"}, true
 	}
-	return Limit{Bytes: max(limit-used, 0), Source: source + ", " + Format(used) + " in use"}, true
+	cache := min(r.pageCache(h, dir), used)
+	source += ", " + Format(used-cache) + " in use"
+	if cache > 0 {
+		source += " (" + Format(cache) + " page cache not counted)"
+	}
+	return Limit{Bytes: max(limit-(used-cache), 0), Source: source}, true
+}
+
+// pageCache returns the reclaimable page cache that the usage of the group
+// in directory dir counts, from its memory.stat; 0 if that cannot be read.
+func (r reader) pageCache(h hierarchy, dir string) int64 {
+	stat := r.read(fsPath(dir, "memory.stat"))
+	for _, key := range h.cacheKeys {
+		if n, ok := parseMemoryStat(stat, key); ok {
+			return n
+		}
+	}
+	return 0
+}
+
+// parseMemoryStat returns the value of key's first line of a memory.stat
+// ("inactive_file 1073741824"), if it is a count of at least 0.
+func parseMemoryStat(b []byte, key string) (int64, bool) {
+	for line := range bytes.SplitSeq(b, []byte("\n")) {
+		f := strings.Fields(string(line))
+		if len(f) != 2 || f[0] != key {
+			continue
+		}
+		n, err := strconv.ParseInt(f[1], 10, 64)
+		return n, err == nil && n >= 0
+	}
+	return 0, false
 }
 
 // place finds h's mount holding cgroup p: the first whose root is p or a

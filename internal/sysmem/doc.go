@@ -19,6 +19,12 @@
 //     more count as none. A parent whose memory.use_hierarchy is 0 does not
 //     charge its children, and ends the walk.
 //
+// A cgroup's usage counts the page cache, which the kernel reclaims before
+// it refuses memory. Like container runtimes' "working set", the usage is
+// taken without the inactive file cache of the group's memory.stat
+// (inactive_file in v2, total_inactive_file in v1, else inactive_file),
+// never below 0; without a readable memory.stat, the whole usage counts.
+//
 // The smallest room wins: a process is stopped by whichever limit it reaches
 // first. A group the mount cannot reach, as under a cgroup namespace
 // ("/../.."), or whose directory is missing, is read at the mount's root,

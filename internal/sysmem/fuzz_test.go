@@ -1,6 +1,7 @@
 package sysmem
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -37,7 +38,7 @@ func FuzzParseMountinfo(f *testing.F) {
 			}
 		}
 		h := hierarchy{fstype: "cgroup", option: "memory"}
-		if m, rel, ok := h.place(mounts, cg); ok && (!strings.HasPrefix(rel, "/") || strings.Contains(rel, "..")) {
+		if m, rel, ok := h.place(mounts, cg); ok && (!strings.HasPrefix(rel, "/") || slices.Contains(strings.Split(rel, "/"), "..")) {
 			t.Fatalf("%q in %q: mount %+v, relative path %q", cg, b, m, rel)
 		}
 	})
@@ -64,6 +65,28 @@ func FuzzParseBytes(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if n, ok := parseBytes(b); ok && n < 0 {
 			t.Fatalf("%q: %d bytes", b, n)
+		}
+	})
+}
+
+// FuzzParseMemoryStat: any memory.stat gives a count of at least 0, and a
+// cgroup's room with it is at least the limit less the whole usage and at
+// most the limit.
+func FuzzParseMemoryStat(f *testing.F) {
+	for _, s := range []string{v2Stat, v1Stat, "inactive_file 0\n", "inactive_file -1\n", "inactive_file 1 2\n",
+		"inactive_file 99999999999999999999\n", "inactive_file\n", "total_inactive_file 1\ninactive_file 2\n", "", "\x00"} {
+		f.Add([]byte(s), "inactive_file")
+	}
+	f.Add([]byte(v1Stat), "total_inactive_file")
+	f.Fuzz(func(t *testing.T, b []byte, key string) {
+		if n, ok := parseMemoryStat(b, key); ok && n < 0 {
+			t.Fatalf("%q, %q: %d bytes", b, key, n)
+		}
+		const limit, used = 2 << 30, 3 << 29
+		fsys := machine(map[string]string{"a/memory.max": "2147483648\n", "a/memory.current": "1610612736\n", "a/memory.stat": string(b)})
+		h := hierarchy{limitFile: "memory.max", usageFile: "memory.current", cacheKeys: []string{key, "inactive_file"}}
+		if l, ok := (reader{fsys}).cgroupRoom(h, "/a", "/a"); !ok || l.Bytes < limit-used || l.Bytes > limit {
+			t.Fatalf("%q, %q: room %+v, %v", b, key, l, ok)
 		}
 	})
 }

@@ -12,11 +12,12 @@ import (
 // Limit is the memory this process can still use and the limit that sets it.
 type Limit struct {
 	// Bytes is the room left: the limit less what is in use, at least 0.
+	// A cgroup's reclaimable page cache is room, not use.
 	Bytes int64
 	// Source names the limit for messages: "MemAvailable of /proc/meminfo",
-	// "cgroup v2 memory.max of /user.slice/x: 4.0 GiB, 1.2 GiB in use",
-	// "cgroup v1 memory.limit_in_bytes of /process_api/abc: 1.5 GiB,
-	// 210.0 MiB in use".
+	// "cgroup v2 memory.max of /user.slice/x: 4.0 GiB, 1.2 GiB in use
+	// (600.0 MiB page cache not counted)", "cgroup v1
+	// memory.limit_in_bytes of /process_api/abc: 1.5 GiB, 210.0 MiB in use".
 	Source string
 }
 
@@ -50,12 +51,14 @@ func (r reader) limits() []Limit {
 	mounts := parseMountinfo(r.read("proc/self/mountinfo"))
 	var out []Limit
 	if self.v2 != "" {
-		h := hierarchy{name: "cgroup v2", fstype: "cgroup2", limitFile: "memory.max", usageFile: "memory.current"}
+		h := hierarchy{name: "cgroup v2", fstype: "cgroup2", limitFile: "memory.max", usageFile: "memory.current",
+			cacheKeys: []string{"inactive_file"}}
 		out = append(out, r.cgroupLimits(h, mounts, self.v2)...)
 	}
 	if self.v1 != "" {
 		h := hierarchy{name: "cgroup v1", fstype: "cgroup", option: "memory",
-			limitFile: "memory.limit_in_bytes", usageFile: "memory.usage_in_bytes", hierarchyFile: "memory.use_hierarchy"}
+			limitFile: "memory.limit_in_bytes", usageFile: "memory.usage_in_bytes", hierarchyFile: "memory.use_hierarchy",
+			cacheKeys: []string{"total_inactive_file", "inactive_file"}}
 		out = append(out, r.cgroupLimits(h, mounts, self.v1)...)
 	}
 	if n, ok := parseMeminfo(r.read("proc/meminfo")); ok {

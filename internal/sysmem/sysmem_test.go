@@ -156,6 +156,98 @@ func TestCgroupV1Namespace(t *testing.T) {
 	check(t, machine(files), 2*gib, "cgroup v1 memory.limit_in_bytes of /process_api/abc: 3.0 GiB, 1.0 GiB in use")
 }
 
+// v2Stat and v1Stat are memory.stat files, cut short: v2's inactive_file
+// is 1 GiB; v1's is 256 MiB in the group itself and 512 MiB with its
+// children (total_inactive_file).
+const (
+	v2Stat = "anon 268435456\nfile 1342177280\nkernel 8388608\nactive_anon 0\ninactive_anon 268435456\n" +
+		"active_file 268435456\ninactive_file 1073741824\nunevictable 0\n"
+	v1Stat = "cache 805306368\nrss 268435456\nactive_file 134217728\ninactive_file 268435456\n" +
+		"hierarchical_memory_limit 1610612736\ntotal_cache 805306368\ntotal_rss 268435456\n" +
+		"total_active_file 134217728\ntotal_inactive_file 536870912\n"
+)
+
+// TestCgroupV2PageCache: memory.stat's inactive_file is room, not usage,
+// and never takes the usage below 0.
+func TestCgroupV2PageCache(t *testing.T) {
+	files := map[string]string{cgroupFile: "0::/\n", mountinfoFile: v2Mounts, meminfoFile: meminfo,
+		"sys/fs/cgroup/memory.max": "2147483648\n", "sys/fs/cgroup/memory.current": "1610612736\n"} // 2, 1.5 GiB
+	check(t, machine(files), 512<<20, "cgroup v2 memory.max of /: 2.0 GiB, 1.5 GiB in use")
+	files["sys/fs/cgroup/memory.stat"] = v2Stat
+	check(t, machine(files), 1536<<20, "cgroup v2 memory.max of /: 2.0 GiB, 512.0 MiB in use (1.0 GiB page cache not counted)")
+	// Read a moment apart, the cache may exceed the usage.
+	files["sys/fs/cgroup/memory.current"] = "536870912\n"
+	check(t, machine(files), 2*gib, "cgroup v2 memory.max of /: 2.0 GiB, 0.0 MiB in use (512.0 MiB page cache not counted)")
+	// No inactive file cache: nothing is said of it.
+	files["sys/fs/cgroup/memory.stat"] = "anon 1\ninactive_file 0\n"
+	check(t, machine(files), 1536<<20, "cgroup v2 memory.max of /: 2.0 GiB, 512.0 MiB in use")
+}
+
+// TestCgroupV1PageCache: v1 takes the hierarchical total_inactive_file,
+// which its hierarchical usage counts, else the group's own inactive_file.
+func TestCgroupV1PageCache(t *testing.T) {
+	const dir = "sys/fs/cgroup/memory/process_api/abc/"
+	files := map[string]string{cgroupFile: v1Self, mountinfoFile: v1Mounts, meminfoFile: meminfo,
+		dir + "memory.limit_in_bytes": "1610612736\n", dir + "memory.usage_in_bytes": "1073741824\n", // 1.5, 1 GiB
+		dir + "memory.stat": v1Stat}
+	const source = "cgroup v1 memory.limit_in_bytes of /process_api/abc: 1.5 GiB, "
+	check(t, machine(files), 1<<30, source+"512.0 MiB in use (512.0 MiB page cache not counted)")
+	files[dir+"memory.stat"] = strings.ReplaceAll(v1Stat, "total_inactive_file", "total_x")
+	check(t, machine(files), 768<<20, source+"768.0 MiB in use (256.0 MiB page cache not counted)")
+	files[dir+"memory.stat"] = strings.ReplaceAll(v1Stat, "total_inactive_file 536870912", "total_inactive_file ?")
+	check(t, machine(files), 768<<20, source+"768.0 MiB in use (256.0 MiB page cache not counted)")
+	delete(files, dir+"memory.stat")
+	check(t, machine(files), 512<<20, source+"1.0 GiB in use")
+}
+
+// TestMemoryStatGarbage: a memory.stat that is missing, a directory or
+// garbled leaves the whole usage counted.
+func TestMemoryStatGarbage(t *testing.T) {
+	const dir = "sys/fs/cgroup/a/"
+	for name, stat := range map[string]string{
+		"directory":     "/",
+		"empty":         "",
+		"value garbled": "inactive_file lots\n",
+		"negative":      "inactive_file -1\n",
+		"too big":       "inactive_file 99999999999999999999\n",
+		"no value":      "inactive_file\ninactive_file 1 kB\n",
+		"other keys":    "inactive_file: 1073741824\nInactive_file 1073741824\ntotal_inactive_file 1073741824\n",
+		"binary":        "\x00\xff inactive_file\n\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			files := map[string]string{cgroupFile: "0::/a\n", mountinfoFile: v2Mounts, meminfoFile: meminfo,
+				dir + "memory.max": "2147483648\n", dir + "memory.current": "1610612736\n"}
+			if stat == "/" {
+				files[dir+"memory.stat/"] = "" // a directory
+			} else {
+				files[dir+"memory.stat"] = stat
+			}
+			check(t, machine(files), 512<<20, "cgroup v2 memory.max of /a: 2.0 GiB, 1.5 GiB in use")
+		})
+	}
+}
+
+func TestParseMemoryStat(t *testing.T) {
+	for _, c := range []struct {
+		stat, key string
+		n         int64
+		ok        bool
+	}{
+		{v2Stat, "inactive_file", 1 << 30, true},
+		{v1Stat, "total_inactive_file", 512 << 20, true},
+		{v1Stat, "inactive_file", 256 << 20, true},
+		{"inactive_file 5\ninactive_file 6\n", "inactive_file", 5, true},
+		{" inactive_file\t7 \r\n", "inactive_file", 7, true},
+		{v2Stat, "total_inactive_file", 0, false},
+		{"inactive_file x\n", "inactive_file", 0, false},
+		{"", "inactive_file", 0, false},
+	} {
+		if n, ok := parseMemoryStat([]byte(c.stat), c.key); n != c.n && c.ok || ok != c.ok {
+			t.Errorf("parseMemoryStat(%q, %q) = %d, %v, want %d, %v", c.stat, c.key, n, ok, c.n, c.ok)
+		}
+	}
+}
+
 // TestMeminfoSmallerThanCgroup: MemAvailable below the cgroups' room wins.
 func TestMeminfoSmallerThanCgroup(t *testing.T) {
 	files := map[string]string{cgroupFile: v1Self, mountinfoFile: v1Mounts,
