@@ -13,10 +13,15 @@
 // in its loop, and a softmax row paid for a 14-vector struct copy on every
 // call.
 //
-// The check follows each function's control flow (branches, fall-through;
-// calls return to the next instruction with the state they found) from a
-// clean state at its entry, on the disassembly of GNU objdump (binutils),
-// the only disassembler on the machine that decodes EVEX (AVX-512).
+// The check follows each function's control flow (branches, fall-through,
+// not runtime panics nor the stack-growth retry) and the calls between the
+// checked functions: a function is entered dirty when any call site
+// reaches it dirty, and a call leaves the state the callee exits with.
+// Calls into other code (the runtime's memmove, say) are taken to leave
+// the state as it was: what they run is not checked. Functions in
+// _test.go files are left out. It reads the disassembly of GNU objdump
+// (binutils), the only disassembler on the machine that decodes EVEX
+// (AVX-512).
 package asmcheck
 
 import (
@@ -63,11 +68,47 @@ func LegacySSEWhileDirty(binary, prefix string) ([]Finding, error) {
 		return nil, fmt.Errorf("objdump %s: %w", binary, err)
 	}
 	assign(fs, parse(out))
-	var found []Finding
-	for _, f := range fs {
-		found = append(found, f.scan()...)
+	return scanAll(fs), nil
+}
+
+// scanAll scans every function, across the calls between them: a
+// function is entered dirty if any of its call sites is reached dirty, and
+// a call to it leaves the state it exits with (the runtime's and other
+// unchecked functions leave the caller's state as it was). It iterates
+// until no entry or exit state changes.
+func scanAll(fs []function) []Finding {
+	byEntry := make(map[uint64]int, len(fs))
+	for i, f := range fs {
+		byEntry[f.entry] = i
 	}
-	return found, nil
+	entry, exit := make([]bool, len(fs)), make([]bool, len(fs))
+	var found []Finding
+	for changed := true; changed; {
+		changed, found = false, nil
+		for i := range fs {
+			r := fs[i].scan(entry[i], func(target uint64, dirty bool) (bool, bool) {
+				j, ok := byEntry[target]
+				if !ok {
+					return dirty, false
+				}
+				if dirty && !entry[j] {
+					entry[j], changed = true, true
+				}
+				return exit[j], true
+			})
+			if r.exitDirty && !exit[i] {
+				exit[i], changed = true, true
+			}
+			found = append(found, r.found...)
+		}
+	}
+	return found
+}
+
+// scanResult is what scan finds in one function.
+type scanResult struct {
+	found     []Finding
+	exitDirty bool // a return is reached with dirty upper halves
 }
 
 // noReturn lists the runtime functions a call never returns from: the
@@ -111,9 +152,13 @@ func functions(binary, prefix string) ([]function, error) {
 	var fs []function
 	dead := noReturnCalls(table)
 	for _, fn := range table.Funcs {
-		if strings.HasPrefix(fn.Name, prefix) {
-			fs = append(fs, function{name: fn.Name, entry: fn.Entry, end: fn.End, noReturn: dead})
+		if !strings.HasPrefix(fn.Name, prefix) {
+			continue
 		}
+		if file, _, _ := table.PCToLine(fn.Entry); strings.HasSuffix(file, "_test.go") {
+			continue // a test's own code (it may call a vector helper and go on dirty) is not checked
+		}
+		fs = append(fs, function{name: fn.Name, entry: fn.Entry, end: fn.End, noReturn: dead})
 	}
 	if len(fs) == 0 {
 		return nil, fmt.Errorf("%s has no function named %s…", binary, prefix)
@@ -158,7 +203,8 @@ func parse(out []byte) []inst {
 		if err != nil {
 			continue
 		}
-		ins = append(ins, inst{a, strings.Join(strings.Fields(m[2]), " ")})
+		text, _, _ := strings.Cut(m[2], "#") // objdump's "# 652d4c <$f32.80000000>" after RIP-relative operands
+		ins = append(ins, inst{a, strings.Join(strings.Fields(text), " ")})
 	}
 	return ins
 }
@@ -179,10 +225,12 @@ func assign(fs []function, ins []inst) {
 }
 
 // scan returns the function's legacy-SSE writes of an XMM register that
-// execute, on some path from the entry, while the upper halves are dirty:
-// a forward data flow over the instructions, each either clean or dirty
-// on entry (dirty if any predecessor leaves it dirty).
-func (f function) scan() []Finding {
+// execute, on some path from the entry (entered dirty or clean), while
+// the upper halves are dirty: a forward data flow over the instructions,
+// each either clean or dirty on entry (dirty if any predecessor leaves it
+// dirty). call tells, for a direct call's target and the state at the
+// call, the state after it and whether the target is a checked function.
+func (f function) scan(entryDirty bool, call func(target uint64, dirty bool) (after, known bool)) scanResult {
 	index := make(map[uint64]int, len(f.insts))
 	for i, in := range f.insts {
 		index[in.addr] = i
@@ -196,22 +244,42 @@ func (f function) scan() []Finding {
 		reached[i], dirty[i] = true, dirty[i] || d
 		work = append(work, i)
 	}
-	visit(0, false)
+	visit(0, entryDirty)
+	var r scanResult
 	for len(work) > 0 {
 		i := work[len(work)-1]
 		work = work[:len(work)-1]
-		out := after(f.insts[i].text, dirty[i])
+		text := f.insts[i].text
+		out := after(text, dirty[i])
+		if t, ok := callTarget(text); ok && call != nil {
+			out, _ = call(t, dirty[i])
+		}
+		if strings.HasPrefix(text, "ret") && dirty[i] {
+			r.exitDirty = true
+		}
 		for _, s := range f.successors(i, index) {
 			visit(s, out)
 		}
 	}
-	var found []Finding
 	for i, in := range f.insts {
 		if dirty[i] && legacySSEWrite(in.text) {
-			found = append(found, Finding{f.name, in.addr, in.text})
+			r.found = append(r.found, Finding{f.name, in.addr, in.text})
 		}
 	}
-	return found
+	return r
+}
+
+// callTarget returns a direct call's target address.
+func callTarget(text string) (uint64, bool) {
+	if !strings.HasPrefix(text, "call") {
+		return 0, false
+	}
+	m := target64.FindStringSubmatch(text)
+	if m == nil {
+		return 0, false
+	}
+	t, err := strconv.ParseUint(m[1], 16, 64)
+	return t, err == nil
 }
 
 // after returns whether the upper halves are dirty after an instruction

@@ -66,7 +66,7 @@ func TestScanFollowsTheControlFlow(t *testing.T) {
 	assign(fs, parse([]byte(dump)))
 	var got []string
 	for _, f := range fs {
-		for _, x := range f.scan() {
+		for _, x := range f.scan(false, nil).found {
 			got = append(got, x.String())
 		}
 	}
@@ -97,5 +97,43 @@ func TestLegacySSEWrite(t *testing.T) {
 		if got := legacySSEWrite(text); got != want {
 			t.Errorf("legacySSEWrite(%q) = %v, want %v", text, got, want)
 		}
+	}
+}
+
+// TestScanAllFollowsCalls: a scalar helper called while dirty is entered
+// dirty (its MOVSS reported), a constant load with objdump's comment is a
+// write, and after a call to a helper that returns clean the caller is
+// clean.
+func TestScanAllFollowsCalls(t *testing.T) {
+	const code = `
+  403000:	vaddps %zmm1,%zmm2,%zmm3
+  403006:	call   0x403040
+  40300b:	movss  0xc2ce4(%rip),%xmm1        # 4c5cf4 <$f32.80000000>
+  403013:	call   0x403060
+  403018:	cvtss2sd %xmm1,%xmm1
+  40301c:	ret
+  403040:	movss  0xc2ce4(%rip),%xmm0        # 4c5d2c <$f32.3f800000>
+  403048:	mulss  %xmm0,%xmm1
+  40304c:	ret
+  403060:	vzeroupper
+  403063:	ret
+`
+	fs := []function{
+		{name: "pkg.kernel", entry: 0x403000, end: 0x403040},
+		{name: "pkg.scalarTail", entry: 0x403040, end: 0x403060},
+		{name: "pkg.clean", entry: 0x403060, end: 0x403070},
+	}
+	assign(fs, parse([]byte(code)))
+	var got []string
+	for _, x := range scanAll(fs) {
+		got = append(got, x.String())
+	}
+	want := []string{
+		"pkg.kernel at 0x40300b: movss 0xc2ce4(%rip),%xmm1",
+		"pkg.scalarTail at 0x403040: movss 0xc2ce4(%rip),%xmm0",
+		"pkg.scalarTail at 0x403048: mulss %xmm0,%xmm1",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("findings\n%q\nwant\n%q", got, want)
 	}
 }

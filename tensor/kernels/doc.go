@@ -61,12 +61,15 @@
 // float64 bits, and a float32 result rounded from it by one ulp; every accuracy bound above
 // holds in both builds.
 //
-// No vector loop may hold a legacy-SSE instruction that writes an XMM register (the compiler
-// emits one for a broadcast zero or a shift count, and for the scalar tail of a loop nest): on
-// an Intel Xeon with dirty AVX-512 upper halves each such instruction stalls, and one MOVQ made
-// F32ToBF16 run at 0.7 GB/s instead of 26 (2026-11-28). TestNoLegacySSEInVectorLoops reads the
-// kernels' machine code for them (package internal/asmcheck); scalar code after vector code
-// clears the upper halves first (archsimd.ClearAVXUpperBits).
+// No legacy-SSE instruction that writes an XMM register may run while the vector registers'
+// upper halves are dirty (the compiler emits them for a broadcast zero, a shift count, a struct
+// copy, a horizontal sum, the scalar tail of a loop, and runtime.memmove emits them for short
+// copies): on an Intel Xeon each one stalls, and one MOVQ made F32ToBF16 run at 0.7 GB/s
+// instead of 26 (2026-11-28). TestNoLegacySSEWhileDirty reads the kernels' machine code for
+// them, across the calls between the kernels' functions (package internal/asmcheck); scalar
+// code after vector code clears the upper halves first (archsimd.ClearAVXUpperBits, and the
+// scalar fallbacks a vector loop calls clear them on entry), constants are read through a
+// pointer, and partial vectors move through integer loads and stores.
 //
 // # Parallelism
 //

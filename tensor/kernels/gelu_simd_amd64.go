@@ -293,7 +293,14 @@ func geluBackward16(g *vgelu16, dx, dy, x, bias, dbias []float32) {
 
 // geluChunkForward is the scalar loop for one chunk (at most sixteen elements) at offset i
 // of the row: y = gelu(x + bias[i:]) (bias may be nil).
+//
+// It is called from the vector loops and clears the upper halves first: its scalar code would
+// otherwise stall on an Intel Xeon (package internal/asmcheck). Not inlined, so that the
+// caller's vectors are saved around the call.
+//
+//go:noinline
 func geluChunkForward(y, x, bias []float32, i int) {
+	archsimd.ClearAVXUpperBits()
 	var u [16]float32
 	uc := u[:len(x)]
 	copy(uc, x)
@@ -307,7 +314,11 @@ func geluChunkForward(y, x, bias []float32, i int) {
 
 // geluChunkBackward is the scalar loop for one chunk at offset i of the row: dx = dy·gelu'(x +
 // bias[i:]) (bias may be nil; dbias is left to the caller).
+// It clears the upper halves first, as geluChunkForward.
+//
+//go:noinline
 func geluChunkBackward(dx, dy, x, bias []float32, i int) {
+	archsimd.ClearAVXUpperBits()
 	var u [16]float32
 	uc := u[:len(x)]
 	copy(uc, x)

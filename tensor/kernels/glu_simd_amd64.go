@@ -20,13 +20,13 @@ func swigluRowSIMD(y, gate, up []float32) bool {
 			g := ld16(gate, i)
 			z := zero.Sub(g)
 			if !e.inRange(z) {
-				swigluForwardGo(y[i:i+16], gate[i:i+16], up[i:i+16])
+				swigluForwardScalar(y[i:i+16], gate[i:i+16], up[i:i+16])
 				continue
 			}
 			s := one.Div(one.Add(e.core(z)))
 			st16(g.Mul(s).Mul(ld16(up, i)), y, i)
 		}
-		swigluForwardGo(y[n:], gate[n:], up[n:])
+		swigluForwardScalar(y[n:], gate[n:], up[n:])
 	case hasAVX2():
 		e := vexp8Consts()
 		one := e.one
@@ -36,13 +36,13 @@ func swigluRowSIMD(y, gate, up []float32) bool {
 			g := ld8(gate, i)
 			z := zero.Sub(g)
 			if !e.inRange(z) {
-				swigluForwardGo(y[i:i+8], gate[i:i+8], up[i:i+8])
+				swigluForwardScalar(y[i:i+8], gate[i:i+8], up[i:i+8])
 				continue
 			}
 			s := one.Div(one.Add(e.core(z)))
 			st8(g.Mul(s).Mul(ld8(up, i)), y, i)
 		}
-		swigluForwardGo(y[n:], gate[n:], up[n:])
+		swigluForwardScalar(y[n:], gate[n:], up[n:])
 	default:
 		return false
 	}
@@ -62,7 +62,7 @@ func swigluGradRowSIMD(dg, dup, dy, gate, up []float32) bool {
 			g := ld16(gate, i)
 			z := zero.Sub(g)
 			if !e.inRange(z) {
-				swigluBackwardGo(dg[i:i+16], dup[i:i+16], dy[i:i+16], gate[i:i+16], up[i:i+16])
+				swigluBackwardScalar(dg[i:i+16], dup[i:i+16], dy[i:i+16], gate[i:i+16], up[i:i+16])
 				continue
 			}
 			s := one.Div(one.Add(e.core(z)))
@@ -70,7 +70,7 @@ func swigluGradRowSIMD(dg, dup, dy, gate, up []float32) bool {
 			st16(d.Mul(g).Mul(s), dup, i)
 			st16(d.Mul(ld16(up, i)).Mul(s.Mul(one.Add(g.Mul(one.Sub(s))))), dg, i)
 		}
-		swigluBackwardGo(dg[n:], dup[n:], dy[n:], gate[n:], up[n:])
+		swigluBackwardScalar(dg[n:], dup[n:], dy[n:], gate[n:], up[n:])
 	case hasAVX2():
 		e := vexp8Consts()
 		one := e.one
@@ -80,7 +80,7 @@ func swigluGradRowSIMD(dg, dup, dy, gate, up []float32) bool {
 			g := ld8(gate, i)
 			z := zero.Sub(g)
 			if !e.inRange(z) {
-				swigluBackwardGo(dg[i:i+8], dup[i:i+8], dy[i:i+8], gate[i:i+8], up[i:i+8])
+				swigluBackwardScalar(dg[i:i+8], dup[i:i+8], dy[i:i+8], gate[i:i+8], up[i:i+8])
 				continue
 			}
 			s := one.Div(one.Add(e.core(z)))
@@ -88,10 +88,27 @@ func swigluGradRowSIMD(dg, dup, dy, gate, up []float32) bool {
 			st8(d.Mul(g).Mul(s), dup, i)
 			st8(d.Mul(ld8(up, i)).Mul(s.Mul(one.Add(g.Mul(one.Sub(s))))), dg, i)
 		}
-		swigluBackwardGo(dg[n:], dup[n:], dy[n:], gate[n:], up[n:])
+		swigluBackwardScalar(dg[n:], dup[n:], dy[n:], gate[n:], up[n:])
 	default:
 		return false
 	}
 	archsimd.ClearAVXUpperBits()
 	return true
+}
+
+// swigluForwardScalar and swigluBackwardScalar are the scalar loops for the chunks the vector
+// loops leave (out of the exponential's range, and the tails), called from those loops: they
+// clear the upper halves first, as geluChunkForward, and are not inlined so that the
+// caller's vectors are saved around the call.
+//
+//go:noinline
+func swigluForwardScalar(y, gate, up []float32) {
+	archsimd.ClearAVXUpperBits()
+	swigluForwardGo(y, gate, up)
+}
+
+//go:noinline
+func swigluBackwardScalar(dg, dup, dy, gate, up []float32) {
+	archsimd.ClearAVXUpperBits()
+	swigluBackwardGo(dg, dup, dy, gate, up)
 }

@@ -15,7 +15,7 @@ import "simd/archsimd"
 // XMM register with a legacy-SSE MOVQ inside the loop, and on an Intel
 // Xeon with AMX an SSE instruction among dirty AVX-512 registers stalled
 // each iteration: 0.7 GB/s instead of 26 (BenchmarkF32ToBF16, 2026-11-28).
-// TestNoLegacySSEInVectorLoops keeps such instructions out of every loop.
+// TestNoLegacySSEWhileDirty keeps such instructions out of the kernels.
 
 func f32ToBF16SIMD(dst []uint16, src []float32) int {
 	if !hasAVX512() {
