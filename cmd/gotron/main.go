@@ -19,10 +19,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gotron/gotron/tensor/blas"
 	"github.com/spf13/cobra"
 )
 
 func main() {
+	// OpenBLAS is loaded first, before the signal watcher and the ranks
+	// start threads: loading sets OPENBLAS_CORETYPE (package blas).
+	blas.Load()
 	ctx, in := watchSignals()
 	root := newRoot()
 	root.SetArgs(megatronArgs(os.Args[1:]))

@@ -1,10 +1,7 @@
 package blas
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"os"
 	"strings"
 
 	"golang.org/x/sys/cpu"
@@ -24,27 +21,11 @@ type Features struct {
 func cpuFeatures() Features {
 	x := cpu.X86
 	return Features{
-		AMD:        isAMD(),
 		AVX512BF16: x.HasAVX512BF16,
 		AVX512F:    x.HasAVX512F, AVX512VL: x.HasAVX512VL, AVX512BW: x.HasAVX512BW, AVX512DQ: x.HasAVX512DQ,
 		AVX512CD: x.HasAVX512CD,
 		AVX2:     x.HasAVX2, FMA: x.HasFMA, AVX: x.HasAVX, SSE42: x.HasSSE42,
 	}
-}
-
-// isAMD reports whether /proc/cpuinfo names AMD as the CPU's vendor.
-func isAMD() bool {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return false
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "vendor_id" {
-			return strings.TrimSpace(v) == "AuthenticAMD"
-		}
-	}
-	return false
 }
 
 // CoreTypeFor returns the OpenBLAS kernel (an OPENBLAS_CORETYPE name of
@@ -58,8 +39,8 @@ func isAMD() bool {
 //   - AVX-512 F, VL, BW, DQ and CD with AVX-512 BF16: Cooperlake
 //     (SkylakeX's float32 kernels and bfloat16 ones);
 //   - AVX-512 F, VL, BW, DQ and CD: SkylakeX;
-//   - AVX2 and FMA: Zen on AMD, Haswell otherwise (the same float32
-//     kernels, with block sizes tuned for each);
+//   - AVX2 and FMA: Haswell, on AMD too (Zen's float32 kernels are
+//     Haswell's, and measured no faster: tools/torchref/bench.py);
 //   - AVX: Sandybridge; SSE4.2: Nehalem.
 func CoreTypeFor(f Features) string {
 	avx512 := f.AVX512F && f.AVX512VL && f.AVX512BW && f.AVX512DQ && f.AVX512CD
@@ -68,8 +49,6 @@ func CoreTypeFor(f Features) string {
 		return "Cooperlake"
 	case avx512:
 		return "SkylakeX"
-	case f.AVX2 && f.FMA && f.AMD:
-		return "Zen"
 	case f.AVX2 && f.FMA:
 		return "Haswell"
 	case f.AVX:
@@ -94,6 +73,8 @@ func (l loaded) describe() string {
 	switch {
 	case l.err != "":
 		return fmt.Sprintf("gonum (pure Go, several times slower: OpenBLAS could not be loaded: %s; install Debian's libopenblas0)", l.err)
+	case l.pinned && !strings.EqualFold(l.core, l.env):
+		return fmt.Sprintf("OpenBLAS %s (its own choice: it does not know OPENBLAS_CORETYPE=%s)", l.core, l.env)
 	case l.pinned:
 		return fmt.Sprintf("OpenBLAS %s (OPENBLAS_CORETYPE=%s)", l.core, l.env)
 	case l.chose == "":

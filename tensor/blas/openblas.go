@@ -112,6 +112,12 @@ func Threads() int {
 }
 
 // Kernel names the BLAS in use, the CPU kernel it runs and who chose it,
-// for example "OpenBLAS SkylakeX (chosen for AVX-512)" or "OpenBLAS
-// Haswell (OPENBLAS_CORETYPE=Haswell)".
+// for example "OpenBLAS SkylakeX (chosen by gotron from the CPU's
+// features)" or "OpenBLAS Haswell (OPENBLAS_CORETYPE=Haswell)". Its first
+// call loads the library: a program calls it (or Load) before it starts
+// other threads, as the setenv that precedes the load is not safe beside
+// getenv calls on other threads.
 func Kernel() string { return openBLAS().describe() }
+
+// Load loads the BLAS library now (Kernel's first call does the same).
+func Load() { openBLAS() }

@@ -15,3 +15,6 @@ func Threads() int { return 1 }
 
 // Kernel names the BLAS in use.
 func Kernel() string { return "gonum (pure Go)" }
+
+// Load does nothing: the pure-Go BLAS needs no loading.
+func Load() {}
