@@ -52,6 +52,11 @@ precision: build $(TRAIN_DATA)_text_document.idx
 
 test: test-go test-mpi
 
+# Tests measure the bf16 plan in their own processes and keep nothing
+# (dnnl.Plan): a measurement taken among parallel test processes is not
+# one to keep for later runs.
+test-go test-mpi fuzz fuzz-brief: export GOTRON_CACHE_DIR := off
+
 # Every fuzz target (every func Fuzz... in a *_test.go file, found by
 # scripts/fuzz.sh) for FUZZTIME each; make test runs each for FUZZBRIEF.
 # A failing input lands in PKG/testdata/fuzz/NAME/: a bug to fix.

@@ -68,8 +68,12 @@ type AttentionOptions struct {
 // attention's GEMMs run natively or on widened values as dnnl.Plan says
 // for small GEMMs (its blocks are 64 rows).
 func Attention(t *autograd.Tape, qkv *autograd.Var, heads int, o AttentionOptions) *autograd.Var {
-	plan, err := dnnl.Plan()
-	return attention(t, qkv, heads, o, err != nil || plan.Small == dnnl.Widened)
+	widen := false
+	if o.DType == tensor.BFloat16 {
+		plan, err := dnnl.Plan()
+		widen = err != nil || plan.Small == dnnl.Widened
+	}
+	return attention(t, qkv, heads, o, widen)
 }
 
 // attention is Attention with the bfloat16 path given: widened or native.

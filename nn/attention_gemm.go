@@ -61,7 +61,9 @@ func gemm(transA, transB bool, m, n, k int, a operand, lda int, b operand, ldb i
 		blas.Sgemm(transA, transB, m, n, k, 1, a.f, lda, b.f, ldb, 0, c, ldc)
 		return
 	}
-	if err := dnnl.GemmBF16(transA, transB, m, n, k, 1, a.h, lda, b.h, ldb, 0, c, ldc, 1); err != nil {
+	// Native: the attention chose its path once, by the plan's Small path,
+	// for all its blocks (some are above dnnl.LargeFLOPs).
+	if err := dnnl.GemmBF16On(dnnl.Native, transA, transB, m, n, k, 1, a.h, lda, b.h, ldb, 0, c, ldc, 1); err != nil {
 		panic(fmt.Sprintf("nn: attention GEMM: %v", err))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/gotron/gotron/internal/numtest"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
+	"github.com/gotron/gotron/tensor/dnnl"
 )
 
 // TestAttentionHalfPrecision: the attention core with its GEMMs in
@@ -63,6 +64,9 @@ func TestAttentionHalfPrecision(t *testing.T) {
 // the same rounded operands — keeps the same bytes for backward, and
 // stays off float32's result.
 func TestAttentionBF16Paths(t *testing.T) {
+	if !dnnl.Available() {
+		t.Skip("no native bfloat16 GEMM on this CPU or build: " + dnnl.Version())
+	}
 	x := gradcheck.Randn(6, 1, bigAttn.qkv()...)
 	op := func(widen bool) opFunc {
 		return func(t *autograd.Tape, in []*autograd.Var) *autograd.Var {

@@ -55,26 +55,29 @@ func GemmKernels(bf16 bool) []GemmKernel {
 	return []GemmKernel{OpenBLASF32}
 }
 
-// PickedGemmKernel returns the kernel GemmParallel runs C[m×n] = op(A)·op(B)
-// on, for float32 or bfloat16 operands (and attention's one-thread GEMMs:
-// workers 1). A bfloat16 pick follows dnnl.Plan, which it may measure.
-func PickedGemmKernel(bf16 bool, m, n, k int) (GemmKernel, error) {
+// PickedGemmKernel returns the kernel gotron runs C[m×n] = op(A)·op(B) on,
+// for float32 or bfloat16 operands: GemmParallel's choice, or with
+// attention the attention core's, whose one-thread block GEMMs run on
+// OpenBLAS in float32 and follow dnnl.Plan's Small path in bfloat16
+// whatever their size. A bfloat16 pick follows dnnl.Plan, which it may
+// measure.
+func PickedGemmKernel(bf16, attention bool, m, n, k int) (GemmKernel, error) {
 	flops := 2 * m * n * k
 	if bf16 {
 		p, err := dnnl.Plan()
 		if err != nil {
 			return 0, err
 		}
-		path := p.Small
-		if flops >= dnnl.LargeFLOPs {
-			path = p.Large
+		path := p.For(flops)
+		if attention {
+			path = p.Small
 		}
 		if path == dnnl.Native {
 			return OneDNNBF16, nil
 		}
 		return BF16Widened, nil
 	}
-	if flops >= minLargeFLOPs && dnnl.F32() {
+	if !attention && flops >= minLargeFLOPs && dnnl.F32() {
 		return OneDNNF32, nil
 	}
 	return OpenBLASF32, nil

@@ -35,8 +35,11 @@ func TestGemmKernelsCompute(t *testing.T) {
 			}
 		}
 	}
-	if k, err := PickedGemmKernel(false, 64, 64, 64); err != nil || k != OpenBLASF32 {
+	if k, err := PickedGemmKernel(false, false, 64, 64, 64); err != nil || k != OpenBLASF32 {
 		t.Errorf("a small float32 GEMM picks %v, %v; want OpenBLAS", k, err)
+	}
+	if k, err := PickedGemmKernel(false, true, 64, 512, 128); err != nil || k != OpenBLASF32 {
+		t.Errorf("a 8 MFLOP attention block in float32 picks %v, %v; want OpenBLAS (the attention calls it)", k, err)
 	}
 }
 

@@ -193,13 +193,7 @@ func GemmVarying(workers int, transA, transB bool, alpha float32, a, b *Tensor, 
 // start-up; GemmBF16 reports it).
 func widenedBF16(flops int) bool {
 	p, err := dnnl.Plan()
-	if err != nil {
-		return false
-	}
-	if flops >= dnnl.LargeFLOPs {
-		return p.Large == dnnl.Widened
-	}
-	return p.Small == dnnl.Widened
+	return err == nil && p.For(flops) == dnnl.Widened
 }
 
 // sgemm is one call of package blas (single-threaded OpenBLAS, or gonum

@@ -10,7 +10,6 @@ import (
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/optim"
 	"github.com/gotron/gotron/tensor"
-	"github.com/gotron/gotron/tensor/dnnl"
 )
 
 // Mixed precision, as Megatron's training layer sets it up:
@@ -222,11 +221,7 @@ func (t *trainer) precisionDesc() string {
 		grads = d.String()
 	}
 	s := fmt.Sprintf("%v with float32 main parameters and %s gradients", d, grads)
-	if d == tensor.BFloat16 {
-		if p, err := dnnl.Plan(); err == nil {
-			s += " (" + p.String() + ")"
-		}
-	}
+
 	switch sc := t.scaler.(type) {
 	case nil:
 		s += ", no loss scaling"

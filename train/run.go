@@ -197,6 +197,9 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 		}
 		log.printf("gotron: %d parameters%s, %s; world %d (%s, %s); %s; GEMM %s, %d thread(s) per rank\n",
 			gpt.NumParameters(a.Model), shape, t.precisionDesc(), world.Size(), layoutDesc(a, t.dp), batchDesc(a, t.dp), ds.desc, tensor.GemmLibraries(), t.tape.Workers())
+		if p, err := dnnl.Plan(); err == nil && a.Model.BF16 {
+			log.printf("gotron: %s\n", p)
+		}
 		if w := tensor.GemmWarning(); w != "" {
 			log.printf("gotron: warning: %s\n", w)
 		}

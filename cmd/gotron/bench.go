@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gotron/gotron/train"
 )
@@ -27,6 +29,13 @@ process, or, with --backend mpi, one per process of an mpirun job:
   mpirun -np 2 bin/gotron-mpi bench --backend mpi --configs medium --overlap-grad-reduce`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if gemm {
+				if err := gemmOnlyFlags(cmd); err != nil {
+					return err
+				}
+				o.BF16 = a.Model.BF16
+				return train.BenchGemm(cmd.Context(), cmd.OutOrStdout(), o)
+			}
 			if err := ddpFlags(cmd, &a); err != nil {
 				return err
 			}
@@ -45,12 +54,6 @@ process, or, with --backend mpi, one per process of an mpirun job:
 				return err
 			}
 			defer stop()
-			if gemm {
-				if backend != "local" || o.Breakdown || cpuProfile != "" {
-					return fmt.Errorf("--gemm measures the GEMM kernels in this process: give it without --backend mpi, --breakdown and --cpuprofile")
-				}
-				return train.BenchGemm(cmd.Context(), cmd.OutOrStdout(), o)
-			}
 			if backend == "mpi" {
 				return benchMPI(cmd.Context(), cmd.OutOrStdout(), o)
 			}
@@ -79,4 +82,22 @@ process, or, with --backend mpi, one per process of an mpirun job:
 	f.BoolVar(&gemm, "gemm", false, "instead of training, measure every GEMM kernel this machine has (OpenBLAS, oneDNN float32; with --bf16 oneDNN bf16 and bf16 widened to float32) at each GEMM shape of the configurations, mark gotron's pick, and print the GEMM ceiling (the tokens/s if every GEMM ran at the best measured rate for its shape)")
 	f.BoolVar(&o.Breakdown, "breakdown", false, "profile the timed iterations and print where the CPU time goes: GEMM, attention, other kernels, optimizer, communication, allocation, runtime")
 	return cmd
+}
+
+// gemmFlags are the flags bench --gemm reads; it measures kernels, not a
+// training layout.
+var gemmFlags = map[string]bool{"gemm": true, "configs": true, "bf16": true, "threads": true}
+
+// gemmOnlyFlags refuses, for bench --gemm, every flag it would ignore.
+func gemmOnlyFlags(cmd *cobra.Command) error {
+	var extra []string
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if !gemmFlags[f.Name] {
+			extra = append(extra, "--"+f.Name)
+		}
+	})
+	if len(extra) > 0 {
+		return fmt.Errorf("--gemm measures the GEMM kernels of one rank in this process and takes only --configs, --bf16 and --threads: drop %s", strings.Join(extra, ", "))
+	}
+	return nil
 }

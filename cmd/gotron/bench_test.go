@@ -28,6 +28,9 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--configs", "small", "--data-parallel-size", "2", "--overlap-grad-reduce", "--overlap-param-gather"}, []string{"overlap_param_gather", "use_distributed_optimizer"}},
 		{[]string{"--configs", "small", "--bf16", "--fp16"}, []string{"fp16 and bf16 are both true"}},
 		{[]string{"--configs", "small", "--loss-scale", "128"}, []string{"--loss-scale 128", "neither --bf16 nor --fp16"}},
+		{[]string{"--gemm", "--tensor-model-parallel-size", "2", "--fp16"}, []string{"--gemm", "drop --tensor-model-parallel-size, --fp16"}},
+		{[]string{"--gemm", "--backend", "mpi", "--cpuprofile", "x.prof"}, []string{"drop --backend, --cpuprofile"}},
+		{[]string{"--gemm", "--configs", "tiny"}, []string{`"tiny"`, "small, medium"}},
 	}
 	for _, c := range cases {
 		out, err := run(t, append([]string{"bench"}, c.args...)...)

@@ -28,7 +28,7 @@ func addDDPFlags(f *pflag.FlagSet, a *train.Args) {
 	f.BoolVar(&d.GradReduceInFP32, "accumulate-allreduce-grads-in-fp32", d.GradReduceInFP32, "keep and reduce gradients in float32 whatever the parameter type")
 	f.BoolVar(&d.CheckForNaNInGrad, "check-for-nan-in-loss-and-grad", d.CheckForNaNInGrad, "check each gradient bucket for NaN and infinity before its reduction (the default); a bad gradient stops every rank naming the parameter, bucket and rank")
 	f.Bool("no-check-for-nan-in-loss-and-grad", false, "skip the NaN and infinity check of the gradient buckets")
-	f.BoolVar(&a.Model.BF16, "bf16", a.Model.BF16, "mixed precision: bfloat16 parameters and GEMMs (oneDNN), float32 main parameters, gradients accumulated and reduced in float32")
+	f.BoolVar(&a.Model.BF16, "bf16", a.Model.BF16, "mixed precision: bfloat16 parameters and GEMM inputs (on oneDNN's bf16 kernels where they are the faster on this CPU, else on float32 kernels: GOTRON_BF16_GEMM), float32 main parameters, gradients accumulated and reduced in float32")
 	f.BoolVar(&a.Model.FP16, "fp16", a.Model.FP16, "mixed precision: float16 parameters and GEMM inputs, float32 main parameters, float16 gradients, dynamic loss scaling")
 	f.BoolVar(&a.GradReduceInBF16, "grad-reduce-in-bf16", a.GradReduceInBF16, "with --bf16, accumulate and reduce gradients in bfloat16 instead of float32")
 	f.Float64Var(&a.LossScale, "loss-scale", a.LossScale, "constant loss scale for --bf16/--fp16 (0: none for bf16, the dynamic scaler for fp16)")

@@ -33,9 +33,10 @@
 // its dot-product instruction does no more work per cycle than two
 // float32 FMA ports. [Plan] measures both paths once per machine,
 // for GEMMs below [LargeFLOPs] (one thread, OpenBLAS when widened) and from
-// it (oneDNN's float32 matmul when widened), keeps the rates in the user's
-// cache directory, and GemmBF16 follows it; GOTRON_BF16_GEMM=native,
-// float32 or auto overrides it. The trainer decides the plan before its
+// it (oneDNN's float32 matmul when widened), keeps the rates in
+// GOTRON_CACHE_DIR (default ~/.cache/gotron; "off" keeps nothing) when two
+// probes agree, and GemmBF16 follows it; GOTRON_BF16_GEMM=native, float32
+// or auto overrides it. The trainer decides the plan before its
 // ranks start and names it on its start-up line.
 //
 // GemmF32 is the same primitive on float32 A and B; oneDNN has float32

@@ -27,7 +27,7 @@ func GemmBF16(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda i
 	if err != nil {
 		return err
 	}
-	return gemmOn(p.path(2*m*n*k), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, max(threads, 1))
+	return gemmOn(p.For(2*m*n*k), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, max(threads, 1))
 }
 
 // GemmBF16On is GemmBF16 by the given path, whatever the plan says, for

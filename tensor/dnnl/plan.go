@@ -53,8 +53,9 @@ type BF16Plan struct {
 	Source string
 }
 
-// path returns the plan's path for a GEMM of the given work.
-func (p BF16Plan) path(flops int) Path {
+// For returns the plan's path for a GEMM of the given work (2·m·n·k): the
+// rule GemmBF16 follows, and every caller that must know it asks here.
+func (p BF16Plan) For(flops int) Path {
 	if flops >= LargeFLOPs {
 		return p.Large
 	}
@@ -62,14 +63,14 @@ func (p BF16Plan) path(flops int) Path {
 }
 
 // String describes the plan for a start-up line, for example "bf16
-// GEMMs native from 2 MFLOP (3.9× float32's rate), widened to float32
-// below (native 0.8×); measured".
+// GEMMs native from 2 MFLOP (3.9× the float32 kernels' rate), widened to
+// float32 below (0.8× the float32 kernels' rate); measured".
 func (p BF16Plan) String() string {
 	ratio := func(r [2]float64) string {
 		if r[0] == 0 || r[1] == 0 {
 			return ""
 		}
-		return fmt.Sprintf(" (native %.1f× float32's rate)", r[0]/r[1])
+		return fmt.Sprintf(" (%.1f× the float32 kernels' rate)", r[0]/r[1])
 	}
 	if p.Small == p.Large && p.SmallRates == [2]float64{} {
 		return fmt.Sprintf("bf16 GEMMs %s; %s", p.Small, p.Source)
@@ -100,18 +101,20 @@ const PlanEnv = "GOTRON_BF16_GEMM"
 // bfloat16 kernels on this CPU (or this build has no oneDNN); else from
 // the rates of the native and widened kernels at a small (64×64×64 and
 // 64×256×64) and a large (512×1024×512) shape, the native path where it
-// is at least 1.1× as fast. The rates are measured on one thread in about
-// 0.1 s and kept in the user's cache directory (gotron/bf16-plan-*.json,
+// is at least 1.1× as fast. The rates are measured twice on one thread in
+// about 0.2 s; when the two probes agree they are kept in the cache
+// directory (GOTRON_CACHE_DIR, default ~/.cache/gotron: bf16-plan-*.json,
 // one file per CPU model, features and library versions), so that every
-// run on a machine makes the same choice. An unusable GOTRON_BF16_GEMM is
-// an error naming the values it takes.
+// later run on the machine makes the same choice; when they disagree (a
+// busy machine) the run uses the second and keeps nothing. An unusable
+// GOTRON_BF16_GEMM is an error naming the values it takes.
 //
 // Call Plan before the ranks start working (the trainer does), so that
 // the measurement is not disturbed by them; GemmBF16 calls it otherwise.
 func Plan() (BF16Plan, error) { return plan() }
 
 var plan = sync.OnceValues(func() (BF16Plan, error) {
-	return decide(os.Getenv(PlanEnv), Available(), cacheFile(), measure)
+	return decide(os.Getenv(PlanEnv), Available(), cacheFile(os.Getenv(CacheEnv)), measure)
 })
 
 // decide is Plan with its inputs given: the override, whether the native
@@ -137,10 +140,23 @@ func decide(env string, native bool, cache string, measure func() ([2]float64, [
 	}
 	small, large := measure()
 	p := BF16Plan{Small: choose(small), Large: choose(large), SmallRates: small, LargeRates: large, Source: "measured"}
+	small2, large2 := measure()
+	if !steady(small, small2) || !steady(large, large2) {
+		// The machine was busy: use this run's plan, keep nothing.
+		p.Source = "measured on a busy machine (two probes disagreed), not kept"
+		return p, nil
+	}
 	if cache != "" && writePlan(cache, p) == nil {
 		p.Source = "measured, kept in " + cache
 	}
 	return p, nil
+}
+
+// steady reports whether two probes of the same rates agree: the same
+// choice, and each rate within 25% of the other's.
+func steady(a, b [2]float64) bool {
+	near := func(x, y float64) bool { return x <= 1.25*y && y <= 1.25*x }
+	return choose(a) == choose(b) && near(a[0], b[0]) && near(a[1], b[1])
 }
 
 // cachedPlan is the cache file's content.
@@ -164,8 +180,11 @@ func readPlan(file string) (BF16Plan, bool) {
 	if json.Unmarshal(b, &c) != nil || !valid(c.SmallRates) || !valid(c.LargeRates) {
 		return BF16Plan{}, false
 	}
+	if _, err := time.Parse(time.DateOnly, c.Measured); err != nil {
+		return BF16Plan{}, false
+	}
 	return BF16Plan{Small: choose(c.SmallRates), Large: choose(c.LargeRates), SmallRates: c.SmallRates, LargeRates: c.LargeRates,
-		Source: "measured " + c.Measured + ", kept in " + file}, true
+		Source: "measured " + c.Measured + ", kept in " + file + " (delete it to measure again)"}, true
 }
 
 func valid(r [2]float64) bool { return r[0] > 0 && r[1] > 0 && r[0] < 1e7 && r[1] < 1e7 }
@@ -207,15 +226,26 @@ func machine() string {
 	return fmt.Sprintf("%s; avx512f=%v avx512bf16=%v amx_bf16=%v; %s; %s", model, x.HasAVX512F, x.HasAVX512BF16, x.HasAMXBF16, Version(), blas.Kernel())
 }
 
-// cacheFile returns the plan's cache file for this machine, or "" when the
-// user has no cache directory.
-func cacheFile() string {
-	dir, err := os.UserCacheDir()
-	if err != nil {
+// CacheEnv is the environment variable naming the directory where gotron
+// keeps what it measured of the machine (default: gotron in the user's
+// cache directory, ~/.cache/gotron); "off" keeps nothing.
+const CacheEnv = "GOTRON_CACHE_DIR"
+
+// cacheFile returns the plan's cache file for this machine in dir (CacheEnv;
+// "" for the default), or "" when nothing is to be kept.
+func cacheFile(dir string) string {
+	switch dir {
+	case "off":
 		return ""
+	case "":
+		d, err := os.UserCacheDir()
+		if err != nil {
+			return ""
+		}
+		dir = filepath.Join(d, "gotron")
 	}
 	sum := sha256.Sum256([]byte(machine()))
-	return filepath.Join(dir, "gotron", "bf16-plan-"+hex.EncodeToString(sum[:8])+".json")
+	return filepath.Join(dir, "bf16-plan-"+hex.EncodeToString(sum[:8])+".json")
 }
 
 // measure returns the native and widened kernels' rates (GFLOP/s, one

@@ -28,13 +28,13 @@ func TestPlanChoosesByRate(t *testing.T) {
 	} {
 		calls := 0
 		p, err := decide("", true, "", fakeMeasure(&calls, c.small, c.large))
-		if err != nil || calls != 1 {
+		if err != nil || calls != 2 {
 			t.Fatalf("%s: decide: %v after %d measurements", c.name, err, calls)
 		}
 		if got := [2]Path{p.Small, p.Large}; got != c.want {
 			t.Errorf("%s: small, large = %v, want %v", c.name, got, c.want)
 		}
-		if p.path(LargeFLOPs-1) != p.Small || p.path(LargeFLOPs) != p.Large {
+		if p.For(LargeFLOPs-1) != p.Small || p.For(LargeFLOPs) != p.Large {
 			t.Errorf("%s: path() does not split at LargeFLOPs", c.name)
 		}
 	}
@@ -84,8 +84,8 @@ func TestPlanCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if calls != 1 {
-		t.Fatalf("measured %d times, want once (then read from %s)", calls, file)
+	if calls != 2 {
+		t.Fatalf("measured %d times, want two probes once (then read from %s)", calls, file)
 	}
 	if second.Small != first.Small || second.Large != first.Large || second.LargeRates != first.LargeRates {
 		t.Errorf("cached plan %+v, measured %+v", second, first)
@@ -93,7 +93,8 @@ func TestPlanCache(t *testing.T) {
 	if !strings.Contains(second.Source, "kept in "+file) {
 		t.Errorf("cached plan's source %q does not name %s", second.Source, file)
 	}
-	for _, bad := range []string{"", "{", `{"small_gflops_native_widened":[0,1],"large_gflops_native_widened":[1,1]}`, `{"small_gflops_native_widened":[1,"x"]}`} {
+	for _, bad := range []string{"", "{", `{"small_gflops_native_widened":[0,1],"large_gflops_native_widened":[1,1]}`, `{"small_gflops_native_widened":[1,"x"]}`,
+		`{"small_gflops_native_widened":[2,1],"large_gflops_native_widened":[2,1],"measured":"\u001b[31mred"}`} {
 		if err := os.WriteFile(file, []byte(bad), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -101,19 +102,45 @@ func TestPlanCache(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if calls != 5 {
-		t.Errorf("damaged cache files were measured again %d times, want 4", calls-1)
+	if calls != 12 {
+		t.Errorf("damaged cache files were measured again %d times, want 5 × 2 probes", calls-2)
 	}
 }
 
 func TestPlanString(t *testing.T) {
 	p := BF16Plan{Small: Widened, Large: Native, SmallRates: [2]float64{40, 50}, LargeRates: [2]float64{300, 100}, Source: "measured"}
-	want := "bf16 GEMMs native from 2 MFLOP (native 3.0× float32's rate), widened to float32 below (native 0.8× float32's rate); measured"
+	want := "bf16 GEMMs native from 2 MFLOP (3.0× the float32 kernels' rate), widened to float32 below (0.8× the float32 kernels' rate); measured"
 	if got := p.String(); got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 	p = BF16Plan{Small: Widened, Large: Widened, Source: "GOTRON_BF16_GEMM=float32"}
 	if got, want := p.String(), "bf16 GEMMs widened to float32; GOTRON_BF16_GEMM=float32"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
+
+// TestPlanBusyMachine: two probes that disagree (the machine was busy)
+// give this run a plan and keep nothing.
+func TestPlanBusyMachine(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "plan.json")
+	probes := [][2][2]float64{{{470, 125}, {865, 170}}, {{470, 125}, {206, 11.5}}}
+	calls := 0
+	measure := func() ([2]float64, [2]float64) {
+		r := probes[calls%2]
+		calls++
+		return r[0], r[1]
+	}
+	p, err := decide("", true, file, measure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(p.Source, "not kept") {
+		t.Errorf("source %q does not say the plan was not kept", p.Source)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("a busy machine's plan was kept in %s (%v)", file, err)
+	}
+	if cacheFile("off") != "" || !strings.HasPrefix(cacheFile("/x/y"), "/x/y/bf16-plan-") {
+		t.Errorf("cacheFile: off gives %q, /x/y gives %q", cacheFile("off"), cacheFile("/x/y"))
 	}
 }
