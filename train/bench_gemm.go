@@ -135,7 +135,7 @@ func benchGemmConfig(ctx context.Context, w io.Writer, c BenchConfig, kernels []
 	return nil
 }
 
-// measureShape measures each kernel at g, interleaved, and returns the
+// measureShape measures each kernel at g, one after another, and returns the
 // printed cells, the fastest rate and the picked kernel's (per call site:
 // times threads for one-thread GEMMs).
 func measureShape(g benchGEMM, kernels []tensor.GemmKernel, pick tensor.GemmKernel, threads int) (row string, fastest, picked float64, err error) {
