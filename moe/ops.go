@@ -156,9 +156,9 @@ func (f *groupedFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tens
 		w1, w2 := in[1+j], in[1+e+j]
 		xe := x.Narrow(0, off, k)
 		u := tensor.New(k, w1.Dim(0)) // [k, f1]
-		tensor.GemmVarying(workers, false, true, 1, nn.GemmInput(xe, w1), w1, 0, u)
+		tensor.GemmVarying(workers, false, true, 1, nn.GemmInput(workers, xe, w1), w1, 0, u)
 		a := f.activate(u)
-		tensor.GemmVarying(workers, false, true, 1, nn.GemmInput(a, w2), w2, 0, y.Narrow(0, off, k))
+		tensor.GemmVarying(workers, false, true, 1, nn.GemmInput(workers, a, w2), w2, 0, y.Narrow(0, off, k))
 		st.u[j] = u
 	})
 	if c.Recording() {
@@ -245,9 +245,9 @@ func (f *groupedFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tens
 		u := st.u[j]
 		a := f.activate(u) // recomputed: the activation's output is not kept
 		ff := a.Dim(1)
-		dyg := nn.GemmInput(dye, w2)
+		dyg := nn.GemmInput(workers, dye, w2)
 		nn.AccumulateGrad(f.w2[j], func(dst []float32) {
-			tensor.GemmVarying(workers, true, false, 1, dyg, nn.GemmInput(a, w2), 1, tensor.FromSlice(dst, h, ff))
+			tensor.GemmVarying(workers, true, false, 1, dyg, nn.GemmInput(workers, a, w2), 1, tensor.FromSlice(dst, h, ff))
 		})
 		da := tensor.New(k, ff)
 		tensor.GemmVarying(workers, false, false, 1, dyg, w2, 0, da)
@@ -257,9 +257,9 @@ func (f *groupedFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tens
 		} else {
 			kernels.ActivationBackward(f.act, du.Data(), da.Data(), u.Data())
 		}
-		dug := nn.GemmInput(du, w1)
+		dug := nn.GemmInput(workers, du, w1)
 		nn.AccumulateGrad(f.w1[j], func(dst []float32) {
-			tensor.GemmVarying(workers, true, false, 1, dug, nn.GemmInput(xe, w1), 1, tensor.FromSlice(dst, u.Dim(1), h))
+			tensor.GemmVarying(workers, true, false, 1, dug, nn.GemmInput(workers, xe, w1), 1, tensor.FromSlice(dst, u.Dim(1), h))
 		})
 		tensor.GemmVarying(workers, false, false, 1, dug, w1, 0, dx.Narrow(0, off, k))
 	})

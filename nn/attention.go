@@ -128,7 +128,7 @@ func (f *attentionFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Te
 	s, d := st.s, st.d
 	ldq, ldo := st.b*st.n*3*d, st.b*st.n*d
 	scale := AttentionScale(d)
-	x = f.operand(x)
+	x = f.operand(c.Tape().Workers(), x)
 	od := out.Data()
 	pairs := st.b * st.n
 	parallelRows(pairs, split(c, pairs, s*s), func(_, lo, hi int) {
@@ -166,7 +166,7 @@ func (f *attentionFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Te
 	scale := AttentionScale(d)
 	dx := tensor.New(x.Shape()...)
 	dqkv := dx.Data()
-	dO := f.operand(dy.Contiguous())
+	dO := f.operand(c.Tape().Workers(), dy.Contiguous())
 	pairs := st.b * st.n
 	parallelRows(pairs, split(c, pairs, s*s), func(_, lo, hi int) {
 		p := make([]float32, s*s)

@@ -70,14 +70,14 @@ func gemm(transA, transB bool, m, n, k int, a operand, lda int, b operand, ldb i
 
 // operand returns the contiguous float32 tensor x as a GEMM operand of the
 // attention's precision: itself in float32, rounded to bfloat16 bits, or
-// rounded through float16 back to float32. The tensor holding it is what
-// Forward saves.
-func (f *attentionFn) operand(x *tensor.Tensor) *tensor.Tensor {
+// rounded through float16 back to float32, on up to workers goroutines.
+// The tensor holding it is what Forward saves.
+func (f *attentionFn) operand(workers int, x *tensor.Tensor) *tensor.Tensor {
 	switch f.dtype {
 	case tensor.BFloat16:
-		return tensor.ToHalf(x, tensor.BFloat16)
+		return tensor.ToHalfOn(workers, x, tensor.BFloat16)
 	case tensor.Float16:
-		return tensor.ToHalf(x, tensor.Float16).Float32()
+		return tensor.ToHalfOn(workers, x, tensor.Float16).Float32()
 	}
 	return x
 }

@@ -57,9 +57,11 @@ func addRounded(g *tensor.Tensor, src []float32) {
 // unchanged when w is float32. The linear layers round their input, and
 // their output gradient in backward, once with it, use the rounded tensor
 // in both the GEMM and (for the input) what they save for backward.
-func GemmInput(x, w *tensor.Tensor) *tensor.Tensor {
+// The rounding runs on up to workers goroutines (a large activation's
+// pass over memory is worth both cores).
+func GemmInput(workers int, x, w *tensor.Tensor) *tensor.Tensor {
 	if d := w.DType(); d.IsHalf() {
-		return tensor.ToHalf(x, d)
+		return tensor.ToHalfOn(workers, x, d)
 	}
 	return x
 }

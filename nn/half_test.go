@@ -174,14 +174,14 @@ func TestLinearForwardRoundsInput(t *testing.T) {
 	w, b := gradcheck.Randn(2, 0.3, 5, 8), gradcheck.Randn(3, 1, 5)
 	for _, d := range halfTypes {
 		wh := tensor.ToHalf(w, d)
-		if xg := nn.GemmInput(x, wh); xg.DType() != d {
+		if xg := nn.GemmInput(1, x, wh); xg.DType() != d {
 			t.Fatalf("GemmInput with a %v weight gives a %v tensor", d, xg.DType())
 		}
-		if nn.GemmInput(x, w) != x {
+		if nn.GemmInput(1, x, w) != x {
 			t.Fatal("GemmInput with a float32 weight copied its input")
 		}
 		numtest.SameTensor(t, fmt.Sprintf("%v: float32 input vs rounded input", d),
-			nn.LinearForward(2, x, wh, tensor.ToHalf(b, d)), nn.LinearForward(2, nn.GemmInput(x, wh), wh, numtest.Rounded(b, d)))
+			nn.LinearForward(2, x, wh, tensor.ToHalf(b, d)), nn.LinearForward(2, nn.GemmInput(1, x, wh), wh, numtest.Rounded(b, d)))
 	}
 }
 

@@ -64,7 +64,7 @@ func (f LinearFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor
 	if x.Dim(-1) != inF {
 		return nil, fmt.Errorf("nn: linear %q: input's last dimension is %d, weight is [%d, %d]", f.W.Name, x.Dim(-1), out, inF)
 	}
-	x = GemmInput(x.Contiguous(), w)
+	x = GemmInput(c.Tape().Workers(), x.Contiguous(), w)
 	var b *tensor.Tensor
 	if f.B != nil {
 		b = in[2]
@@ -85,7 +85,7 @@ func (f LinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor
 	workers := c.Tape().Workers()
 	var dyg *tensor.Tensor // dy as the GEMMs read it: rounded once for a 16-bit W
 	if c.NeedsGrad(0) || c.NeedsGrad(1) {
-		dyg = GemmInput(dy.View(rows, out), w)
+		dyg = GemmInput(workers, dy.View(rows, out), w)
 	}
 	grads := make([]*tensor.Tensor, 2, 3)
 	if c.NeedsGrad(0) {

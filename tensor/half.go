@@ -43,7 +43,15 @@ func (d DType) IsHalf() bool { return d == BFloat16 || d == Float16 }
 // ToHalf returns t converted to the 16-bit type d with round-to-nearest-even
 // (a new contiguous tensor; t itself when it already has type d and is
 // contiguous).
-func ToHalf(t *Tensor, d DType) *Tensor {
+func ToHalf(t *Tensor, d DType) *Tensor { return ToHalfOn(1, t, d) }
+
+// minRoundWork is the least number of elements ToHalfOn rounds per
+// goroutine.
+const minRoundWork = 1 << 16
+
+// ToHalfOn is ToHalf on up to workers goroutines, each rounding its own
+// range (the same bits).
+func ToHalfOn(workers int, t *Tensor, d DType) *Tensor {
 	if !d.IsHalf() {
 		panic(fmt.Sprintf("tensor: ToHalf to %v", d))
 	}
@@ -52,7 +60,10 @@ func ToHalf(t *Tensor, d DType) *Tensor {
 	}
 	src := t.Float32().Contiguous().Data()
 	h := NewOf(d, t.shape...)
-	RoundInto(d, h.Bits(), src)
+	dst := h.Bits()
+	kernels.ParallelFor(len(src), max(1, min(workers, len(src)/minRoundWork)), func(lo, hi int) {
+		RoundInto(d, dst[lo:hi], src[lo:hi])
+	})
 	return h
 }
 

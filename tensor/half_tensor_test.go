@@ -132,3 +132,22 @@ func refGemm(ta, tb bool, alpha float64, a, b *Tensor, beta float64, c *Tensor) 
 	}
 	return out
 }
+
+// TestToHalfOnSameBits: rounding on several goroutines gives ToHalf's bits,
+// for a tensor large enough to be split and one that is not.
+func TestToHalfOnSameBits(t *testing.T) {
+	for _, n := range []int{3 << 16, 100} {
+		x := New(n)
+		for i, d := 0, x.Data(); i < n; i++ {
+			d[i] = float32(i%977)*1.000123 - 400.5
+		}
+		for _, d := range []DType{BFloat16, Float16} {
+			want, got := ToHalf(x, d).Bits(), ToHalfOn(3, x, d).Bits()
+			for i := range want {
+				if want[i] != got[i] {
+					t.Fatalf("%v, %d elements: element %d is %#x on 3 workers, %#x on 1", d, n, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}

@@ -139,7 +139,7 @@ func (f *asyncLinearFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.
 	}
 	// A 16-bit weight: round x (the local shard) once; it is gathered, used
 	// and kept in 16 bits.
-	x = nn.GemmInput(x.Contiguous(), w)
+	x = nn.GemmInput(c.Tape().Workers(), x.Contiguous(), w)
 	total := x
 	if f.sp() {
 		if x.Rank() < 2 {
@@ -221,7 +221,7 @@ func (f *asyncLinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.
 	workers := c.Tape().Workers()
 	var dyg *tensor.Tensor
 	if needX || needW {
-		dyg = nn.GemmInput(dy2, w)
+		dyg = nn.GemmInput(workers, dy2, w)
 	}
 	var dx *tensor.Tensor
 	if needX {

@@ -112,8 +112,8 @@ func gemmWidened(transA, transB bool, m, n, k int, alpha float32, a []uint16, ld
 		*buf = make([]float32, na+nb)
 	}
 	wa, wb := (*buf)[:na], (*buf)[na:na+nb]
-	kernels.BF16ToF32(wa, a[:na])
-	kernels.BF16ToF32(wb, b[:nb])
+	widen(wa, a[:na], threads)
+	widen(wb, b[:nb], threads)
 	var err error
 	if 2*m*n*k >= LargeFLOPs {
 		err = gemmF32(transA, transB, m, n, k, alpha, wa, lda, wb, ldb, beta, c, ldc, threads)
@@ -122,4 +122,16 @@ func gemmWidened(transA, transB bool, m, n, k int, alpha float32, a []uint16, ld
 	}
 	widePool.Put(buf)
 	return err
+}
+
+// minWidenWork is the least number of elements widened per goroutine.
+const minWidenWork = 1 << 16
+
+// widen sets dst to src widened to float32 (exact), on up to threads
+// goroutines for a large src: the GEMM that follows runs on the threads,
+// and a widening on one of them would leave the others idle.
+func widen(dst []float32, src []uint16, threads int) {
+	kernels.ParallelFor(len(src), max(1, min(threads, len(src)/minWidenWork)), func(lo, hi int) {
+		kernels.BF16ToF32(dst[lo:hi], src[lo:hi])
+	})
 }
