@@ -109,6 +109,7 @@ bench: build build-mpi
 	scripts/bench-moe.sh 3
 	scripts/bench-preprocess.sh 3
 	scripts/bench-precision.sh 3
+	scripts/bench-coretype.sh 3
 	$(GO) test -run '^$$' -bench PingPong -benchtime 1s ./pp/p2p
 	$(GO) test -run '^$$' -bench 'AllReduce|Memcpy' -benchtime 1s ./comm/local
 	comm/mpi/run_tests.sh -bench

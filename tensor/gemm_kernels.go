@@ -77,7 +77,7 @@ func PickedGemmKernel(bf16, attention bool, m, n, k int) (GemmKernel, error) {
 		}
 		return BF16Widened, nil
 	}
-	if !attention && flops >= minLargeFLOPs && dnnl.F32() {
+	if float32OnDNNL(!attention, flops) {
 		return OneDNNF32, nil
 	}
 	return OpenBLASF32, nil
@@ -119,17 +119,10 @@ func gemmRunner(kernel GemmKernel, workers int, transA, transB bool, m, n, k int
 			d[j] = float32((j+i)%7 - 3)
 		}
 	}
-	w := min(workers, max(1, 2*m*n*k/minLargeFLOPs))
+	w := gemmWorkers(workers, 2*m*n*k)
 	switch kernel {
-	case OpenBLASF32:
-		return func() error {
-			if w <= 1 {
-				sgemm(transA, transB, m, n, k, 1, a, b, 0, c)
-			} else {
-				gemmSplit(w, transA, transB, 1, a, b, 0, c)
-			}
-			return nil
-		}, a, b, c, nil
+	case OpenBLASF32: // GemmVarying's float32 path: OpenBLAS on up to workers goroutines
+		return func() error { GemmVarying(workers, transA, transB, 1, a, b, 0, c); return nil }, a, b, c, nil
 	case OneDNNF32:
 		ad, bd, cd := a.Data(), b.Data(), c.Data()
 		return func() error { return dnnl.GemmF32(transA, transB, m, n, k, 1, ad, ac, bd, bc, 0, cd, n, w) }, a, b, c, nil

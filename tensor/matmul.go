@@ -156,13 +156,13 @@ func gemmOn(useDNNL bool, workers int, transA, transB bool, alpha float32, a, b 
 	}
 	a, b = promoteHalf(a, b)
 	flops := 2 * m * n * k
-	w := min(workers, max(1, flops/minLargeFLOPs))
+	w := gemmWorkers(workers, flops)
 	switch {
 	case a.DType() == BFloat16 && !useDNNL && widenedBF16(flops):
 		gemmOn(false, workers, transA, transB, alpha, a.Float32(), b.Float32(), beta, c)
 	case a.DType() == BFloat16:
 		gemmBF16(w, transA, transB, m, n, k, alpha, a, b, beta, c)
-	case useDNNL && flops >= minLargeFLOPs && dnnl.F32():
+	case float32OnDNNL(useDNNL, flops):
 		ad, _, _, lda := a.matrix()
 		bd, _, _, ldb := b.matrix()
 		cd, _, _, ldc := c.matrix()
@@ -174,6 +174,16 @@ func gemmOn(useDNNL bool, workers int, transA, transB bool, alpha float32, a, b 
 	default:
 		gemmSplit(w, transA, transB, alpha, a, b, beta, c)
 	}
+}
+
+// gemmWorkers is the threads a GEMM of the given work runs on: one per
+// minLargeFLOPs, at most workers.
+func gemmWorkers(workers, flops int) int { return min(workers, max(1, flops/minLargeFLOPs)) }
+
+// float32OnDNNL reports whether a float32 GEMM of the given work runs on
+// oneDNN (where useDNNL allows it: not for GemmVarying), else on OpenBLAS.
+func float32OnDNNL(useDNNL bool, flops int) bool {
+	return useDNNL && flops >= minLargeFLOPs && dnnl.F32()
 }
 
 // GemmVarying is GemmParallel for GEMMs whose shapes change from call to

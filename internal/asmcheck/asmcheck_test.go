@@ -63,12 +63,9 @@ func TestScanFollowsTheControlFlow(t *testing.T) {
 		{name: "pkg.early", entry: 0x401050, end: 0x401070},
 		{name: "pkg.reduce", entry: 0x401070, end: 0x4010a0},
 	}
-	assign(fs, parse([]byte(dump)))
 	var got []string
-	for _, f := range fs {
-		for _, x := range f.scan(false, nil).found {
-			got = append(got, x.String())
-		}
+	for _, f := range parsed(fs, dump) {
+		got = append(got, names(f.scan(false, nil).found)...)
 	}
 	want := []string{
 		"pkg.kernel at 0x40100c: movq %r9,%xmm7",
@@ -123,11 +120,7 @@ func TestScanAllFollowsCalls(t *testing.T) {
 		{name: "pkg.scalarTail", entry: 0x403040, end: 0x403060},
 		{name: "pkg.clean", entry: 0x403060, end: 0x403070},
 	}
-	assign(fs, parse([]byte(code)))
-	var got []string
-	for _, x := range scanAll(fs) {
-		got = append(got, x.String())
-	}
+	got := names(scanAll(parsed(fs, code)))
 	want := []string{
 		"pkg.kernel at 0x40300b: movss 0xc2ce4(%rip),%xmm1",
 		"pkg.scalarTail at 0x403040: movss 0xc2ce4(%rip),%xmm0",
@@ -136,4 +129,19 @@ func TestScanAllFollowsCalls(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("findings\n%q\nwant\n%q", got, want)
 	}
+}
+
+// parsed gives fs the instructions of objdump output text.
+func parsed(fs []function, text string) []function {
+	assign(fs, parse([]byte(text)))
+	return fs
+}
+
+// names returns the findings as strings.
+func names(found []Finding) []string {
+	var out []string
+	for _, x := range found {
+		out = append(out, x.String())
+	}
+	return out
 }
