@@ -71,13 +71,18 @@ fuzz-brief:
 # Every package in the SIMD build, and the packages with vector paths also
 # in the plain build; the GEMM-bearing packages again with bf16 GEMMs
 # widened to float32 (the path dnnl.Plan takes where native bf16 is the
-# slower; the default run takes this machine's plan); then every fuzz
-# target for FUZZBRIEF.
+# slower; the default run takes this machine's plan); the packages that
+# allocate tensors with tensor.Empty again with every such tensor filled
+# with NaN (build tag gotron_poison), so an element a kernel leaves
+# unwritten fails a test; then every fuzz target for FUZZBRIEF.
+POISONED := ./tensor/... ./autograd/... ./nn/... ./tp/... ./moe/... ./cp/... \
+	./models/... ./pp/... ./dp/... ./train/...
 test-go: deps
 	$(GO) vet ./...
 	$(GO) test ./...
 	GOEXPERIMENT= $(GO) test ./tensor/... ./nn/... ./models/... ./train/...
 	GOTRON_BF16_GEMM=float32 $(GO) test ./tensor/... ./nn/... ./moe/... ./models/...
+	$(GO) test -tags gotron_poison $(POISONED)
 	GO=$(GO) scripts/fuzz.sh $(FUZZBRIEF)
 
 test-mpi: deps

@@ -17,7 +17,7 @@ func (addFn) Forward(c *Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
 	if !tensor.SameShape(a, b) {
 		return nil, fmt.Errorf("autograd: Add of shapes %v and %v", a.Shape(), b.Shape())
 	}
-	y := tensor.New(a.Shape()...)
+	y := tensor.Empty(a.Shape()...)
 	yd, ad, bd := y.Data(), a.Contiguous().Data(), b.Contiguous().Data()
 	kernels.ParallelFor(len(yd), elementWorkers(c.Tape(), len(yd)), func(lo, hi int) {
 		kernels.Add(yd[lo:hi], ad[lo:hi], bd[lo:hi])

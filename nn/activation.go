@@ -52,7 +52,7 @@ func (f activationFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Te
 		if in[1].Len() != n {
 			return nil, fmt.Errorf("nn: activation: input %v, bias [%d]", x.Shape(), in[1].Len())
 		}
-		u = tensor.New(x.Shape()...)
+		u = tensor.Empty(x.Shape()...)
 		bd, xd, ud := values(in[1]), x.Data(), u.Data()
 		rows := x.Len() / n
 		parallelRows(rows, split(c, rows, n), func(_, lo, hi int) {
@@ -67,7 +67,7 @@ func (f activationFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Te
 	}
 	shape := append([]int(nil), x.Shape()...)
 	shape[len(shape)-1] = out
-	y := tensor.New(shape...)
+	y := tensor.Empty(shape...)
 	rows := x.Len() / n
 	ud, yd := u.Data(), y.Data()
 	parallelRows(rows, split(c, rows, n), func(_, lo, hi int) {
@@ -88,7 +88,7 @@ func (f activationFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Te
 	n := u.Dim(-1)
 	rows := u.Len() / n
 	out := dy.Dim(-1)
-	du := tensor.New(u.Shape()...)
+	du := tensor.Empty(u.Shape()...)
 	ud, dyd, dud := u.Data(), dy.Data(), du.Data()
 	nw := split(c, rows, n)
 	part := make([][]float32, nw)

@@ -124,7 +124,7 @@ func (f *attentionFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Te
 		return nil, fmt.Errorf("nn: attention: %d segment ids for %d batch rows of %d positions", len(f.seg), st.b, st.s)
 	}
 	st.lse = make([]float32, st.b*st.n*st.s)
-	out := tensor.New(st.s, st.b, st.n*st.d)
+	out := tensor.Empty(st.s, st.b, st.n*st.d)
 	s, d := st.s, st.d
 	ldq, ldo := st.b*st.n*3*d, st.b*st.n*d
 	scale := AttentionScale(d)
@@ -164,7 +164,7 @@ func (f *attentionFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Te
 	s, d := st.s, st.d
 	ldq, ldo := st.b*st.n*3*d, st.b*st.n*d
 	scale := AttentionScale(d)
-	dx := tensor.New(x.Shape()...)
+	dx := tensor.Empty(x.Shape()...)
 	dqkv := dx.Data()
 	dO := f.operand(c.Tape().Workers(), dy.Contiguous())
 	pairs := st.b * st.n

@@ -25,7 +25,7 @@ type dropoutFn struct {
 
 func (f dropoutFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
 	x := in[0].Contiguous()
-	y := tensor.New(x.Shape()...)
+	y := tensor.Empty(x.Shape()...)
 	mask := make([]byte, x.Len())
 	kernels.Dropout(y.Data(), mask, x.Data(), f.p, f.g)
 	c.State = mask
@@ -33,7 +33,7 @@ func (f dropoutFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tenso
 }
 
 func (f dropoutFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
-	dx := tensor.New(dy.Shape()...)
+	dx := tensor.Empty(dy.Shape()...)
 	kernels.DropoutBackward(dx.Data(), dy.Data(), c.State.([]byte), f.p)
 	return []*tensor.Tensor{dx}, nil
 }

@@ -46,7 +46,7 @@ func (f embeddingFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Ten
 			return nil, fmt.Errorf("nn: embedding %q: id %d at position %d is outside the vocabulary [0, %d)", f.table.Name, id, i, v)
 		}
 	}
-	y := tensor.New(append(append([]int(nil), f.shape...), h)...)
+	y := tensor.Empty(append(append([]int(nil), f.shape...), h)...)
 	if w.DType().IsHalf() {
 		LookupRows(y.Data(), w, f.ids, 0)
 		return y, nil

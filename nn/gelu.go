@@ -29,7 +29,7 @@ func (f biasGELUFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tens
 		return nil, fmt.Errorf("nn: bias-GELU: input %v, bias [%d]", x.Shape(), n)
 	}
 	rows := x.Len() / n
-	y := tensor.New(x.Shape()...)
+	y := tensor.Empty(x.Shape()...)
 	xd, yd, bd := x.Data(), y.Data(), values(b)
 	parallelRows(rows, split(c, rows, n), func(_, lo, hi int) {
 		kernels.BiasGeluForward(yd[lo*n:hi*n], xd[lo*n:hi*n], bd, hi-lo, n)
@@ -45,7 +45,7 @@ func (f biasGELUFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tens
 	x, b := s[0], s[1]
 	n := b.Len()
 	rows := x.Len() / n
-	dx := tensor.New(x.Shape()...)
+	dx := tensor.Empty(x.Shape()...)
 	nw := split(c, rows, n)
 	part := make([][]float32, nw)
 	xd, dyd, dxd, bd := x.Data(), dy.Data(), dx.Data(), values(b)
@@ -66,7 +66,7 @@ type geluFn struct{}
 
 func (geluFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
 	x := in[0].Contiguous()
-	y := tensor.New(x.Shape()...)
+	y := tensor.Empty(x.Shape()...)
 	kernels.GeluForward(y.Data(), x.Data())
 	if c.Recording() {
 		c.Save(x)
@@ -76,7 +76,7 @@ func (geluFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, er
 
 func (geluFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
 	x := c.Saved()[0]
-	dx := tensor.New(x.Shape()...)
+	dx := tensor.Empty(x.Shape()...)
 	kernels.GeluBackward(dx.Data(), dy.Data(), x.Data())
 	return []*tensor.Tensor{dx}, nil
 }

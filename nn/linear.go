@@ -89,7 +89,7 @@ func (f LinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor
 	}
 	grads := make([]*tensor.Tensor, 2, 3)
 	if c.NeedsGrad(0) {
-		dx := tensor.New(x.Shape()...)
+		dx := tensor.Empty(x.Shape()...)
 		f.gemm()(workers, false, false, 1, dyg, w, 0, dx.View(rows, inF))
 		grads[0] = dx
 	}
@@ -126,7 +126,7 @@ func linearForward(gemm gemmFunc, workers int, x, w, b *tensor.Tensor) *tensor.T
 	out, inF := w.Dim(0), w.Dim(1)
 	rows := x.Len() / inF
 	shape := append(append([]int(nil), x.Shape()[:x.Rank()-1]...), out)
-	y := tensor.New(shape...)
+	y := tensor.Empty(shape...)
 	beta := float32(0)
 	if b != nil {
 		bd := values(b)

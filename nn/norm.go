@@ -64,7 +64,7 @@ func (f normFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, 
 		return nil, fmt.Errorf("nn: layer norm %q: input %v, weight [%d]", f.w.Name, x.Shape(), h)
 	}
 	rows := x.Len() / h
-	y := tensor.New(x.Shape()...)
+	y := tensor.Empty(x.Shape()...)
 	st := normState{rstd: make([]float32, rows)}
 	xd, yd, g := x.Data(), y.Data(), f.gamma(w)
 	if f.o.RMS {
@@ -91,7 +91,7 @@ func (f normFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, 
 	st := c.State.(normState)
 	h := w.Len()
 	rows := x.Len() / h
-	dx := tensor.New(x.Shape()...)
+	dx := tensor.Empty(x.Shape()...)
 	nw := split(c, rows, h)
 	pdw, pdb := make([][]float32, nw), make([][]float32, nw)
 	xd, dyd, dxd, g := x.Data(), dy.Data(), dx.Data(), f.gamma(w)

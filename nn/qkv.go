@@ -149,7 +149,7 @@ func (f *qkvFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, 
 		return nil, err
 	}
 	d, per, w := l.Dim, l.Heads/l.Groups, l.Width()
-	y := tensor.New(s, b, l.Heads*3*d)
+	y := tensor.Empty(s, b, l.Heads*3*d)
 	xd, yd := x.Data(), y.Data()
 	parallelRows(rows, split(c, rows, w), func(_, lo, hi int) {
 		kv := make([]float32, d)
@@ -244,7 +244,7 @@ func (f *qkvFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, 
 	d, per, w := l.Dim, l.Heads/l.Groups, l.Width()
 	s, b := dy.Dim(0), dy.Dim(1)
 	rows := s * b
-	dx := tensor.New(s, b, w)
+	dx := tensor.Empty(s, b, w)
 	var xd []float32
 	if sv := c.Saved(); len(sv) > 0 {
 		xd = sv[0].Data()
@@ -272,6 +272,7 @@ func (f *qkvFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, 
 			for j := 0; j < l.Groups; j++ {
 				g := dst[j*(per+2)*d : (j+1)*(per+2)*d]
 				dk, dv := g[per*d:(per+1)*d], g[(per+1)*d:]
+				clear(g[per*d:]) // dk and dv sum over the group's heads
 				for h := 0; h < per; h++ {
 					hh := j*per + h
 					in := src[hh*3*d : (hh+1)*3*d]

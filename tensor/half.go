@@ -59,7 +59,7 @@ func ToHalfOn(workers int, t *Tensor, d DType) *Tensor {
 		return t.Contiguous()
 	}
 	src := t.Float32().Contiguous().Data()
-	h := NewOf(d, t.shape...)
+	h := EmptyOf(d, t.shape...)
 	dst := h.Bits()
 	kernels.ParallelFor(len(src), max(1, min(workers, len(src)/minRoundWork)), func(lo, hi int) {
 		RoundInto(d, dst[lo:hi], src[lo:hi])
@@ -75,7 +75,7 @@ func (t *Tensor) Float32() *Tensor {
 		return t
 	}
 	c := t.Contiguous()
-	out := New(t.shape...)
+	out := Empty(t.shape...)
 	WidenInto(c.DType(), out.Data(), c.Bits())
 	return out
 }

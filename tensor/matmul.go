@@ -91,7 +91,7 @@ func MatMul(a, b *Tensor, transA, transB bool) *Tensor {
 	if transB {
 		n = b.Dim(0)
 	}
-	c := New(m, n)
+	c := Empty(m, n)
 	Gemm(transA, transB, 1, a, b, 0, c)
 	return c
 }

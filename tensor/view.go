@@ -139,7 +139,7 @@ func Cat(dim int, ts ...*Tensor) *Tensor {
 		}
 		sh[dim] += x.shape[dim]
 	}
-	out := NewOf(ts[0].DType(), sh...)
+	out := EmptyOf(ts[0].DType(), sh...)
 	start := 0
 	for _, x := range ts {
 		out.Narrow(dim, start, x.shape[dim]).CopyFrom(x)
@@ -158,7 +158,7 @@ func (t *Tensor) Contiguous() *Tensor {
 
 // Clone returns a contiguous copy of t, of t's dtype.
 func (t *Tensor) Clone() *Tensor {
-	out := NewOf(t.DType(), t.shape...)
+	out := EmptyOf(t.DType(), t.shape...)
 	out.CopyFrom(t)
 	return out
 }
@@ -237,7 +237,7 @@ func (t *Tensor) Fill(v float32) {
 
 // Full returns a contiguous tensor of the given shape filled with v.
 func Full(v float32, shape ...int) *Tensor {
-	t := New(shape...)
+	t := Empty(shape...)
 	t.Fill(v)
 	return t
 }

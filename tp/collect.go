@@ -67,7 +67,7 @@ func gatherFirst(ctx context.Context, g comm.Group, x *tensor.Tensor, what strin
 	x = x.Contiguous()
 	shape := append([]int(nil), x.Shape()...)
 	shape[0] *= ws
-	y := tensor.NewOf(x.DType(), shape...)
+	y := tensor.EmptyOf(x.DType(), shape...)
 	if err := g.AllGather(ctx, bufferOf(y), bufferOf(x)); err != nil {
 		return nil, fmt.Errorf("tp: %s: all-gather along dim 0 over %s: %w", what, groupName(g), err)
 	}
@@ -103,7 +103,7 @@ func gatherFirstV(ctx context.Context, g comm.Group, x *tensor.Tensor, sizes []i
 	}
 	shape := append([]int(nil), x.Shape()...)
 	shape[0] = total
-	y := tensor.New(shape...)
+	y := tensor.Empty(shape...)
 	if err := g.AllGatherV(ctx, comm.F32(y.Data()), comm.F32(x.Data()), counts); err != nil {
 		return nil, fmt.Errorf("tp: %s: uneven all-gather along dim 0 over %s: %w", what, groupName(g), err)
 	}
@@ -123,7 +123,7 @@ func reduceScatterFirst(ctx context.Context, g comm.Group, x *tensor.Tensor, wha
 	x = x.Contiguous()
 	shape := append([]int(nil), x.Shape()...)
 	shape[0] /= ws
-	y := tensor.New(shape...)
+	y := tensor.Empty(shape...)
 	if err := g.ReduceScatter(ctx, comm.F32(y.Data()), comm.F32(x.Data()), comm.Sum); err != nil {
 		return nil, fmt.Errorf("tp: %s: reduce-scatter along dim 0 over %s: %w", what, groupName(g), err)
 	}
@@ -158,7 +158,7 @@ func reduceScatterFirstV(ctx context.Context, g comm.Group, x *tensor.Tensor, si
 	}
 	shape := append([]int(nil), x.Shape()...)
 	shape[0] = sizes[rankOf(g)]
-	y := tensor.New(shape...)
+	y := tensor.Empty(shape...)
 	if err := g.ReduceScatterV(ctx, comm.F32(y.Data()), comm.F32(x.Data()), counts, comm.Sum); err != nil {
 		return nil, fmt.Errorf("tp: %s: uneven reduce-scatter along dim 0 over %s: %w", what, groupName(g), err)
 	}
@@ -205,7 +205,7 @@ func gatherLast(ctx context.Context, g comm.Group, x *tensor.Tensor, what string
 	x = x.Contiguous()
 	n := x.Dim(-1)
 	rows := x.Len() / max(n, 1)
-	buf := tensor.New(ws, rows, n)
+	buf := tensor.Empty(ws, rows, n)
 	if err := g.AllGather(ctx, comm.F32(buf.Data()), comm.F32(x.Data())); err != nil {
 		return nil, fmt.Errorf("tp: %s: all-gather along the last dim over %s: %w", what, groupName(g), err)
 	}
@@ -232,7 +232,7 @@ func reduceScatterLast(ctx context.Context, g comm.Group, x *tensor.Tensor, what
 	in := x.Contiguous().View(rows, ws, n).Permute(1, 0, 2).Contiguous()
 	shape := append([]int(nil), x.Shape()...)
 	shape[len(shape)-1] = n
-	y := tensor.New(shape...)
+	y := tensor.Empty(shape...)
 	if err := g.ReduceScatter(ctx, comm.F32(y.Data()), comm.F32(in.Data()), comm.Sum); err != nil {
 		return nil, fmt.Errorf("tp: %s: reduce-scatter along the last dim over %s: %w", what, groupName(g), err)
 	}

@@ -481,7 +481,7 @@ func (f addBiasFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tenso
 	x = x.Contiguous()
 	bd := b.Float32().Contiguous().Data()
 	n := b.Dim(0)
-	y := tensor.New(x.Shape()...)
+	y := tensor.Empty(x.Shape()...)
 	xd, yd := x.Data(), y.Data()
 	for r := 0; r < leadingRows(x.Shape()); r++ {
 		kernels.Add(yd[r*n:(r+1)*n], xd[r*n:(r+1)*n], bd)

@@ -203,7 +203,7 @@ func (f *asyncLinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.
 	total := x
 	var gather comm.Work
 	if sp && needW {
-		total = tensor.NewOf(x.DType(), totalShape...) // x's dtype: 16 bits for a 16-bit weight
+		total = tensor.EmptyOf(x.DType(), totalShape...) // x's dtype: 16 bits for a 16-bit weight
 		var err error
 		if gather, err = g.AllGatherAsync(ctx, bufferOf(total), bufferOf(x)); err != nil {
 			return nil, fmt.Errorf("tp: %s backward: all-gather of the sequence-parallel input over %s: %w", f.name(), groupName(g), err)
@@ -225,7 +225,7 @@ func (f *asyncLinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.
 	}
 	var dx *tensor.Tensor
 	if needX {
-		dx = tensor.New(totalShape...)
+		dx = tensor.Empty(totalShape...)
 		tensor.GemmParallel(workers, false, false, 1, dyg, w, 0, dx.View(rows, inF))
 	}
 	if gather != nil {
@@ -241,7 +241,7 @@ func (f *asyncLinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.
 		grads[0] = dx
 		switch {
 		case sp:
-			sub := tensor.New(xShape...)
+			sub := tensor.Empty(xShape...)
 			what = "reduce-scatter of the input gradient"
 			var err error
 			if pending, err = g.ReduceScatterAsync(ctx, comm.F32(sub.Data()), comm.F32(dx.Data()), comm.Sum); err != nil {
