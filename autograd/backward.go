@@ -113,11 +113,17 @@ func (p *pendingGrad) add(t *Tape, g *tensor.Tensor) *pendingGrad {
 	if p == nil {
 		return &pendingGrad{g: g}
 	}
-	if !p.owned {
-		p.g = p.g.Clone()
-		p.owned = true
+	src := g.Contiguous().Data()
+	if !p.owned { // the first sum goes to a new tensor: p.g may be another's
+		a := p.g.Contiguous().Data()
+		p.g, p.owned = tensor.Empty(p.g.Shape()...), true
+		dst := p.g.Data()
+		kernels.ParallelFor(len(dst), elementWorkers(t, len(dst)), func(lo, hi int) {
+			kernels.Add(dst[lo:hi], a[lo:hi], src[lo:hi])
+		})
+		return p
 	}
-	dst, src := p.g.Data(), g.Contiguous().Data()
+	dst := p.g.Data()
 	kernels.ParallelFor(len(dst), elementWorkers(t, len(dst)), func(lo, hi int) {
 		kernels.AddInto(dst[lo:hi], src[lo:hi])
 	})
