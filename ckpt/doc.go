@@ -34,6 +34,14 @@
 // previous checkpoint and tracker untouched; temporaries a killed save
 // left are removed by the next save.
 //
+// A run holds LockDir's lock on the directory it saves into: the file
+// DIR/gotron.lock names the holder (pid, host, start time) under an
+// exclusive flock. A second run is refused with a *LockedError naming the
+// first, instead of the two writing iterations over each other (each
+// save's clean-up removes the other's temporaries); a lock whose flock is
+// free belonged to a run that is gone and is taken over, at once on the
+// same machine, after StaleAfter without a heartbeat from another one.
+//
 // Save and Load read and write the whole-tensor form (model.safetensors,
 // optimizer.safetensors and state.json, Megatron's parameter names), which
 // `gotron ckpt convert` produces and reads.

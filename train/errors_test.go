@@ -199,7 +199,7 @@ func TestNegativeAndOutOfRangeIntegersRefused(t *testing.T) {
 // TestDamagedShardIsOneLine: a flipped byte in a shard, found by the rank
 // that reads it, is reported as that rank's error alone: the cause, the
 // shard and the tensor, without the in-process world's wrapping ("rank N:"
-// when several ranks run).
+// when several ranks run); and no "resumed" line comes before it.
 func TestDamagedShardIsOneLine(t *testing.T) {
 	for _, world := range []int{1, 2} {
 		a := mockArgs(3)
@@ -219,7 +219,11 @@ func TestDamagedShardIsOneLine(t *testing.T) {
 		}
 		r := a
 		r.Save, r.Load, r.TrainIters = "", a.Save, 4
-		_, err = Run(context.Background(), r, Options{})
+		var out strings.Builder
+		_, err = Run(context.Background(), r, Options{Out: &out})
+		if strings.Contains(out.String(), "resumed from") {
+			t.Errorf("world %d: the run printed %q though rank %d could not load", world, out.String(), world-1)
+		}
 		want := "--load " + a.Save
 		if world > 1 {
 			want = fmt.Sprintf("rank %d: --load %s", world-1, a.Save)
@@ -227,5 +231,52 @@ func TestDamagedShardIsOneLine(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "is damaged") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("world %d: got %v, want one line starting %q", world, err, want)
 		}
+	}
+}
+
+// TestSecondRunOnTheSaveDirectoryRefused: a run whose --save another run
+// holds is refused before it trains, naming the holder (on one rank and
+// on two); the lock goes with the run that held it, and a lock a dead run
+// left on this machine is taken over with a note.
+func TestSecondRunOnTheSaveDirectoryRefused(t *testing.T) {
+	for _, world := range []int{1, 2} {
+		a := mockArgs(3)
+		a.WorldSize, a.Model.TensorModelParallelSize = world, world
+		a.Save = t.TempDir()
+		held, _, err := ckpt.LockDir(a.Save)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		_, err = Run(context.Background(), a, Options{Out: &out})
+		var le *ckpt.LockedError
+		if !errors.As(err, &le) || le.Holder.PID != os.Getpid() || strings.Contains(err.Error(), "\n") {
+			t.Errorf("world %d: a run on a held --save: %v, want one line naming pid %d", world, err, os.Getpid())
+		}
+		if it, _ := ckpt.Latest(a.Save); out.Len() > 0 || it != 0 {
+			t.Errorf("world %d: the refused run printed %q and left iteration %d", world, out.String(), it)
+		}
+		held.Unlock()
+		if _, err := Run(context.Background(), a, Options{}); err != nil {
+			t.Fatalf("world %d: the run once the lock is released: %v", world, err)
+		}
+		if _, err := os.Stat(filepath.Join(a.Save, ckpt.LockFile)); !os.IsNotExist(err) {
+			t.Errorf("world %d: the run left its lock behind (%v)", world, err)
+		}
+	}
+
+	a := mockArgs(3)
+	a.Save = t.TempDir()
+	host, _ := os.Hostname()
+	dead := fmt.Sprintf(`{"pid":2147483647,"host":%q,"started":"2026-11-28T10:00:00Z"}`, host)
+	if err := os.WriteFile(filepath.Join(a.Save, ckpt.LockFile), []byte(dead), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if _, err := Run(context.Background(), a, Options{Out: &out}); err != nil {
+		t.Fatalf("a run over a dead run's lock: %v", err)
+	}
+	if !strings.Contains(out.String(), "was locked by a run that is gone (pid 2147483647 on "+host) {
+		t.Errorf("no take-over note in %q", out.String())
 	}
 }

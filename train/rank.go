@@ -150,6 +150,12 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *datasets, loc
 		if err := t.resume(); err != nil {
 			return nil, err
 		}
+		// Every rank has loaded before any says so: a rank that cannot
+		// (a damaged shard it alone reads) fails the others here, and
+		// rank 0 never prints "resumed" for a run that ends at load.
+		if err := world.Barrier(ctx); err != nil {
+			return nil, fmt.Errorf("--load %s: waiting for every rank to load: %w", a.Load, err)
+		}
 	}
 	return t, nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gotron/gotron/ckpt"
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/comm/local"
 	"github.com/gotron/gotron/config"
@@ -78,6 +79,11 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 	if err := checkSaveDir(a.Save); err != nil {
 		return nil, err
 	}
+	lock, err := lockSave(a, o)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
 	if err := decideKernels(a); err != nil {
 		return nil, err
 	}
@@ -97,6 +103,25 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 		return nil, rootCause(ctx, err, a.WorldSize)
 	}
 	return results[0], nil
+}
+
+// lockSave takes the lock of the --save directory for the run's life
+// (ckpt.LockDir): a second run saving there is refused at start-up,
+// naming the first, instead of the two replacing each other's
+// checkpoints. A lock left by a run that is gone is taken over, with a
+// note on o.Out.
+func lockSave(a Args, o Options) (*ckpt.Lock, error) {
+	if a.Save == "" {
+		return nil, nil
+	}
+	l, prev, err := ckpt.LockDir(a.Save)
+	if err != nil {
+		return nil, err
+	}
+	if prev != nil && o.Out != nil {
+		fmt.Fprintf(o.Out, "gotron: note: --save %s was locked by a run that is gone (%s): taking it over\n", a.Save, prev)
+	}
+	return l, nil
 }
 
 // decideKernels settles, before any rank works, how this process's
@@ -158,6 +183,13 @@ func RunRank(ctx context.Context, world comm.Group, a Args, o Options, localRank
 	}
 	if err := checkSaveDir(a.Save); err != nil {
 		return nil, err
+	}
+	if world.Rank() == 0 { // the others learn of a refusal at their first collective
+		lock, err := lockSave(a, o)
+		if err != nil {
+			return nil, err
+		}
+		defer lock.Unlock()
 	}
 	if err := decideKernels(a); err != nil {
 		return nil, err
