@@ -245,48 +245,76 @@ func (a Args) Schedule() optim.Schedule {
 
 // Validate reports every problem with the settings at once, each naming
 // the flag and the fix. world is the number of ranks.
+//
+// It is a list of small checks, each adding what it finds to one list of
+// violations, in the order a reader meets the flags: the model and the
+// parallel layout, numbers that must be finite, the batch, checkpoints,
+// the length of the run and its schedule, the optimizer, the data.
 func (a Args) Validate(world int) error {
-	var errs []string
-	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	var v violations
+	for _, check := range []func(Args, int, *violations){
+		Args.checkModel, Args.checkFinite, Args.checkBatch, Args.checkProfile,
+		Args.checkCounts, Args.checkCheckpointFlags, Args.checkLength,
+		Args.checkSchedule, Args.checkOptimizer, Args.checkDataAndSample,
+	} {
+		check(a, world, &v)
+	}
+	return v.err()
+}
+
+// violations collects what Validate's checks find.
+type violations []string
+
+// add appends one violation, built by fmt.Sprintf.
+func (v *violations) add(format string, args ...any) { *v = append(*v, fmt.Sprintf(format, args...)) }
+
+// addErr appends err: each violation of a *config.ValidationError, or
+// its text.
+func (v *violations) addErr(err error) {
+	if err == nil {
+		return
+	}
+	if ve, ok := err.(*config.ValidationError); ok {
+		for _, x := range ve.Violations {
+			*v = append(*v, x.Msg)
+		}
+		return
+	}
+	*v = append(*v, err.Error())
+}
+
+// err is the "invalid arguments" error listing every violation, or nil.
+func (v violations) err() error {
+	switch len(v) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("invalid arguments: %s", v[0])
+	}
+	return fmt.Errorf("invalid arguments (%d):\n  - %s", len(v), strings.Join(v, "\n  - "))
+}
+
+// checkModel: the model and parallel configs (config's own rules), the
+// world, and what gotron's model cannot do yet.
+func (a Args) checkModel(world int, v *violations) {
 	model, mtpErr := withoutMTP(a.Model)
 	if mtpErr != "" {
-		errs = append(errs, mtpErr)
+		v.add("%s", mtpErr)
 	}
-	if err := model.Validate(); err != nil {
-		if ve, ok := err.(*config.ValidationError); ok {
-			for _, v := range ve.Violations {
-				errs = append(errs, v.Msg)
-			}
-		} else {
-			errs = append(errs, err.Error())
-		}
-	}
-	if err := a.DDP.Validate(); err != nil {
-		if ve, ok := err.(*config.ValidationError); ok {
-			for _, v := range ve.Violations {
-				errs = append(errs, v.Msg)
-			}
-		} else {
-			errs = append(errs, err.Error())
-		}
-	}
-	if err := config.ValidateWorld(world, a.Model.ModelParallelConfig, a.DDP); err != nil {
-		if ve, ok := err.(*config.ValidationError); ok {
-			for _, v := range ve.Violations {
-				errs = append(errs, v.Msg)
-			}
-		} else {
-			errs = append(errs, err.Error())
-		}
-	}
-	mp := a.Model.ModelParallelConfig
+	v.addErr(model.Validate())
+	v.addErr(a.DDP.Validate())
+	v.addErr(config.ValidateWorld(world, a.Model.ModelParallelConfig, a.DDP))
 	if n := a.DDP.NumDistributedOptimizerInstances; n > 1 && a.Model.NumMoEExperts > 0 {
-		add("--num-distributed-optimizer-instances %d with --num-experts: the partial distributed optimizer of expert parameters is not built yet; use one instance for a MoE model", n)
+		v.add("--num-distributed-optimizer-instances %d with --num-experts: the partial distributed optimizer of expert parameters is not built yet; use one instance for a MoE model", n)
 	}
-	errs = append(errs, a.precisionErrors()...)
+	*v = append(*v, a.precisionErrors()...)
+}
+
+// checkFinite: no NaN or infinity in a floating-point flag.
+func (a Args) checkFinite(_ int, v *violations) {
 	for _, f := range []struct {
 		flag string
-		v    float64
+		x    float64
 	}{
 		{"--lr", a.LR}, {"--min-lr", a.MinLR}, {"--weight-decay", a.WeightDecay}, {"--clip-grad", a.ClipGrad},
 		{"--adam-beta1", a.AdamBeta1}, {"--adam-beta2", a.AdamBeta2}, {"--adam-eps", a.AdamEps},
@@ -297,55 +325,81 @@ func (a Args) Validate(world int) error {
 		{"--lr-warmup-fraction", a.LRWarmupFraction},
 		{"--loss-scale", a.LossScale}, {"--initial-loss-scale", a.InitialLossScale}, {"--min-loss-scale", a.MinLossScale},
 	} {
-		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
-			add("%s %g: must be a finite number", f.flag, f.v)
+		if math.IsNaN(f.x) || math.IsInf(f.x, 0) {
+			v.add("%s %g: must be a finite number", f.flag, f.x)
 		}
 	}
+}
+
+// rowsOK reports whether micro·dp, the rows of one microbatch over the
+// data-parallel ranks, is positive and fits in an int (2⁶²·4 wraps to 0,
+// and dividing by it panics).
+func (a Args) rowsOK(dp int) bool {
+	return a.MicroBatchSize > 0 && dp > 0 && a.MicroBatchSize <= math.MaxInt/dp
+}
+
+// checkBatch: the microbatches per iteration against the schedule, the
+// batch ramp, the interleaved schedule's group size.
+func (a Args) checkBatch(world int, v *violations) {
+	mp := a.Model.ModelParallelConfig
 	dp := a.DataParallelSize(world)
-	// rowsOK: micro·dp, the rows of one microbatch over the data-parallel
-	// ranks, fits in an int (2⁶²·4 wraps to 0, and dividing by it panics).
-	rowsOK := a.MicroBatchSize > 0 && dp > 0 && a.MicroBatchSize <= math.MaxInt/dp
+	rowsOK := a.rowsOK(dp)
 	if a.MicroBatchSize > 0 && dp > 0 && !rowsOK {
-		add("--micro-batch-size %d × data-parallel size %d is beyond any global batch: choose a smaller --micro-batch-size", a.MicroBatchSize, dp)
+		v.add("--micro-batch-size %d × data-parallel size %d is beyond any global batch: choose a smaller --micro-batch-size", a.MicroBatchSize, dp)
 	}
 	if mp.PipelineModelParallelSize > 1 && mp.VirtualPipelineModelParallelSize > 0 && rowsOK &&
 		a.GlobalBatchSize > 0 && a.GlobalBatchSize%(a.MicroBatchSize*dp) == 0 {
 		m := a.NumMicroBatches(dp)
 		if err := pp.ValidateInterleaved(mp.PipelineModelParallelSize, m, mp.EffectiveMicrobatchGroupSize()); err != nil {
-			errs = append(errs, fmt.Sprintf("--global-batch-size %d / (--micro-batch-size %d × data-parallel size %d) = %d microbatches per iteration: %v (change --global-batch-size for another number of microbatches)",
-				a.GlobalBatchSize, a.MicroBatchSize, dp, m, err))
+			v.add("--global-batch-size %d / (--micro-batch-size %d × data-parallel size %d) = %d microbatches per iteration: %v (change --global-batch-size for another number of microbatches)",
+				a.GlobalBatchSize, a.MicroBatchSize, dp, m, err)
 		}
 	}
-	a.validateRamp(dp, add)
+	a.validateRamp(dp, v.add)
 	if mp.MicrobatchGroupSizePerVPStage != 0 && mp.VirtualPipelineModelParallelSize == 0 {
-		add("--microbatch-group-size-per-virtual-pipeline-stage %d shapes the interleaved schedule only, and --virtual-pipeline-model-parallel-size is unset: set it (with --pipeline-model-parallel-size > 1) or drop the group size",
+		v.add("--microbatch-group-size-per-virtual-pipeline-stage %d shapes the interleaved schedule only, and --virtual-pipeline-model-parallel-size is unset: set it (with --pipeline-model-parallel-size > 1) or drop the group size",
 			mp.MicrobatchGroupSizePerVPStage)
 	}
-	if p := a.ProfileSchedule; p != "" {
-		if mp.PipelineModelParallelSize < 2 {
-			add("--profile-schedule %s draws the pipeline schedule, but --pipeline-model-parallel-size is %d: set it to 2 or more, or drop --profile-schedule", p, mp.PipelineModelParallelSize)
-		}
-		if st, err := os.Stat(filepath.Dir(p)); err != nil || !st.IsDir() {
-			add("--profile-schedule %s: the directory %s does not exist: create it or choose another file", p, filepath.Dir(p))
-		}
+}
+
+// checkProfile: --profile-schedule needs a pipeline and a directory.
+func (a Args) checkProfile(_ int, v *violations) {
+	p := a.ProfileSchedule
+	if p == "" {
+		return
 	}
+	if n := a.Model.PipelineModelParallelSize; n < 2 {
+		v.add("--profile-schedule %s draws the pipeline schedule, but --pipeline-model-parallel-size is %d: set it to 2 or more, or drop --profile-schedule", p, n)
+	}
+	if st, err := os.Stat(filepath.Dir(p)); err != nil || !st.IsDir() {
+		v.add("--profile-schedule %s: the directory %s does not exist: create it or choose another file", p, filepath.Dir(p))
+	}
+}
+
+// checkCounts: sizes and counts that must be positive or not negative.
+func (a Args) checkCounts(_ int, v *violations) {
 	if a.MicroBatchSize <= 0 {
-		add("--micro-batch-size %d: must be at least 1", a.MicroBatchSize)
+		v.add("--micro-batch-size %d: must be at least 1", a.MicroBatchSize)
 	}
 	if a.GlobalBatchSize < 0 {
-		add("--global-batch-size %d: must be positive (or 0 for --micro-batch-size × data-parallel size)", a.GlobalBatchSize)
+		v.add("--global-batch-size %d: must be positive (or 0 for --micro-batch-size × data-parallel size)", a.GlobalBatchSize)
 	}
 	for _, x := range []struct {
 		flag string
-		v    int
+		n    int
 	}{{"--lr-decay-iters", a.LRDecayIters}, {"--threads", a.Threads}, {"--exit-interval", a.ExitInterval}} {
-		if x.v < 0 {
-			add("%s %d: must not be negative (0: the default)", x.flag, x.v)
+		if x.n < 0 {
+			v.add("%s %d: must not be negative (0: the default)", x.flag, x.n)
 		}
 	}
 	if a.CkptStep < 0 {
-		add("--ckpt-step %d: must be a saved iteration (1 or more; 0: the latest)", a.CkptStep)
+		v.add("--ckpt-step %d: must be a saved iteration (1 or more; 0: the latest)", a.CkptStep)
 	}
+}
+
+// checkCheckpointFlags: flags that say how to load or save need --load
+// or --save; limits on waiting and exiting.
+func (a Args) checkCheckpointFlags(world int, v *violations) {
 	if a.Load == "" {
 		for _, x := range []struct {
 			flag string
@@ -353,100 +407,110 @@ func (a Args) Validate(world int) error {
 		}{{"--ckpt-step", a.CkptStep > 0}, {"--finetune", a.Finetune}, {"--no-load-optim", a.NoLoadOptim},
 			{"--no-load-rng", a.NoLoadRNG}, {"--use-checkpoint-args", a.UseCheckpointArgs}} {
 			if x.on {
-				add("%s says how to load a checkpoint, and --load is not given: pass --load DIR or drop %s", x.flag, x.flag)
+				v.add("%s says how to load a checkpoint, and --load is not given: pass --load DIR or drop %s", x.flag, x.flag)
 			}
 		}
 	}
 	if a.Save == "" && (a.NoSaveOptim || a.NoSaveRNG) {
-		add("--no-save-optim/--no-save-rng say what a checkpoint leaves out, and --save is not given: pass --save DIR or drop them")
+		v.add("--no-save-optim/--no-save-rng say what a checkpoint leaves out, and --save is not given: pass --save DIR or drop them")
 	}
 	if a.Save == "" && a.AsyncSave {
-		add("--async-save says how checkpoints are written, and --save is not given: pass --save DIR or drop --async-save")
+		v.add("--async-save says how checkpoints are written, and --save is not given: pass --save DIR or drop --async-save")
 	}
 	if a.ExitDurationInMins < 0 {
-		add("--exit-duration-in-mins %g: must not be negative (0: no limit)", a.ExitDurationInMins)
+		v.add("--exit-duration-in-mins %g: must not be negative (0: no limit)", a.ExitDurationInMins)
 	}
 	if a.DistributedTimeoutMinutes > maxTimeoutMinutes {
-		add("--distributed-timeout-minutes %g: at most %d (a year); a collective that waits that long has hung", a.DistributedTimeoutMinutes, maxTimeoutMinutes)
+		v.add("--distributed-timeout-minutes %g: at most %d (a year); a collective that waits that long has hung", a.DistributedTimeoutMinutes, maxTimeoutMinutes)
 	}
-	if a.GlobalBatchSize == 0 && a.MicroBatchSize > 0 {
-		// Megatron's default: one micro-batch per data-parallel rank.
-	} else if rowsOK && a.GlobalBatchSize%(a.MicroBatchSize*dp) != 0 {
-		add("--global-batch-size %d is not divisible by --micro-batch-size × data-parallel size = %d × %d = %d: choose a global batch that is a multiple of %d",
+	dp := a.DataParallelSize(world)
+	if a.GlobalBatchSize != 0 && a.rowsOK(dp) && a.GlobalBatchSize%(a.MicroBatchSize*dp) != 0 {
+		// (0 is Megatron's default: one micro-batch per data-parallel rank.)
+		v.add("--global-batch-size %d is not divisible by --micro-batch-size × data-parallel size = %d × %d = %d: choose a global batch that is a multiple of %d",
 			a.GlobalBatchSize, a.MicroBatchSize, dp, a.MicroBatchSize*dp, a.MicroBatchSize*dp)
 	}
+}
+
+// checkLength: the run's length in iterations or samples, and the units
+// of its learning-rate schedule.
+func (a Args) checkLength(_ int, v *violations) {
 	switch {
 	case a.TrainSamples < 0:
-		add("--train-samples %d: must be positive", a.TrainSamples)
+		v.add("--train-samples %d: must be positive", a.TrainSamples)
 	case a.TrainSamples > 0 && a.TrainIters != a.iterationsFor(int64(a.TrainSamples)):
-		add("--train-iters %d and --train-samples %d: give one of them", a.TrainIters, a.TrainSamples)
+		v.add("--train-iters %d and --train-samples %d: give one of them", a.TrainIters, a.TrainSamples)
 	case a.TrainIters <= 0 && a.TrainSamples > 0 && !a.SkipTrain:
-		add("--train-samples %d is less than the first global batch (%d): raise --train-samples to at least %d", a.TrainSamples, a.GlobalBatchAt(0), a.GlobalBatchAt(0))
+		v.add("--train-samples %d is less than the first global batch (%d): raise --train-samples to at least %d", a.TrainSamples, a.GlobalBatchAt(0), a.GlobalBatchAt(0))
 	case a.TrainIters <= 0 && !a.SkipTrain:
-		add("--train-iters %d: set the number of iterations to train (at least 1), or --train-samples", a.TrainIters)
+		v.add("--train-iters %d: set the number of iterations to train (at least 1), or --train-samples", a.TrainIters)
 	}
 	if a.TrainSamples > 0 && (a.LRWarmupIters != 0 || a.LRDecayIters != 0) {
-		add("--lr-warmup-iters/--lr-decay-iters with --train-samples: the schedule counts samples; use --lr-warmup-samples/--lr-decay-samples")
+		v.add("--lr-warmup-iters/--lr-decay-iters with --train-samples: the schedule counts samples; use --lr-warmup-samples/--lr-decay-samples")
 	}
 	if a.TrainSamples == 0 && (a.LRWarmupSamples != 0 || a.LRDecaySamples != 0) {
-		add("--lr-warmup-samples/--lr-decay-samples need --train-samples (the schedule counts iterations otherwise): use --lr-warmup-iters/--lr-decay-iters")
+		v.add("--lr-warmup-samples/--lr-decay-samples need --train-samples (the schedule counts iterations otherwise): use --lr-warmup-iters/--lr-decay-iters")
 	}
 	if a.LRWarmupSamples < 0 || a.LRDecaySamples < 0 {
-		add("--lr-warmup-samples %d, --lr-decay-samples %d: must not be negative", a.LRWarmupSamples, a.LRDecaySamples)
+		v.add("--lr-warmup-samples %d, --lr-decay-samples %d: must not be negative", a.LRWarmupSamples, a.LRDecaySamples)
 	}
 	if a.LRWarmupFraction != 0 && (a.LRWarmupFraction < 0 || a.LRWarmupFraction > 1 || a.LRWarmupIters != 0 || a.LRWarmupSamples != 0) {
-		add("--lr-warmup-fraction %g: must lie in [0, 1] and replaces --lr-warmup-iters/--lr-warmup-samples (give one)", a.LRWarmupFraction)
+		v.add("--lr-warmup-fraction %g: must lie in [0, 1] and replaces --lr-warmup-iters/--lr-warmup-samples (give one)", a.LRWarmupFraction)
 	}
 	if a.SkipTrain && a.Load == "" {
-		add("--skip-train evaluates a loaded model, and --load is not given: pass --load DIR")
+		v.add("--skip-train evaluates a loaded model, and --load is not given: pass --load DIR")
 	}
+}
+
+// checkSchedule: logging, evaluation and saving intervals, and the
+// learning-rate schedule itself.
+func (a Args) checkSchedule(_ int, v *violations) {
 	if a.LogInterval <= 0 {
-		add("--log-interval %d: must be at least 1", a.LogInterval)
+		v.add("--log-interval %d: must be at least 1", a.LogInterval)
 	}
 	if a.EvalIters < 0 || a.EvalInterval < 0 || a.SaveInterval < 0 {
-		add("--eval-iters %d, --eval-interval %d, --save-interval %d: must not be negative", a.EvalIters, a.EvalInterval, a.SaveInterval)
+		v.add("--eval-iters %d, --eval-interval %d, --save-interval %d: must not be negative", a.EvalIters, a.EvalInterval, a.SaveInterval)
 	}
 	if a.SaveInterval > 0 && a.Save == "" {
-		add("--save-interval %d without --save: pass the checkpoint directory with --save", a.SaveInterval)
+		v.add("--save-interval %d without --save: pass the checkpoint directory with --save", a.SaveInterval)
 	}
-	if err := a.Schedule().Validate(); err != nil {
-		errs = append(errs, err.Error())
-	}
+	v.addErr(a.Schedule().Validate())
+}
+
+// checkOptimizer: Adam's and the clipping's ranges.
+func (a Args) checkOptimizer(_ int, v *violations) {
 	if a.AdamBeta1 < 0 || a.AdamBeta1 >= 1 || a.AdamBeta2 < 0 || a.AdamBeta2 >= 1 {
-		add("--adam-beta1 %g, --adam-beta2 %g: each must lie in [0, 1)", a.AdamBeta1, a.AdamBeta2)
+		v.add("--adam-beta1 %g, --adam-beta2 %g: each must lie in [0, 1)", a.AdamBeta1, a.AdamBeta2)
 	}
 	if a.AdamEps <= 0 {
-		add("--adam-eps %g: must be positive", a.AdamEps)
+		v.add("--adam-eps %g: must be positive", a.AdamEps)
 	}
 	if a.WeightDecay < 0 || a.ClipGrad < 0 {
-		add("--weight-decay %g, --clip-grad %g: must not be negative", a.WeightDecay, a.ClipGrad)
+		v.add("--weight-decay %g, --clip-grad %g: must not be negative", a.WeightDecay, a.ClipGrad)
 	}
-	errs = append(errs, a.dataErrors()...)
+}
+
+// checkDataAndSample: the data flags, the held-out split, the timeout,
+// and the sample generated after training.
+func (a Args) checkDataAndSample(_ int, v *violations) {
+	*v = append(*v, a.dataErrors()...)
 	if a.SplitValid < 0 || a.SplitValid >= 1 {
-		add("--split-valid %g: the held-out fraction must lie in [0, 1)", a.SplitValid)
+		v.add("--split-valid %g: the held-out fraction must lie in [0, 1)", a.SplitValid)
 	}
 	if a.DistributedTimeoutMinutes <= 0 {
-		add("--distributed-timeout-minutes %g: must be positive", a.DistributedTimeoutMinutes)
+		v.add("--distributed-timeout-minutes %g: must be positive", a.DistributedTimeoutMinutes)
 	}
 	if a.Sample < 0 || a.SampleTemperature <= 0 {
-		add("--sample %d, --sample-temperature %g: the sample length must not be negative and the temperature must be positive", a.Sample, a.SampleTemperature)
+		v.add("--sample %d, --sample-temperature %g: the sample length must not be negative and the temperature must be positive", a.Sample, a.SampleTemperature)
 	}
-	if v := a.Model.VocabSize; a.Sample > 0 && v > 0 && a.Tokenizer.Type == "" {
+	if n := a.Model.VocabSize; a.Sample > 0 && n > 0 && a.Tokenizer.Type == "" {
 		for i := 0; i < len(a.SamplePrompt); i++ {
-			if int(a.SamplePrompt[i]) >= v {
-				add("--sample-prompt %q: byte %d (%q) is outside the vocabulary [0, %d); samples are byte-level: use --vocab-size 256, another prompt, or drop --sample",
-					a.SamplePrompt, a.SamplePrompt[i], a.SamplePrompt[i:i+1], v)
+			if int(a.SamplePrompt[i]) >= n {
+				v.add("--sample-prompt %q: byte %d (%q) is outside the vocabulary [0, %d); samples are byte-level: use --vocab-size 256, another prompt, or drop --sample",
+					a.SamplePrompt, a.SamplePrompt[i], a.SamplePrompt[i:i+1], n)
 				break
 			}
 		}
 	}
-	if len(errs) == 0 {
-		return nil
-	}
-	if len(errs) == 1 {
-		return fmt.Errorf("invalid arguments: %s", errs[0])
-	}
-	return fmt.Errorf("invalid arguments (%d):\n  - %s", len(errs), strings.Join(errs, "\n  - "))
 }
 
 // withoutMTP returns the model config with the multi-token-prediction

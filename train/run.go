@@ -59,43 +59,15 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 	if a.WorldSize < 1 {
 		return nil, fmt.Errorf("invalid arguments: --world-size %d: must be at least 1", a.WorldSize)
 	}
-	a, err := checkLoad(a)
+	p, err := prepare(a, o, a.WorldSize, a.WorldSize, a.WorldSize, true)
 	if err != nil {
 		return nil, err
 	}
-	if a, err = withTokenizer(a); err != nil {
-		return nil, err
-	}
-	if err := checkDataVocab(a); err != nil {
-		return nil, err
-	}
-	a = normalise(a, a.WorldSize)
-	if err := a.Validate(a.WorldSize); err != nil {
-		return nil, err
-	}
-	if err := checkMemory(a, a.WorldSize, a.WorldSize, a.WorldSize); err != nil {
-		return nil, err
-	}
-	if err := checkSaveDir(a.Save); err != nil {
-		return nil, err
-	}
-	lock, err := lockSave(a, o)
-	if err != nil {
-		return nil, err
-	}
-	defer lock.Unlock()
-	if err := decideKernels(a); err != nil {
-		return nil, err
-	}
-	// The ranks of this process share one copy of the data.
-	ds, err := openData(a)
-	if err != nil {
-		return nil, err
-	}
-	world := local.NewWorld(a.WorldSize, comm.Options{Timeout: timeout(a)})
+	defer p.lock.Unlock()
+	world := local.NewWorld(a.WorldSize, comm.Options{Timeout: timeout(p.a)})
 	results := make([]*Result, a.WorldSize)
 	err = world.Run(ctx, func(ctx context.Context, g comm.Group) error {
-		r, err := runRank(ctx, g, a, o, ds, a.WorldSize)
+		r, err := runRank(ctx, g, p.a, o, p.data, a.WorldSize)
 		results[g.Rank()] = r
 		return err
 	})
@@ -103,6 +75,58 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 		return nil, rootCause(ctx, err, a.WorldSize)
 	}
 	return results[0], nil
+}
+
+// prepared is a run's settings after prepare: the arguments completed and
+// validated, the data opened (once per process: its ranks share it), and
+// the lock of --save if this process took it.
+type prepared struct {
+	a    Args
+	data *datasets
+	lock *ckpt.Lock
+}
+
+// prepare does what a run does before its ranks start, in Run and RunRank
+// alike: the arguments a checkpoint or the data complete, every check that
+// can refuse a run up front (the settings, the memory of the ranksHere of
+// the world's ranks in this process, of localRanks on this machine, the
+// --save directory and its lock when lock is set), the GEMM kernels, and
+// the data.
+func prepare(a Args, o Options, world, localRanks, ranksHere int, lock bool) (p prepared, err error) {
+	if a, err = checkLoad(a); err != nil {
+		return p, err
+	}
+	if a, err = withTokenizer(a); err != nil {
+		return p, err
+	}
+	if err := checkDataVocab(a); err != nil {
+		return p, err
+	}
+	a = normalise(a, world)
+	if err := a.Validate(world); err != nil {
+		return p, err
+	}
+	if err := checkMemory(a, world, localRanks, ranksHere); err != nil {
+		return p, err
+	}
+	if err := checkSaveDir(a.Save); err != nil {
+		return p, err
+	}
+	if lock {
+		if p.lock, err = lockSave(a, o); err != nil {
+			return p, err
+		}
+	}
+	if err := decideKernels(a); err != nil {
+		p.lock.Unlock()
+		return p, err
+	}
+	if p.data, err = openData(a); err != nil {
+		p.lock.Unlock()
+		return p, err
+	}
+	p.a = a
+	return p, nil
 }
 
 // lockSave takes the lock of the --save directory for the run's life
@@ -162,43 +186,15 @@ func rootCause(ctx context.Context, err error, world int) error {
 
 // RunRank runs one rank of a training job on its world group; under mpirun
 // every process calls it. localRanks is how many ranks share this process
-// (the cores are divided among them).
+// (the cores are divided among them). Rank 0 takes the lock of --save; the
+// others learn of its refusal at their first collective.
 func RunRank(ctx context.Context, world comm.Group, a Args, o Options, localRanks int) (*Result, error) {
-	a, err := checkLoad(a)
+	p, err := prepare(a, o, world.Size(), localRanks, 1, world.Rank() == 0)
 	if err != nil {
 		return nil, err
 	}
-	if a, err = withTokenizer(a); err != nil {
-		return nil, err
-	}
-	if err := checkDataVocab(a); err != nil {
-		return nil, err
-	}
-	a = normalise(a, world.Size())
-	if err := a.Validate(world.Size()); err != nil {
-		return nil, err
-	}
-	if err := checkMemory(a, world.Size(), localRanks, 1); err != nil {
-		return nil, err
-	}
-	if err := checkSaveDir(a.Save); err != nil {
-		return nil, err
-	}
-	if world.Rank() == 0 { // the others learn of a refusal at their first collective
-		lock, err := lockSave(a, o)
-		if err != nil {
-			return nil, err
-		}
-		defer lock.Unlock()
-	}
-	if err := decideKernels(a); err != nil {
-		return nil, err
-	}
-	ds, err := openData(a)
-	if err != nil {
-		return nil, err
-	}
-	return runRank(ctx, world, a, o, ds, localRanks)
+	defer p.lock.Unlock()
+	return runRank(ctx, world, p.a, o, p.data, localRanks)
 }
 
 // runRank runs one rank with the arguments validated and the data open.
