@@ -7,6 +7,12 @@
 // operations that copy, and they say so. Kernels run on contiguous data
 // (Data), reached through Contiguous.
 //
+// New returns zeros; Empty returns storage Go has not zeroed, as
+// torch.empty, for results a kernel overwrites whole (a training step's
+// activations and gradients: zeroing them was a tenth of a bf16 step).
+// Under the build tag gotron_poison, Empty fills with NaNs instead, so a
+// test sees any element left unwritten.
+//
 // float32 is gotron's compute type. bfloat16 and float16 are storage and
 // communication types (Half), converted with round-to-nearest-even.
 //
