@@ -1,6 +1,7 @@
 package autograd
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -35,7 +36,7 @@ func Backward(t *Tape, out *Var, grad *tensor.Tensor) error {
 	if out.node == nil {
 		if out.requiresGrad {
 			accumulateLeaf(out, grad)
-			runHooks(out)
+			runHooks(t.Context(), out)
 		}
 		return nil
 	}
@@ -52,7 +53,7 @@ func Backward(t *Tape, out *Var, grad *tensor.Tensor) error {
 			for _, in := range n.inputs {
 				if in.leaf != nil {
 					if leafUses[in.leaf]--; leafUses[in.leaf] == 0 {
-						leaves.done(in.leaf)
+						leaves.done(t.Context(), in.leaf)
 					}
 				}
 			}
@@ -95,7 +96,7 @@ func Backward(t *Tape, out *Var, grad *tensor.Tensor) error {
 			}
 			leafUses[leaf]--
 			if leafUses[leaf] == 0 {
-				leaves.done(leaf)
+				leaves.done(t.Context(), leaf)
 			}
 		}
 	}
@@ -130,9 +131,9 @@ func (p *pendingGrad) add(t *Tape, g *tensor.Tensor) *pendingGrad {
 	return p
 }
 
-func runHooks(v *Var) {
+func runHooks(ctx context.Context, v *Var) {
 	for _, h := range v.hooks {
-		h(v)
+		h(ctx, v)
 	}
 }
 

@@ -1,6 +1,7 @@
 package autograd_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -83,7 +84,7 @@ func TestBackwardOnALeaf(t *testing.T) {
 	tape := autograd.NewTape(t.Context())
 	x := autograd.NewLeaf(tensor.New(3), "x", true)
 	calls := 0
-	x.AddGradHook(func(*autograd.Var) { calls++ })
+	x.AddGradHook(func(context.Context, *autograd.Var) { calls++ })
 	g := tensor.FromSlice([]float32{1, 2, 3}, 3)
 	if err := autograd.Backward(tape, x, g); err != nil {
 		t.Fatal(err)

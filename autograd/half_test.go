@@ -32,7 +32,7 @@ func TestHalfLeafGradRoundsOncePerPass(t *testing.T) {
 			grad := tensor.ToHalf(tensor.Full(1, 3), d)
 			v.Grad = grad
 			var seen []float32
-			v.AddGradHook(func(v *autograd.Var) { seen = append(seen, v.Grad.At(0)) })
+			v.AddGradHook(func(_ context.Context, v *autograd.Var) { seen = append(seen, v.Grad.At(0)) })
 			tape := autograd.NewTape(context.Background())
 			y := autograd.Add(tape, v, v)
 			if err := autograd.Backward(tape, y, tensor.Full(h, 3)); err != nil {

@@ -1,6 +1,7 @@
 package autograd_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/gotron/gotron/autograd"
@@ -13,7 +14,7 @@ import (
 type hookLog struct{ seen []*tensor.Tensor }
 
 func (h *hookLog) attach(v *autograd.Var) {
-	v.AddGradHook(func(v *autograd.Var) {
+	v.AddGradHook(func(_ context.Context, v *autograd.Var) {
 		if v.Grad == nil {
 			h.seen = append(h.seen, nil)
 			return
@@ -129,8 +130,8 @@ func TestHooksRunInRegistrationOrder(t *testing.T) {
 	tape := autograd.NewTape(t.Context())
 	w := autograd.NewLeaf(tensor.Full(1, 2), "w", true)
 	var order []int
-	w.AddGradHook(func(*autograd.Var) { order = append(order, 1) })
-	w.AddGradHook(func(*autograd.Var) { order = append(order, 2) })
+	w.AddGradHook(func(context.Context, *autograd.Var) { order = append(order, 1) })
+	w.AddGradHook(func(context.Context, *autograd.Var) { order = append(order, 2) })
 	if err := autograd.Backward(tape, autograd.Sum(tape, w), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +145,7 @@ func TestNoHookForLeafNotRequiringGrad(t *testing.T) {
 	w := autograd.NewLeaf(tensor.Full(1, 2), "frozen", false)
 	x := autograd.NewLeaf(tensor.Full(1, 2), "x", true)
 	calls := 0
-	w.AddGradHook(func(*autograd.Var) { calls++ })
+	w.AddGradHook(func(context.Context, *autograd.Var) { calls++ })
 	if err := autograd.Backward(tape, autograd.Sum(tape, autograd.Add(tape, w, x)), nil); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package autograd
 
 import (
+	"context"
+
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/kernels"
 )
@@ -29,12 +31,12 @@ func (p leafGrads) add(v *Var, g *tensor.Tensor) {
 
 // done adds v's pending 16-bit-Grad sum, if any, and runs v's hooks: all
 // of v's uses in the pass are done.
-func (p leafGrads) done(v *Var) {
+func (p leafGrads) done(ctx context.Context, v *Var) {
 	if s := p[v]; s != nil {
 		delete(p, v)
 		accumulateLeaf(v, s)
 	}
-	runHooks(v)
+	runHooks(ctx, v)
 }
 
 // accumulateLeaf adds a Function's gradient g for the leaf v into v.Grad:

@@ -1,6 +1,10 @@
 package autograd
 
-import "github.com/gotron/gotron/tensor"
+import (
+	"context"
+
+	"github.com/gotron/gotron/tensor"
+)
 
 // Var is a tensor in the autograd graph: a leaf (a parameter or an input)
 // or the output of a Function.
@@ -17,7 +21,7 @@ type Var struct {
 	requiresGrad bool
 	param        bool
 	node         *node
-	hooks        []func(*Var)
+	hooks        []func(context.Context, *Var)
 }
 
 // MarkParameter marks a leaf as a model parameter: its value is a weight,
@@ -56,7 +60,9 @@ func (v *Var) IsLeaf() bool { return v.node == nil }
 // AddGradHook registers fn to run when a Backward pass has accumulated all
 // of this leaf's gradient contributions for that pass (Megatron's
 // grad-accumulation hook, which DDP uses to start a bucket's reduction).
-func (v *Var) AddGradHook(fn func(*Var)) { v.hooks = append(v.hooks, fn) }
+// fn gets the context the pass runs under (the tape's), for the work it
+// starts.
+func (v *Var) AddGradHook(fn func(ctx context.Context, v *Var)) { v.hooks = append(v.hooks, fn) }
 
 // Detach returns a leaf sharing v's value, cut from the graph.
 func (v *Var) Detach() *Var { return &Var{Value: v.Value, Name: v.Name} }

@@ -73,7 +73,7 @@ func (g *bucketGroup) reset() {
 // registerGradReady is the grad hook's part: count p's completed gradient
 // in the last microbatch and start the reduction once every count equals
 // its golden count.
-func (g *bucketGroup) registerGradReady(p *nn.Parameter) {
+func (g *bucketGroup) registerGradReady(ctx context.Context, p *nn.Parameter) {
 	if !g.lastMicrobatch {
 		return
 	}
@@ -86,7 +86,7 @@ func (g *bucketGroup) registerGradReady(p *nn.Parameter) {
 			return
 		}
 	}
-	g.d.fail(g.startGradSync(g.d.ctx, g.d.ForceAllReduce))
+	g.d.fail(g.startGradSync(ctx, false))
 }
 
 // startGradSync launches the group's reduction: round the float32 local
@@ -118,7 +118,7 @@ func (g *bucketGroup) startGradSync(ctx context.Context, forceAllReduce bool) er
 	}
 	for _, b := range g.buckets {
 		if b.GradientScalingFactor != 1 {
-			scaleData(b.GradData, b.GradientScalingFactor, d.Workers)
+			scaleData(b.GradData, b.GradientScalingFactor, d.workers)
 		}
 	}
 	op := comm.Sum

@@ -48,6 +48,9 @@ type Options struct {
 	// nearest even into the buffer. The gradients are float32 under
 	// grad_reduce_in_fp32, else of this type (GradDTypeFor).
 	ParamDType tensor.DType
+	// Workers is the number of goroutines the buffer-wide loops (zeroing,
+	// scaling the gradients) may use; 0 or 1: the caller's only.
+	Workers int
 }
 
 // DDP wraps a model chunk's parameters for data-parallel training
@@ -69,31 +72,25 @@ type DDP struct {
 	group, inter  comm.Group
 	shards        int // ranks a bucket is sharded over (the group's size)
 	shardRank     int
-	ctx           context.Context
 	largest       []float64 // per bucket: the largest local norm seen (check_for_large_grads)
 	syncOff       int       // nesting depth of NoSync
 	mu            sync.Mutex
 	err           error // the first failure in a grad hook
 	hookParamSync bool
-
-	// ForceAllReduce makes gradient reductions all-reduces even under the
-	// distributed optimizer (the schedules' force_all_reduce).
-	ForceAllReduce bool
-	// Workers is the number of goroutines buffer-wide loops may use.
-	Workers int
+	workers       int // Options.Workers
 }
 
 // New lays out params (one model chunk's, in registration order:
 // gpt.Model.RegisteredParameters) in a Buffer — ChunkLayout's layout
 // with o's bucket size, the distributed optimizer's when
 // cfg.UseDistributedOptimizer — moves their values and gradients into it,
-// and installs the grad hooks. ctx bounds the reductions started from
-// those hooks.
-func New(ctx context.Context, params []*nn.Parameter, cfg config.DDPConfig, o Options) (*DDP, error) {
+// and installs the grad hooks (the reductions they start run under the
+// backward pass's context).
+func New(params []*nn.Parameter, cfg config.DDPConfig, o Options) (*DDP, error) {
 	if err := checkConfig(cfg, o); err != nil {
 		return nil, err
 	}
-	d := &DDP{cfg: cfg, shards: 1, ctx: ctx, byParm: map[*nn.Parameter]*bucketGroup{}}
+	d := &DDP{cfg: cfg, shards: 1, workers: o.Workers, byParm: map[*nn.Parameter]*bucketGroup{}}
 	// A group of one rank reduces nothing: it is kept as nil so that no
 	// collective is issued for it.
 	if o.Group != nil && o.Group.Size() > 1 {
@@ -162,7 +159,7 @@ func New(ctx context.Context, params []*nn.Parameter, cfg config.DDPConfig, o Op
 	if cfg.OverlapGradReduce {
 		for _, p := range params {
 			g := d.byParm[p]
-			p.AddGradHook(func(*autograd.Var) { g.registerGradReady(p) })
+			p.AddGradHook(func(ctx context.Context, _ *autograd.Var) { g.registerGradReady(ctx, p) })
 		}
 	}
 	return d, nil
@@ -227,7 +224,7 @@ func (d *DDP) Shards() ([]BucketShard, int, error) {
 // float32 local gradients — and prepares the bucket groups for the next
 // iteration (zero_grad_buffer).
 func (d *DDP) ZeroGradBuffer() {
-	clearData(d.Buffer.GradData, d.Workers)
+	clearData(d.Buffer.GradData, d.workers)
 	for _, b := range d.Buffer.Buckets {
 		for _, p := range b.FP32GradParams {
 			clear(p.Grad.Data())
@@ -261,7 +258,7 @@ func (d *DDP) StartGradSync(ctx context.Context) error {
 		if g.works != nil || g.gradFinished {
 			continue
 		}
-		if err := g.startGradSync(ctx, d.ForceAllReduce); err != nil {
+		if err := g.startGradSync(ctx, false); err != nil {
 			return err
 		}
 	}
@@ -280,7 +277,7 @@ func (d *DDP) FinishGradSync(ctx context.Context, forceAllReduce bool) error {
 		return err
 	}
 	for _, g := range d.groups {
-		if err := g.finishGradSync(ctx, forceAllReduce || d.ForceAllReduce); err != nil {
+		if err := g.finishGradSync(ctx, forceAllReduce); err != nil {
 			return err
 		}
 	}
@@ -291,10 +288,10 @@ func (d *DDP) FinishGradSync(ctx context.Context, forceAllReduce bool) error {
 // in float32 for a float32 buffer and the float32 local gradients,
 // g ← r(w(g)·s) for a 16-bit buffer.
 func (d *DDP) ScaleGradients(s float32) {
-	scaleData(d.Buffer.GradData, s, d.Workers)
+	scaleData(d.Buffer.GradData, s, d.workers)
 	for _, b := range d.Buffer.Buckets {
 		for _, p := range b.FP32GradParams {
-			scaleData(comm.F32(p.Grad.Data()), s, d.Workers)
+			scaleData(comm.F32(p.Grad.Data()), s, d.workers)
 		}
 	}
 }

@@ -59,7 +59,7 @@ func accumulate(t *testing.T, tape *autograd.Tape, m *gpt.Model, d *DDP, row0, r
 // wrap builds a DDP over m's parameters in registration order.
 func wrap(t *testing.T, ctx context.Context, m *gpt.Model, cfg config.DDPConfig, o Options) *DDP {
 	t.Helper()
-	d, err := New(ctx, m.RegisteredParameters(), cfg, o)
+	d, err := New(m.RegisteredParameters(), cfg, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestGradientsMatchSingleRank(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					d, err := New(ctx, m.RegisteredParameters(), cfg, Options{Group: intra, Inter: inter, BucketSize: tc.bucket})
+					d, err := New(m.RegisteredParameters(), cfg, Options{Group: intra, Inter: inter, BucketSize: tc.bucket})
 					if err != nil {
 						return err
 					}
@@ -221,7 +221,7 @@ func TestBufferViewsAndPadding(t *testing.T) {
 	}
 	cfg := config.DefaultDDPConfig()
 	cfg.UseDistributedOptimizer = true
-	d, err := New(ctx, m.RegisteredParameters(), cfg, Options{BucketSize: 500})
+	d, err := New(m.RegisteredParameters(), cfg, Options{BucketSize: 500})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func TestFinalizeSequenceParallelGrads(t *testing.T) {
 						nn.NewParameter("ln.bias", tensor.New(3)),
 					}
 					ps[0].SequenceParallel, ps[2].SequenceParallel = true, true
-					d, err := New(ctx, ps, config.DefaultDDPConfig(), Options{BucketSize: config.NoBucketing})
+					d, err := New(ps, config.DefaultDDPConfig(), Options{BucketSize: config.NoBucketing})
 					if err != nil {
 						return err
 					}

@@ -40,7 +40,7 @@ func TestHalfBufferDTypes(t *testing.T) {
 			cfg.UseDistributedOptimizer, cfg.GradReduceInFP32 = true, tc.fp32Reduce
 			cfg.ParamNamePatternsForFP32LocalAccumulation = tc.patterns
 			ps := halfParams()
-			d, err := New(context.Background(), ps, cfg, Options{BucketSize: 300, ParamDType: tc.param})
+			d, err := New(ps, cfg, Options{BucketSize: 300, ParamDType: tc.param})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,11 +93,10 @@ func TestHalfScaleAndZero(t *testing.T) {
 		cfg.ParamNamePatternsForFP32LocalAccumulation = []string{"*.bias"}
 		ctx := context.Background()
 		ps := halfParams()
-		d, err := New(ctx, ps, cfg, Options{BucketSize: config.NoBucketing, ParamDType: pd})
+		d, err := New(ps, cfg, Options{BucketSize: config.NoBucketing, ParamDType: pd, Workers: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
-		d.Workers = 4
 		grad := func(p, i int) float32 { return gradIn(0, 0, 0, p, i) }
 		if err := halfBackward(ctx, d, ps, false, grad); err != nil {
 			t.Fatal(err)
@@ -161,7 +160,7 @@ func TestHalfNaNCheckNamesParameter(t *testing.T) {
 			cfg.ParamNamePatternsForFP32LocalAccumulation = tc.patterns
 			err := local.NewWorld(3, comm.Options{Timeout: time.Minute}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
 				ps := halfParams()
-				d, err := New(ctx, ps, cfg, Options{Group: g, BucketSize: 0, ParamDType: tc.pd})
+				d, err := New(ps, cfg, Options{Group: g, BucketSize: 0, ParamDType: tc.pd})
 				if err != nil {
 					return err
 				}
@@ -224,7 +223,7 @@ func TestHalfFinalizeTP(t *testing.T) {
 						nn.NewParameter("other.weight", tensor.New(5)),
 					}
 					ps[0].SequenceParallel, ps[2].SequenceParallel, ps[1].AverageGradientsAcrossTP = true, true, true
-					d, err := New(ctx, ps, cfg, Options{BucketSize: config.NoBucketing, ParamDType: tensor.BFloat16})
+					d, err := New(ps, cfg, Options{BucketSize: config.NoBucketing, ParamDType: tensor.BFloat16})
 					if err != nil {
 						return err
 					}
@@ -290,7 +289,7 @@ func TestHalfBroadcastParams(t *testing.T) {
 			}
 		}
 		rec := &collLog{}
-		d, err := New(ctx, ps, config.DefaultDDPConfig(), Options{Group: rec.wrap(g), BucketSize: config.NoBucketing, ParamDType: tensor.BFloat16})
+		d, err := New(ps, config.DefaultDDPConfig(), Options{Group: rec.wrap(g), BucketSize: config.NoBucketing, ParamDType: tensor.BFloat16})
 		if err != nil {
 			return err
 		}
@@ -320,16 +319,16 @@ func TestHalfBroadcastParams(t *testing.T) {
 func TestHalfConfigRefusals(t *testing.T) {
 	cfg := config.DefaultDDPConfig()
 	cfg.ParamNamePatternsForFP32LocalAccumulation = []string{"all"}
-	_, err := New(context.Background(), halfParams(), cfg, Options{BucketSize: config.NoBucketing})
+	_, err := New(halfParams(), cfg, Options{BucketSize: config.NoBucketing})
 	if err == nil || !strings.Contains(err.Error(), "float32") || !strings.Contains(err.Error(), "leave it empty") {
 		t.Errorf("patterns with float32 parameters: %v", err)
 	}
-	_, err = New(context.Background(), halfParams(), config.DefaultDDPConfig(), Options{BucketSize: config.NoBucketing, ParamDType: tensor.DType(9)})
+	_, err = New(halfParams(), config.DefaultDDPConfig(), Options{BucketSize: config.NoBucketing, ParamDType: tensor.DType(9)})
 	if err == nil || !strings.Contains(err.Error(), "DType(9)") {
 		t.Errorf("parameter type DType(9): %v", err)
 	}
 	cfg.ParamNamePatternsForFP32LocalAccumulation = []string{"all"}
-	d, err := New(context.Background(), halfParams(), cfg, Options{BucketSize: config.NoBucketing, ParamDType: tensor.BFloat16})
+	d, err := New(halfParams(), cfg, Options{BucketSize: config.NoBucketing, ParamDType: tensor.BFloat16})
 	if err != nil {
 		t.Fatal(err)
 	}

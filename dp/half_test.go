@@ -95,7 +95,7 @@ func runHalfCase(t *testing.T, pd tensor.DType, n int, hc halfCase, cfg config.D
 		}
 		rec := &collLog{}
 		ps := halfParams()
-		d, err := New(ctx, ps, cfg, Options{Group: rec.wrap(intra), Inter: rec.wrap(inter), BucketSize: hc.bucket, ParamDType: pd})
+		d, err := New(ps, cfg, Options{Group: rec.wrap(intra), Inter: rec.wrap(inter), BucketSize: hc.bucket, ParamDType: pd})
 		if err != nil {
 			return err
 		}

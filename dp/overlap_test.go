@@ -63,7 +63,7 @@ func TestReductionsStartDuringBackward(t *testing.T) {
 				if nb < 3 {
 					return fmt.Errorf("%d buckets; the test wants several", nb)
 				}
-				m.WordEmbeddings.AddGradHook(func(*autograd.Var) {
+				m.WordEmbeddings.AddGradHook(func(context.Context, *autograd.Var) {
 					mu.Lock()
 					log = append(log, "embedding-grad")
 					mu.Unlock()
@@ -143,7 +143,7 @@ func TestNaNGradientStopsEveryRank(t *testing.T) {
 			m, _ := gpt.New(tinyConfig(), rng.New(3))
 			p := m.Parameter(victim)
 			poisoned := false
-			p.AddGradHook(func(*autograd.Var) {
+			p.AddGradHook(func(context.Context, *autograd.Var) {
 				if g.Rank() == 1 && poisoned {
 					p.Grad.Data()[5] = tc.bad
 				}

@@ -175,7 +175,7 @@ func checkDirectAccumulation(t *testing.T, c directCase) {
 	}
 	seen := make([][][]float32, len(leaves))
 	for _, p := range c.params {
-		leaves[p].AddGradHook(func(v *autograd.Var) {
+		leaves[p].AddGradHook(func(_ context.Context, v *autograd.Var) {
 			seen[p] = append(seen[p], append([]float32(nil), v.Grad.Contiguous().Data()...))
 		})
 	}

@@ -18,6 +18,9 @@ type AdamConfig struct {
 	// (p ← p·(1 − lr·wd) before the Adam update), which is what Megatron's
 	// Adam does; false adds wd·p to the gradient instead (torch.optim.Adam).
 	Decoupled bool
+	// Workers is the number of goroutines an update may use (0 or 1: the
+	// caller's only). It changes no result.
+	Workers int
 }
 
 // Segment is a contiguous run of one parameter's elements that an
@@ -81,9 +84,6 @@ type Adam struct {
 	Segments []Segment
 	// Steps is the number of updates taken (torch's state["step"]).
 	Steps int
-	// Workers is the number of goroutines an update may use (0 or 1: the
-	// caller's only).
-	Workers int
 }
 
 // NewAdam returns an optimizer with zero moments for params, one segment
@@ -162,7 +162,7 @@ func (o *Adam) Step(lr float32) error {
 		if s.Main != nil {
 			model = p.Value.Bits()[s.Offset : s.Offset+s.Len]
 		}
-		kernels.ParallelFor(len(pd), max(1, min(o.Workers, len(pd)/minAdamWork)), func(lo, hi int) {
+		kernels.ParallelFor(len(pd), max(1, min(o.Config.Workers, len(pd)/minAdamWork)), func(lo, hi int) {
 			kernels.AdamStep(pd[lo:hi], gd[lo:hi], m[lo:hi], v[lo:hi], h)
 			if model != nil { // the 16-bit model parameters follow their main copy
 				tensor.RoundInto(p.Value.DType(), model[lo:hi], pd[lo:hi])

@@ -59,7 +59,7 @@ func testStateSharded(t *testing.T, dtype tensor.DType) {
 				if err != nil {
 					return err
 				}
-				d, err := dp.New(ctx, m.RegisteredParameters(), ddp, dp.Options{Group: g, BucketSize: 3000, ParamDType: dtype})
+				d, err := dp.New(m.RegisteredParameters(), ddp, dp.Options{Group: g, BucketSize: 3000, ParamDType: dtype})
 				if err != nil {
 					return err
 				}

@@ -42,7 +42,7 @@ cases=(
 	"--world-size 2 --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2"
 	"--world-size 2 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather"
 	"--world-size 2 --context-parallel-size 2"
-	"--world-size 2 --expert-model-parallel-size 2 --num-experts 4 --moe-router-topk 2 --disable-bias-linear"
+	"--world-size 2 --expert-model-parallel-size 2 --num-experts 4 --moe-router-topk 2 --moe-aux-loss-coeff 0.01 --moe-z-loss-coeff 0.001 --disable-bias-linear"
 	"--swiglu --normalization RMSNorm --position-embedding-type rope --group-query-attention --num-query-groups 2"
 	"resume"
 )

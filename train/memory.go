@@ -144,14 +144,15 @@ func MeasureActivations(ctx context.Context, a Args) ([]MemoryRow, error) {
 				return err
 			}
 			g := groups.TP()
-			m, err := gpt.NewParallel(l.cfg, rng.New(a.Seed), g)
-			if err != nil {
-				return err
-			}
+			var cpg *cp.Groups
 			if l.cfg.ContextParallelSize > 1 {
-				if m.CP, err = cp.NewGroups(ctx, groups.CP(), l.cfg.HierarchicalContextParallelSizes); err != nil {
+				if cpg, err = cp.NewGroups(ctx, groups.CP(), l.cfg.HierarchicalContextParallelSizes); err != nil {
 					return err
 				}
+			}
+			m, err := gpt.NewParallel(l.cfg, rng.New(a.Seed), g, gpt.WithContextParallel(cpg))
+			if err != nil {
+				return err
 			}
 			tracker, def, err := tp.ModelParallelManualSeed(a.Seed+1+uint64(m.CP.Rank()), g.Rank(), 0, 0)
 			if err != nil {

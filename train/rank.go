@@ -187,11 +187,10 @@ func (t *trainer) buildChunks() error {
 		}
 		m, err := gpt.NewChunk(t.a.Model, rng.New(t.a.Seed), t.tp, gpt.ChunkSpec{
 			PreProcess: c.PreProcess, PostProcess: c.PostProcess, LayerOffset: c.LayerOffset, NumLayers: c.NumLayers,
-		}, gpt.WithExperts(t.expertGroups()))
+		}, gpt.WithExperts(t.expertGroups()), gpt.WithContextParallel(t.cp))
 		if err != nil {
 			return err
 		}
-		m.CP = t.cp
 		t.chunks = append(t.chunks, m)
 	}
 	return nil

@@ -39,14 +39,14 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 		if t.pp.Size() > 1 && c.WordEmbeddings != nil && a.Model.ShareEmbeddingsAndOutputWeights {
 			shared = c.WordEmbeddings
 		}
-		d, err := t.wrap(ctx, dense, dp.Options{Group: intra, Inter: inter, DisableBucketing: i > 0, SharedEmbedding: shared}, i, workers)
+		d, err := t.wrap(dense, dp.Options{Group: intra, Inter: inter, DisableBucketing: i > 0, SharedEmbedding: shared}, i, workers)
 		if err != nil {
 			return err
 		}
 		t.ddps = append(t.ddps, d)
 		var e *dp.DDP
 		if len(experts) > 0 {
-			if e, err = t.wrap(ctx, experts, dp.Options{Group: eintra, Inter: inter, DisableBucketing: i > 0, AverageOver: t.dpg.Size()}, i, workers); err != nil {
+			if e, err = t.wrap(experts, dp.Options{Group: eintra, Inter: inter, DisableBucketing: i > 0, AverageOver: t.dpg.Size()}, i, workers); err != nil {
 				return err
 			}
 		}
@@ -69,14 +69,13 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 	var err error
 	cfg := optim.AdamConfig{
 		Beta1: float32(a.AdamBeta1), Beta2: float32(a.AdamBeta2), Eps: float32(a.AdamEps),
-		WeightDecay: float32(a.WeightDecay), Decoupled: true,
+		WeightDecay: float32(a.WeightDecay), Decoupled: true, Workers: workers,
 	}
 	if t.scaler, err = a.newScaler(); err != nil {
 		return err
 	}
 	if !ddp.UseDistributedOptimizer {
 		t.opt = optim.NewAdam(t.params, cfg)
-		t.opt.Workers = workers
 		return nil
 	}
 	dopt, err := optim.NewDistributedOptimizer(t.allDDPs(), cfg, t.groups.Get(mesh.GroupIntraDistOpt), t.normOwned())
@@ -84,13 +83,12 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 		return err
 	}
 	t.dopt, t.opt = dopt, dopt.Adam
-	t.opt.Workers = workers
 	return nil
 }
 
 // wrap builds chunk i's data-parallel wrapper of params with o's groups
 // and the run's DDP config, precision and bucket size.
-func (t *trainer) wrap(ctx context.Context, params []*nn.Parameter, o dp.Options, i, workers int) (*dp.DDP, error) {
+func (t *trainer) wrap(params []*nn.Parameter, o dp.Options, i, workers int) (*dp.DDP, error) {
 	a := t.a
 	n := 0
 	for _, p := range params {
@@ -99,12 +97,8 @@ func (t *trainer) wrap(ctx context.Context, params []*nn.Parameter, o dp.Options
 	o.BucketSize = dp.BucketSize(a.DDP, t.dpg.Size(), n, t.pp.Rank(), i)
 	o.CalculatePerTokenLoss = a.Model.CalculatePerTokenLoss
 	o.ParamDType = a.ParamDType()
-	d, err := dp.New(ctx, params, a.DDP, o)
-	if err != nil {
-		return nil, err
-	}
-	d.Workers = workers
-	return d, nil
+	o.Workers = workers
+	return dp.New(params, a.DDP, o)
 }
 
 // allDDPs returns every data-parallel wrapper of the rank: each chunk's

@@ -145,7 +145,7 @@ func (m *Model) ForwardInputs(t *autograd.Tape, in Inputs, r *Randomness, checkp
 	if stats != nil {
 		stats.AfterEmbedding = t.ActivationBytes()
 	}
-	ps := &pass{r: r, hidden: hidden, mp: mp, segments: in.Segments}
+	ps := &pass{r: r, hidden: hidden, mp: mp, segments: in.Segments, moeScale: in.MoEAuxLossScale}
 	if ps.rope, ps.ropeRows, err = m.rotaryOf(s, b, in.PositionIDs); err != nil {
 		return nil, err
 	}
@@ -350,6 +350,7 @@ type pass struct {
 	rope       *kernels.RotaryTable
 	ropeRows   []int32
 	segments   []int32
+	moeScale   float32 // Inputs.MoEAuxLossScale
 }
 
 // forward runs one layer on x ([s, b, h], or [s/tp, b, h] under sequence
@@ -384,7 +385,7 @@ func (l *Layer) forward(t *autograd.Tape, x *autograd.Var, m *Model, ps *pass) *
 		residual = y
 	}
 	if l.MoE != nil {
-		scale := m.MoEAuxLossScale
+		scale := ps.moeScale
 		if scale == 0 {
 			scale = 1
 		}

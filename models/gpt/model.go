@@ -33,7 +33,8 @@ type Model struct {
 	Spec ChunkSpec
 	// TP is the tensor-parallel group (nil: one rank).
 	TP comm.Group
-	// CP are the context-parallel groups (nil: none). With cp > 1 a
+	// CP are the context-parallel groups (WithContextParallel; nil:
+	// none). With cp > 1 a
 	// micro-batch holds the rank's s/cp tokens of every sequence
 	// (cp.Split), the position embeddings are looked up by their real
 	// positions, and attention crosses the group as the config's
@@ -45,11 +46,6 @@ type Model struct {
 	// CPWait, if set, accumulates the nanoseconds ring attention spends
 	// blocked on receives.
 	CPWait *atomic.Int64
-	// MoEAuxLossScale is the backward scale of the MoE layers' load-balancing
-	// and z losses for the next Forward: the main loss's (the loss scale ×
-	// cp / microbatches, as the schedule sets Megatron's
-	// MoEAuxLossAutoScaler); 0 means 1.
-	MoEAuxLossScale float32
 
 	// Embedding is the vocab-parallel word embedding; its weight
 	// (embedding.word_embeddings.weight, [V_pad/tp, h]) is also the output
@@ -141,8 +137,8 @@ func New(cfg config.TransformerConfig, g *rng.RNG) (*Model, error) {
 
 // NewParallel builds this rank's part of the whole model on the
 // tensor-parallel group tpg (NewChunk with WholeModel).
-func NewParallel(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group) (*Model, error) {
-	return NewChunk(cfg, g, tpg, WholeModel(cfg))
+func NewParallel(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, opts ...Option) (*Model, error) {
+	return NewChunk(cfg, g, tpg, WholeModel(cfg), opts...)
 }
 
 // NewChunk builds this rank's part of the model chunk spec on the
@@ -192,7 +188,7 @@ func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec Chu
 	for _, o := range opts {
 		o(b)
 	}
-	m := &Model{Config: cfg, Spec: spec, TP: tpg, Experts: b.experts}
+	m := &Model{Config: cfg, Spec: spec, TP: tpg, CP: b.cp, Experts: b.experts}
 	b.m = m
 	h, v, vp := cfg.HiddenSize, cfg.VocabSize, cfg.PaddedVocabSize()
 	var err error
@@ -251,6 +247,7 @@ type builder struct {
 	sp      bool
 	m       *Model
 	experts moe.Parallel // the expert grid's groups (WithExperts)
+	cp      *cp.Groups   // WithContextParallel
 }
 
 // normal is the init method N(0, sd) drawing from the model's stream.

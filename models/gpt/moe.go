@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/cp"
 	"github.com/gotron/gotron/moe"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
@@ -46,6 +47,10 @@ type Option func(*builder)
 // the expert tensor-parallel group. Without it a MoE model needs one
 // rank per expert-grid dimension.
 func WithExperts(p moe.Parallel) Option { return func(b *builder) { b.experts = p } }
+
+// WithContextParallel makes the model a context-parallel one over g (nil:
+// none): see Model.CP.
+func WithContextParallel(g *cp.Groups) Option { return func(b *builder) { b.cp = g } }
 
 // moeSupported reports what gotron's MoE layer does not do yet, and a
 // parallel layout whose groups NewChunk was not given.

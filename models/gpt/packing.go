@@ -34,6 +34,11 @@ type Inputs struct {
 	// stage reads them (every layer's attention). Nil means causal
 	// attention over whole rows.
 	Segments []int32
+	// MoEAuxLossScale is the backward scale of the MoE layers'
+	// load-balancing and z losses in this forward: the main loss's (the
+	// loss scale × cp / microbatches, as the schedule sets Megatron's
+	// MoEAuxLossAutoScaler); 0 means 1.
+	MoEAuxLossScale float32
 }
 
 // checkPacking checks the shapes of in's position ids and segments and

@@ -62,8 +62,8 @@ func testGradientsMatchPyTorch(t *testing.T, name string) {
 	micro := fc.GlobalBatchSize / fc.MicroBatchSize
 	for k := 0; k < micro; k++ {
 		b := ds.Batch(data.ConstantStep(0, fc.GlobalBatchSize), k*fc.MicroBatchSize, fc.MicroBatchSize)
-		m.MoEAuxLossScale = 1 / float32(micro) // the schedule's backward scale of the MoE losses
-		losses, err := m.Forward(tape, b.InputIDs, b.Labels, b.Rows, b.Seq, nil)
+		losses, err := m.ForwardInputs(tape, Inputs{IDs: b.InputIDs, Labels: b.Labels, Rows: b.Rows, Seq: b.Seq,
+			MoEAuxLossScale: 1 / float32(micro)}, nil, nil) // the schedule's backward scale of the MoE losses
 		if err != nil {
 			t.Fatal(err)
 		}
