@@ -5,6 +5,10 @@ import "fmt"
 // DType is the element type of a Buffer. The zero value is invalid: a zero
 // Buffer{} has no type and every operation rejects it (use F32(nil) for an
 // empty float32 buffer).
+//
+// Why not tensor.DType: collectives also carry integers (Int64: generator
+// states, counts, flags), the zero value must be invalid so that an unset
+// Buffer is caught, and package comm does not depend on the tensor package.
 type DType int
 
 // The element types a collective can carry. BFloat16 and Float16 are

@@ -13,6 +13,12 @@ import (
 // The zero value, DTypeNone, is the reference's None: "not set". Fields whose
 // reference default is None (pipeline_dtype, autocast_dtype) start as
 // DTypeNone; Finalize or Validate say what an unset value means for each.
+//
+// Why not tensor.DType: a config must say "not set", which a tensor's type
+// never is, and package config stays free of the tensor package (and of its
+// cgo libraries), so that tools that only read configs (gotron inspect, the
+// planner) link none of them. comm.DType and tensor.DType are the other two
+// in-memory element types; each says why it is its own.
 type DType uint8
 
 // The element types a config can name.

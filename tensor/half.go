@@ -9,6 +9,12 @@ import (
 // DType names an element type. float32 is gotron's compute type; BFloat16
 // and Float16 are storage and communication types (parameters of a
 // mixed-precision model, their gradients when not accumulated in float32).
+//
+// It is the element type of storage, so its zero value is Float32; the
+// configuration's config.DType (which can be unset) and the collectives'
+// comm.DType (which carries integers too) are separate types for those
+// reasons, and the file formats' (safetensors.DType, indexed.DType) are
+// spelled as their formats define them.
 type DType uint8
 
 const (
