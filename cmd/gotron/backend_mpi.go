@@ -29,8 +29,10 @@ func runMPI(ctx context.Context, a train.Args, o train.Options) (*train.Result, 
 		a.Threads = runtime.NumCPU()
 	}
 	var res *train.Result
+	rank := -1
 	timeout := time.Duration(a.DistributedTimeoutMinutes * float64(time.Minute))
 	err := mpi.Run(ctx, comm.Options{Timeout: timeout}, func(ctx context.Context, g comm.Group) error {
+		rank = g.Rank()
 		if g.Rank() != 0 {
 			o.Out, o.Progress = nil, nil
 		}
@@ -38,5 +40,10 @@ func runMPI(ctx context.Context, a train.Args, o train.Options) (*train.Result, 
 		res = r
 		return err
 	})
+	if err != nil && rank > 0 && ctx.Err() == nil {
+		// Every rank returns the same failure (mpi.World.Run agrees on its
+		// root cause): rank 0 says it, the others only exit with its status.
+		return res, &exitError{code: 1}
+	}
 	return res, err
 }

@@ -37,7 +37,9 @@ func main() {
 	var ee *exitError
 	switch {
 	case errors.As(err, &ee):
-		fmt.Fprintf(os.Stderr, "gotron: %s\n", ee.msg)
+		if ee.msg != "" { // an empty message was said elsewhere (another rank)
+			fmt.Fprintf(os.Stderr, "gotron: %s\n", ee.msg)
+		}
 		os.Exit(ee.code)
 	case in.received() != 0 && ctx.Err() != nil:
 		// Every part of the command stopped with the context's error;

@@ -100,8 +100,8 @@ func lineStart() string {
 // name returns "SIGINT", "SIGTERM" or the signal's number.
 func name(s syscall.Signal) string { return (train.ExitReason{Signal: s}).String() }
 
-// exitError ends the command with a status other than 1 after printing
-// its message.
+// exitError ends the command with its status after printing its message;
+// an empty message prints nothing (another process of the job said it).
 type exitError struct {
 	code int
 	msg  string

@@ -28,9 +28,13 @@ func (e *RunError) Error() string {
 	msg := fmt.Sprintf("mpi: rank %d failed: %v", e.Rank, e.Err)
 	if e.ThisErr != nil && e.ThisRank != e.Rank {
 		var pe *comm.PeerError
-		if errors.As(e.ThisErr, &pe) {
+		switch {
+		case errors.As(e.ThisErr, &pe):
 			msg += fmt.Sprintf("\n(rank %d stopped because of it)", e.ThisRank)
-		} else {
+		case e.ThisErr.Error() == e.Err.Error():
+			// Invalid arguments, say: every rank refuses them alike.
+			msg += fmt.Sprintf(" (rank %d too)", e.ThisRank)
+		default:
 			msg += fmt.Sprintf("\n(rank %d also failed: %v)", e.ThisRank, e.ThisErr)
 		}
 	}

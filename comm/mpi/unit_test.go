@@ -146,3 +146,24 @@ func TestWireErrors(t *testing.T) {
 		t.Errorf("fit(4096) left %d bytes", len(b))
 	}
 }
+
+// TestRunErrorText: the earliest failure, then what this rank did: a
+// peer's failure stopped it, it failed the same way (said once), or it
+// failed otherwise.
+func TestRunErrorText(t *testing.T) {
+	root := &RemoteError{Rank: 1, Msg: "invalid arguments: --lr NaN"}
+	for _, c := range []struct {
+		this error
+		want string
+	}{
+		{nil, "mpi: rank 1 failed: invalid arguments: --lr NaN"},
+		{&comm.PeerError{}, "mpi: rank 1 failed: invalid arguments: --lr NaN\n(rank 0 stopped because of it)"},
+		{errors.New("invalid arguments: --lr NaN"), "mpi: rank 1 failed: invalid arguments: --lr NaN (rank 0 too)"},
+		{errors.New("disk full"), "mpi: rank 1 failed: invalid arguments: --lr NaN\n(rank 0 also failed: disk full)"},
+	} {
+		e := &RunError{Rank: 1, Err: root, ThisRank: 0, ThisErr: c.this}
+		if got := e.Error(); got != c.want {
+			t.Errorf("this rank's error %v: %q, want %q", c.this, got, c.want)
+		}
+	}
+}
