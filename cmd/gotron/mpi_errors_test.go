@@ -14,21 +14,29 @@ import (
 	"github.com/gotron/gotron/ckpt"
 )
 
+// buildMPI skips the test without mpirun, else builds gotron with MPI into
+// a temporary directory, and returns the directory and the binary.
+func buildMPI(ctx context.Context, t *testing.T) (dir, bin string) {
+	t.Helper()
+	if _, err := exec.LookPath("mpirun"); err != nil {
+		t.Skip("mpirun not found: install openmpi-bin (make test-mpi does)")
+	}
+	dir = t.TempDir()
+	bin = filepath.Join(dir, "gotron")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-tags", "mpi", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags mpi: %v\n%s", err, out)
+	}
+	return dir, bin
+}
+
 // TestMPIStartErrorsOnce: a run that every rank of an `mpirun -np 2` job
 // refuses at start-up says why once, not once per process: invalid
 // arguments, a --save another run holds, and a checkpoint whose rank-1
 // shard is damaged (then no "resumed" line either).
 func TestMPIStartErrorsOnce(t *testing.T) {
-	if _, err := exec.LookPath("mpirun"); err != nil {
-		t.Skip("mpirun not found: install openmpi-bin (make test-mpi does)")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "gotron")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-tags", "mpi", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags mpi: %v\n%s", err, out)
-	}
+	dir, bin := buildMPI(ctx, t)
 	mpirun := func(extra ...string) (stdout, stderr string, err error) {
 		args := []string{"--allow-run-as-root", "--oversubscribe", "-np", "2", bin, "train", "--backend", "mpi",
 			"--mock-data", "--vocab-size", "64", "--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4",

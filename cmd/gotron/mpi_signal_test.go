@@ -23,16 +23,9 @@ import (
 // mpirun exits 0. Resumed under mpirun, the next 5 iterations equal, bit
 // for bit, those of an mpirun run that never stopped.
 func TestMPISignalStopsEveryRank(t *testing.T) {
-	if _, err := exec.LookPath("mpirun"); err != nil {
-		t.Skip("mpirun not found: install openmpi-bin (make test-mpi does)")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "gotron")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-tags", "mpi", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags mpi: %v\n%s", err, out)
-	}
+	dir, bin := buildMPI(ctx, t)
 	ckpt := filepath.Join(dir, "ckpt")
 	mpirun := func(iters int, extra ...string) *exec.Cmd {
 		args := []string{"--allow-run-as-root", "--oversubscribe", "-np", "4", bin, "train", "--backend", "mpi",

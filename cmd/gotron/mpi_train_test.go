@@ -42,15 +42,7 @@ import (
 // under DP 2 × CP 2, every process building the sample indices into one
 // cache, follows the one-rank curve to 1e-6.
 func TestMPITrainMatchesSingleRank(t *testing.T) {
-	if _, err := exec.LookPath("mpirun"); err != nil {
-		t.Skip("mpirun not found: install openmpi-bin (make test-mpi does)")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "gotron")
-	build := exec.Command("go", "build", "-tags", "mpi", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags mpi: %v\n%s", err, out)
-	}
+	dir, bin := buildMPI(context.Background(), t)
 	flags := []string{"--mock-data", "--vocab-size", "64", "--num-layers", "2", "--hidden-size", "32",
 		"--num-attention-heads", "4", "--seq-length", "16", "--micro-batch-size", "1", "--global-batch-size", "8",
 		"--train-iters", "20", "--lr", "3e-3", "--lr-warmup-iters", "2", "--lr-decay-style", "cosine",
