@@ -30,8 +30,13 @@ type Parameter struct {
 	// and finalize_model_grads sums it, with or without sequence
 	// parallelism (the reference's qk_layernorm rule).
 	SumGradientsAcrossTP bool
-	// Shared marks a parameter shared between modules (the tied word
-	// embedding used as the output layer).
+	// Shared marks a copy of a parameter another module owns: the word
+	// embedding a pipeline chunk without the embedding holds as its output
+	// layer (Megatron's shared embedding on the last stage, tied to the
+	// first stage's). Its value and gradient are the owner's (the
+	// embedding group's all-reduce keeps them so), so whatever counts or
+	// stores each parameter once — the gradient norm, checkpoints, whole
+	// tensors — skips it. The one rule for that, read by every caller.
 	Shared bool
 	// Allreduce says the gradient is reduced over the dense data-parallel
 	// group (true, the default); expert parameters reduced over the

@@ -281,12 +281,11 @@ func (t *trainer) cpLayout() int {
 // checkpointPieces returns the boxes this rank writes (see save).
 func (t *trainer) checkpointPieces() []ckpt.PieceData {
 	whole := gpt.ParameterShapes(t.a.Model)
-	skip := t.duplicateParams()
 	var out []ckpt.PieceData
 	for i := range t.opt.Segments {
 		s := &t.opt.Segments[i]
 		p := s.Param
-		if skip[p] || !t.writesOptimizerState(p) || (!isPartitioned(p) && t.partition(p).Rank != 0) {
+		if p.Shared || !t.writesOptimizerState(p) || (!isPartitioned(p) && t.partition(p).Rank != 0) {
 			continue
 		}
 		local := p.Value.Shape()
@@ -337,19 +336,6 @@ func (t *trainer) writesOptimizerState(p *nn.Parameter) bool {
 	}
 	inter := t.groups.Get(mesh.GroupInterDistOpt)
 	return inter == nil || inter.Rank() == 0
-}
-
-// duplicateParams returns the parameters whose values another of the
-// rank's pipeline stages owns: the word embedding's copy on a stage
-// without the embedding (the output layer of a tied model).
-func (t *trainer) duplicateParams() map[*nn.Parameter]bool {
-	out := map[*nn.Parameter]bool{}
-	for _, c := range t.chunks {
-		if c.WordEmbeddings != nil && !c.Spec.PreProcess && t.pp.Size() > 1 {
-			out[c.WordEmbeddings] = true
-		}
-	}
-	return out
 }
 
 // isPartitioned reports whether p is split over tensor parallelism (a

@@ -28,8 +28,7 @@ func (t *trainer) wholeTensors(ctx context.Context, of func(p *nn.Parameter) *te
 		}
 		for i, p := range c.Parameters() {
 			switch {
-			case p == c.WordEmbeddings && !c.Spec.PreProcess && t.pp.Size() > 1:
-				// the first stage's copy is saved
+			case p.Shared: // the first stage's copy is saved
 			case !p.Allreduce:
 				experts = append(experts, ts[i])
 			default:

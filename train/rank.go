@@ -214,7 +214,7 @@ func (t *trainer) normParams() []*nn.Parameter {
 	var out []*nn.Parameter
 	for _, c := range t.chunks {
 		for _, p := range c.Parameters() {
-			if p == c.WordEmbeddings && !c.Spec.PreProcess {
+			if p.Shared {
 				continue
 			}
 			out = append(out, p)

@@ -198,7 +198,9 @@ func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec Chu
 			return nil, err
 		}
 		m.WordEmbeddings = m.add(m.Embedding.Weight)
-		m.WordEmbeddings.Shared = cfg.ShareEmbeddingsAndOutputWeights
+		// A chunk without the embedding holds the tied weight as its
+		// output layer: a copy of the first chunk's.
+		m.WordEmbeddings.Shared = !spec.PreProcess
 	} else {
 		g.SkipNormal(v * h)
 	}
