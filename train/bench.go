@@ -519,11 +519,11 @@ func (t *trainer) benchOptimizerStep(ctx context.Context) (adam, gather time.Dur
 		return 0, 0, err
 	}
 	start := time.Now()
-	if err := t.opt.Step(0); err != nil {
+	if err := t.opt.Adam().Step(0); err != nil {
 		return 0, 0, err
 	}
 	adam = time.Since(start)
-	if t.dopt == nil {
+	if !t.a.DDP.UseDistributedOptimizer {
 		return adam, 0, nil
 	}
 	start = time.Now()

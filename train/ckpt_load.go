@@ -106,8 +106,9 @@ func (t *trainer) resume() error {
 		return t.resumeRNG(m)
 	}
 	// Moments: each segment reads its own range.
-	for i := range t.opt.Segments {
-		s := &t.opt.Segments[i]
+	segs := t.opt.Adam().Segments
+	for i := range segs {
+		s := &segs[i]
 		p := s.Param
 		boxes := ckpt.FlatBoxes(p.Value.Shape(), s.Offset, s.Offset+s.Len)
 		for _, k := range keyFields[1:] {
@@ -119,7 +120,7 @@ func (t *trainer) resume() error {
 	if err := t.loadScaler(m.GradScaler); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	t.opt.Steps, t.lrSamples = m.OptimizerSteps, m.SchedulerSamples
+	t.opt.Adam().Steps, t.lrSamples = m.OptimizerSteps, m.SchedulerSamples
 	if t.lrSamples == 0 {
 		// A checkpoint that predates the field: a constant batch, this
 		// run's (checkArgs made it the checkpoint's where recorded).

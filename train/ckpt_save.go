@@ -124,7 +124,7 @@ func (t *trainer) beginSave(ctx context.Context) (*pendingSave, error) {
 		return p, nil
 	}
 	m := &ckpt.Manifest{
-		Iteration: t.iteration, ConsumedSamples: t.consumed, OptimizerSteps: t.opt.Steps, SchedulerSamples: t.lrSamples,
+		Iteration: t.iteration, ConsumedSamples: t.consumed, OptimizerSteps: t.opt.Adam().Steps, SchedulerSamples: t.lrSamples,
 		Args: argsRecord(t.a, w.Size()), Layout: t.layout(), GradScaler: t.scalerState(), Tensors: map[string][]int{},
 	}
 	for name, shape := range gpt.ParameterShapes(t.a.Model) {
@@ -262,7 +262,7 @@ func (t *trainer) savedFields() []struct {
 // layout describes the run's parallel layout for the manifest.
 func (t *trainer) layout() ckpt.Layout {
 	l := ckpt.Layout{World: t.groups.World.Size(), TP: t.tp.Size(), PP: t.pp.Size(), VPP: t.a.Model.NumModelChunks(), DP: t.dp,
-		CP: t.cpLayout(), DistributedOptimizer: t.dopt != nil}
+		CP: t.cpLayout(), DistributedOptimizer: t.a.DDP.UseDistributedOptimizer}
 	if t.a.Model.NumMoEExperts > 0 {
 		l.EP, l.ETP = moe.GroupSize(t.groups.Get(mesh.GroupEP)), moe.GroupSize(t.groups.Get(mesh.GroupExptTP))
 	}
@@ -282,8 +282,9 @@ func (t *trainer) cpLayout() int {
 func (t *trainer) checkpointPieces() []ckpt.PieceData {
 	whole := gpt.ParameterShapes(t.a.Model)
 	var out []ckpt.PieceData
-	for i := range t.opt.Segments {
-		s := &t.opt.Segments[i]
+	segs := t.opt.Adam().Segments
+	for i := range segs {
+		s := &segs[i]
 		p := s.Param
 		if p.Shared || !t.writesOptimizerState(p) || (!isPartitioned(p) && t.partition(p).Rank != 0) {
 			continue
@@ -325,7 +326,7 @@ func (t *trainer) bufferPieces() []ckpt.PieceData {
 // its own experts), or under the distributed optimizer every
 // data-parallel rank's of the first optimizer instance.
 func (t *trainer) writesOptimizerState(p *nn.Parameter) bool {
-	if t.dopt == nil {
+	if !t.a.DDP.UseDistributedOptimizer {
 		if !p.Allreduce {
 			return moe.GroupRank(t.groups.Get(mesh.GroupExptDP)) == 0
 		}

@@ -20,8 +20,9 @@ var (
 // local shapes) into the optimizer's segments, one map per field: each
 // rank keeps the part it owns.
 func (t *trainer) setSegments(fields []segmentField, maps ...map[*nn.Parameter]*tensor.Tensor) {
-	for i := range t.opt.Segments {
-		s := &t.opt.Segments[i]
+	segs := t.opt.Adam().Segments
+	for i := range segs {
+		s := &segs[i]
 		for k, f := range fields {
 			copy(f(s), maps[k][s.Param].Data()[s.Offset:s.Offset+s.Len])
 		}

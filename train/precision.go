@@ -1,12 +1,10 @@
 package train
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 
-	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/optim"
 	"github.com/gotron/gotron/tensor"
@@ -147,46 +145,24 @@ func (a Args) ParamDType() tensor.DType {
 	return tensor.Float32
 }
 
-// unscale prepares the iteration's main gradients for the optimizer:
-// 16-bit gradients are widened into float32 main gradients and, with a
-// loss scaler, every main gradient is divided by the scale and checked for
-// NaN and Inf on every rank (a MAX over the world: every rank holding a
-// piece of the gradients, and every data-parallel shard). It returns
-// whether the step must be skipped, after updating the scaler.
-func (t *trainer) unscale(ctx context.Context) (skip bool, err error) {
-	t.opt.CopyGradsToMain()
-	if t.scaler == nil {
-		return false, nil
-	}
-	found := []float32{0}
-	if t.opt.UnscaleAndCheck(t.scaler.InvScale()) {
-		found[0] = 1
-	}
-	if w := t.groups.World; w.Size() > 1 {
-		if err := w.AllReduce(ctx, comm.F32(found), comm.Max); err != nil {
-			return false, fmt.Errorf("loss scaler: found-inf all-reduce over %s: %w", w.Name(), err)
-		}
-	}
-	t.scaler.Update(found[0] != 0)
-	return found[0] != 0, nil
-}
-
 // lossScale returns the current loss scale for the log (NaN without a
 // scaler).
 func (t *trainer) lossScale() float64 {
-	if t.scaler == nil {
+	sc := t.opt.Scaler()
+	if sc == nil {
 		return math.NaN()
 	}
-	return float64(t.scaler.Scale())
+	return float64(sc.Scale())
 }
 
 // scalerState is the loss scaler's state for a checkpoint (nil without a
 // scaler).
 func (t *trainer) scalerState() json.RawMessage {
-	if t.scaler == nil {
+	sc := t.opt.Scaler()
+	if sc == nil {
 		return nil
 	}
-	b, err := json.Marshal(t.scaler.State())
+	b, err := json.Marshal(sc.State())
 	if err != nil {
 		panic(err) // three numbers always marshal
 	}
@@ -197,14 +173,15 @@ func (t *trainer) scalerState() json.RawMessage {
 // without one (a float32 or bf16 run) leaves a new scaler at its initial
 // state; a saved state is ignored by a run without a scaler.
 func (t *trainer) loadScaler(raw json.RawMessage) error {
-	if t.scaler == nil || len(raw) == 0 {
+	sc := t.opt.Scaler()
+	if sc == nil || len(raw) == 0 {
 		return nil
 	}
 	var st optim.ScalerState
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return fmt.Errorf("the loss scaler's state is corrupt: %w", err)
 	}
-	if err := t.scaler.Load(st); err != nil {
+	if err := sc.Load(st); err != nil {
 		return fmt.Errorf("the loss scaler's state: %w", err)
 	}
 	return nil
@@ -222,7 +199,7 @@ func (t *trainer) precisionDesc() string {
 	}
 	s := fmt.Sprintf("%v with float32 main parameters and %s gradients", d, grads)
 
-	switch sc := t.scaler.(type) {
+	switch sc := t.opt.Scaler().(type) {
 	case nil:
 		s += ", no loss scaling"
 	case *optim.DynamicGradScaler:

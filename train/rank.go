@@ -45,12 +45,9 @@ type trainer struct {
 	ddps       []*dp.DDP
 	expertDDPs []*dp.DDP
 	params     []*nn.Parameter // every chunk's parameters, in chunk order
-	opt        *optim.Adam
-	// dopt is the distributed optimizer (use_distributed_optimizer), whose
-	// Adam is opt; nil otherwise.
-	dopt *optim.DistributedOptimizer
-	// scaler is the loss scaler of a 16-bit model (nil: no loss scaling).
-	scaler optim.GradScaler
+	// opt is the optimizer, plain or distributed (use_distributed_optimizer),
+	// with the loss scaler of a 16-bit model (nil: no loss scaling).
+	opt optim.Optimizer
 	// skipped counts the iterations whose step a non-finite gradient
 	// skipped (fp16's dynamic loss scaling).
 	skipped int

@@ -54,44 +54,38 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 		}
 	}
 	scale := t.lossScale()
-	lr := t.sched.LR(t.opt.Steps)
+	lr := t.sched.LR(t.opt.Adam().Steps)
 	if t.sched.Samples {
 		lr = t.sched.LR(int(t.lrSamples))
 	}
-	skip, err := t.unscale(ctx)
-	if err != nil {
+	ok, norm, err := t.optimizerStep(ctx, loss, lr)
+	switch {
+	case err != nil:
 		return stepResult{}, err
-	}
-	norm := math.NaN()
-	if skip {
-		t.skipped++
-	} else if norm, err = t.optimizerStep(ctx, loss, lr); err != nil {
-		return stepResult{}, err
-	} else {
+	case ok:
 		t.lrSamples += int64(batch.Rows)
+	default:
+		t.skipped++
 	}
+	skip := !ok
 	t.iteration++
 	t.consumed += int64(batch.Rows)
 	return stepResult{loss: loss, gradNorm: norm, lr: lr, skipped: skip, lossScale: scale, globalBatch: batch.Rows, consumed: t.consumed,
 		elapsed: time.Since(start), peakActivation: t.tape.PeakActivationBytes()}, nil
 }
 
-// optimizerStep takes the gradient norm, clips and updates the parameters
-// with learning rate lr; it returns the norm. A non-finite loss or norm
-// stops the run.
-func (t *trainer) optimizerStep(ctx context.Context, loss, lr float64) (float64, error) {
-	norm, err := t.gradNorm(ctx)
-	if err != nil {
-		return 0, err
+// optimizerStep prepares the main gradients (the loss scaler may skip the
+// update: ok false, the norm NaN) and takes the gradient norm, then clips
+// and updates the parameters with learning rate lr; it returns the norm.
+// A non-finite loss or norm stops the run.
+func (t *trainer) optimizerStep(ctx context.Context, loss, lr float64) (ok bool, norm float64, err error) {
+	if ok, norm, err = t.opt.Prepare(ctx); err != nil || !ok {
+		return ok, norm, err
 	}
 	if math.IsNaN(loss) || math.IsInf(loss, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
-		return 0, fmt.Errorf("iteration %d: the loss is %g and the gradient norm %g: training diverged; lower --lr, raise --lr-warmup-iters, or set --clip-grad", t.iteration+1, loss, norm)
+		return false, 0, fmt.Errorf("iteration %d: the loss is %g and the gradient norm %g: training diverged; lower --lr, raise --lr-warmup-iters, or set --clip-grad", t.iteration+1, loss, norm)
 	}
-	t.opt.ClipGradients(norm, t.a.ClipGrad)
-	if t.dopt != nil {
-		return norm, t.dopt.Step(ctx, float32(lr))
-	}
-	return norm, t.opt.Step(float32(lr))
+	return true, norm, t.opt.Update(ctx, float32(lr), norm)
 }
 
 // forwardBackward runs one pass over the rank's microbatches of global
@@ -103,8 +97,8 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch da
 	cfg := a.Model
 	cfg.NoSyncFunc = t.noSync
 	cfg.FinalizeModelGradsFunc = t.finalize
-	if t.scaler != nil {
-		cfg.GradScaleFunc = t.scaler.Scale
+	if s := t.opt.Scaler(); s != nil {
+		cfg.GradScaleFunc = s.Scale
 	}
 	if a.DDP.OverlapGradReduce {
 		cfg.GradSyncFunc = func(ctx context.Context, chunk int) error {
@@ -178,8 +172,8 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch da
 // sets MoEAuxLossAutoScaler's.
 func (t *trainer) moeAuxLossScale(micro int) float32 {
 	s := float32(1)
-	if t.scaler != nil {
-		s = t.scaler.Scale()
+	if sc := t.opt.Scaler(); sc != nil {
+		s = sc.Scale()
 	}
 	return s * float32(t.cp.Size()) / float32(max(micro, 1))
 }
@@ -326,31 +320,6 @@ func (t *trainer) updateExpertBias(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// gradNorm is the global L2 norm of the iteration's reduced gradients:
-// under the distributed optimizer the squares of every rank's shards
-// summed over the optimizer instance; else the dense parameters' squares
-// summed over the model-parallel group (tp × pp) plus the experts' over
-// the expert model-parallel group (etp × ep × pp), where each expert's
-// weights live once.
-func (t *trainer) gradNorm(ctx context.Context) (float64, error) {
-	if t.dopt != nil {
-		return t.dopt.GradNorm(ctx)
-	}
-	owned := t.normOwned()
-	if t.a.Model.NumMoEExperts == 0 { // (a collective: decided by the config, not by the rank's layers)
-		return optim.GlobalNorm(ctx, t.opt.SumSquares(owned), t.mp)
-	}
-	dense, err := optim.GlobalSquares(ctx, t.opt.SumSquares(func(p *nn.Parameter) bool { return p.Allreduce && owned(p) }), t.mp)
-	if err != nil {
-		return 0, err
-	}
-	experts, err := optim.GlobalSquares(ctx, t.opt.SumSquares(func(p *nn.Parameter) bool { return !p.Allreduce && owned(p) }), t.groups.Get(mesh.GroupTPEPPP))
-	if err != nil {
-		return 0, err
-	}
-	return math.Sqrt(dense + experts), nil
 }
 
 // normOwned reports whether the gradient norm counts a parameter's

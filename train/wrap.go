@@ -71,19 +71,37 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 		Beta1: float32(a.AdamBeta1), Beta2: float32(a.AdamBeta2), Eps: float32(a.AdamEps),
 		WeightDecay: float32(a.WeightDecay), Decoupled: true, Workers: workers,
 	}
-	if t.scaler, err = a.newScaler(); err != nil {
+	o := optim.Options{FoundInf: t.groups.World, ClipGrad: a.ClipGrad, Norm: t.normParts()}
+	if o.Scaler, err = a.newScaler(); err != nil {
 		return err
 	}
 	if !ddp.UseDistributedOptimizer {
-		t.opt = optim.NewAdam(t.params, cfg)
+		t.opt = optim.NewPlain(t.params, cfg, o)
 		return nil
 	}
-	dopt, err := optim.NewDistributedOptimizer(t.allDDPs(), cfg, t.groups.Get(mesh.GroupIntraDistOpt), t.normOwned())
-	if err != nil {
-		return err
+	t.opt, err = optim.NewDistributed(t.allDDPs(), cfg, o)
+	return err
+}
+
+// normParts says how the global gradient norm is summed: under the
+// distributed optimizer the squares of every rank's shards over the
+// optimizer instance; else the dense parameters' squares over the
+// model-parallel group (tp × pp) plus, in a MoE model, the experts' over
+// the expert model-parallel group (etp × ep × pp), where each expert's
+// weights live once. Parameters another rank or chunk also holds count
+// once (normOwned).
+func (t *trainer) normParts() []optim.NormPart {
+	owned := t.normOwned()
+	switch {
+	case t.a.DDP.UseDistributedOptimizer:
+		return []optim.NormPart{{Group: t.groups.Get(mesh.GroupIntraDistOpt), Counts: owned}}
+	case t.a.Model.NumMoEExperts == 0: // (a collective: decided by the config, not by the rank's layers)
+		return []optim.NormPart{{Group: t.mp, Counts: owned}}
 	}
-	t.dopt, t.opt = dopt, dopt.Adam
-	return nil
+	return []optim.NormPart{
+		{Group: t.mp, Counts: func(p *nn.Parameter) bool { return p.Allreduce && owned(p) }},
+		{Group: t.groups.Get(mesh.GroupTPEPPP), Counts: func(p *nn.Parameter) bool { return !p.Allreduce && owned(p) }},
+	}
 }
 
 // wrap builds chunk i's data-parallel wrapper of params with o's groups
