@@ -29,9 +29,9 @@ type TimersFunc func(name string, logLevel int) Timer
 // reduce-scatter), the tensor-parallel all-reduce of sequence-parallel and
 // layernorm gradients, the embedding all-reduce between the first and last
 // pipeline stages, and, when numTokens is non-nil, the scaling of all
-// gradients by 1/max(*numTokens, 1) (per-token loss; megatron-semantics.md
-// §2.17). forceAllReduce makes a distributed-optimizer buffer all-reduce
-// instead of reduce-scatter.
+// gradients by 1/max(*numTokens, 1) (per-token loss; docs/SEMANTICS.md
+// § finalize_model_grads, step 10). forceAllReduce makes a
+// distributed-optimizer buffer all-reduce instead of reduce-scatter.
 //
 // The schedules pass numTokens only when calculate_per_token_loss is set; it
 // is the local token count of this rank summed over its microbatches.

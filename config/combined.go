@@ -30,9 +30,9 @@ func ValidateTogether(mp ModelParallelConfig, ddp DDPConfig, calculatePerTokenLo
 }
 
 // ValidateMicrobatches checks the rules of the interleaved schedule that need
-// the number of microbatches per iteration M (megatron-semantics.md §2.5),
-// with G the effective microbatch_group_size_per_vp_stage and P the pipeline
-// size:
+// the number of microbatches per iteration M (docs/SEMANTICS.md § Interleaved
+// schedule table), with G the effective microbatch_group_size_per_vp_stage
+// and P the pipeline size:
 //
 //	M ≥ 1
 //	P ≤ G ≤ M                         (interleaved only)

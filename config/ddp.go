@@ -40,7 +40,8 @@ type DDPConfig struct {
 	// UseDistributedOptimizer reduce-scatters gradients into dp equal shards
 	// (one per data-parallel rank, which owns that shard's optimizer state)
 	// and all-gathers the updated parameters, instead of all-reducing; buffers
-	// are padded so every bucket divides by dp (megatron-semantics.md §2.15).
+	// are padded so every bucket divides by dp (docs/SEMANTICS.md § DDP
+	// buffers and buckets).
 	UseDistributedOptimizer bool `json:"use_distributed_optimizer"`
 
 	// NumDistributedOptimizerInstances is the number of distributed-optimizer

@@ -3,11 +3,11 @@ package config
 import "fmt"
 
 // Validate checks every rule of the reference's
-// DistributedDataParallelConfig.__post_init__ (megatron-semantics.md §2.2),
-// the asserts of its DDP wrapper and gradient buffers that need only this
-// config, the training layer's overlap_param_gather rules, and the settings
-// the CPU backend does not provide. It returns nil or a *ValidationError
-// listing every violation.
+// DistributedDataParallelConfig.__post_init__ (docs/SEMANTICS.md
+// § DistributedDataParallelConfig checks), the asserts of its DDP wrapper and
+// gradient buffers that need only this config, the training layer's
+// overlap_param_gather rules, and the settings the CPU backend does not
+// provide. It returns nil or a *ValidationError listing every violation.
 //
 // Rule 3 of the reference (nccl_ub with expandable CUDA segments) is covered
 // by rejecting nccl_ub. Rules that involve the model-parallel config are in

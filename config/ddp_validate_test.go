@@ -18,9 +18,10 @@ func runDDPCases(t *testing.T, cases []ddpCase) {
 	}
 }
 
-// TestDDPReferenceRules covers megatron-semantics.md §2.2: the
-// __post_init__ rules, the DDP wrapper's and buffers' asserts, and the
-// training layer's overlap_param_gather rules.
+// TestDDPReferenceRules covers docs/SEMANTICS.md
+// § DistributedDataParallelConfig checks: the __post_init__ rules, the DDP
+// wrapper's and buffers' asserts, and the training layer's
+// overlap_param_gather rules.
 func TestDDPReferenceRules(t *testing.T) {
 	runDDPCases(t, []ddpCase{
 		{"rule 1: megatron_fsdp_version not 1 or 2",

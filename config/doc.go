@@ -29,10 +29,11 @@
 // Validate reports every violated rule at once, as a *ValidationError whose
 // Violations each name the fields involved (by their Megatron names), the
 // arithmetic with the actual numbers, and the fix. The rules are those of the
-// reference's __post_init__ methods (megatron-semantics.md §2.1, §2.2), plus
-// the ones the reference enforces late, in its schedules, its
-// initialize_model_parallel, its DDP wrapper and its training layer, which
-// gotron checks up front (DECISIONS.md). They are split by what they need:
+// reference's __post_init__ methods (docs/SEMANTICS.md § ModelParallelConfig
+// checks, § DistributedDataParallelConfig checks), plus the ones the
+// reference enforces late, in its schedules, its initialize_model_parallel,
+// its DDP wrapper and its training layer, which gotron checks up front
+// (DECISIONS.md). They are split by what they need:
 //
 //	ModelParallelConfig.Validate            the model-parallel config alone
 //	DDPConfig.Validate                      the DDP config alone
@@ -51,10 +52,10 @@
 // (num_layers_in_first/last_pipeline_stage), with the embedding and loss
 // counted as layers (account_for_*_in_pipeline_split), or by a
 // pipeline_model_parallel_layout string such as "Et*3|(tt|)*29,m|L"
-// (ParsePipelineLayout, megatron-semantics.md §2.8). ResolvePipelineLayout
-// derives virtual_pipeline_model_parallel_size from the layout or from
-// num_layers_per_virtual_pipeline_stage, as Megatron does; Validate checks
-// the config as resolved.
+// (ParsePipelineLayout, docs/SEMANTICS.md § Pipeline layout strings).
+// ResolvePipelineLayout derives virtual_pipeline_model_parallel_size from the
+// layout or from num_layers_per_virtual_pipeline_stage, as Megatron does;
+// Validate checks the config as resolved.
 //
 // # Unset values
 //

@@ -332,9 +332,10 @@ type ModelParallelConfig struct {
 
 	// MicrobatchGroupSizePerVPStage is G, the number of consecutive
 	// microbatches a rank runs through one model chunk before moving to the
-	// next (interleaved schedule, megatron-semantics.md §2.5). 0 means unset;
-	// Finalize sets it to PipelineModelParallelSize (a depth-first schedule).
-	// With the interleaved schedule G must lie in [pp, num_microbatches].
+	// next (interleaved schedule, docs/SEMANTICS.md § Interleaved schedule
+	// table). 0 means unset; Finalize sets it to PipelineModelParallelSize (a
+	// depth-first schedule). With the interleaved schedule G must lie in
+	// [pp, num_microbatches].
 	MicrobatchGroupSizePerVPStage int `json:"microbatch_group_size_per_vp_stage,omitempty"`
 
 	// MTPStandalone is set from the pipeline layout when the multi-token

@@ -6,11 +6,12 @@ import (
 )
 
 // Validate checks every rule of the reference's ModelParallelConfig (its
-// __post_init__, megatron-semantics.md §2.1) and the rules gotron checks up
-// front that the reference enforces later (DECISIONS.md): the pipeline
-// communication modes, the interleaved-schedule rules that need no
-// microbatch count, the sizes, and the settings the CPU backend does not
-// provide. It returns nil or a *ValidationError listing every violation.
+// __post_init__, docs/SEMANTICS.md § ModelParallelConfig checks) and the
+// rules gotron checks up front that the reference enforces later
+// (DECISIONS.md): the pipeline communication modes, the interleaved-schedule
+// rules that need no microbatch count, the sizes, and the settings the CPU
+// backend does not provide. It returns nil or a *ValidationError listing
+// every violation.
 //
 // Validate does not modify c and does not need c to be finalized: unset
 // optional settings are read through their defaults. Rules that need the
@@ -105,9 +106,9 @@ func (c ModelParallelConfig) checkDTypes(vs *violationList) {
 }
 
 // checkReferenceRules implements the rules of the reference's
-// ModelParallelConfig.__post_init__ (megatron-semantics.md §2.1, rules 1, 3,
-// 4, 6, 7, 8, 9 and 12; rule 10 is a warning, rules 2, 5 and 11 are
-// defaults).
+// ModelParallelConfig.__post_init__ (docs/SEMANTICS.md § ModelParallelConfig
+// checks, rules 1, 3, 4, 6, 7, 8, 9 and 12; rule 10 is a warning, rules 2, 5
+// and 11 are defaults).
 func (c ModelParallelConfig) checkReferenceRules(vs *violationList) {
 	tp := c.TensorModelParallelSize
 	pp := c.PipelineModelParallelSize

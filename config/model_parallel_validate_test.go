@@ -77,7 +77,8 @@ func TestModelParallelDTypes(t *testing.T) {
 	})
 }
 
-// TestModelParallelReferenceRules covers megatron-semantics.md §2.1.
+// TestModelParallelReferenceRules covers docs/SEMANTICS.md
+// § ModelParallelConfig checks.
 func TestModelParallelReferenceRules(t *testing.T) {
 	runMPCases(t, []mpCase{
 		{"rule 1: sequence parallel without tensor parallel",

@@ -6,8 +6,8 @@ import (
 )
 
 // MoE holds the mixture-of-experts fields of TransformerConfig, Megatron-Core's
-// moe_* settings (megatron-semantics.md §1.6). NumMoEExperts 0 (the reference's None)
-// means a dense model; the other fields apply to the layers MoELayerFreq selects.
+// moe_* settings (docs/SEMANTICS.md § Mixture of experts). NumMoEExperts 0 (the reference's
+// None) means a dense model; the other fields apply to the layers MoELayerFreq selects.
 type MoE struct {
 	// NumMoEExperts is the number of experts E of a MoE layer (num_moe_experts,
 	// --num-experts); 0: no MoE layers.

@@ -69,8 +69,8 @@ type PipelineLayout struct {
 // that the number of stages is a multiple of the pipeline size; the layers
 // themselves are checked by Validate.
 //
-// The grammar (megatron-semantics.md §2.8), after removing every ',' (commas
-// are cosmetic):
+// The grammar (docs/SEMANTICS.md § Pipeline layout strings), after removing
+// every ',' (commas are cosmetic):
 //
 //	layout := stage ('|' stage)*        empty stages are allowed
 //	stage  := item*

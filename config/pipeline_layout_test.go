@@ -98,8 +98,9 @@ func decoderOffsets(l *PipelineLayout, p int) []int {
 	return out
 }
 
-// TestLayoutDeepSeek is the worked example of spec §2.8 and the reference's
-// documentation: 61 decoder layers and one MTP layer on PP 16, VPP 2.
+// TestLayoutDeepSeek is the worked example of docs/SEMANTICS.md § Pipeline
+// layout strings and the reference's documentation: 61 decoder layers and one
+// MTP layer on PP 16, VPP 2.
 func TestLayoutDeepSeek(t *testing.T) {
 	l := mustParse(t, "Et*3|(tt|)*29,m|L", 16)
 	if l.NumStages() != 32 || l.VPP() != 2 || l.PP() != 16 {

@@ -7,7 +7,8 @@ import (
 )
 
 // Validate checks the layers of the layout against the model (the
-// reference's validate_layer_layout, megatron-semantics.md §2.8):
+// reference's validate_layer_layout, docs/SEMANTICS.md § Pipeline layout
+// strings):
 //
 //   - the first layer is the embedding E and the last the loss L, each
 //     exactly once (empty stages before E or after L are allowed);

@@ -65,9 +65,9 @@ func (c TransformerConfig) derivedVPP() (int, bool) {
 }
 
 // pipelineViolations reports the pipeline-split rules: the reference's
-// TransformerConfig.__post_init__ (megatron-semantics.md §2.1, end), its
-// layout validation (§2.8), the training layer's rules for
-// num_layers_per_virtual_pipeline_stage and the even split
+// TransformerConfig.__post_init__ (docs/SEMANTICS.md § Pipeline split rules),
+// its layout validation (§ Pipeline layout strings), the training layer's
+// rules for num_layers_per_virtual_pipeline_stage and the even split
 // (arguments.py), and the even split's divisibility, which the reference
 // asserts only when it builds the model (get_num_layers_to_build). c is read
 // as resolved (ResolvePipelineLayout).

@@ -3,8 +3,8 @@ package config
 import "math"
 
 // World-size arithmetic of initialize_model_parallel
-// (megatron-semantics.md §2.3): the dense grid is tp × cp × dp × pp and the
-// expert grid etp × ep × edp × pp over the same world, so
+// (docs/SEMANTICS.md § Rank groups): the dense grid is tp × cp × dp × pp and
+// the expert grid etp × ep × edp × pp over the same world, so
 //
 //	dp  = world / (tp·pp·cp)
 //	edp = world / (etp·ep·pp)

@@ -9,7 +9,7 @@ import (
 // number of distinct (tp, cp, pp) coordinate triples fills world/dp ranks.
 func TestDataParallelSize(t *testing.T) {
 	for _, tc := range []struct{ world, tp, pp, cp, want int }{
-		{16, 2, 2, 1, 4}, // megatron-semantics.md §2.3 worked example
+		{16, 2, 2, 1, 4}, // docs/SEMANTICS.md § Rank groups, the first example
 		{16, 2, 2, 2, 2}, // the CP example
 		{1, 1, 1, 1, 1},
 		{24, 3, 2, 4, 1},
@@ -37,8 +37,8 @@ func TestDataParallelSize(t *testing.T) {
 
 func TestExpertDataParallelSize(t *testing.T) {
 	for _, tc := range []struct{ world, tp, etp, ep, pp, want int }{
-		{16, 2, 0, 2, 2, 2}, // §2.3: ep=2, etp=tp=2 → edp = 16/(2·2·2)
-		{16, 2, 1, 4, 2, 2}, // §2.3: ep=4, etp=1 → edp = 2
+		{16, 2, 0, 2, 2, 2}, // § Rank groups: ep=2, etp=tp=2 → edp = 16/(2·2·2)
+		{16, 2, 1, 4, 2, 2}, // § Rank groups: ep=4, etp=1 → edp = 2
 		{8, 1, 0, 8, 1, 1},
 	} {
 		c := DefaultModelParallelConfig()
@@ -146,9 +146,9 @@ func TestValidateWorld(t *testing.T) {
 
 // TestValidateMicrobatches checks the interleaved-schedule rules that need
 // the number of microbatches against a direct enumeration of the schedule
-// table's groups (megatron-semantics.md §2.5): groups start at 0, G, 2G, ...;
-// the last group takes the rest. The schedule is valid when P ≤ G ≤ M and no
-// group holds fewer than P microbatches.
+// table's groups (docs/SEMANTICS.md § Interleaved schedule table): groups
+// start at 0, G, 2G, ...; the last group takes the rest. The schedule is
+// valid when P ≤ G ≤ M and no group holds fewer than P microbatches.
 func TestValidateMicrobatches(t *testing.T) {
 	for p := 3; p <= 5; p++ {
 		for g := 1; g <= 9; g++ {

@@ -9,8 +9,8 @@ import (
 )
 
 // TestSplitMatchesMegatron: cp = 2 over positions 0…7 gives rank 0
-// [0 1 6 7] and rank 1 [2 3 4 5] (megatron-semantics.md §2.18); Split,
-// Positions and Gather agree for several rows and sizes.
+// [0 1 6 7] and rank 1 [2 3 4 5] (docs/SEMANTICS.md § Context-parallel batch
+// split); Split, Positions and Gather agree for several rows and sizes.
 func TestSplitMatchesMegatron(t *testing.T) {
 	seq := []int{0, 1, 2, 3, 4, 5, 6, 7}
 	if got := cp.Split(seq, 1, 8, 2, 0); !slices.Equal(got, []int{0, 1, 6, 7}) {

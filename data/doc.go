@@ -11,7 +11,7 @@
 //
 //   - [MockDataset], Megatron's --mock-data made reproducible across languages: arithmetic
 //     progressions of tokens drawn by [Splitmix64] from (seed, step, row), the formula of
-//     the gotron reference GPT (shared/spec gpt-reference.md).
+//     the gotron reference GPT (docs/SEMANTICS.md § Mock data).
 //   - [TextDataset], windows of seq+1 byte tokens over a text [Corpus], in a seeded
 //     order that changes every epoch.
 //

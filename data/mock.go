@@ -7,8 +7,8 @@ import (
 
 // MockDataset is Megatron's --mock-data made reproducible across languages: every row is
 // an arithmetic progression of tokens modulo the vocabulary, a pure function of the seed,
-// the step's index, its global batch's size and the global row (shared/spec
-// gpt-reference.md, "Mock data"):
+// the step's index, its global batch's size and the global row (docs/SEMANTICS.md § Mock
+// data):
 //
 //	row_id = (Seed·1000003 + step)·rowsTotal + g                     (mod 2^64)
 //	start  = Splitmix64(2·row_id) mod Vocab

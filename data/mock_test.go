@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// refMockRow computes a mock row from the formula of gpt-reference.md on the reference
-// splitmix64, with t·stride computed by multiplication rather than by repeated addition.
+// refMockRow computes a mock row from the formula of docs/SEMANTICS.md § Mock data on the
+// reference splitmix64, with t·stride computed by multiplication rather than by repeated
+// addition.
 func refMockRow(seed uint64, vocab, seq, step, rowsTotal, g int) (ids, labels []int32) {
 	rowID := (seed*1000003+uint64(step))*uint64(rowsTotal) + uint64(g)
 	v := uint64(vocab)

@@ -42,26 +42,25 @@ type FinalizeOptions struct {
 	ForceAllReduce bool
 	// Experts, when set, runs after the embedding steps: the place of the
 	// expert-bias update and of any other expert-parameter reduction
-	// (megatron-semantics.md §2.17 step 8). Expert buffers themselves are
-	// DDPs of their own in chunks, reduced over their expert data-parallel
-	// group in step 1.
+	// (docs/SEMANTICS.md § finalize_model_grads, step 8). Expert buffers
+	// themselves are DDPs of their own in chunks, reduced over their expert
+	// data-parallel group in step 1.
 	Experts func(ctx context.Context) error
 }
 
 // FinalizeModelGrads is Megatron's finalize_model_grads for the dimensions
-// (megatron-semantics.md §2.17): finish every chunk's data-parallel
-// gradient synchronisation (step 1); over the tensor-parallel group,
-// average the gradients of parameters marked AverageGradientsAcrossTP and,
-// under sequence parallelism, sum those of SequenceParallel parameters,
-// each coalesced into one buffer (step 4); sum the shared word
-// embedding's gradient over the embedding group (step 6) and the position
-// embedding's over its group (step 7); run the expert hook (step 8);
-// scale by the global token count when o.NumTokens is set (step 10; the
-// caller has broadcast it over the pipeline and summed it over dp·cp).
-// Steps 2, 3 and 5 concern models and axes gotron does not have.
-// Afterwards every tensor-parallel rank holds identical gradients for the
-// parameters it replicates, and the first and last pipeline stages
-// identical gradients for the tied embedding.
+// (docs/SEMANTICS.md § finalize_model_grads): finish every chunk's
+// data-parallel gradient synchronisation (step 1); over the tensor-parallel
+// group, average the gradients of parameters marked AverageGradientsAcrossTP
+// and, under sequence parallelism, sum those of SequenceParallel parameters,
+// each coalesced into one buffer (step 4); sum the shared word embedding's
+// gradient over the embedding group (step 6) and the position embedding's
+// over its group (step 7); run the expert hook (step 8); scale by the global
+// token count when o.NumTokens is set (step 10; the caller has broadcast it
+// over the pipeline and summed it over dp·cp). Steps 2, 3 and 5 concern
+// models and axes gotron does not have. Afterwards every tensor-parallel rank
+// holds identical gradients for the parameters it replicates, and the first
+// and last pipeline stages identical gradients for the tied embedding.
 func FinalizeModelGrads(ctx context.Context, chunks []*DDP, o FinalizeOptions) error {
 	for _, d := range chunks {
 		if err := d.FinishGradSync(ctx, o.ForceAllReduce); err != nil {

@@ -50,10 +50,10 @@ type Layout struct {
 }
 
 // DefaultLayout is the layout without the distributed optimizer
-// (megatron-semantics.md §2.15): the parameters back to back in reverse
-// order, no padding, a bucket closing as soon as it holds at least
-// bucketSize elements. bucketSize config.NoBucketing (< 0) means one
-// bucket; 0 means a bucket per parameter.
+// (docs/SEMANTICS.md § DDP buffers and buckets): the parameters back to back
+// in reverse order, no padding, a bucket closing as soon as it holds at least
+// bucketSize elements. bucketSize config.NoBucketing (< 0) means one bucket;
+// 0 means a bucket per parameter.
 func DefaultLayout(params []LayoutParam, bucketSize int) Layout {
 	l := Layout{Params: params, Ranges: make([]ParamRange, len(params))}
 	start, bucketStart := 0, 0
@@ -91,12 +91,12 @@ func BucketEndDivisor(dp int, padForBusBW bool) int {
 }
 
 // DistOptLayout is the layout under the distributed optimizer
-// (megatron-semantics.md §2.15): parameters in reverse order, each starting
-// on a multiple of ParamAlign; a bucket closes once it holds bucketSize
-// elements (as DefaultLayout), and its end is padded to BucketEndDivisor
-// so that it splits into dp equal shards; a shared embedding is put in a
-// bucket of its own (closing the bucket before it, if any). dp must be
-// ≥ 1.
+// (docs/SEMANTICS.md § DDP buffers and buckets): parameters in reverse order,
+// each starting on a multiple of ParamAlign; a bucket closes once it holds
+// bucketSize elements (as DefaultLayout), and its end is padded to
+// BucketEndDivisor so that it splits into dp equal shards; a shared embedding
+// is put in a bucket of its own (closing the bucket before it, if any). dp
+// must be ≥ 1.
 func DistOptLayout(params []LayoutParam, bucketSize, dp int, padForBusBW bool) Layout {
 	if dp < 1 {
 		panic(fmt.Sprintf("dp: DistOptLayout with %d shards", dp))
@@ -173,10 +173,11 @@ type BucketShard struct {
 }
 
 // Shard returns rank r's shard of every bucket out of dp
-// (megatron-semantics.md §2.16): bucket [o, o+n) gives rank r the world
-// range [o + r·n/dp, o + (r+1)·n/dp); a parameter [s, e) overlapping it
-// [ws, we) contributes local = [max(0, s−ws), min(we−ws, e−ws)) and param
-// range [max(0, ws−s), max(0, ws−s) + |local|). Shards ignore parameter
+// (docs/SEMANTICS.md § Distributed optimizer shards): bucket [o, o+n) gives
+// rank r the world range [o + r·n/dp, o + (r+1)·n/dp); a parameter [s, e)
+// overlapping it [ws, we) contributes
+// local = [max(0, s−ws), min(we−ws, e−ws)) and param range
+// [max(0, ws−s), max(0, ws−s) + |local|). Shards ignore parameter
 // boundaries. Every bucket's length must divide by dp (DistOptLayout
 // guarantees it); Shard returns an error naming the bucket otherwise.
 func (l Layout) Shard(dp, r int) ([]BucketShard, error) {

@@ -15,9 +15,10 @@ import (
 )
 
 // layoutFixture is one dp/testdata/layout/*.json file, written by
-// tools/torchref/bucket_layout_ref.py from megatron-semantics.md §2.15 and
-// §2.16 independently of this package: the case's inputs and the layout and
-// shards the rules give.
+// tools/torchref/bucket_layout_ref.py from the rules of docs/SEMANTICS.md
+// § DDP buffers and buckets and § Distributed optimizer shards, independently
+// of this package: the case's inputs and the layout and shards the rules
+// give.
 type layoutFixture struct {
 	Inputs struct {
 		Params []struct {

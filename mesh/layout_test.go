@@ -17,7 +17,8 @@ func mustBuild(t *testing.T, s Sizes) *Layout {
 	return l
 }
 
-// The worked example of §2.3 through Build: world 16, tp 2, pp 2 (dp 4).
+// The worked example of docs/SEMANTICS.md § Rank groups through Build:
+// world 16, tp 2, pp 2 (dp 4).
 func TestBuildWorld16TP2PP2(t *testing.T) {
 	l := mustBuild(t, Sizes{World: 16, TP: 2, PP: 2})
 	d := l.Sizes()
@@ -113,7 +114,8 @@ func TestPipelineRing(t *testing.T) {
 	}
 }
 
-// The EP examples of §2.3 through Build (world 16, pp 2).
+// The EP examples of docs/SEMANTICS.md § Rank groups through Build
+// (world 16, pp 2).
 func TestBuildEP(t *testing.T) {
 	l := mustBuild(t, Sizes{World: 16, TP: 2, PP: 2, EP: 2})
 	if d := l.Sizes(); d.EDP != 2 || d.DP != 4 {
@@ -137,7 +139,8 @@ func TestBuildEP(t *testing.T) {
 	checkGroups(t, "expt-tp (etp 1)", l.Groups(GroupExptTP), singletons(16))
 }
 
-// The CP example of §2.3 through Build: world 16, tp 2, cp 2, pp 2 (dp 2).
+// The CP example of docs/SEMANTICS.md § Rank groups through Build: world 16,
+// tp 2, cp 2, pp 2 (dp 2).
 func TestBuildCP(t *testing.T) {
 	l := mustBuild(t, Sizes{World: 16, TP: 2, CP: 2, PP: 2})
 	checkGroups(t, "cp", l.Groups(GroupCP), [][]int{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}})
@@ -152,7 +155,7 @@ func TestBuildCP(t *testing.T) {
 	}
 }
 
-// The other orders of §2.3 through Build.
+// The other orders of docs/SEMANTICS.md § Rank groups through Build.
 func TestBuildOtherOrders(t *testing.T) {
 	l := mustBuild(t, Sizes{World: 8, TP: 2, PP: 2, Order: "tp-pp-dp"})
 	checkGroups(t, "dp of tp-pp-dp", l.Groups(GroupDP), [][]int{{0, 4}, {1, 5}, {2, 6}, {3, 7}})

@@ -43,7 +43,8 @@ func checkGroups(t *testing.T, what string, got, want [][]int) {
 	}
 }
 
-// The docstring example of generate_masked_orthogonal_rank_groups (semantics §2.3).
+// The docstring example of generate_masked_orthogonal_rank_groups
+// (docs/SEMANTICS.md § Rank groups).
 func TestGenerateMaskedOrthogonalRankGroupsDocstring(t *testing.T) {
 	got := GenerateMaskedOrthogonalRankGroups(24, []int{2, 3, 4}, []bool{false, true, false})
 	want := [][]int{{0, 2, 4}, {1, 3, 5}, {6, 8, 10}, {7, 9, 11}, {12, 14, 16}, {13, 15, 17}, {18, 20, 22}, {19, 21, 23}}
@@ -56,7 +57,8 @@ func TestGenerateMaskedOrthogonalRankGroupsTPPPDP(t *testing.T) {
 	checkGroups(t, "dp of tp-pp-dp 2-2-2", got, [][]int{{0, 4}, {1, 5}, {2, 6}, {3, 7}})
 }
 
-// Worked example of §2.3: world 16, tp 2, pp 2, dp 4, order tp-cp-ep-dp-pp.
+// Worked example of docs/SEMANTICS.md § Rank groups: world 16, tp 2, pp 2,
+// dp 4, order tp-cp-ep-dp-pp.
 func TestRankGeneratorWorld16TP2PP2(t *testing.T) {
 	g := mustGen(t, 2, 1, 4, 2, 1, DefaultOrder, 0)
 	if g.WorldSize() != 16 {
@@ -101,7 +103,7 @@ func TestRankGeneratorWorld16TP2PP2(t *testing.T) {
 	}
 }
 
-// The expert grids of §2.3: world 16, pp 2.
+// The expert grids of docs/SEMANTICS.md § Rank groups: world 16, pp 2.
 func TestRankGeneratorExpertExamples(t *testing.T) {
 	// ep 2, etp 2, edp 2: rank = etp + 2·ep + 4·edp + 8·pp.
 	g := mustGen(t, 2, 2, 2, 2, 1, DefaultOrder, 0)
@@ -133,7 +135,8 @@ func TestRankGeneratorExpertExamples(t *testing.T) {
 	checkGroups(t, "expt-dp (ep 4)", g.GetRanks("dp"), [][]int{{0, 4}, {1, 5}, {2, 6}, {3, 7}, {8, 12}, {9, 13}, {10, 14}, {11, 15}})
 }
 
-// The CP example of §2.3: world 16, tp 2, cp 2, pp 2, dp 2.
+// The CP example of docs/SEMANTICS.md § Rank groups: world 16, tp 2, cp 2,
+// pp 2, dp 2.
 func TestRankGeneratorCP(t *testing.T) {
 	g := mustGen(t, 2, 1, 2, 2, 2, DefaultOrder, 0)
 	checkGroups(t, "cp", g.GetRanks("cp"), [][]int{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}})
@@ -143,7 +146,7 @@ func TestRankGeneratorCP(t *testing.T) {
 	checkGroups(t, "tp-cp", g.GetRanks("tp-cp"), [][]int{seq(0, 3), seq(4, 7), seq(8, 11), seq(12, 15)})
 }
 
-// The other orders of §2.3.
+// The other orders of docs/SEMANTICS.md § Rank groups.
 func TestRankGeneratorOtherOrders(t *testing.T) {
 	g := mustGen(t, 2, 1, 2, 2, 1, "tp-pp-dp", 0)
 	checkGroups(t, "dp of tp-pp-dp", g.GetRanks("dp"), [][]int{{0, 4}, {1, 5}, {2, 6}, {3, 7}})

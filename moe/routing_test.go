@@ -111,8 +111,9 @@ func TestAuxAndZLossGradients(t *testing.T) {
 	checkGrad(t, "z loss", logits, d, func(x []float32) float64 { l, _ := ZLoss(x, 5, E, 0.001); return l })
 }
 
-// TestUpdateExpertBias is the reference's test vector (megatron-semantics
-// §2.19): tokens [0, 2] summed over the ranks, rate 0.25 → [0.25, −0.25].
+// TestUpdateExpertBias is the reference's test vector (docs/SEMANTICS.md
+// § Mixture of experts): tokens [0, 2] summed over the ranks, rate 0.25 →
+// [0.25, −0.25].
 func TestUpdateExpertBias(t *testing.T) {
 	bias := []float32{0, 0}
 	UpdateExpertBias(bias, []float32{0 + 0, 2 + 0}, 0.25)

@@ -11,13 +11,13 @@ import (
 )
 
 // DistributedOptimizer is Adam sharded over the data-parallel ranks
-// (Megatron's DistributedOptimizer, megatron-semantics.md §2.16): each rank
-// owns 1/dp of every gradient bucket (its shard, dp.Layout.Shard) and keeps
-// the optimizer state of the parameter elements in it only. After the
-// gradients are reduce-scattered into the shards (dp.DDP), Step updates
-// the shard's main parameters — float32 parameters are their own, views of
-// the buffers; 16-bit ones have float32 copies of the shard only
-// (Segment.Main), rounded back into the buffer after the update — and
+// (Megatron's DistributedOptimizer, docs/SEMANTICS.md § Distributed optimizer
+// shards): each rank owns 1/dp of every gradient bucket (its shard,
+// dp.Layout.Shard) and keeps the optimizer state of the parameter elements in
+// it only. After the gradients are reduce-scattered into the shards (dp.DDP),
+// Step updates the shard's main parameters — float32 parameters are their
+// own, views of the buffers; 16-bit ones have float32 copies of the shard
+// only (Segment.Main), rounded back into the buffer after the update — and
 // all-gathers every bucket's parameters in the buffer's dtype, at once or,
 // under overlap_param_gather, bucket by bucket as the next forward pass
 // reaches them (dp.DDP.ParamPreHook).

@@ -67,7 +67,7 @@ type Loss struct {
 }
 
 // scaleLoss applies forward_step_calc_loss's normalisation
-// (megatron-semantics.md §2.6) to a last-stage loss:
+// (docs/SEMANTICS.md § Schedules and loss scaling) to a last-stage loss:
 //
 //	3-tuple, not per-token:  loss · (1/M) / max(num_tokens, 1)
 //	  with CP group tokens:  loss · cp / M / group_tokens

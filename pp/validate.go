@@ -16,7 +16,8 @@ const (
 // ValidateInterleaved checks the interleaved schedule's rules on the number
 // of microbatches M, the pipeline size P and G = groupSize, the
 // microbatch_group_size_per_vp_stage (schedules.py
-// forward_backward_pipelining_with_interleaving, megatron-semantics.md §2.5):
+// forward_backward_pipelining_with_interleaving, docs/SEMANTICS.md
+// § Interleaved schedule table):
 //
 //	P ≤ G ≤ M
 //	M mod G = 0 or M mod G ≥ P   (a shorter last group leaves bubbles)

@@ -9,9 +9,9 @@ import (
 )
 
 // AllToAll exchanges pieces of x's dim 0 between the ranks of g
-// (torch.distributed.all_to_all_single; megatron-semantics.md §2.11).
-// Split sizes count rows of dim 0 (each row is the product of the other
-// dimensions), one entry per rank:
+// (torch.distributed.all_to_all_single; docs/SEMANTICS.md § Tensor-parallel
+// mappings). Split sizes count rows of dim 0 (each row is the product of the
+// other dimensions), one entry per rank:
 //
 //   - inputSplitSizes[k] rows of x, in order, go to rank k;
 //   - outputSplitSizes[k] rows of the output, in order, come from rank k.
@@ -180,9 +180,9 @@ func exchangeRows(c *autograd.Ctx, g comm.Group, x *tensor.Tensor, outS, inS []i
 //
 // It lays x's column chunks out as row blocks, [N/tp, H] → [tp·N/tp, H/tp]
 // with block k = columns k, then calls AllToAll with equal splits; its
-// gradient flows back through both (megatron-semantics.md §2.11). H must
-// be divisible by tp. On a group of one rank (or nil) a 2-D x is returned
-// as is and any other is flattened to [N, H].
+// gradient flows back through both (docs/SEMANTICS.md § Tensor-parallel
+// mappings). H must be divisible by tp. On a group of one rank (or nil) a 2-D
+// x is returned as is and any other is flattened to [N, H].
 func AllToAllSP2HP(t *autograd.Tape, x *autograd.Var, g comm.Group) *autograd.Var {
 	ws := worldSize(g)
 	if ws == 1 && x.Value != nil && x.Value.Rank() == 2 {
@@ -204,9 +204,9 @@ func AllToAllSP2HP(t *autograd.Tape, x *autograd.Var, g comm.Group) *autograd.Va
 //
 // It calls AllToAll with equal splits on the flattened x, then lays the
 // received row blocks out as column chunks, [tp·N/tp, H/tp] → [N/tp, H];
-// its gradient flows back through both (megatron-semantics.md §2.11). N
-// must be divisible by tp. On a group of one rank (or nil) a 2-D x is
-// returned as is and any other is flattened to [N, H].
+// its gradient flows back through both (docs/SEMANTICS.md § Tensor-parallel
+// mappings). N must be divisible by tp. On a group of one rank (or nil) a 2-D
+// x is returned as is and any other is flattened to [N, H].
 func AllToAllHP2SP(t *autograd.Tape, x *autograd.Var, g comm.Group) *autograd.Var {
 	ws := worldSize(g)
 	if x.Value == nil || x.Value.Rank() != 2 {

@@ -40,10 +40,10 @@ type CheckpointOptions struct {
 
 // Checkpoint runs fn(t, args) without keeping its intermediate activations
 // and recomputes them in backward (Megatron-Core's tensor_parallel.checkpoint,
-// megatron-semantics.md §2.13). It returns fn's output as a node of t's
-// graph whose only saved tensors are the args (or, with
-// DistributeSavedActivations, this rank's 1-D chunk of args[0] and the
-// other args).
+// docs/SEMANTICS.md § RNG streams and activation checkpointing). It returns
+// fn's output as a node of t's graph whose only saved tensors are the args
+// (or, with DistributeSavedActivations, this rank's 1-D chunk of args[0] and
+// the other args).
 //
 // Forward:
 //  1. Snapshot the states of opts.Default and of every stream of opts.Tracker.
@@ -187,8 +187,9 @@ func (f *checkpointFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.T
 // CheckpointWithoutOutput checkpoints a region and also lets its output be
 // discarded once the layers that consume it have saved it, recomputing the
 // output in backward just before those consumers need it (Megatron-Core's
-// CheckpointWithoutOutput, megatron-semantics.md §2.13). Typical use, a
-// layer norm whose output only feeds a linear layer:
+// CheckpointWithoutOutput, docs/SEMANTICS.md § RNG streams and activation
+// checkpointing). Typical use, a layer norm whose output only feeds a linear
+// layer:
 //
 //	ck := &tp.CheckpointWithoutOutput{Tracker: tr, Default: def}
 //	ln := ck.Checkpoint(t, layerNorm, x)   // ln: [s, b, h]
@@ -433,7 +434,8 @@ func (s rngSnapshot) restore(def *rng.RNG, tr *RNGStatesTracker) error {
 
 // recompute reruns fn with recording on tape, on fresh leaves holding vals
 // (leaf i requires grad when needs[i]), with the generators set to snap
-// and put back afterwards (fork semantics, §2.13).
+// and put back afterwards (fork semantics, docs/SEMANTICS.md § RNG streams
+// and activation checkpointing).
 func recompute(tape *autograd.Tape, fn CheckpointFunc, vals []*tensor.Tensor, needs []bool, names []string,
 	def *rng.RNG, tr *RNGStatesTracker, snap rngSnapshot) (*autograd.Var, []*autograd.Var, error) {
 	leaves := make([]*autograd.Var, len(vals))

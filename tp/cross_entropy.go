@@ -30,7 +30,8 @@ type CrossEntropyOptions struct {
 
 // VocabParallelCrossEntropy returns the per-token cross-entropy loss [N] of
 // logits split along the vocabulary (Megatron's
-// vocab_parallel_cross_entropy, megatron-semantics.md §2.10).
+// vocab_parallel_cross_entropy, docs/SEMANTICS.md § Vocab-parallel cross
+// entropy).
 //
 // Shapes: logits [s, b, V/tp] (any leading dims, flattened to N rows; the
 // last dim is this rank's vocabulary slice: rank r holds the global columns

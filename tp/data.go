@@ -37,11 +37,11 @@ const (
 const dataHeaderFixed = 4
 
 // BroadcastData sends data[key] for every key, held by rank 0 of g, to
-// every rank of g (broadcast_data, megatron-semantics.md §2.14). Every
+// every rank of g (broadcast_data, docs/SEMANTICS.md § broadcast_data). Every
 // rank calls it with the same keys and dtype; data is read on rank 0 only
-// (the other ranks may pass nil). It returns, on every rank including rank
-// 0, one tensor per key with rank 0's shape and elements, all slices of
-// one new flat buffer of dtype.
+// (the other ranks may pass nil). It returns, on every rank including rank 0,
+// one tensor per key with rank 0's shape and elements, all slices of one new
+// flat buffer of dtype.
 //
 // It runs two broadcasts from group rank 0:
 //

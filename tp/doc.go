@@ -3,7 +3,8 @@
 // transformer's weights and activations across a tensor-parallel group.
 //
 // It follows Megatron-Core's megatron/core/tensor_parallel (restated in
-// megatron-semantics.md §1.4 and §2.9–2.14) in Go form:
+// docs/SEMANTICS.md, § Vocabulary split and weight initialisation through
+// § broadcast_data) in Go form:
 //
 //   - mappings: forward/backward collective pairs as autograd Functions
 //     (CopyToTensorModelParallelRegion, ReduceFromTensorModelParallelRegion,

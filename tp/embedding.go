@@ -12,8 +12,9 @@ import (
 
 // VocabParallelEmbedding is an embedding table [V, h] split along the
 // vocabulary over a tensor-parallel group (Megatron's
-// VocabParallelEmbedding, megatron-semantics.md §1.4, §2.9): rank r holds
-// the rows [VocabStart, VocabEnd) = [r·V/tp, (r+1)·V/tp).
+// VocabParallelEmbedding, docs/SEMANTICS.md § Vocabulary split and weight
+// initialisation): rank r holds the rows
+// [VocabStart, VocabEnd) = [r·V/tp, (r+1)·V/tp).
 type VocabParallelEmbedding struct {
 	// Weight is this rank's rows [V/tp, h] (TensorModelParallel,
 	// PartitionDim 0, PartitionStride 1).

@@ -12,7 +12,8 @@ type InitMethod func(master *tensor.Tensor)
 
 // InitializeAffineWeightCPU fills weight, this rank's partition of a
 // master weight [outSize, inSize], the way Megatron's
-// _initialize_affine_weight_cpu does (megatron-semantics.md §2.9):
+// _initialize_affine_weight_cpu does (docs/SEMANTICS.md § Vocabulary split
+// and weight initialisation):
 //
 //  1. the master weight [outSize, inSize] is drawn whole by init;
 //  2. it is split along partitionDim into chunks of perPartition/stride;

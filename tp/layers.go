@@ -11,9 +11,9 @@ import (
 )
 
 // ColumnParallelConfig holds the options of a ColumnParallelLinear, named
-// as Megatron-Core's ColumnParallelLinear arguments (megatron-semantics.md
-// §1.4, §2.12). The zero value of each field is "off"; note that Bias
-// defaults to false here (true in the reference).
+// as Megatron-Core's ColumnParallelLinear arguments (docs/SEMANTICS.md
+// § Column- and row-parallel linear layers). The zero value of each field is
+// "off"; note that Bias defaults to false here (true in the reference).
 type ColumnParallelConfig struct {
 	// Group is the tensor-parallel group the output dimension is split
 	// over (the expert tensor-parallel group for an expert layer); nil
@@ -76,7 +76,8 @@ type ColumnParallelConfig struct {
 
 // ColumnParallelLinear is Y = X·Aᵀ + b with A [out, in] split along its
 // output dimension: this rank holds A_r [out/tp, in] and b_r [out/tp] and
-// computes Y_r = X·A_rᵀ + b_r [..., out/tp] (megatron-semantics.md §2.12).
+// computes Y_r = X·A_rᵀ + b_r [..., out/tp] (docs/SEMANTICS.md § Column- and
+// row-parallel linear layers).
 type ColumnParallelLinear struct {
 	// Name prefixes the parameters' names (Name + ".weight", ".bias").
 	Name string
@@ -255,8 +256,8 @@ func (l *ColumnParallelLinear) Forward(t *autograd.Tape, x, weight *autograd.Var
 }
 
 // RowParallelConfig holds the options of a RowParallelLinear, named as
-// Megatron-Core's RowParallelLinear arguments (megatron-semantics.md §1.4,
-// §2.12). Bias defaults to false here.
+// Megatron-Core's RowParallelLinear arguments (docs/SEMANTICS.md § Column-
+// and row-parallel linear layers). Bias defaults to false here.
 type RowParallelConfig struct {
 	// Group is the tensor-parallel group the input dimension is split over
 	// (the expert tensor-parallel group for an expert layer); nil means
@@ -302,7 +303,7 @@ type RowParallelConfig struct {
 // dimension: this rank holds A_r [out, in/tp], computes the partial sum
 // X_r·A_rᵀ from its input chunk X_r [..., in/tp], and the partial sums are
 // reduced over the group before the (unsplit) bias b [out] is added
-// (megatron-semantics.md §2.12).
+// (docs/SEMANTICS.md § Column- and row-parallel linear layers).
 type RowParallelLinear struct {
 	// Name prefixes the parameters' names.
 	Name string

@@ -13,7 +13,7 @@ import (
 )
 
 // LinearOptions configures LinearWithGradAccumulationAndAsyncAllreduce
-// (megatron-semantics.md §2.12).
+// (docs/SEMANTICS.md § Column- and row-parallel linear layers).
 type LinearOptions struct {
 	// AllreduceDgrad all-reduces (SUM) the input gradient over Group in
 	// backward, while the weight-gradient GEMM runs. Column-parallel
@@ -40,8 +40,9 @@ type LinearOptions struct {
 
 // LinearWithGradAccumulationAndAsyncAllreduce returns y = X·Wᵀ (+ b), the
 // autograd core of the tensor-parallel linears (Megatron's
-// linear_with_grad_accumulation_and_async_allreduce, megatron-semantics.md
-// §2.12). Shapes, with tp the size of opts.Group:
+// linear_with_grad_accumulation_and_async_allreduce, docs/SEMANTICS.md
+// § Column- and row-parallel linear layers). Shapes, with tp the size of
+// opts.Group:
 //
 //	x [..., in], or [s/tp, b, in] with SequenceParallel (X is then the
 //	all-gather of x along dim 0, [s, b, in]); weight [out, in]; bias [out]

@@ -9,8 +9,8 @@ import (
 )
 
 // Each mapping is a forward/backward pair of tensor collectives
-// (megatron-semantics.md §2.11); every one is the identity, forward and
-// backward, on a group of one rank or a nil group.
+// (docs/SEMANTICS.md § Tensor-parallel mappings); every one is the identity,
+// forward and backward, on a group of one rank or a nil group.
 
 // step is one direction of a mapping: a collective (or a split) of a
 // tensor over the rank's group.

@@ -8,7 +8,8 @@ import (
 	"github.com/gotron/gotron/tensor/rng"
 )
 
-// Names of the tracked random-number streams (megatron-semantics.md §2.13).
+// Names of the tracked random-number streams (docs/SEMANTICS.md § RNG streams
+// and activation checkpointing).
 const (
 	// DataParallelRNG is the stream seeded with the base seed: the same on
 	// every rank of a tensor-parallel group, for dropout outside
@@ -156,7 +157,8 @@ func (tr *RNGStatesTracker) SetStates(states map[string]rng.State) error {
 
 // ModelParallelManualSeed builds a rank's random-number streams from the
 // base seed (Megatron-Core's model_parallel_cuda_manual_seed,
-// megatron-semantics.md §2.13). It returns a tracker holding
+// docs/SEMANTICS.md § RNG streams and activation checkpointing). It returns a
+// tracker holding
 //
 //	DataParallelRNG      seed
 //	ModelParallelRNG     seed + 2718 + tpRank

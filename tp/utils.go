@@ -20,7 +20,8 @@ func Divide(a, b int) (int, error) {
 
 // VocabRangeFromPerPartitionVocabSize returns the half-open range
 // [start, end) of vocabulary rows held by rank when every one of the ws
-// ranks holds perPartition rows (VocabUtility, megatron-semantics.md §2.9):
+// ranks holds perPartition rows (VocabUtility, docs/SEMANTICS.md § Vocabulary
+// split and weight initialisation):
 //
 //	start = rank·perPartition, end = start + perPartition
 func VocabRangeFromPerPartitionVocabSize(perPartition, rank, ws int) (start, end int) {

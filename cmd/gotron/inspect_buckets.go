@@ -55,9 +55,10 @@ func newInspectBucketsCmd() *cobra.Command {
 		Short: "Print a pipeline rank's gradient buffers, their buckets and each data-parallel rank's shard",
 		Long: `buckets lays out the data-parallel gradient buffers of one pipeline rank
 (--pipeline-rank) as gotron's data-parallel wrapper does
-(megatron-semantics.md §2.15, §2.16): one buffer per model chunk, in chunk
-order, holding the chunk's parameters in reverse registration order, cut into
-buckets. It prints each bucket's element range and its parameters' ranges.
+(docs/SEMANTICS.md § DDP buffers and buckets, § Distributed optimizer
+shards): one buffer per model chunk, in chunk order, holding the chunk's
+parameters in reverse registration order, cut into buckets. It prints each
+bucket's element range and its parameters' ranges.
 
 Buckets: without --overlap-grad-reduce a buffer is one bucket; with it, a
 bucket closes once it holds --ddp-bucket-size elements (default

@@ -5,10 +5,11 @@ import (
 	"testing"
 )
 
-// TestInspectLayoutJSON checks the exact JSON of spec §2.8's "E||t|L" at
-// PP 2 (VPP 2 from the layout: pp0 [E | t], pp1 [empty | L]) and of the
-// even split with virtual stages (8 layers, PP 2, VPP 2: pp0 [0 1] [4 5],
-// pp1 [2 3] [6 7], the reference's comment in get_num_layers_to_build).
+// TestInspectLayoutJSON checks the exact JSON of "E||t|L" (docs/SEMANTICS.md
+// § Pipeline layout strings) at PP 2 (VPP 2 from the layout: pp0 [E | t],
+// pp1 [empty | L]) and of the even split with virtual stages (8 layers,
+// PP 2, VPP 2: pp0 [0 1] [4 5], pp1 [2 3] [6 7], the reference's comment in
+// get_num_layers_to_build).
 func TestInspectLayoutJSON(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -48,8 +49,8 @@ func TestInspectLayoutJSON(t *testing.T) {
 	}
 }
 
-// TestInspectLayoutTable checks the table of spec §2.8's DeepSeek layout
-// (PP 16, VPP 2 from the layout).
+// TestInspectLayoutTable checks the table of the DeepSeek layout of
+// docs/SEMANTICS.md § Pipeline layout strings (PP 16, VPP 2 from the layout).
 func TestInspectLayoutTable(t *testing.T) {
 	out, err := run(t, "inspect", "layout", "--pipeline-model-parallel-size", "16", "--pipeline-model-parallel-layout", "Et*3|(tt|)*29,m|L")
 	if err != nil {

@@ -19,8 +19,9 @@ func run(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-// TestInspectGroupsJSON checks the JSON of the spec's worked example (world
-// 16, tp 2, pp 2: dp 4), typed here from the spec.
+// TestInspectGroupsJSON checks the JSON of the first worked example of
+// docs/SEMANTICS.md § Rank groups (world 16, tp 2, pp 2: dp 4), typed here
+// from that page.
 func TestInspectGroupsJSON(t *testing.T) {
 	out, err := run(t, "inspect", "groups", "--world-size", "16", "--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--json")
 	if err != nil {

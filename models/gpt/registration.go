@@ -30,13 +30,13 @@ func (s ParamSpec) Numel() int {
 // ChunkParamSpecs lists the parameters one rank of a tensor-parallel group
 // of tpSize holds for a chunk, in the reference's registration order
 // (named_parameters), which the data-parallel buffers follow
-// (megatron-semantics.md §2.15): the word and position embeddings on the
-// first stage, then per layer input_layernorm, linear_proj, linear_qkv,
-// pre_mlp_layernorm, linear_fc1, linear_fc2 (weight before bias), then the
-// final layernorm and, on a last stage without the embedding, the output
-// layer's copy of the tied word embedding. It allocates nothing, so
-// inspection tools can lay out models of any size; RegisteredParameters
-// gives a built chunk's parameters in the same order.
+// (docs/SEMANTICS.md § DDP buffers and buckets): the word and position
+// embeddings on the first stage, then per layer input_layernorm, linear_proj,
+// linear_qkv, pre_mlp_layernorm, linear_fc1, linear_fc2 (weight before bias),
+// then the final layernorm and, on a last stage without the embedding, the
+// output layer's copy of the tied word embedding. It allocates nothing, so
+// inspection tools can lay out models of any size; RegisteredParameters gives
+// a built chunk's parameters in the same order.
 func ChunkParamSpecs(cfg config.TransformerConfig, tpSize int, spec ChunkSpec) ([]ParamSpec, error) {
 	if tpSize < 1 || cfg.NumAttentionHeads%tpSize != 0 || cfg.QueryGroups()%tpSize != 0 || cfg.FFN()%tpSize != 0 {
 		return nil, fmt.Errorf("gpt: %d attention heads in %d groups and ffn_hidden_size %d do not divide over %d tensor-parallel ranks", cfg.NumAttentionHeads, cfg.QueryGroups(), cfg.FFN(), tpSize)

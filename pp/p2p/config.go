@@ -3,8 +3,8 @@ package p2p
 import "github.com/gotron/gotron/config"
 
 // Config holds the ModelParallelConfig settings the communicator reads
-// (megatron-semantics.md §1.1). Build it from a whole configuration with
-// ConfigFrom, or fill it in directly in tests.
+// (docs/SEMANTICS.md § Pipeline communication). Build it from a whole
+// configuration with ConfigFrom, or fill it in directly in tests.
 type Config struct {
 	// PipelineDType is the wire type of every tensor message: Float32,
 	// BFloat16 or Float16 (pipeline_dtype). Required when the pipeline has

@@ -1,8 +1,8 @@
 // Package p2p moves activations and their gradients between neighbouring
 // pipeline stages: gotron's form of Megatron-Core's P2PCommunicator
 // (megatron/core/pipeline_parallel/p2p_communication.py, core_v0.19;
-// megatron-semantics.md §2.7), built on a comm.Group holding the ranks of
-// one pipeline.
+// docs/SEMANTICS.md § Pipeline communication), built on a comm.Group holding
+// the ranks of one pipeline.
 //
 // # Peers and stages
 //

@@ -12,7 +12,7 @@ const golden = 0x9E3779B97F4A7C15
 //
 // Successive outputs of the reference generator seeded with s are SplitMix64(s),
 // SplitMix64(s+φ), SplitMix64(s+2φ), ... with φ = 0x9E3779B97F4A7C15. gotron's mock data
-// (spec/gpt-reference.md) is defined with this function.
+// (docs/SEMANTICS.md § Mock data) is defined with this function.
 func SplitMix64(x uint64) uint64 {
 	z := x + golden
 	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9

@@ -10,11 +10,11 @@ Both default to dp/testdata/layout/ of this repository (--out DIR / --check DIR
 choose another). `make reference` runs the first form. The output is
 deterministic: the same cases give the same bytes.
 
-The rules are taken from shared/spec/megatron-semantics.md sections 2.15 (the
-buffer layout with and without the distributed optimizer) and 2.16 (each
-data-parallel rank's shard of a bucket), written afresh here; dp/layout_test.go
-(TestLayoutMatchesReference) compares gotron's dp.DefaultLayout,
-dp.DistOptLayout and Layout.Shard with every file.
+The rules are taken from docs/SEMANTICS.md § DDP buffers and buckets (the
+buffer layout with and without the distributed optimizer) and § Distributed
+optimizer shards (each data-parallel rank's shard of a bucket), written afresh
+here; dp/layout_test.go (TestLayoutMatchesReference) compares gotron's
+dp.DefaultLayout, dp.DistOptLayout and Layout.Shard with every file.
 
 Layout (params in registration order; the buffer holds them in reverse):
 

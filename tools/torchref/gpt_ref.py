@@ -11,9 +11,10 @@ gpt2 -> testdata/gpt_ref, llama -> testdata/gpt_ref_llama, variant_a/b/c ->
 testdata/gpt_ref_variant_a/b/c, moe_a/moe_b -> testdata/gpt_ref_moe_a/b (the
 llama model with mixture-of-experts layers; these also write moe.json).
 
-The model, data and optimizer follow shared/spec/gpt-reference.md, and the
-other configs' model options Megatron-Core's TransformerConfig (model.py); see
-README.md next to this file for the conventions and the fixture files.
+The model, data and optimizer follow docs/SEMANTICS.md § GPT model
+conventions, and the other configs' model options Megatron-Core's
+TransformerConfig (model.py); see README.md next to this file for the
+conventions and the fixture files.
 """
 
 import argparse

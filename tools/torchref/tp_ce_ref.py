@@ -18,8 +18,8 @@ tp/cross_entropy_test.go (TestVocabParallelCrossEntropyMatchesTorch):
     dlogits_a01  [N, V]  its gradient, as above
 
 Everything is computed in float64 from the float32 logits and rounded to
-float32 once. The formulas (gotron's, megatron-semantics.md section 2.10 with
-the global vocabulary):
+float32 once. The formulas (gotron's: docs/SEMANTICS.md § Vocab-parallel
+cross entropy, with the global vocabulary):
 
     CE    = logsumexp(x) - x[t]               F.cross_entropy, reduction='none'
     CE    = logsumexp(x) - max(x)             masked target (t < 0 or t >= V);
