@@ -199,154 +199,215 @@ func RunRank(ctx context.Context, world comm.Group, a Args, o Options, localRank
 
 // runRank runs one rank with the arguments validated and the data open.
 func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datasets, localRanks int) (*Result, error) {
-	started := time.Now()
-	var err error
-	var log *logger
+	r := &rankRun{a: a, o: o, started: time.Now()}
 	if world.Rank() == 0 {
 		out := o.Out
 		if out == nil {
 			out = io.Discard
 		}
-		if log, err = newLogger(out, o.Progress, a.LogJSON, a.TrainIters); err != nil {
+		var err error
+		if r.log, err = newLogger(out, o.Progress, a.LogJSON, a.TrainIters); err != nil {
 			return nil, err
 		}
-		defer log.close()
+		defer r.log.close()
 	}
 	t, err := newTrainer(ctx, world, a, ds, localRanks)
 	if err != nil {
 		return nil, err
 	}
 	defer t.abandonSave()
-	res := &Result{ValidLoss: math.NaN(), StartIteration: t.iteration}
-	if log != nil {
-		shape := ""
-		if d := a.Model.OptionsDesc(); d != "" {
-			shape = " (" + d + ")"
-		}
-		log.printf("gotron: %d parameters%s, %s; world %d (%s, %s); %s; GEMM %s, %d thread(s) per rank\n",
-			gpt.NumParameters(a.Model), shape, t.precisionDesc(), world.Size(), layoutDesc(a, t.dp), batchDesc(a, t.dp), ds.desc, tensor.GemmLibraries(), t.tape.Workers())
-		if p, err := dnnl.Plan(); err == nil && a.Model.BF16 {
-			log.printf("gotron: %s\n", p)
-		}
-		if w := tensor.GemmWarning(); w != "" {
-			log.printf("gotron: warning: %s\n", w)
-		}
-		if t.iteration > 0 {
-			log.printf("gotron: resumed from %s at iteration %d\n", a.Load, t.iteration)
-		}
-		if t.freshStart {
-			log.printf("gotron: --load %s holds no checkpoint yet (it is also --save): starting from scratch\n", a.Load)
-		}
-	}
-	t.onSaved = func(it int) {
-		res.Saved = it
-		if log != nil {
-			log.printf("gotron: saved checkpoint at iteration %d to %s\n", it, a.Save)
-		}
-	}
-	// validate evaluates on the held-out data and logs the loss.
-	validate := func() error {
-		v, err := t.evaluate(ctx)
-		if err != nil {
-			return err
-		}
-		res.ValidLoss = v
-		if log != nil && !math.IsNaN(v) {
-			return log.validation(t.iteration, v)
-		}
-		return nil
-	}
+	r.t, r.res = t, &Result{ValidLoss: math.NaN(), StartIteration: t.iteration}
+	r.startup(world.Size(), ds.desc)
+	t.onSaved = r.saved
 	for t.iteration < a.TrainIters && !a.SkipTrain {
 		if err := ctx.Err(); err != nil {
-			return res, err
+			return r.res, err
 		}
-		var r stepResult
-		var tl *timeline
-		var err error
-		// Each iteration's MoE metrics count its own training forwards.
-		t.resetMoEStats()
-		if a.ProfileSchedule != "" && t.iteration == a.TrainIters-1 {
-			r, tl, err = t.profiledStep(ctx)
-		} else {
-			r, err = t.step(ctx)
-		}
-		if err != nil {
-			return res, err
-		}
-		if tl != nil {
-			if err := tl.writeSVG(a.ProfileSchedule); err != nil {
-				return res, err
-			}
-			if log != nil {
-				b := tl.bubbles()
-				log.printf("gotron: schedule timeline of iteration %d written to %s: measured bubble %.1f%% (the busiest rank's idle time), theoretical %.1f%%, mean idle time %.1f%%\n",
-					t.iteration, a.ProfileSchedule, 100*bubble(b), 100*theoreticalBubble(tl.pp, tl.vpp, tl.m), 100*meanBubble(b))
-			}
-		}
-		if a.LogJSON != "" {
-			if err := t.gatherPeaks(ctx, &r); err != nil {
-				return res, err
-			}
-		}
-		// A MoE model's metrics: a collective on every rank, every
-		// iteration (the line averages them over the interval).
-		moeRec, err := t.moeMetrics(ctx)
-		if err != nil {
-			return res, err
-		}
-		res.Losses = append(res.Losses, r.loss)
-		res.GradNorms = append(res.GradNorms, r.gradNorm)
-		if r.skipped {
-			res.Skipped++
-		}
-		if log != nil {
-			if err := log.iteration(a, t.iteration, r, moeRec, a.LogInterval); err != nil {
-				return res, err
-			}
-		}
-		last := t.iteration == a.TrainIters
-		if a.EvalInterval > 0 && t.iteration%a.EvalInterval == 0 || last {
-			if err := validate(); err != nil {
-				return res, err
-			}
-		}
-		if a.Save != "" && (a.SaveInterval > 0 && t.iteration%a.SaveInterval == 0 || last) {
-			// With --async-save the shards are written in the background
-			// unless the run ends here.
-			if err := t.save(ctx, a.AsyncSave && !last); err != nil {
-				return res, err
-			}
-		} else if err := t.finishSave(ctx, false); err != nil {
-			return res, err
-		}
-		reason, stop, err := t.exitReason(ctx, o.Stop, started)
-		if err != nil {
-			return res, err
-		}
-		if stop {
-			if err := t.finishSave(ctx, true); err != nil {
-				return res, err
-			}
-			if a.Save != "" && res.Saved != t.iteration {
-				if err := t.save(ctx, false); err != nil {
-					return res, err
-				}
-			}
-			if log != nil {
-				log.printf("gotron: exiting after iteration %d (%s)\n", t.iteration, reason)
-			}
-			res.Exit = &reason
-			return res, nil
+		if stop, err := r.iterate(ctx); err != nil || stop {
+			return r.res, err
 		}
 	}
+	return r.res, r.finish(ctx, world.Rank())
+}
+
+// rankRun is one rank's run once its trainer is built: rank 0's logger
+// (nil on the others) and the result it fills.
+type rankRun struct {
+	a       Args
+	o       Options
+	t       *trainer
+	log     *logger
+	res     *Result
+	started time.Time
+}
+
+// startup prints rank 0's start-up lines: the model, precision, layout,
+// batch, data and kernels; the bf16 plan; a kernel warning; the resume.
+func (r *rankRun) startup(world int, data string) {
+	a, t, log := r.a, r.t, r.log
+	if log == nil {
+		return
+	}
+	shape := ""
+	if d := a.Model.OptionsDesc(); d != "" {
+		shape = " (" + d + ")"
+	}
+	log.printf("gotron: %d parameters%s, %s; world %d (%s, %s); %s; GEMM %s, %d thread(s) per rank\n",
+		gpt.NumParameters(a.Model), shape, t.precisionDesc(), world, layoutDesc(a, t.dp), batchDesc(a, t.dp), data, tensor.GemmLibraries(), t.tape.Workers())
+	if p, err := dnnl.Plan(); err == nil && a.Model.BF16 {
+		log.printf("gotron: %s\n", p)
+	}
+	if w := tensor.GemmWarning(); w != "" {
+		log.printf("gotron: warning: %s\n", w)
+	}
+	if t.iteration > 0 {
+		log.printf("gotron: resumed from %s at iteration %d\n", a.Load, t.iteration)
+	}
+	if t.freshStart {
+		log.printf("gotron: --load %s holds no checkpoint yet (it is also --save): starting from scratch\n", a.Load)
+	}
+}
+
+// saved records and reports a checkpoint written at iteration it.
+func (r *rankRun) saved(it int) {
+	r.res.Saved = it
+	if r.log != nil {
+		r.log.printf("gotron: saved checkpoint at iteration %d to %s\n", it, r.a.Save)
+	}
+}
+
+// validate evaluates on the held-out data and logs the loss.
+func (r *rankRun) validate(ctx context.Context) error {
+	v, err := r.t.evaluate(ctx)
+	if err != nil {
+		return err
+	}
+	r.res.ValidLoss = v
+	if r.log != nil && !math.IsNaN(v) {
+		return r.log.validation(r.t.iteration, v)
+	}
+	return nil
+}
+
+// iterate runs and reports one iteration, then what follows it:
+// validation, a save, and an exit (stop true) when one is due.
+func (r *rankRun) iterate(ctx context.Context) (stop bool, err error) {
+	a, t := r.a, r.t
+	// Each iteration's MoE metrics count its own training forwards.
+	t.resetMoEStats()
+	var s stepResult
+	var tl *timeline
+	if a.ProfileSchedule != "" && t.iteration == a.TrainIters-1 {
+		s, tl, err = t.profiledStep(ctx)
+	} else {
+		s, err = t.step(ctx)
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := r.timeline(tl); err != nil {
+		return false, err
+	}
+	if err := r.report(ctx, s); err != nil {
+		return false, err
+	}
+	last := t.iteration == a.TrainIters
+	if a.EvalInterval > 0 && t.iteration%a.EvalInterval == 0 || last {
+		if err := r.validate(ctx); err != nil {
+			return false, err
+		}
+	}
+	if a.Save != "" && (a.SaveInterval > 0 && t.iteration%a.SaveInterval == 0 || last) {
+		// With --async-save the shards are written in the background
+		// unless the run ends here.
+		if err := t.save(ctx, a.AsyncSave && !last); err != nil {
+			return false, err
+		}
+	} else if err := t.finishSave(ctx, false); err != nil {
+		return false, err
+	}
+	return r.exit(ctx)
+}
+
+// timeline writes the profiled iteration's schedule (--profile-schedule)
+// and reports its bubble; nil does nothing.
+func (r *rankRun) timeline(tl *timeline) error {
+	if tl == nil {
+		return nil
+	}
+	if err := tl.writeSVG(r.a.ProfileSchedule); err != nil {
+		return err
+	}
+	if r.log != nil {
+		b := tl.bubbles()
+		r.log.printf("gotron: schedule timeline of iteration %d written to %s: measured bubble %.1f%% (the busiest rank's idle time), theoretical %.1f%%, mean idle time %.1f%%\n",
+			r.t.iteration, r.a.ProfileSchedule, 100*bubble(b), 100*theoreticalBubble(tl.pp, tl.vpp, tl.m), 100*meanBubble(b))
+	}
+	return nil
+}
+
+// report records the iteration in the result and logs it (with the
+// collectives its line needs on every rank: peak memory for --log-json, a
+// MoE model's metrics).
+func (r *rankRun) report(ctx context.Context, s stepResult) error {
+	a, t := r.a, r.t
+	if a.LogJSON != "" {
+		if err := t.gatherPeaks(ctx, &s); err != nil {
+			return err
+		}
+	}
+	// A MoE model's metrics: a collective on every rank, every iteration
+	// (the line averages them over the interval).
+	moeRec, err := t.moeMetrics(ctx)
+	if err != nil {
+		return err
+	}
+	r.res.Losses = append(r.res.Losses, s.loss)
+	r.res.GradNorms = append(r.res.GradNorms, s.gradNorm)
+	if s.skipped {
+		r.res.Skipped++
+	}
+	if r.log != nil {
+		return r.log.iteration(a, t.iteration, s, moeRec, a.LogInterval)
+	}
+	return nil
+}
+
+// exit ends the run after this iteration when a signal, --exit-interval
+// or --exit-duration-in-mins says so, saving first with --save.
+func (r *rankRun) exit(ctx context.Context) (stop bool, err error) {
+	t := r.t
+	reason, stop, err := t.exitReason(ctx, r.o.Stop, r.started)
+	if err != nil || !stop {
+		return false, err
+	}
 	if err := t.finishSave(ctx, true); err != nil {
-		return res, err
+		return false, err
+	}
+	if r.a.Save != "" && r.res.Saved != t.iteration {
+		if err := t.save(ctx, false); err != nil {
+			return false, err
+		}
+	}
+	if r.log != nil {
+		r.log.printf("gotron: exiting after iteration %d (%s)\n", t.iteration, reason)
+	}
+	r.res.Exit = &reason
+	return true, nil
+}
+
+// finish ends a run that trained to --train-iters (or --skip-train): the
+// last save, the evaluation of a loaded model, the sample.
+func (r *rankRun) finish(ctx context.Context, rank int) error {
+	a, t := r.a, r.t
+	if err := t.finishSave(ctx, true); err != nil {
+		return err
 	}
 	if a.SkipTrain {
 		// --skip-train: evaluate the loaded model, as the loop's last
 		// iteration would.
-		if err := validate(); err != nil {
-			return res, err
+		if err := r.validate(ctx); err != nil {
+			return err
 		}
 	}
 	experts := a.Model.NumMoEExperts > 0 && a.Model.ExpertModelParallelSize*a.Model.EffectiveExpertTensorParallelSize() > 1
@@ -359,13 +420,13 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 		// Rank 0 reports the text.
 		s, err := t.generate(ctx, a.SamplePrompt, a.Sample, a.SampleTemperature)
 		if err != nil {
-			return res, err
+			return err
 		}
-		if world.Rank() == 0 {
-			res.Sample = s
+		if rank == 0 {
+			r.res.Sample = s
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // normalise fills defaults that depend on the world: the global batch is
