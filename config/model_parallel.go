@@ -107,8 +107,11 @@ type ModelParallelConfig struct {
 
 	// ---- Initialization ----
 
-	// PerformInitialization draws the initial weights. Turn it off when the
-	// weights will be loaded from a checkpoint anyway. Default true.
+	// PerformInitialization draws the initial weights. Turn it off
+	// (Megatron's --no-initialization) when the weights will be loaded from
+	// a checkpoint anyway: gpt.NewChunk then draws nothing and leaves them
+	// zero (the constant ones, the norms' γ, are set as usual); gotron's
+	// trainer refuses it without a checkpoint to load. Default true.
 	PerformInitialization bool `json:"perform_initialization"`
 
 	// UseCPUInitialization asks for the reference's CPU initialisation: the
@@ -169,8 +172,11 @@ type ModelParallelConfig struct {
 	// and align_param_gather). nil: no schedule-driven all-gather.
 	ParamSyncFunc ChunkSyncFunc `json:"-"`
 
-	// DeterministicMode chooses deterministic kernels where the reference
-	// has a choice (VocabParallelEmbedding looks its rows up by index).
+	// DeterministicMode asks the reference for deterministic kernels where
+	// it has a choice (VocabParallelEmbedding looks its rows up by index).
+	// Every gotron kernel and collective is deterministic already (sums in
+	// a fixed order, the same bits run to run), so the setting changes
+	// nothing; it is accepted so that configs carry over.
 	DeterministicMode bool `json:"deterministic_mode"`
 
 	// EnableAutocast asks the schedules to run the forward step under

@@ -411,6 +411,9 @@ func (a Args) checkCheckpointFlags(world int, v *violations) {
 			}
 		}
 	}
+	if !a.Model.PerformInitialization && a.Load == "" {
+		v.add("--no-initialization draws no initial weights, and --load is not given: the model would train from zeros: pass --load DIR or drop --no-initialization")
+	}
 	if a.Save == "" && (a.NoSaveOptim || a.NoSaveRNG) {
 		v.add("--no-save-optim/--no-save-rng say what a checkpoint leaves out, and --save is not given: pass --save DIR or drop them")
 	}

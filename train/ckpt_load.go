@@ -27,6 +27,9 @@ import (
 func (t *trainer) resume() error {
 	r, err := openCheckpoint(t.a)
 	if errors.Is(err, ckpt.ErrNoCheckpoint) && t.a.Save != "" && filepath.Clean(t.a.Save) == filepath.Clean(t.a.Load) {
+		if !t.a.Model.PerformInitialization {
+			return fmt.Errorf("--load %s holds no checkpoint yet, and --no-initialization drew no weights: the model would train from zeros; drop --no-initialization for the first run", t.a.Load)
+		}
 		t.freshStart = true
 		return nil
 	}

@@ -280,3 +280,38 @@ func TestSecondRunOnTheSaveDirectoryRefused(t *testing.T) {
 		t.Errorf("no take-over note in %q", out.String())
 	}
 }
+
+// TestNoInitialization: --no-initialization without --load, or with a
+// --load that holds no checkpoint yet, is refused (the model would train
+// from zeros); with a checkpoint the run is the same as with the weights
+// drawn first.
+func TestNoInitialization(t *testing.T) {
+	a := mockArgs(3)
+	a.Model.PerformInitialization = false
+	if _, err := Run(context.Background(), a, Options{}); err == nil || !strings.Contains(err.Error(), "--no-initialization draws no initial weights, and --load is not given") {
+		t.Errorf("without --load: %v", err)
+	}
+	a.Load = t.TempDir()
+	a.Save = a.Load
+	if _, err := Run(context.Background(), a, Options{}); err == nil || !strings.Contains(err.Error(), "holds no checkpoint yet, and --no-initialization drew no weights") {
+		t.Errorf("with an empty --load: %v", err)
+	}
+	saved := mockArgs(3)
+	saved.Save = t.TempDir()
+	if _, err := Run(context.Background(), saved, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	var losses [2][]float64
+	for i, init := range []bool{true, false} {
+		r := mockArgs(5)
+		r.Load, r.Model.PerformInitialization = saved.Save, init
+		res, err := Run(context.Background(), r, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		losses[i] = res.Losses
+	}
+	if fmt.Sprint(losses[0]) != fmt.Sprint(losses[1]) || len(losses[0]) != 2 {
+		t.Errorf("resumed losses %v with initialisation, %v without", losses[0], losses[1])
+	}
+}

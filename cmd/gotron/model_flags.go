@@ -23,6 +23,7 @@ type modelFlags struct {
 	groupQueryAttention                                bool
 	numQueryGroups                                     int
 	useRotary, noPositionEmbedding, untie              bool
+	noInitialization                                   bool
 	moe                                                *moeFlags
 }
 
@@ -53,6 +54,7 @@ func addModelOptionFlags(f *pflag.FlagSet, m *config.TransformerConfig) *modelFl
 	f.BoolVar(&mf.noPositionEmbedding, "no-position-embedding", false, "deprecated; accepted with rope, where it changes nothing: use --position-embedding-type")
 	f.BoolVar(&mf.untie, "untie-embeddings-and-output-weights", false, "give the output layer its own weight instead of the word embedding's")
 	f.BoolVar(&m.ApplyResidualConnectionPostLayernorm, "apply-residual-connection-post-layernorm", m.ApplyResidualConnectionPostLayernorm, "take each residual from the layer norm's output instead of its input (the original BERT order)")
+	f.BoolVar(&mf.noInitialization, "no-initialization", false, "draw no initial weights (with --load, whose checkpoint sets every one): a faster start for a large model")
 	mf.moe = addMoEFlags(f, m)
 	return mf
 }
@@ -132,6 +134,9 @@ func (mf *modelFlags) apply() error {
 				add("--%s shapes rotary position embeddings, and the position embedding is %s: add --position-embedding-type rope, or drop --%s", r, m.PositionEmbedding(), r)
 			}
 		}
+	}
+	if mf.noInitialization {
+		m.PerformInitialization = false
 	}
 	if mf.untie {
 		m.ShareEmbeddingsAndOutputWeights = false

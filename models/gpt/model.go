@@ -184,7 +184,7 @@ func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec Chu
 	if ws != max(cfg.TensorModelParallelSize, 1) {
 		return nil, fmt.Errorf("gpt: the tensor-parallel group has %d ranks but tensor_model_parallel_size is %d", ws, cfg.TensorModelParallelSize)
 	}
-	b := &builder{cfg: cfg, g: g, tpg: tpg, sp: cfg.SequenceParallel && ws > 1}
+	b := &builder{cfg: cfg, g: g, tpg: tpg, sp: cfg.SequenceParallel && ws > 1, init: cfg.PerformInitialization}
 	for _, o := range opts {
 		o(b)
 	}
@@ -202,20 +202,20 @@ func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec Chu
 		// output layer: a copy of the first chunk's.
 		m.WordEmbeddings.Shared = !spec.PreProcess
 	} else {
-		g.SkipNormal(v * h)
+		b.skip(v * h)
 	}
 	if cfg.LearnedPositions() {
 		if spec.PreProcess {
 			pos := tensor.New(cfg.MaxPositions(), h)
-			g.FillNormal(pos.Data(), 0, cfg.InitMethodStd)
+			b.fill(pos.Data(), cfg.InitMethodStd)
 			m.PositionEmbeddings = m.add(nn.NewParameter("embedding.position_embeddings.weight", pos))
 			m.PositionEmbeddings.SequenceParallel = b.sp
 		} else {
-			g.SkipNormal(cfg.MaxPositions() * h)
+			b.skip(cfg.MaxPositions() * h)
 		}
 	}
 	for i := 0; i < spec.LayerOffset; i++ {
-		g.SkipNormal(layerDraws(cfg, i))
+		b.skip(layerDraws(cfg, i))
 	}
 	for i := spec.LayerOffset; i < spec.LayerOffset+spec.NumLayers; i++ {
 		l, err := b.layer(i)
@@ -249,19 +249,36 @@ type builder struct {
 	sp      bool
 	m       *Model
 	experts moe.Parallel // the expert grid's groups (WithExperts)
+	init    bool         // cfg.PerformInitialization: draw the weights
 	cp      *cp.Groups   // WithContextParallel
 }
 
 // normal is the init method N(0, sd) drawing from the model's stream.
 func (b *builder) normal(sd float64) tp.InitMethod {
-	return func(w *tensor.Tensor) { b.g.FillNormal(w.Data(), 0, sd) }
+	return func(w *tensor.Tensor) { b.fill(w.Data(), sd) }
+}
+
+// fill draws w from N(0, sd); without perform_initialization it draws
+// nothing and w stays zero (a checkpoint will fill it).
+func (b *builder) fill(w []float32, sd float64) {
+	if b.init {
+		b.g.FillNormal(w, 0, sd)
+	}
+}
+
+// skip advances the stream past n draws made for weights another rank or
+// chunk holds (nothing without perform_initialization).
+func (b *builder) skip(n int) {
+	if b.init {
+		b.g.SkipNormal(n)
+	}
 }
 
 // vocabInit draws a vocabulary-sized weight [V_pad, h]: rows [0, V) from
 // N(0, std), the padding rows [V, V_pad) zero and drawn after nothing.
 func (b *builder) vocabInit() tp.InitMethod {
 	return func(w *tensor.Tensor) {
-		b.g.FillNormal(w.Narrow(0, 0, b.cfg.VocabSize).Contiguous().Data(), 0, b.cfg.InitMethodStd)
+		b.fill(w.Narrow(0, 0, b.cfg.VocabSize).Contiguous().Data(), b.cfg.InitMethodStd)
 	}
 }
 

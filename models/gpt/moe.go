@@ -98,11 +98,11 @@ func (b *builder) moeLayer(p string) (*moe.Layer, error) {
 	l := &moe.Layer{Config: b.moeConfig(), Parallel: par, FirstExpert: first}
 	l.Parallel.Dispatcher = cfg.MoETokenDispatcherType
 	l.Router = b.m.add(nn.NewParameter(p+"mlp.router.weight", tensor.New(e, h)))
-	b.g.FillNormal(l.Router.Value.Data(), 0, cfg.InitMethodStd)
+	b.fill(l.Router.Value.Data(), cfg.InitMethodStd)
 	l.Router.SequenceParallel = b.sp // each TP rank routes its own tokens
 	expert := func(name string, sd float64, rows, cols, dim int) (*nn.Parameter, error) {
 		w := tensor.New(rows, cols)
-		b.g.FillNormal(w.Data(), 0, sd)
+		b.fill(w.Data(), sd)
 		shape := []int{rows, cols}
 		shape[dim] /= etp
 		q := nn.NewParameter(name, tensor.New(shape...))
@@ -122,8 +122,8 @@ func (b *builder) moeLayer(p string) (*moe.Layer, error) {
 	}
 	for j := range e {
 		if j < first || j >= first+local {
-			b.g.SkipNormal(f1 * h)
-			b.g.SkipNormal(h * f)
+			b.skip(f1 * h)
+			b.skip(h * f)
 			continue
 		}
 		q := fmt.Sprintf("%smlp.experts.local_experts.%d.", p, j)
