@@ -326,13 +326,25 @@ func TestModelParallelWarnings(t *testing.T) {
 	}
 }
 
+// TestModelParallelValidateDoesNotModify: Validate judges the config as
+// Finalize would complete it (an unset expert TP size is the TP size,
+// autocast's type the parameters'), yet the caller's config is the same
+// afterwards, including what its slice and pointer fields point at, which
+// a value receiver does not protect.
 func TestModelParallelValidateDoesNotModify(t *testing.T) {
 	c := DefaultModelParallelConfig()
-	c.TensorModelParallelSize = 2
-	before := c
-	_ = c.Validate()
-	if c.ExpertTensorParallelSize != before.ExpertTensorParallelSize || c.AutocastDType != before.AutocastDType ||
-		c.MicrobatchGroupSizePerVPStage != before.MicrobatchGroupSizePerVPStage {
-		t.Errorf("Validate modified the config")
+	c.TensorModelParallelSize, c.ContextParallelSize = 2, 4
+	c.HierarchicalContextParallelSizes = []int{2, 2}
+	partial := 1
+	c.NumMicrobatchesWithPartialActivationCheckpoints = &partial
+	c.ExpertTensorParallelSize, c.AutocastDType = 0, DTypeNone
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate: %v (an unset expert TP size or autocast type is Finalize's to fill)", err)
+	}
+	if c.ExpertTensorParallelSize != 0 || c.AutocastDType != DTypeNone || c.TensorModelParallelSize != 2 {
+		t.Errorf("Validate changed the config's fields: expert TP %d, autocast %v", c.ExpertTensorParallelSize, c.AutocastDType)
+	}
+	if partial != 1 || len(c.HierarchicalContextParallelSizes) != 2 || c.HierarchicalContextParallelSizes[0] != 2 || c.HierarchicalContextParallelSizes[1] != 2 {
+		t.Errorf("Validate wrote through the config's references: partial checkpoints %d, hierarchical sizes %v", partial, c.HierarchicalContextParallelSizes)
 	}
 }
