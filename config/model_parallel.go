@@ -181,8 +181,8 @@ type ModelParallelConfig struct {
 
 	// EnableAutocast asks the schedules to run the forward step under
 	// AutocastDType, as the reference runs it under torch.autocast. gotron
-	// computes in float32 (DESIGN.md, "Numbers"), so the setting matters
-	// only to kernels that offer a lower-precision path.
+	// has no autocast (its 16-bit types are parameter types: ParamsDType,
+	// with float32 main parameters): Validate refuses true.
 	EnableAutocast bool `json:"enable_autocast"`
 
 	// AutocastDType is the autocast type. DTypeNone (unset) means

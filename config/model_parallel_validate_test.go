@@ -275,6 +275,8 @@ func TestModelParallelBackendValues(t *testing.T) {
 			[][]string{{"tp_comm_bootstrap_backend"}}, []string{`"tcp"`}},
 		{"unknown pipeline_model_parallel_comm_backend", func(c *ModelParallelConfig) { c.PipelineModelParallelCommBackend = "mpi" },
 			[][]string{{"pipeline_model_parallel_comm_backend"}}, []string{`"mpi"`, "no-ops"}},
+		{"autocast", func(c *ModelParallelConfig) { c.EnableAutocast = true },
+			[][]string{{"enable_autocast"}}, []string{"autocast", "--bf16"}},
 	})
 }
 
@@ -288,8 +290,7 @@ func TestModelParallelAcceptedNoOps(t *testing.T) {
 	c.DeterministicMode = true
 	c.UseCPUInitialization = true
 	c.PerformInitialization = false
-	c.EnableAutocast = true
-	c.AutocastDType = BFloat16
+	c.AutocastDType = BFloat16 // without enable_autocast: unused
 	c.VariableSeqLengths = true
 	c.DeallocatePipelineOutputs = true
 	c.MTPStandalone = true
