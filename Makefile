@@ -88,7 +88,7 @@ test-go: deps
 test-mpi: deps
 	@scripts/deps.sh mpi
 	comm/mpi/run_tests.sh
-	$(GO) test -tags mpi -run 'TestMPITrain|TestMPISignal' ./cmd/gotron
+	$(GO) test -tags mpi -run 'TestMPITrain|TestMPISignal|TestMPIStartErrors' ./cmd/gotron
 
 # Training throughput of gotron and, side by side in one run, of PyTorch on
 # the same models, tuned for this CPU and as installed; every GEMM kernel
