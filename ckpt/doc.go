@@ -34,6 +34,14 @@
 // previous checkpoint and tracker untouched; temporaries a killed save
 // left are removed by the next save.
 //
+// Saver runs that protocol from every rank of a world at once: Begin
+// (rank 0 prepares the temporary directory, every rank learns it), Write
+// (each rank its shard, in the background for an async save), Finish
+// (the shards' indexes gathered, rank 0 commits, every rank learns the
+// outcome: a failure anywhere is reported everywhere, naming the
+// checkpoint that stays intact). The trainer gives it the manifest and its
+// pieces; the protocol is the Saver's alone.
+//
 // A run holds LockDir's lock on the directory it saves into: the file
 // DIR/gotron.lock names the holder (pid, host, start time) under an
 // exclusive flock. A second run is refused with a *LockedError naming the

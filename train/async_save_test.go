@@ -114,7 +114,7 @@ func TestAsyncSaveWritesInBackground(t *testing.T) {
 		if err := tr.finishSave(ctx, false); err != nil {
 			return err
 		}
-		if _, err := ckpt.Latest(a.Save); err == nil || len(installed) != 0 || tr.pending == nil {
+		if _, err := ckpt.Latest(a.Save); err == nil || len(installed) != 0 || tr.saver.Pending() != 1 {
 			return fmt.Errorf("rank %d: a checkpoint was installed (%v) before its shards were written", g.Rank(), installed)
 		}
 		if err := g.Barrier(ctx); err != nil {
@@ -124,7 +124,7 @@ func TestAsyncSaveWritesInBackground(t *testing.T) {
 		if err := tr.finishSave(ctx, true); err != nil {
 			return err
 		}
-		if it, err := ckpt.Latest(a.Save); err != nil || it != 1 || fmt.Sprint(installed) != "[1]" || tr.pending != nil {
+		if it, err := ckpt.Latest(a.Save); err != nil || it != 1 || fmt.Sprint(installed) != "[1]" || tr.saver.Pending() != 0 {
 			return fmt.Errorf("rank %d: after the writers finished: latest %d (%v), installed %v", g.Rank(), it, err, installed)
 		}
 		return nil

@@ -2,11 +2,7 @@ package train
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 
 	"github.com/gotron/gotron/ckpt"
 	"github.com/gotron/gotron/comm"
@@ -43,48 +39,26 @@ func (t *trainer) save(ctx context.Context, async bool) error {
 	if err := t.finishSave(ctx, true); err != nil {
 		return err
 	}
-	p, err := t.beginSave(ctx)
+	m, err := t.manifest(ctx)
 	if err != nil {
 		return err
 	}
-	t.pending = p
-	pieces := t.checkpointPieces()
-	write := func() {
-		result := shardResult{}
-		if len(pieces) > 0 {
-			s, err := writeShard(p.tmp, t.groups.World.Rank(), pieces)
-			if err != nil {
-				result.Error = fmt.Sprintf("rank %d: %v", t.groups.World.Rank(), err)
-			} else {
-				result.Shard = &s
-			}
-		}
-		p.done <- result
+	if err := t.saver.Begin(ctx, t.iteration, m); err != nil {
+		return err
 	}
-	if async {
-		go write()
-		return nil
+	it, err := t.saver.Write(ctx, t.checkpointPieces(), async)
+	if err == nil && it > 0 && t.onSaved != nil {
+		t.onSaved(it)
 	}
-	write()
-	return t.finishSave(ctx, true)
+	return err
 }
 
-// pendingSave is a checkpoint whose shards are being written.
-type pendingSave struct {
-	iteration int
-	tmp       string // the temporary directory the shards go to
-	// manifest is everything but the shards, as of the saved iteration
-	// (rank 0's; nil on the others).
-	manifest *ckpt.Manifest
-	// done receives this rank's writer's result, once.
-	done chan shardResult
-}
-
-// beginSave does a save's collective part, before any shard is written:
-// the parameters' last all-gather, the generator states and coordinates
-// of every rank (rank 0 records them in the manifest), and the temporary
-// directory rank 0 creates and every rank learns.
-func (t *trainer) beginSave(ctx context.Context) (*pendingSave, error) {
+// manifest does the trainer's collective part of a save, before any
+// shard is written: the parameters' last all-gather, the generator states
+// and coordinates of every rank; rank 0 records them, with the run's state
+// and arguments and every tensor's whole shape, in the manifest it
+// returns (the other ranks return nil).
+func (t *trainer) manifest(ctx context.Context) (*ckpt.Manifest, error) {
 	w := t.groups.World
 	if err := t.finishParamSync(ctx); err != nil {
 		return nil, fmt.Errorf("save checkpoint: %w", err)
@@ -100,28 +74,8 @@ func (t *trainer) beginSave(ctx context.Context) (*pendingSave, error) {
 		return nil, fmt.Errorf("save checkpoint: gathering the layout: %w", err)
 	}
 
-	// Rank 0 prepares the temporary directory; every rank learns its name.
-	head := []int64{0, 0}
-	var beginErr error
-	if w.Rank() == 0 {
-		nonce := rand.Uint64()
-		if _, beginErr = ckpt.BeginSave(t.a.Save, t.iteration, nonce); beginErr != nil {
-			head[0] = 1
-		}
-		head[1] = int64(nonce)
-	}
-	if err := w.Broadcast(ctx, comm.I64(head), 0); err != nil {
-		return nil, fmt.Errorf("save checkpoint: %w", err)
-	}
-	if head[0] != 0 {
-		if beginErr != nil {
-			return nil, fmt.Errorf("%w (%s)", beginErr, previousCheckpoint(t.a.Save))
-		}
-		return nil, fmt.Errorf("save checkpoint: rank 0 could not prepare %s (see its error; %s)", t.a.Save, previousCheckpoint(t.a.Save))
-	}
-	p := &pendingSave{iteration: t.iteration, tmp: ckpt.TempDir(t.a.Save, t.iteration, uint64(head[1])), done: make(chan shardResult, 1)}
 	if w.Rank() != 0 {
-		return p, nil
+		return nil, nil
 	}
 	m := &ckpt.Manifest{
 		Iteration: t.iteration, ConsumedSamples: t.consumed, OptimizerSteps: t.opt.Adam().Steps, SchedulerSamples: t.lrSamples,
@@ -144,108 +98,26 @@ func (t *trainer) beginSave(ctx context.Context) (*pendingSave, error) {
 		}
 		m.Ranks = append(m.Ranks, rs)
 	}
-	p.manifest = m
-	return p, nil
+	return m, nil
 }
 
-// finishSave installs the checkpoint being written, if any, and calls
-// t.onSaved with its iteration. Blocking, it waits for this rank's shard;
-// otherwise it installs the checkpoint only when every rank's shard is
-// written (agreed by an 8-byte all-reduce) and returns at once when one
-// is not. Every rank calls it at the same points.
+// finishSave installs the checkpoint being written, if any
+// (ckpt.Saver.Finish), and calls t.onSaved with its iteration. Every rank
+// calls it at the same points.
 func (t *trainer) finishSave(ctx context.Context, blocking bool) error {
-	p := t.pending
-	if p == nil {
-		return nil
+	it, err := t.saver.Finish(ctx, blocking)
+	if err == nil && it > 0 && t.onSaved != nil {
+		t.onSaved(it)
 	}
-	w := t.groups.World
-	var result shardResult
-	if !blocking {
-		waiting := []int64{1}
-		select {
-		case result = <-p.done:
-			p.done <- result // keep it for the call that installs
-			waiting[0] = 0
-		default:
-		}
-		if err := w.AllReduce(ctx, comm.I64(waiting), comm.Max); err != nil {
-			return fmt.Errorf("save checkpoint: agreeing whether the shards are written: %w", err)
-		}
-		if waiting[0] != 0 {
-			return nil
-		}
-	}
-	result = <-p.done
-	t.pending = nil
-	results, err := gatherJSON(ctx, w, result)
-	if err != nil {
-		return fmt.Errorf("save checkpoint: gathering the shards' indexes: %w", err)
-	}
-
-	status := []int64{0}
-	var saveErr error
-	if w.Rank() == 0 {
-		m := p.manifest
-		var errs []error
-		for _, raw := range results {
-			var r shardResult
-			if err := json.Unmarshal(raw, &r); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			if r.Error != "" {
-				errs = append(errs, errors.New(r.Error))
-			}
-			if r.Shard != nil {
-				m.Shards = append(m.Shards, *r.Shard)
-			}
-		}
-		if saveErr = errors.Join(errs...); saveErr != nil {
-			ckpt.RemoveTemp(p.tmp)
-			saveErr = fmt.Errorf("save checkpoint: %w", saveErr)
-		} else {
-			saveErr = commitCheckpoint(t.a.Save, p.tmp, m)
-		}
-		if saveErr != nil {
-			status[0] = 1
-		}
-	}
-	if err := w.Broadcast(ctx, comm.I64(status), 0); err != nil {
-		return fmt.Errorf("save checkpoint: %w", err)
-	}
-	if saveErr != nil {
-		return fmt.Errorf("%w (%s)", saveErr, previousCheckpoint(t.a.Save))
-	}
-	if status[0] != 0 {
-		return fmt.Errorf("save checkpoint: the save into %s failed (see rank 0's error; %s)", t.a.Save, previousCheckpoint(t.a.Save))
-	}
-	if t.onSaved != nil {
-		t.onSaved(p.iteration)
-	}
-	return nil
+	return err
 }
 
-// abandonSave waits for this rank's background shard writer, if one is
-// running, so that no write outlives a run that failed; the unfinished
-// temporary directory is removed by the next save (ckpt.RemoveStale).
-func (t *trainer) abandonSave() {
-	if t.pending != nil {
-		<-t.pending.done
-		t.pending = nil
-	}
-}
-
-// Hooks tests replace to make a save fail.
+// Hooks tests replace to make a save fail (the trainer's ckpt.Saver
+// calls them).
 var (
 	writeShard       = ckpt.WriteShard
 	commitCheckpoint = ckpt.Commit
 )
-
-// shardResult is what a rank reports after writing its shard.
-type shardResult struct {
-	Shard *ckpt.Shard `json:"shard,omitempty"`
-	Error string      `json:"error,omitempty"`
-}
 
 // savedFields are the tensors a save writes: the weights, and the
 // moments unless --no-save-optim.
@@ -356,44 +228,4 @@ func (t *trainer) partition(p *nn.Parameter) ckpt.Partition {
 		return ckpt.Partition{Dim: -1, Rank: moe.GroupRank(g)}
 	}
 	return ckpt.Partition{Dim: p.PartitionDim, Stride: max(p.PartitionStride, 1), Size: moe.GroupSize(g), Rank: moe.GroupRank(g)}
-}
-
-// gatherJSON gathers every world rank's v, JSON-encoded, to every rank, in
-// rank order (the bytes travel packed eight to an int64).
-func gatherJSON(ctx context.Context, w comm.Group, v any) ([][]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	words := make([]int64, (len(b)+7)/8)
-	padded := make([]byte, 8*len(words))
-	copy(padded, b)
-	for i := range words {
-		words[i] = int64(binary.LittleEndian.Uint64(padded[8*i:]))
-	}
-	lens := make([]int64, w.Size())
-	if err := w.AllGather(ctx, comm.I64(lens), comm.I64([]int64{int64(len(b))})); err != nil {
-		return nil, err
-	}
-	counts := make([]int, w.Size())
-	total := 0
-	for r, n := range lens {
-		counts[r] = int((n + 7) / 8)
-		total += counts[r]
-	}
-	out := make([]int64, total)
-	if err := w.AllGatherV(ctx, comm.I64(out), comm.I64(words), counts); err != nil {
-		return nil, err
-	}
-	res := make([][]byte, w.Size())
-	off := 0
-	for r := range res {
-		buf := make([]byte, 8*counts[r])
-		for i := 0; i < counts[r]; i++ {
-			binary.LittleEndian.PutUint64(buf[8*i:], uint64(out[off+i]))
-		}
-		res[r] = buf[:lens[r]]
-		off += counts[r]
-	}
-	return res, nil
 }

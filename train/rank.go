@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gotron/gotron/autograd"
+	"github.com/gotron/gotron/ckpt"
 	"github.com/gotron/gotron/ckpt/safetensors"
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/cp"
@@ -71,9 +72,8 @@ type trainer struct {
 	// freshStart says that --load named the --save directory and it held
 	// no checkpoint yet: the run started from scratch.
 	freshStart bool
-	// pending is the checkpoint being written in the background
-	// (--async-save), nil when none is.
-	pending *pendingSave
+	// saver writes the checkpoints into --save, every rank at once.
+	saver *ckpt.Saver
 	// onSaved, if set, is called with the iteration of each checkpoint
 	// installed.
 	onSaved func(iteration int)
@@ -91,7 +91,8 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *datasets, loc
 	if err != nil {
 		return nil, err
 	}
-	t := &trainer{a: a, groups: groups, dpg: groups.DPCP(), replicas: groups.DP(), data: ds}
+	t := &trainer{a: a, groups: groups, dpg: groups.DPCP(), replicas: groups.DP(), data: ds,
+		saver: &ckpt.Saver{World: world, Dir: a.Save, WriteShard: writeShard, Commit: commitCheckpoint}}
 	t.dp, t.dpRank = t.replicas.Size(), t.replicas.Rank()
 	if mp.ContextParallelSize > 1 {
 		if t.cp, err = cp.NewGroups(ctx, groups.CP(), mp.HierarchicalContextParallelSizes); err != nil {

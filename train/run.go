@@ -215,7 +215,7 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 	if err != nil {
 		return nil, err
 	}
-	defer t.abandonSave()
+	defer t.saver.Abandon()
 	r.t, r.res = t, &Result{ValidLoss: math.NaN(), StartIteration: t.iteration}
 	r.startup(world.Size(), ds.desc)
 	t.onSaved = r.saved
