@@ -13,8 +13,8 @@
 # Each case trains a small GPT on mock data for 4 iterations with both
 # binaries and compares every iteration's record (--log-json: loss, grad
 # norm, learning rate, loss scale, memory; timings left out) and the first
-# iteration's gradients (--dump-grads, byte for byte; a resumed run has
-# none). The cases: one rank
+# iteration's gradients (--dump-grads, each tensor byte for byte; a
+# resumed run has none). The cases: one rank
 # in fp32, bf16 and fp16, dropout on, TP 2 with sequence parallelism, PP 2
 # with VPP 2, DP 2 with the distributed optimizer and overlapped
 # reductions, CP 2, EP 2 with a MoE model, a Llama-style model, and a
@@ -72,9 +72,17 @@ def load(p):
         for k in ("tokens_per_s", "step_ms"):
             r.pop(k, None)
     try:  # a resumed run dumps none: its first iteration is not 1
-        return rows, open(p + ".grads", "rb").read()
+        return rows, tensors(open(p + ".grads", "rb").read())
     except FileNotFoundError:
         return rows, None
+def tensors(b):
+    # safetensors: an 8-byte header length, the JSON header, the data; the
+    # tensors by name, each its dtype, shape and bytes (the file's order
+    # of tensors is not compared)
+    n = int.from_bytes(b[:8], "little")
+    head, data = json.loads(b[8:8 + n]), b[8 + n:]
+    head.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in head.items()}
 (ra, ga), (rb, gb) = load(sys.argv[1]), load(sys.argv[2])
 if ra != rb:
     for x, y in zip(ra, rb):

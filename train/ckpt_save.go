@@ -199,16 +199,24 @@ func (t *trainer) bufferPieces() []ckpt.PieceData {
 // data-parallel rank's of the first optimizer instance.
 func (t *trainer) writesOptimizerState(p *nn.Parameter) bool {
 	if !t.a.DDP.UseDistributedOptimizer {
-		if !p.Allreduce {
-			return moe.GroupRank(t.groups.Get(mesh.GroupExptDP)) == 0
-		}
-		return t.dpg.Rank() == 0
+		return t.firstReplica(p)
 	}
 	if t.a.DDP.NumDistributedOptimizerInstances <= 1 {
 		return true
 	}
 	inter := t.groups.Get(mesh.GroupInterDistOpt)
 	return inter == nil || inter.Rank() == 0
+}
+
+// firstReplica reports whether this rank is in p's first data-parallel
+// replica: the first dp·cp rank, or for an expert's weights the first
+// expert data-parallel rank (every expert-parallel rank holds its own
+// experts).
+func (t *trainer) firstReplica(p *nn.Parameter) bool {
+	if !p.Allreduce {
+		return moe.GroupRank(t.groups.Get(mesh.GroupExptDP)) == 0
+	}
+	return t.dpg.Rank() == 0
 }
 
 // isPartitioned reports whether p is split over tensor parallelism (a

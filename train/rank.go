@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"time"
 
@@ -18,7 +19,6 @@ import (
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/optim"
 	"github.com/gotron/gotron/pp/p2p"
-	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/blas"
 	"github.com/gotron/gotron/tensor/rng"
 	"github.com/gotron/gotron/tp"
@@ -283,24 +283,78 @@ func (t *trainer) gatherPeaks(ctx context.Context, r *stepResult) error {
 	return nil
 }
 
-// dumpGrads writes the first step's gradients, gathered to whole tensors
-// over the tensor- and pipeline-parallel groups (every rank takes part;
-// rank 0 writes).
+// dumpGrads writes the first step's gradients as whole tensors under
+// their Megatron names (--dump-grads): saved as a distributed checkpoint
+// of the gradients into DumpGrads.parts (every rank its pieces, by the
+// checkpoint's own protocol and ownership rules), then read back whole by
+// rank 0 (ckpt.ToWhole), written as one safetensors file, and removed.
 func (t *trainer) dumpGrads(ctx context.Context) error {
 	for _, d := range t.allDDPs() {
 		if err := d.AllGatherGrads(ctx); err != nil {
 			return fmt.Errorf("--dump-grads: %w", err)
 		}
 	}
-	grads, err := t.wholeTensors(ctx, func(p *nn.Parameter) *tensor.Tensor { return p.Grad.Float32() })
-	if err != nil {
+	parts := t.a.DumpGrads + ".parts"
+	var m *ckpt.Manifest
+	if t.groups.World.Rank() == 0 {
+		if err := os.RemoveAll(parts); err != nil {
+			return fmt.Errorf("--dump-grads: %w", err)
+		}
+		m = &ckpt.Manifest{Iteration: 1, Tensors: map[string][]int{}}
+		for name, shape := range gpt.ParameterShapes(t.a.Model) {
+			m.Tensors[ckpt.ModelKey+name] = shape
+		}
+	}
+	s := &ckpt.Saver{World: t.groups.World, Dir: parts}
+	if err := s.Begin(ctx, 1, m); err != nil {
 		return fmt.Errorf("--dump-grads: %w", err)
 	}
-	if t.groups.Rank != 0 {
+	if _, err := s.Write(ctx, t.gradPieces(), false); err != nil {
+		return fmt.Errorf("--dump-grads: %w", err)
+	}
+	if t.groups.World.Rank() != 0 {
 		return nil
 	}
-	if err := safetensors.WriteFile(t.a.DumpGrads, grads, map[string]string{"iteration": "1"}); err != nil {
+	if err := writeWhole(parts, t.a.DumpGrads); err != nil {
 		return fmt.Errorf("--dump-grads: %w", err)
 	}
-	return nil
+	return os.RemoveAll(parts)
+}
+
+// writeWhole writes the model tensors of the checkpoint in dir, whole, to
+// the safetensors file path.
+func writeWhole(dir, path string) error {
+	r, err := ckpt.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	c, err := ckpt.ToWhole(r)
+	if err != nil {
+		return err
+	}
+	return safetensors.WriteFile(path, c.Model, map[string]string{"iteration": "1"})
+}
+
+// gradPieces are this rank's pieces of the whole gradients: every
+// parameter's whole local gradient, written once, as a checkpoint writes
+// the weights (firstReplica; tensor-replicated ones by TP rank 0; the
+// tied embedding's copy not at all).
+func (t *trainer) gradPieces() []ckpt.PieceData {
+	whole := gpt.ParameterShapes(t.a.Model)
+	var out []ckpt.PieceData
+	for _, p := range t.params {
+		if p.Shared || !t.firstReplica(p) || (!isPartitioned(p) && t.partition(p).Rank != 0) {
+			continue
+		}
+		local := p.Value.Shape()
+		g := p.Grad.Float32().Contiguous().Data()
+		all := ckpt.Box{Offset: make([]int, len(local)), Shape: local}
+		for _, r := range ckpt.Regions(local, t.partition(p), whole[p.Name], []ckpt.Box{all}) {
+			d := make([]float32, r.Local.Numel())
+			ckpt.CopyBox(d, g, local, 0, r.Local)
+			out = append(out, ckpt.PieceData{Key: ckpt.ModelKey + p.Name, Box: r.Global, Data: d})
+		}
+	}
+	return out
 }

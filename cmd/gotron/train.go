@@ -163,7 +163,7 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 	f.BoolVar(&a.GoStdlibCorpus, "go-stdlib-corpus", false, "train on the Go standard library's source (go env GOROOT)/src, byte-level")
 	f.Float64Var(&a.SplitValid, "split-valid", a.SplitValid, "fraction of text files held out for validation (--text-data-path, --go-stdlib-corpus)")
 	f.StringVar(&a.LoadInit, "load-init", "", "initial weights (safetensors, Megatron names)")
-	f.StringVar(&a.DumpGrads, "dump-grads", "", "write the first iteration's gradients (safetensors) here")
+	f.StringVar(&a.DumpGrads, "dump-grads", "", "write the first iteration's gradients (safetensors, whole tensors) here; every rank writes its pieces to FILE.parts first (under mpirun across machines, on a shared file system)")
 	f.StringVar(&a.LogJSON, "log-json", "", "write one JSON object per iteration here")
 	f.IntVar(&a.Threads, "threads", 0, "cores to use (0: all)")
 	f.IntVar(&a.Sample, "sample", 0, "after training, generate this many tokens of text (bytes of byte-level text)")
