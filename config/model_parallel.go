@@ -135,8 +135,10 @@ type ModelParallelConfig struct {
 	// created. Must be set. Default Float32.
 	ParamsDType DType `json:"params_dtype"`
 
-	// Timers returns named timers for the schedules ("forward-backward",
-	// "forward-compute", "backward-compute"). nil: no timing.
+	// Timers returns named timers for the schedules, which time the whole
+	// pass ("forward-backward", level 1, started with BarrierWithL1Time)
+	// and each step's computation ("forward-compute", "backward-compute",
+	// level 2), and for the P2P communicator's calls. nil: no timing.
 	Timers TimersFunc `json:"-"`
 
 	// FinalizeModelGradsFunc is called by the schedules once per iteration,

@@ -114,6 +114,8 @@ func run(ctx context.Context, a Args, s *Schedule) (*Result, error) {
 		outGrads: map[key]*tensor.Tensor{}, inGrads: map[key]*tensor.Tensor{},
 		waiting: map[Op]*p2p.Handles{}, firstMB: map[int]bool{},
 	}
+	fb, barrier := timer(a.Config, "forward-backward", 1), a.Config.BarrierWithL1Time
+	fb.Start(barrier)
 	for i, act := range s.Actions {
 		var start time.Time
 		if a.Trace != nil {
@@ -129,16 +131,43 @@ func run(ctx context.Context, a Args, s *Schedule) (*Result, error) {
 	if err := e.finish(ctx); err != nil {
 		return nil, fmt.Errorf("pipeline rank %d, end of the schedule: %w", a.Rank, err)
 	}
+	fb.Stop(barrier)
 	return &e.res, nil
 }
+
+// timer returns the config's timer called name, created at level if new
+// (config.TimersFunc); without Timers, one that does nothing. The
+// schedules time, as the reference's do, the whole pass
+// ("forward-backward", level 1, finalize_model_grads included) and each
+// step's computation ("forward-compute", "backward-compute", level 2).
+func timer(cfg config.TransformerConfig, name string, level int) config.Timer {
+	if cfg.Timers != nil {
+		if t := cfg.Timers(name, level); t != nil {
+			return t
+		}
+	}
+	return noTimer{}
+}
+
+// noTimer is the timer of a config without Timers.
+type noTimer struct{}
+
+func (noTimer) Start(bool) {}
+func (noTimer) Stop(bool)  {}
 
 // do executes one action.
 func (e *executor) do(ctx context.Context, act Action) error {
 	cfg := e.a.Config
 	switch act.Kind {
 	case Forward:
+		t := timer(cfg, "forward-compute", 2)
+		t.Start(false)
+		defer t.Stop(false)
 		return e.forward(ctx, key{act.Microbatch, act.Chunk})
 	case Backward:
+		t := timer(cfg, "backward-compute", 2)
+		t.Start(false)
+		defer t.Stop(false)
 		return e.backward(key{act.Microbatch, act.Chunk})
 	case Comm:
 		return e.comm(ctx, act)

@@ -3,6 +3,7 @@ package pp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -287,5 +288,44 @@ func TestPartialCheckpointsUnder1F1B(t *testing.T) {
 				t.Errorf("rank %d, forward %d: checkpoint %v, want %v (k mod (W+1) = %d, N = %d)", r, k, ck, k%(w+1) >= N, k%(w+1), N)
 			}
 		}
+	}
+}
+
+// recTimer records its starts and stops in a shared log.
+type recTimer struct {
+	name string
+	log  *[]string
+}
+
+func (r recTimer) Start(barrier bool) {
+	*r.log = append(*r.log, fmt.Sprintf("start %s %v", r.name, barrier))
+}
+func (r recTimer) Stop(barrier bool) {
+	*r.log = append(*r.log, fmt.Sprintf("stop %s %v", r.name, barrier))
+}
+
+// TestSchedulesTime: with Timers set, a pass is timed whole
+// ("forward-backward" at level 1, with barrier_with_l1_time) and each
+// forward and backward step's computation (level 2), as the reference's
+// schedules do.
+func TestSchedulesTime(t *testing.T) {
+	var log []string
+	levels := map[string]int{}
+	cfg := execConfig(1)
+	cfg.BarrierWithL1Time = true
+	cfg.Timers = func(name string, level int) config.Timer {
+		levels[name] = level
+		return recTimer{name, &log}
+	}
+	runSteps(t, Args{Config: cfg}, 2)
+	want := "start forward-backward true," +
+		"start forward-compute false,stop forward-compute false,start backward-compute false,stop backward-compute false," +
+		"start forward-compute false,stop forward-compute false,start backward-compute false,stop backward-compute false," +
+		"stop forward-backward true"
+	if got := strings.Join(log, ","); got != want {
+		t.Errorf("timer events\n%s\nwant\n%s", got, want)
+	}
+	if levels["forward-backward"] != 1 || levels["forward-compute"] != 2 || levels["backward-compute"] != 2 {
+		t.Errorf("timer levels %v", levels)
 	}
 }
