@@ -13,39 +13,79 @@ import (
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/comm/local"
 	"github.com/gotron/gotron/config"
-	"github.com/gotron/gotron/data"
-	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/nn"
+	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/rng"
 )
 
-func tinyConfig() config.TransformerConfig {
-	c := config.DefaultTransformerConfig()
-	c.NumLayers, c.HiddenSize, c.NumAttentionHeads, c.SeqLength, c.VocabSize = 1, 16, 2, 8, 32
-	c.HiddenDropout, c.AttentionDropout = 0, 0
-	return c
+// toyModel is dp's test model, a three-layer perceptron whose loss for a
+// row is the sum of its output: parameters of different sizes, so that
+// buckets split them, and the first registered one (where a GPT keeps its
+// word embedding) gets its gradient last in a backward pass.
+type toyModel struct {
+	WordEmbeddings *nn.Parameter // the first layer's weight
+	params         []*nn.Parameter
+}
+
+// newToy draws the toy's weights from seed.
+func newToy(seed uint64) (*toyModel, error) {
+	g := rng.New(seed)
+	m := &toyModel{}
+	for _, p := range []struct {
+		name  string
+		shape []int
+	}{{"embedding.weight", []int{48, 32}}, {"fc1.weight", []int{40, 48}}, {"fc1.bias", []int{40}}, {"fc2.weight", []int{16, 40}}} {
+		v := tensor.New(p.shape...)
+		g.FillNormal(v.Data(), 0, 0.2)
+		m.params = append(m.params, nn.NewParameter(p.name, v))
+	}
+	m.WordEmbeddings = m.params[0]
+	return m, nil
+}
+
+// Parameters and RegisteredParameters are the toy's parameters in
+// registration order.
+func (m *toyModel) Parameters() []*nn.Parameter           { return m.params }
+func (m *toyModel) RegisteredParameters() []*nn.Parameter { return m.params }
+
+// Parameter returns the parameter called name.
+func (m *toyModel) Parameter(name string) *nn.Parameter {
+	for _, p := range m.params {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// loss is row's loss times scale: the sum of fc2·gelu(fc1·gelu(E·x) + b)
+// for an input x of 32 values fixed by the row.
+func (m *toyModel) loss(tape *autograd.Tape, row int, scale float32) *autograd.Var {
+	x := tensor.New(1, 32)
+	for i, d := 0, x.Data(); i < len(d); i++ {
+		d[i] = float32(math.Cos(float64(3*row + i)))
+	}
+	p := m.params
+	h := nn.GELU(tape, nn.Linear(tape, autograd.Const(x), p[0].Var, nil))
+	h = nn.GELU(tape, nn.Linear(tape, h, p[1].Var, p[2].Var))
+	y := nn.Linear(tape, h, p[3].Var, nil)
+	return autograd.Scale(tape, autograd.Sum(tape, y), scale)
 }
 
 const rowsTotal = 8
 
 // accumulate runs forward and backward over rows [row0, row0+rows) of the
-// global batch, one row per micro-batch, each loss scaled by 1/rowsTotal·
-// (rows per rank), as the trainer does with rows/rank micro-batches.
-// All but the last micro-batch run under d's NoSync when d is set.
-func accumulate(t *testing.T, tape *autograd.Tape, m *gpt.Model, d *DDP, row0, rows, micro int) {
+// global batch, one row per micro-batch, each loss scaled by 1/micro, as
+// the trainer does with micro micro-batches. All but the last micro-batch
+// run under d's NoSync when d is set.
+func accumulate(t *testing.T, tape *autograd.Tape, m *toyModel, d *DDP, row0, rows, micro int) {
 	t.Helper()
-	ds := data.MockDataset{Seed: 7, Vocab: m.Config.VocabSize, Seq: m.Config.SeqLength}
 	for k := 0; k < rows; k++ {
-		b := ds.Batch(data.ConstantStep(0, rowsTotal), row0+k, 1)
-		losses, err := m.Forward(tape, b.InputIDs, b.Labels, 1, b.Seq, nil)
-		if err != nil {
-			t.Error(err)
-			return
-		}
 		var resume func()
 		if d != nil && k < rows-1 {
 			resume = d.NoSync()
 		}
-		err = autograd.Backward(tape, gpt.MaskedMeanLoss(tape, losses, b, 1/float32(micro)), nil)
+		err := autograd.Backward(tape, m.loss(tape, row0+k, 1/float32(micro)), nil)
 		if resume != nil {
 			resume()
 		}
@@ -57,7 +97,7 @@ func accumulate(t *testing.T, tape *autograd.Tape, m *gpt.Model, d *DDP, row0, r
 }
 
 // wrap builds a DDP over m's parameters in registration order.
-func wrap(t *testing.T, ctx context.Context, m *gpt.Model, cfg config.DDPConfig, o Options) *DDP {
+func wrap(t *testing.T, ctx context.Context, m *toyModel, cfg config.DDPConfig, o Options) *DDP {
 	t.Helper()
 	d, err := New(m.RegisteredParameters(), cfg, o)
 	if err != nil {
@@ -68,7 +108,7 @@ func wrap(t *testing.T, ctx context.Context, m *gpt.Model, cfg config.DDPConfig,
 
 // serialGrads is the reference: one rank, the whole global batch.
 func serialGrads(t *testing.T) map[string][]float32 {
-	m, err := gpt.New(tinyConfig(), rng.New(3))
+	m, err := newToy(3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +204,7 @@ func TestGradientsMatchSingleRank(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					m, err := gpt.New(tinyConfig(), rng.New(3))
+					m, err := newToy(3)
 					if err != nil {
 						return err
 					}
@@ -214,7 +254,7 @@ func rel(got, want []float32) float64 {
 // a backward pass, and ScaleGradients and ZeroGradBuffer act on the views.
 func TestBufferViewsAndPadding(t *testing.T) {
 	ctx := context.Background()
-	m, _ := gpt.New(tinyConfig(), rng.New(3))
+	m, _ := newToy(3)
 	before := map[string][]float32{}
 	for _, p := range m.Parameters() {
 		before[p.Name] = append([]float32(nil), p.Value.Data()...)
@@ -277,12 +317,12 @@ func TestBufferViewsAndPadding(t *testing.T) {
 
 func TestBroadcastParams(t *testing.T) {
 	err := local.NewWorld(3, comm.Options{Timeout: time.Minute}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
-		m, _ := gpt.New(tinyConfig(), rng.New(uint64(10+g.Rank()))) // different weights per rank
+		m, _ := newToy(uint64(10 + g.Rank())) // different weights per rank
 		d := wrap(t, ctx, m, config.DefaultDDPConfig(), Options{Group: g, BucketSize: config.NoBucketing})
 		if err := d.BroadcastParams(ctx); err != nil {
 			return err
 		}
-		ref, _ := gpt.New(tinyConfig(), rng.New(10))
+		ref, _ := newToy(10)
 		for i, p := range m.Parameters() {
 			if rel(p.Value.Data(), ref.Parameters()[i].Value.Data()) != 0 {
 				t.Errorf("rank %d: %s differs from rank 0's after broadcast", g.Rank(), p.Name)
@@ -302,7 +342,7 @@ func TestDeadRankStopsOthers(t *testing.T) {
 	const timeout = 20 * time.Second
 	start := time.Now()
 	err := local.NewWorld(3, comm.Options{Timeout: timeout}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
-		m, _ := gpt.New(tinyConfig(), rng.New(3))
+		m, _ := newToy(3)
 		d := wrap(t, ctx, m, config.DefaultDDPConfig(), Options{Group: g, BucketSize: config.NoBucketing})
 		accumulate(t, autograd.NewTape(ctx), m, d, g.Rank(), 1, 1)
 		if g.Rank() == 1 {
