@@ -39,61 +39,12 @@ func (t *trainer) resume() error {
 	defer r.Close()
 	m := r.Manifest
 	where := fmt.Sprintf("--load %s (iteration %d)", t.a.Load, m.Iteration)
-	if err := checkArgs(t.a, m.Args); err != nil {
+	loadOptim := !t.a.NoLoadOptim && !t.a.Finetune
+	if err := t.checkCheckpoint(r, loadOptim); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	loadOptim := !t.a.NoLoadOptim && !t.a.Finetune
-	for name := range gpt.ParameterShapes(t.a.Model) {
-		for _, k := range keyFields {
-			if !r.Has(k.prefix+name) && (k.prefix == ckpt.ModelKey || loadOptim) {
-				hint := "it was saved from another model"
-				if k.prefix != ckpt.ModelKey {
-					hint = "it was saved without the optimizer state (--no-save-optim): pass --no-load-optim or --finetune"
-				}
-				return fmt.Errorf("%s: the checkpoint has no %s%s: %s", where, k.prefix, name, hint)
-			}
-		}
-	}
-	whole, buffers := gpt.ParameterShapes(t.a.Model), gpt.BufferShapes(t.a.Model)
-	for name := range buffers {
-		if !r.Has(ckpt.ModelKey + name) {
-			return fmt.Errorf("%s: the checkpoint has no %s%s: it was saved from another model (without --moe-router-enable-expert-bias?)", where, ckpt.ModelKey, name)
-		}
-	}
-	var extra []string
-	for key := range m.Tensors {
-		if name, ok := strings.CutPrefix(key, ckpt.ModelKey); ok && whole[name] == nil && buffers[name] == nil {
-			extra = append(extra, name)
-		}
-	}
-	if len(extra) > 0 {
-		sort.Strings(extra)
-		return fmt.Errorf("%s: the checkpoint holds weights this run's model does not have (%s): it was saved from another model, or its record of the model options is damaged: pass that model's options", where, strings.Join(extra, ", "))
-	}
-
-	// Weights: every rank reads its whole partition of every parameter
-	// (the model needs all of it) and, with 16-bit parameters, rounds them
-	// into the model and keeps the float32 values as main parameters.
-	values := map[*nn.Parameter]*tensor.Tensor{}
-	for _, p := range t.params {
-		local := p.Value.Shape()
-		all := ckpt.Box{Offset: make([]int, len(local)), Shape: local}
-		buf := make([]float32, all.Numel())
-		if err := t.readRegions(r, ckpt.ModelKey+p.Name, p, whole[p.Name], []ckpt.Box{all}, buf, 0); err != nil {
-			return fmt.Errorf("%s: %w", where, err)
-		}
-		values[p] = tensor.FromSlice(buf, local...)
-		p.Value.CopyFrom(values[p])
-	}
-	if t.mixedPrecision() {
-		t.setSegments([]segmentField{mainOf}, values)
-	}
-	for _, c := range t.chunks {
-		for name, v := range c.ExpertBiases() {
-			if err := r.Fill(ckpt.ModelKey+name, ckpt.Box{Offset: []int{0}, Shape: []int{len(v)}}, v); err != nil {
-				return fmt.Errorf("%s: %w", where, err)
-			}
-		}
+	if err := t.loadWeights(r); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
 	}
 	if t.a.Finetune {
 		// The weights only: iteration 0, fresh optimizer and generators.
@@ -108,17 +59,8 @@ func (t *trainer) resume() error {
 	if !loadOptim {
 		return t.resumeRNG(m)
 	}
-	// Moments: each segment reads its own range.
-	segs := t.opt.Adam().Segments
-	for i := range segs {
-		s := &segs[i]
-		p := s.Param
-		boxes := ckpt.FlatBoxes(p.Value.Shape(), s.Offset, s.Offset+s.Len)
-		for _, k := range keyFields[1:] {
-			if err := t.readRegions(r, k.prefix+p.Name, p, whole[p.Name], boxes, k.field(s), s.Offset); err != nil {
-				return fmt.Errorf("%s: %w", where, err)
-			}
-		}
+	if err := t.loadMoments(r); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
 	}
 	if err := t.loadScaler(m.GradScaler); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
@@ -130,6 +72,90 @@ func (t *trainer) resume() error {
 		t.lrSamples = int64(m.OptimizerSteps) * int64(t.a.GlobalBatchSize)
 	}
 	return t.resumeRNG(m)
+}
+
+// checkCheckpoint refuses a checkpoint that cannot fill this run: other
+// arguments, a parameter or buffer it lacks (or the optimizer state, when
+// it is to be loaded), or weights this run's model does not have.
+func (t *trainer) checkCheckpoint(r *ckpt.Reader, loadOptim bool) error {
+	if err := checkArgs(t.a, r.Manifest.Args); err != nil {
+		return err
+	}
+	whole, buffers := gpt.ParameterShapes(t.a.Model), gpt.BufferShapes(t.a.Model)
+	for name := range whole {
+		for _, k := range keyFields {
+			if !r.Has(k.prefix+name) && (k.prefix == ckpt.ModelKey || loadOptim) {
+				hint := "it was saved from another model"
+				if k.prefix != ckpt.ModelKey {
+					hint = "it was saved without the optimizer state (--no-save-optim): pass --no-load-optim or --finetune"
+				}
+				return fmt.Errorf("the checkpoint has no %s%s: %s", k.prefix, name, hint)
+			}
+		}
+	}
+	for name := range buffers {
+		if !r.Has(ckpt.ModelKey + name) {
+			return fmt.Errorf("the checkpoint has no %s%s: it was saved from another model (without --moe-router-enable-expert-bias?)", ckpt.ModelKey, name)
+		}
+	}
+	var extra []string
+	for key := range r.Manifest.Tensors {
+		if name, ok := strings.CutPrefix(key, ckpt.ModelKey); ok && whole[name] == nil && buffers[name] == nil {
+			extra = append(extra, name)
+		}
+	}
+	if len(extra) > 0 {
+		sort.Strings(extra)
+		return fmt.Errorf("the checkpoint holds weights this run's model does not have (%s): it was saved from another model, or its record of the model options is damaged: pass that model's options", strings.Join(extra, ", "))
+	}
+	return nil
+}
+
+// loadWeights reads the weights: every rank its whole partition of every
+// parameter (the model needs all of it; with 16-bit parameters they are
+// rounded into the model and the float32 values kept as main parameters),
+// and the expert biases.
+func (t *trainer) loadWeights(r *ckpt.Reader) error {
+	whole := gpt.ParameterShapes(t.a.Model)
+	values := map[*nn.Parameter]*tensor.Tensor{}
+	for _, p := range t.params {
+		local := p.Value.Shape()
+		all := ckpt.Box{Offset: make([]int, len(local)), Shape: local}
+		buf := make([]float32, all.Numel())
+		if err := t.readRegions(r, ckpt.ModelKey+p.Name, p, whole[p.Name], []ckpt.Box{all}, buf, 0); err != nil {
+			return err
+		}
+		values[p] = tensor.FromSlice(buf, local...)
+		p.Value.CopyFrom(values[p])
+	}
+	if t.mixedPrecision() {
+		t.setSegments([]segmentField{mainOf}, values)
+	}
+	for _, c := range t.chunks {
+		for name, v := range c.ExpertBiases() {
+			if err := r.Fill(ckpt.ModelKey+name, ckpt.Box{Offset: []int{0}, Shape: []int{len(v)}}, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// loadMoments reads Adam's moments: each optimizer segment its own range.
+func (t *trainer) loadMoments(r *ckpt.Reader) error {
+	whole := gpt.ParameterShapes(t.a.Model)
+	segs := t.opt.Adam().Segments
+	for i := range segs {
+		s := &segs[i]
+		p := s.Param
+		boxes := ckpt.FlatBoxes(p.Value.Shape(), s.Offset, s.Offset+s.Len)
+		for _, k := range keyFields[1:] {
+			if err := t.readRegions(r, k.prefix+p.Name, p, whole[p.Name], boxes, k.field(s), s.Offset); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // openCheckpoint opens --load's latest iteration, or --ckpt-step's; its
