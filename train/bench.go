@@ -395,19 +395,11 @@ func threadsOr(n int) int {
 // optimizer step over as many extra steps (benchOptimizerStep).
 func benchOne(ctx context.Context, c BenchConfig, a Args, n, localRanks int, breakdown bool,
 	run func(context.Context, func(context.Context, comm.Group) error) error) (BenchResult, error) {
-	m := a.NumMicroBatches(a.DataParallelSize(n))
-	p := a.Model.PipelineModelParallelSize
 	runtime.GC()
 	debug.FreeOSMemory()
 	resetPeakRSS()
-	var steps []time.Duration
-	var first, adam, gather time.Duration
-	var bub, idle float64
-	var buckets int
-	var cpWait atomic.Int64
-	optSteps := a.TrainIters - 1
-	var prof *cpuProfile
-	defer func() { _ = prof.stop() }() // a run that failed while profiling
+	b := &benchRun{a: a, breakdown: breakdown}
+	defer func() { _ = b.prof.stop() }() // a run that failed while profiling
 	ds, err := openData(a)
 	if err != nil {
 		return BenchResult{}, err
@@ -419,86 +411,134 @@ func benchOne(ctx context.Context, c BenchConfig, a Args, n, localRanks int, bre
 		}
 		if g.Rank() == 0 {
 			for _, c := range t.chunks {
-				c.CPWait = &cpWait
+				c.CPWait = &b.cpWait
 			}
 		}
-		for t.iteration < a.TrainIters {
-			var r stepResult
-			var tl *timeline
-			var err error
-			if p > 1 && t.iteration == a.TrainIters-1 {
-				r, tl, err = t.profiledStep(ctx)
-			} else {
-				r, err = t.step(ctx)
-			}
-			if err != nil {
-				return err
-			}
-			if g.Rank() == 0 {
-				if t.iteration > 1 {
-					steps = append(steps, r.elapsed)
-				} else { // the first iteration warms up
-					first = r.elapsed
-					cpWait.Store(0)
-				}
-			}
-			if breakdown && g.Rank() == 0 {
-				switch t.iteration {
-				case 1: // profile the timed iterations
-					if prof, err = startProfile(); err != nil {
-						return err
-					}
-				case a.TrainIters:
-					if err := prof.stop(); err != nil {
-						return err
-					}
-				}
-			}
-			if tl != nil {
-				b := tl.bubbles()
-				bub, idle = bubble(b), meanBubble(b)
-			}
+		if err := b.train(ctx, t, g.Rank() == 0); err != nil {
+			return err
 		}
-		for range optSteps {
-			ad, ga, err := t.benchOptimizerStep(ctx)
-			if err != nil {
-				return err
-			}
-			if g.Rank() == 0 {
-				adam, gather = adam+ad, gather+ga
-			}
-		}
-		if g.Rank() == 0 {
-			for _, d := range t.allDDPs() {
-				buckets += len(d.Buffer.Buckets)
-			}
-		}
-		return nil
+		return b.optimizer(ctx, t, g.Rank() == 0)
 	})
 	if err != nil {
 		return BenchResult{}, err
 	}
-	if len(steps) == 0 { // not world rank 0: nothing measured here
-		return BenchResult{Config: c}, nil
+	return b.result(c, n), nil
+}
+
+// benchRun is what benchOne measures on world rank 0.
+type benchRun struct {
+	a         Args
+	breakdown bool
+	steps     []time.Duration // the timed iterations
+	first     time.Duration   // the warm-up iteration
+	adam      time.Duration   // the optimizer steps' updates, summed
+	gather    time.Duration   // and their parameter all-gathers
+	bub, idle float64         // the profiled iteration's bubble
+	buckets   int
+	cpWait    atomic.Int64
+	prof      *cpuProfile // --breakdown's profile of the timed iterations
+}
+
+// train runs the iterations (the last one profiled under pipelining) and,
+// on rank 0 (measure), records their times and, with breakdown, profiles
+// the timed ones.
+func (b *benchRun) train(ctx context.Context, t *trainer, measure bool) error {
+	a := b.a
+	for t.iteration < a.TrainIters {
+		var r stepResult
+		var tl *timeline
+		var err error
+		if a.Model.PipelineModelParallelSize > 1 && t.iteration == a.TrainIters-1 {
+			r, tl, err = t.profiledStep(ctx)
+		} else {
+			r, err = t.step(ctx)
+		}
+		if err != nil {
+			return err
+		}
+		if !measure {
+			continue
+		}
+		if t.iteration > 1 {
+			b.steps = append(b.steps, r.elapsed)
+		} else { // the first iteration warms up
+			b.first = r.elapsed
+			b.cpWait.Store(0)
+		}
+		if err := b.profile(t.iteration); err != nil {
+			return err
+		}
+		if tl != nil {
+			bb := tl.bubbles()
+			b.bub, b.idle = bubble(bb), meanBubble(bb)
+		}
+	}
+	return nil
+}
+
+// profile starts --breakdown's profile after the warm-up iteration and
+// stops it after the last.
+func (b *benchRun) profile(iteration int) error {
+	if !b.breakdown {
+		return nil
+	}
+	switch iteration {
+	case 1:
+		var err error
+		b.prof, err = startProfile()
+		return err
+	case b.a.TrainIters:
+		return b.prof.stop()
+	}
+	return nil
+}
+
+// optimizer times as many optimizer steps as there were timed iterations
+// (benchOptimizerStep) and counts the buckets, on rank 0 (measure).
+func (b *benchRun) optimizer(ctx context.Context, t *trainer, measure bool) error {
+	for range b.a.TrainIters - 1 {
+		ad, ga, err := t.benchOptimizerStep(ctx)
+		if err != nil {
+			return err
+		}
+		if measure {
+			b.adam, b.gather = b.adam+ad, b.gather+ga
+		}
+	}
+	if measure {
+		for _, d := range t.allDDPs() {
+			b.buckets += len(d.Buffer.Buckets)
+		}
+	}
+	return nil
+}
+
+// result is the measurement of configuration c on n ranks (only the
+// configuration on a rank that measured nothing).
+func (b *benchRun) result(c BenchConfig, n int) BenchResult {
+	a := b.a
+	if len(b.steps) == 0 { // not world rank 0: nothing measured here
+		return BenchResult{Config: c}
 	}
 	var total time.Duration
-	for _, s := range steps {
+	for _, s := range b.steps {
 		total += s
 	}
-	avg := total / time.Duration(len(steps))
+	avg := total / time.Duration(len(b.steps))
 	ms := func(d time.Duration, n int) float64 { return float64(d.Microseconds()) / 1000 / float64(n) }
+	m, p, optSteps := a.NumMicroBatches(a.DataParallelSize(n)), a.Model.PipelineModelParallelSize, a.TrainIters-1
 	tokens := c.MicroBatch * c.Seq * m * a.DataParallelSize(n)
 	res := BenchResult{Config: c, TokensPerS: float64(tokens) / avg.Seconds(), GFLOPs: c.FLOPs(tokens) / avg.Seconds() / 1e9,
-		PeakRSS: peakRSS(), StepMS: ms(total, len(steps)), Bubble: bub, Idle: idle, Buckets: buckets,
-		AdamMS: ms(adam, optSteps), GatherMS: ms(gather, optSteps), FirstMS: ms(first, 1),
-		CPWait: float64(cpWait.Load()) / float64(total)}
+		PeakRSS: peakRSS(), StepMS: ms(total, len(b.steps)), Bubble: b.bub, Idle: b.idle, Buckets: b.buckets,
+		AdamMS: ms(b.adam, optSteps), GatherMS: ms(b.gather, optSteps), FirstMS: ms(b.first, 1),
+		CPWait: float64(b.cpWait.Load()) / float64(total)}
 	if p > 1 {
 		res.TheoreticalBubble = theoreticalBubble(p, a.Model.NumModelChunks(), m)
 	}
-	if prof != nil {
-		res.Phases = &prof.phases
+	if b.prof != nil {
+		res.Phases = &b.prof.phases
 	}
-	return res, nil
+	return res
 }
 
 // benchOptimizerStep times one optimizer step as the trainer's step takes
