@@ -112,30 +112,7 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *datasets, loc
 	blas.SetThreads(1)
 
 	t.tp, t.mp, t.pp = groups.TP(), groups.Get(mesh.GroupMP), groups.PP()
-	if err := t.buildChunks(); err != nil {
-		return nil, err
-	}
-	if a.LoadInit != "" {
-		f, err := safetensors.ReadFile(a.LoadInit)
-		if err != nil {
-			return nil, fmt.Errorf("--load-init: %w", err)
-		}
-		for _, c := range t.chunks {
-			if err := c.LoadTensors(f, "--load-init "+a.LoadInit); err != nil {
-				return nil, err
-			}
-		}
-	}
-	// Dropout streams: the default one is shared by the TP ranks of a
-	// data-parallel replica and distinct per replica and pipeline stage
-	// (Megatron offsets the seed by 100·pp_rank); the tracker's
-	// model-parallel stream is distinct per TP rank (seed+2718+tp_rank).
-	tracker, def, err := tp.ModelParallelManualSeed(t.dropoutSeed(), t.tp.Rank(), 0, 0)
-	if err != nil {
-		return nil, err
-	}
-	t.rand = &gpt.Randomness{Default: def, Tracker: tracker}
-	if err := t.wrapChunks(ctx, perRank); err != nil {
+	if err := t.buildModel(ctx, perRank); err != nil {
 		return nil, err
 	}
 	t.sched = a.Schedule()
@@ -156,6 +133,35 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *datasets, loc
 		}
 	}
 	return t, nil
+}
+
+// buildModel builds the rank's model chunks (with --load-init's weights),
+// its dropout streams, and their data-parallel wrappers and optimizer.
+func (t *trainer) buildModel(ctx context.Context, perRank int) error {
+	if err := t.buildChunks(); err != nil {
+		return err
+	}
+	if p := t.a.LoadInit; p != "" {
+		f, err := safetensors.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("--load-init: %w", err)
+		}
+		for _, c := range t.chunks {
+			if err := c.LoadTensors(f, "--load-init "+p); err != nil {
+				return err
+			}
+		}
+	}
+	// Dropout streams: the default one is shared by the TP ranks of a
+	// data-parallel replica and distinct per replica and pipeline stage
+	// (Megatron offsets the seed by 100·pp_rank); the tracker's
+	// model-parallel stream is distinct per TP rank (seed+2718+tp_rank).
+	tracker, def, err := tp.ModelParallelManualSeed(t.dropoutSeed(), t.tp.Rank(), 0, 0)
+	if err != nil {
+		return err
+	}
+	t.rand = &gpt.Randomness{Default: def, Tracker: tracker}
+	return t.wrapChunks(ctx, perRank)
 }
 
 // dropoutSeed is the seed of the rank's dropout streams: distinct per

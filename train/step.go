@@ -8,6 +8,7 @@ import (
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/cp"
 	"github.com/gotron/gotron/data"
 	"github.com/gotron/gotron/dp"
@@ -94,32 +95,7 @@ func (t *trainer) optimizerStep(ctx context.Context, loss, lr float64) (ok bool,
 // finalize_model_grads) or, with forwardOnly, evaluation.
 func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch data.Step, forwardOnly bool) (*pp.Result, error) {
 	a := t.a
-	cfg := a.Model
-	cfg.NoSyncFunc = t.noSync
-	cfg.FinalizeModelGradsFunc = t.finalize
-	if s := t.opt.Scaler(); s != nil {
-		cfg.GradScaleFunc = s.Scale
-	}
-	if a.DDP.OverlapGradReduce {
-		cfg.GradSyncFunc = func(ctx context.Context, chunk int) error {
-			for _, d := range t.chunkDDPs(chunk) {
-				if err := d.StartGradSync(ctx); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	}
-	if a.DDP.OverlapParamGather && a.DDP.AlignParamGather {
-		cfg.ParamSyncFunc = func(ctx context.Context, chunk int) error {
-			for _, d := range t.chunkDDPs(chunk) {
-				if err := d.StartParamSync(ctx, false); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	}
+	cfg := t.scheduleConfig()
 	chunks := make([]pp.Chunk, len(t.chunks))
 	for i, c := range t.chunks {
 		chunks[i] = c
@@ -164,6 +140,41 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch da
 		vpp = len(t.chunks)
 	}
 	return pp.GetForwardBackwardFunc(t.pp.Size(), vpp)(ctx, args)
+}
+
+// scheduleConfig is the model config with the callbacks the schedules
+// call back into the trainer through: no_sync, finalize_model_grads, the
+// loss scale, and under the overlaps each chunk's gradient reduction and
+// parameter all-gather.
+func (t *trainer) scheduleConfig() config.TransformerConfig {
+	a := t.a
+	cfg := a.Model
+	cfg.NoSyncFunc = t.noSync
+	cfg.FinalizeModelGradsFunc = t.finalize
+	if s := t.opt.Scaler(); s != nil {
+		cfg.GradScaleFunc = s.Scale
+	}
+	if a.DDP.OverlapGradReduce {
+		cfg.GradSyncFunc = func(ctx context.Context, chunk int) error {
+			for _, d := range t.chunkDDPs(chunk) {
+				if err := d.StartGradSync(ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	if a.DDP.OverlapParamGather && a.DDP.AlignParamGather {
+		cfg.ParamSyncFunc = func(ctx context.Context, chunk int) error {
+			for _, d := range t.chunkDDPs(chunk) {
+				if err := d.StartParamSync(ctx, false); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	return cfg
 }
 
 // moeAuxLossScale is the backward scale of the MoE auxiliary losses for
