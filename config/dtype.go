@@ -7,8 +7,8 @@ import (
 
 // DType names a floating-point element type in a configuration: the type of
 // parameters, of pipeline messages, of autocast. gotron computes in float32;
-// bfloat16 and float16 are storage and communication types (DESIGN.md,
-// "Numbers").
+// bfloat16 and float16 are storage and communication types (package
+// tensor's doc; docs/DECISIONS.md, "Mixed precision").
 //
 // The zero value, DTypeNone, is the reference's None: "not set". Fields whose
 // reference default is None (pipeline_dtype, autocast_dtype) start as

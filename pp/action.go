@@ -6,7 +6,8 @@ import "fmt"
 type Kind uint8
 
 // The action kinds. A schedule is, for each pipeline rank, an ordered list
-// of actions; the executor walks it (DESIGN.md, "schedules are data").
+// of actions; the executor walks it: a schedule is data, built and
+// verified (Verify) before anything runs.
 const (
 	// Forward runs the forward step of (Microbatch, Chunk).
 	Forward Kind = iota

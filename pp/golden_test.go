@@ -10,7 +10,8 @@ import (
 )
 
 // goldenCases are the schedules whose action lists are kept under
-// testdata/ (DESIGN.md principle 8).
+// testdata/: a tabular result is checked against a golden file that a
+// reviewer reads (internal/golden).
 var goldenCases = []struct {
 	file string
 	cfg  Config
