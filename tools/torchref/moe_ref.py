@@ -650,7 +650,7 @@ def check_fixture(d):
         elif c["expert_capacity"] < max(sum(r[e] for r in base["routing_map"]) for e in range(NUM_EXPERTS)):
             check(dropped > 0 and max(cols) <= cap, f"{c['name']}: drops {dropped}, no expert above capacity {cap}")
     spec = next(v for v in want["expert_bias_update"] if v["name"] == "spec")
-    check(spec["updated_expert_bias"] == [0.25, -0.25], f"expert bias test vector from the spec: {spec['updated_expert_bias']}")
+    check(spec["updated_expert_bias"] == [0.25, -0.25], f"expert bias test vector (docs/SEMANTICS.md, Mixture of experts): {spec['updated_expert_bias']}")
     print(f"{failed} failure(s)")
     return failed
 

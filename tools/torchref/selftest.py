@@ -103,7 +103,7 @@ def ref_norm(x, p, name, cfg):
 
 
 def spec_angles(s, d, cfg):
-    """The rotary angles [s, rot/2] by the formula of the spec, float32."""
+    """The rotary angles [s, rot/2] as Megatron computes them (megatron/core/models/common/embeddings/rotary_pos_embedding.py), float32."""
     rot = int(d * opt(cfg, "rotary_percent"))
     base = opt(cfg, "rotary_base")
     inv_freq = 1.0 / (base ** (torch.arange(0, rot, 2, dtype=torch.float32) / rot))
