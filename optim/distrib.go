@@ -7,7 +7,6 @@ import (
 
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/dp"
-	"github.com/gotron/gotron/nn"
 )
 
 // DistributedOptimizer is Adam sharded over the data-parallel ranks
@@ -24,21 +23,13 @@ import (
 type DistributedOptimizer struct {
 	*Adam
 	DDPs []*dp.DDP
-	// Group is the group the gradient norm is summed over: every rank of
-	// this rank's distributed-optimizer instance (its shards of every
-	// model-parallel piece).
-	Group comm.Group
-	// owned says whether a parameter's squares count in the norm on this
-	// rank (tensor-parallel duplicates and the second copy of a tied
-	// weight do not).
-	owned func(*nn.Parameter) bool
 }
 
 // NewDistributedOptimizer builds the optimizer over this rank's shards of
 // the buffers of ddps (one per model chunk, each built with
-// use_distributed_optimizer). normGroup is the gradient norm's group and
-// owned the parameters whose squares this rank counts.
-func NewDistributedOptimizer(ddps []*dp.DDP, cfg AdamConfig, normGroup comm.Group, owned func(*nn.Parameter) bool) (*DistributedOptimizer, error) {
+// use_distributed_optimizer). The gradient norm is the Optimizer's
+// (NewDistributed, Options.Norm).
+func NewDistributedOptimizer(ddps []*dp.DDP, cfg AdamConfig) (*DistributedOptimizer, error) {
 	var segs []Segment
 	for _, d := range ddps {
 		if !d.Config().UseDistributedOptimizer {
@@ -54,14 +45,7 @@ func NewDistributedOptimizer(ddps []*dp.DDP, cfg AdamConfig, normGroup comm.Grou
 			}
 		}
 	}
-	return &DistributedOptimizer{Adam: NewAdamSegments(segs, cfg), DDPs: ddps, Group: normGroup, owned: owned}, nil
-}
-
-// GradNorm returns the global L2 norm of the reduced gradients: each rank
-// sums the squares of the gradient elements in its shards (of the
-// parameters it owns for the norm), and the sums are added over Group.
-func (o *DistributedOptimizer) GradNorm(ctx context.Context) (float64, error) {
-	return GlobalNorm(ctx, o.SumSquares(o.owned), o.Group)
+	return &DistributedOptimizer{Adam: NewAdamSegments(segs, cfg), DDPs: ddps}, nil
 }
 
 // Step updates this rank's shards with learning rate lr, then, unless

@@ -60,7 +60,7 @@ func testStateSharded(t *testing.T, dtype tensor.DType) {
 				if err != nil {
 					return err
 				}
-				o, err := NewDistributedOptimizer([]*dp.DDP{d}, AdamConfig{}, g, nil)
+				o, err := NewDistributedOptimizer([]*dp.DDP{d}, AdamConfig{})
 				if err != nil {
 					return err
 				}

@@ -2,6 +2,7 @@ package optim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
@@ -51,7 +52,7 @@ func Step(ctx context.Context, o Optimizer, lr float32) (ok bool, gradNorm float
 
 // ErrNonFiniteNorm is Step's refusal to update with a NaN or infinite
 // gradient norm.
-var ErrNonFiniteNorm = fmt.Errorf("optim: the gradient norm is not finite")
+var ErrNonFiniteNorm = errors.New("optim: the gradient norm is not finite")
 
 // Options are what NewPlain and NewDistributed share besides Adam's
 // hyper-parameters.
@@ -113,10 +114,6 @@ func (b *base) Prepare(ctx context.Context) (bool, float64, error) {
 
 // norm is the global L2 norm of the main gradients (Options.Norm).
 func (b *base) norm(ctx context.Context) (float64, error) {
-	if len(b.o.Norm) == 1 { // sqrt of one sum, as GlobalNorm
-		p := b.o.Norm[0]
-		return GlobalNorm(ctx, b.adam.SumSquares(p.Counts), p.Group)
-	}
 	var total float64
 	for _, p := range b.o.Norm {
 		s, err := GlobalSquares(ctx, b.adam.SumSquares(p.Counts), p.Group)
@@ -159,7 +156,7 @@ type distributed struct {
 // ddps (NewDistributedOptimizer), the gradient norm summed as o.Norm
 // says (one part: the optimizer instance's ranks).
 func NewDistributed(ddps []*dp.DDP, cfg AdamConfig, o Options) (Optimizer, error) {
-	d, err := NewDistributedOptimizer(ddps, cfg, nil, nil)
+	d, err := NewDistributedOptimizer(ddps, cfg)
 	if err != nil {
 		return nil, err
 	}

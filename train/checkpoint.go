@@ -11,15 +11,6 @@ import (
 	"github.com/gotron/gotron/tensor/rng"
 )
 
-// previousCheckpoint says what a failed save leaves in dir: the last
-// complete checkpoint, or none.
-func previousCheckpoint(dir string) string {
-	if it, err := ckpt.Latest(dir); err == nil {
-		return fmt.Sprintf("the checkpoint of iteration %d in %s is intact", it, dir)
-	}
-	return fmt.Sprintf("no earlier checkpoint was saved in %s", dir)
-}
-
 // rngStates returns the rank's generator states, flattened: the default
 // stream, then the tracker's streams in name order (rngPerRank states).
 func (t *trainer) rngStates() []int64 {

@@ -158,7 +158,7 @@ func (t *trainer) checkpointPieces() []ckpt.PieceData {
 	for i := range segs {
 		s := &segs[i]
 		p := s.Param
-		if p.Shared || !t.writesOptimizerState(p) || (!isPartitioned(p) && t.partition(p).Rank != 0) {
+		if !t.writesOnce(p, t.writesOptimizerState) {
 			continue
 		}
 		local := p.Value.Shape()
@@ -217,6 +217,14 @@ func (t *trainer) firstReplica(p *nn.Parameter) bool {
 		return moe.GroupRank(t.groups.Get(mesh.GroupExptDP)) == 0
 	}
 	return t.dpg.Rank() == 0
+}
+
+// writesOnce reports whether this rank writes its pieces of p when every
+// piece of the whole tensor is to be written once: not the tied
+// embedding's copy (Shared), only where owner says (a data-parallel
+// replica, or a shard), and a tensor-replicated parameter from TP rank 0.
+func (t *trainer) writesOnce(p *nn.Parameter, owner func(*nn.Parameter) bool) bool {
+	return !p.Shared && owner(p) && (isPartitioned(p) || t.partition(p).Rank == 0)
 }
 
 // isPartitioned reports whether p is split over tensor parallelism (a

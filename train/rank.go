@@ -343,14 +343,13 @@ func writeWhole(dir, path string) error {
 }
 
 // gradPieces are this rank's pieces of the whole gradients: every
-// parameter's whole local gradient, written once, as a checkpoint writes
-// the weights (firstReplica; tensor-replicated ones by TP rank 0; the
-// tied embedding's copy not at all).
+// parameter's whole local gradient, written once (writesOnce) by its
+// first data-parallel replica.
 func (t *trainer) gradPieces() []ckpt.PieceData {
 	whole := gpt.ParameterShapes(t.a.Model)
 	var out []ckpt.PieceData
 	for _, p := range t.params {
-		if p.Shared || !t.firstReplica(p) || (!isPartitioned(p) && t.partition(p).Rank != 0) {
+		if !t.writesOnce(p, t.firstReplica) {
 			continue
 		}
 		local := p.Value.Shape()
