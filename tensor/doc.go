@@ -20,4 +20,8 @@
 // bfloat16 one, run on oneDNN's matmul (package dnnl) over the caller's
 // threads; smaller float32 ones on package blas (single-threaded OpenBLAS
 // via cgo). With CGO_ENABLED=0 every product runs on gonum's pure-Go BLAS.
+// MeasureGemm times one kernel at a shape alone (gotron bench --gemm);
+// TimeGemms records the wall time of every product the process computes
+// while it runs, per shape (gotron bench --breakdown), so a shape's rate
+// inside a training step can be set beside its rate alone.
 package tensor

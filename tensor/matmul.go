@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/gotron/gotron/tensor/blas"
 	"github.com/gotron/gotron/tensor/dnnl"
@@ -140,7 +141,17 @@ const minLargeFLOPs = dnnl.LargeFLOPs
 // goroutine each calling a single-threaded BLAS; the BLAS library's own
 // pool should then be 1 (blas.SetThreads(1)).
 func GemmParallel(workers int, transA, transB bool, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
+	if r := timedGemm(); r != nil {
+		defer r.add(timedShape(workers, transA, transB, a, b, c))
+	}
 	gemmOn(true, workers, transA, transB, alpha, a, b, beta, c)
+}
+
+// timedShape is the shape and threads of a GEMM a timer records (see
+// TimeGemms), and its start.
+func timedShape(workers int, transA, transB bool, a, b, c *Tensor) (GemmShape, int, time.Time) {
+	m, n, k := gemmShape(transA, transB, a, b, c)
+	return GemmShape{m, n, k, transA, transB}, gemmWorkers(workers, 2*m*n*k), time.Now()
 }
 
 // gemmOn is GemmParallel; without useDNNL a float32 GEMM never goes to
@@ -195,6 +206,9 @@ func float32OnDNNL(useDNNL bool, flops int) bool {
 // shape. bfloat16 operands that dnnl.Plan widens go the same way, as
 // float32; those it runs natively need oneDNN and take GemmParallel.
 func GemmVarying(workers int, transA, transB bool, alpha float32, a, b *Tensor, beta float32, c *Tensor) {
+	if r := timedGemm(); r != nil {
+		defer r.add(timedShape(workers, transA, transB, a, b, c))
+	}
 	gemmOn(false, workers, transA, transB, alpha, a, b, beta, c)
 }
 

@@ -62,7 +62,8 @@ type BenchOptions struct {
 	Precision  *Precision
 	// Breakdown profiles the timed iterations of each configuration (the
 	// CPU time of every rank in this process) and prints it by phase
-	// (Breakdown).
+	// (Breakdown), then, when the process runs one rank, the wall time
+	// and rate of each GEMM shape inside the step (tensor.TimeGemms).
 	Breakdown bool
 }
 
@@ -167,6 +168,10 @@ type BenchResult struct {
 	// Phases is where the timed iterations' CPU time went (with
 	// BenchOptions.Breakdown).
 	Phases *Breakdown
+	// Gemms is the wall time of one timed iteration's GEMMs per shape,
+	// the longest first (with BenchOptions.Breakdown, when this process
+	// ran one rank: tensor.TimeGemms times the whole process).
+	Gemms []tensor.GemmTime
 	// AdamMS is the mean time of the optimizer's Adam update on world rank
 	// 0 (its shards under the distributed optimizer) and GatherMS that of
 	// the distributed optimizer's parameter all-gather (0 without it):
@@ -313,6 +318,7 @@ func bench(ctx context.Context, w io.Writer, o BenchOptions, args []Args, n, loc
 		if r.Phases != nil {
 			fmt.Fprintf(w, "phases of %s (CPU time of the timed iterations, %s in all): %v\n", c.Name, r.Phases.Total.Round(time.Millisecond), r.Phases)
 		}
+		printGemmTimes(w, c, threadsOr(o.Threads), r)
 	}
 	return nil
 }
@@ -405,6 +411,7 @@ func benchOne(ctx context.Context, c BenchConfig, a Args, n, localRanks int, bre
 		return BenchResult{}, err
 	}
 	err = run(ctx, func(ctx context.Context, g comm.Group) error {
+		b.ranksHere.Add(1)
 		t, err := newTrainer(ctx, g, a, ds, localRanks)
 		if err != nil {
 			return err
@@ -436,7 +443,8 @@ type benchRun struct {
 	bub, idle float64         // the profiled iteration's bubble
 	buckets   int
 	cpWait    atomic.Int64
-	prof      *cpuProfile // --breakdown's profile of the timed iterations
+	prof      *cpuProfile  // --breakdown's profile of the timed iterations
+	ranksHere atomic.Int32 // the ranks this process runs
 }
 
 // train runs the iterations (the last one profiled under pipelining) and,
@@ -537,6 +545,9 @@ func (b *benchRun) result(c BenchConfig, n int) BenchResult {
 	}
 	if b.prof != nil {
 		res.Phases = &b.prof.phases
+		if b.ranksHere.Load() == 1 {
+			res.Gemms = perIteration(b.prof.gemms, len(b.steps))
+		}
 	}
 	return res
 }

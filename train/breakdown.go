@@ -3,12 +3,15 @@ package train
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"path"
 	"runtime/pprof"
 	"strings"
 	"time"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/gotron/gotron/tensor"
 )
 
 // Phase names of a CPU-time breakdown, in the order they print.
@@ -137,19 +140,24 @@ func libraryFrame(m *profile.Mapping) string {
 }
 
 // cpuProfile is a CPU profile of a stretch of a benchmark, kept in memory
-// for its Breakdown.
+// for its Breakdown, and the wall time of the stretch's GEMMs
+// (tensor.TimeGemms).
 type cpuProfile struct {
-	buf    bytes.Buffer
-	done   bool
-	phases Breakdown
+	buf      bytes.Buffer
+	done     bool
+	phases   Breakdown
+	stopGemm func() []tensor.GemmTime
+	gemms    []tensor.GemmTime
 }
 
-// startProfile starts profiling the process's CPU time.
+// startProfile starts profiling the process's CPU time and timing its
+// GEMMs.
 func startProfile() (*cpuProfile, error) {
 	p := &cpuProfile{}
 	if err := pprof.StartCPUProfile(&p.buf); err != nil {
 		return nil, fmt.Errorf("--breakdown: %w", err)
 	}
+	p.stopGemm, _ = tensor.TimeGemms() // nil: another timer runs; no table
 	return p, nil
 }
 
@@ -160,8 +168,56 @@ func (p *cpuProfile) stop() error {
 		return nil
 	}
 	pprof.StopCPUProfile()
+	if p.stopGemm != nil {
+		p.gemms = p.stopGemm()
+	}
 	p.done = true
 	var err error
 	p.phases, err = breakdownOf(p.buf.Bytes())
 	return err
+}
+
+// perIteration divides GEMM times summed over iters iterations into one
+// iteration's.
+func perIteration(times []tensor.GemmTime, iters int) []tensor.GemmTime {
+	out := make([]tensor.GemmTime, len(times))
+	for i, t := range times {
+		t.Calls /= iters
+		t.Time /= time.Duration(iters)
+		out[i] = t
+	}
+	return out
+}
+
+// printGemmTimes prints the table of a configuration's GEMMs in its timed
+// iterations (BenchResult.Gemms): each shape's calls, wall time and rate,
+// named after gemmShapes, and their share of the step.
+func printGemmTimes(w io.Writer, c BenchConfig, threads int, r BenchResult) {
+	names := map[tensor.GemmShape][]string{}
+	for _, g := range gemmShapes(c, threads) {
+		s := tensor.GemmShape{M: g.m, N: g.n, K: g.k, TransA: g.transA, TransB: g.transB}
+		names[s] = append(names[s], g.name)
+	}
+	var total time.Duration
+	var flops float64
+	for _, g := range r.Gemms {
+		total += g.Time
+		flops += g.GFLOPs() * g.Time.Seconds()
+	}
+	if total <= 0 {
+		return
+	}
+	ms := float64(total.Microseconds()) / 1000
+	fmt.Fprintf(w, "GEMMs of %s (wall time per timed iteration, the attention's blocks not among them): %.1f ms of the %.1f ms step (%.1f%%) at %.1f GFLOP/s; gotron bench --gemm measures each kernel alone at these shapes\n",
+		c.Name, ms, r.StepMS, 100*ms/r.StepMS, flops/total.Seconds())
+	fmt.Fprintf(w, "%-30s %17s %5s %7s %5s %9s %9s\n", "GEMM", "m×n×k", "op", "threads", "calls", "ms", "GFLOP/s")
+	for _, g := range r.Gemms {
+		name := strings.Join(names[g.GemmShape], ", ")
+		if name == "" {
+			name = "(not a listed shape)"
+		}
+		op := opName(benchGEMM{transA: g.TransA, transB: g.TransB})
+		fmt.Fprintf(w, "%-30s %17s %5s %7d %5d %9.1f %9.1f\n", name, fmt.Sprintf("%d×%d×%d", g.M, g.N, g.K), op, g.Threads, g.Calls,
+			float64(g.Time.Microseconds())/1000, g.GFLOPs())
+	}
 }

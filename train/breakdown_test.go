@@ -2,8 +2,12 @@ package train
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gotron/gotron/tensor"
 )
 
 // TestPhaseOf: a stack's phase is its attention or optimizer scope, else
@@ -36,20 +40,68 @@ func TestPhaseOf(t *testing.T) {
 }
 
 // TestBenchBreakdown: --breakdown prints, after each configuration's line,
-// the share of every phase.
+// the share of every phase and, with one rank in the process, the table
+// of the step's GEMMs; with two in-process ranks, whose GEMMs the timer
+// cannot tell apart, no table.
 func TestBenchBreakdown(t *testing.T) {
 	var out strings.Builder
 	if err := Bench(context.Background(), &out, BenchOptions{Configs: []string{"small"}, Iters: 1, Breakdown: true}); err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	last := lines[len(lines)-1]
-	if !strings.HasPrefix(last, "phases of small (CPU time of the timed iterations") {
-		t.Fatalf("no phases line after the table:\n%s", out.String())
+	text := out.String()
+	i := strings.Index(text, "phases of small (CPU time of the timed iterations")
+	if i < 0 {
+		t.Fatalf("no phases line after the table:\n%s", text)
 	}
+	phases, table, _ := strings.Cut(text[i:], "\n")
 	for _, n := range phaseNames {
-		if !strings.Contains(last, n+" ") {
-			t.Errorf("phase %q missing: %s", n, last)
+		if !strings.Contains(phases, n+" ") {
+			t.Errorf("phase %q missing: %s", n, phases)
 		}
+	}
+	if !strings.HasPrefix(table, "GEMMs of small (wall time per timed iteration") {
+		t.Fatalf("no GEMM table after the phases:\n%s", text)
+	}
+	for _, name := range []string{"qkv forward", "qkv dX", "qkv dW", "proj forward", "fc2 dW"} {
+		if !strings.Contains(table, name) {
+			t.Errorf("GEMM %q missing from the table:\n%s", name, table)
+		}
+	}
+	if strings.Contains(table, "not a listed shape") {
+		t.Errorf("a GEMM of the model missing from gemmShapes:\n%s", table)
+	}
+	out.Reset()
+	if err := Bench(context.Background(), &out, BenchOptions{Configs: []string{"small"}, Iters: 1, Breakdown: true, TensorParallel: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "GEMMs of small") {
+		t.Errorf("a GEMM table for two in-process ranks:\n%s", out.String())
+	}
+}
+
+// TestPrintGemmTimes: the table names each shape after gemmShapes, counts
+// its calls and time, and puts the GEMMs' total beside the step's.
+func TestPrintGemmTimes(t *testing.T) {
+	c := benchConfigs["small"]
+	qkv := gemmShapes(c, 2)[0] // qkv forward
+	r := BenchResult{StepMS: 22, Gemms: []tensor.GemmTime{
+		{GemmShape: tensor.GemmShape{M: qkv.m, N: qkv.n, K: qkv.k, TransA: qkv.transA, TransB: qkv.transB}, Threads: 2, Calls: 4, Time: 10 * time.Millisecond},
+		{GemmShape: tensor.GemmShape{M: 3, N: 3, K: 3}, Threads: 1, Calls: 1, Time: time.Millisecond},
+	}}
+	var out strings.Builder
+	printGemmTimes(&out, c, 2, r)
+	text := out.String()
+	for _, want := range []string{
+		"GEMMs of small (wall time per timed iteration, the attention's blocks not among them): 11.0 ms of the 22.0 ms step (50.0%)",
+		"qkv forward", fmt.Sprintf("%d×%d×%d", qkv.m, qkv.n, qkv.k), "(not a listed shape)", "3×3×3",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("%q missing:\n%s", want, text)
+		}
+	}
+	out.Reset()
+	printGemmTimes(&out, c, 2, BenchResult{StepMS: 22})
+	if out.Len() != 0 {
+		t.Errorf("a table without GEMM times:\n%s", out.String())
 	}
 }

@@ -80,7 +80,7 @@ process, or, with --backend mpi, one per process of an mpirun job:
 	addDDPFlags(f, &a)
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) here (with --backend mpi, one per process: FILE.rankN)")
 	f.BoolVar(&gemm, "gemm", false, "instead of training, measure every GEMM kernel this machine has (OpenBLAS, oneDNN float32; with --bf16 oneDNN bf16 and bf16 widened to float32) at each GEMM shape of the configurations, mark gotron's pick, and print the GEMM ceiling (the tokens/s if every GEMM ran at the best measured rate for its shape)")
-	f.BoolVar(&o.Breakdown, "breakdown", false, "profile the timed iterations and print where the CPU time goes: GEMM, attention, other kernels, optimizer, communication, allocation, runtime")
+	f.BoolVar(&o.Breakdown, "breakdown", false, "profile the timed iterations and print where the CPU time goes (GEMM, attention, other kernels, optimizer, communication, allocation, runtime) and, with one rank per process, each GEMM shape's wall time and rate inside the step")
 	return cmd
 }
 
