@@ -57,6 +57,14 @@
 // layout or from num_layers_per_virtual_pipeline_stage, as Megatron does;
 // Validate checks the config as resolved.
 //
+// # The model's record
+//
+// TransformerConfig.Record lists, by JSON name, the model options that
+// change a model's numbers beyond its shapes and differ from the
+// defaults; a checkpoint keeps it, and ApplyRecord sets a config back
+// from it (an option not listed returns to its default; an unknown one is
+// an *UnknownOptionsError).
+//
 // # Unset values
 //
 // Optional integers whose reference default is None use 0 for "not set"

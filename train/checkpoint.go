@@ -44,7 +44,7 @@ func (t *trainer) setRNGStates(states [][4]uint64) error {
 
 // argsRecord is what a checkpoint records of the run's settings: the
 // integer settings, and the model options that differ from their
-// defaults (modelRecord); resume refuses a checkpoint whose model differs.
+// defaults (TransformerConfig.Record); resume refuses a checkpoint whose model differs.
 func argsRecord(a Args, world int) ckpt.Args {
 	m := a.Model
 	r := map[string]int{
@@ -64,7 +64,7 @@ func argsRecord(a Args, world int) ckpt.Args {
 		// states belong to.
 		r["context_parallel_size"] = m.ContextParallelSize
 	}
-	return ckpt.Args{Ints: r, Model: modelRecord(m), Data: dataRecord(a)}
+	return ckpt.Args{Ints: r, Model: m.Record(), Data: dataRecord(a)}
 }
 
 // dataRecord is what a checkpoint records of the run's data: the

@@ -1,188 +1,24 @@
 package train
 
 import (
+	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/gotron/gotron/config"
 )
 
-// modelOption is one model option a checkpoint records (ckpt.Args.Model)
-// under TransformerConfig's JSON name: its value as text (get) and how to
-// set it back (set).
-type modelOption struct {
-	key string
-	get func(config.TransformerConfig) string
-	set func(*config.TransformerConfig, string) error
-}
-
-// modelOptions are the model options a checkpoint records when they
-// differ from config.DefaultTransformerConfig's (the GPT-2 shape), which
-// is what a checkpoint without the record (older than it) was saved with.
-// The named kinds (normalization, activation_func,
-// position_embedding_type) are recorded by their effective names.
-var modelOptions = []modelOption{
-	textOption("normalization", config.TransformerConfig.NormName, func(c *config.TransformerConfig) *string { return &c.Normalization }),
-	float32Option("layernorm_epsilon", func(c *config.TransformerConfig) *float32 { return &c.LayernormEpsilon }),
-	boolOption("layernorm_zero_centered_gamma", func(c *config.TransformerConfig) *bool { return &c.LayernormZeroCenteredGamma }),
-	boolOption("qk_layernorm", func(c *config.TransformerConfig) *bool { return &c.QKLayernorm }),
-	textOption("activation_func", config.TransformerConfig.Activation, func(c *config.TransformerConfig) *string { return &c.ActivationFunc }),
-	boolOption("gated_linear_unit", func(c *config.TransformerConfig) *bool { return &c.GatedLinearUnit }),
-	boolOption("bias_activation_fusion", func(c *config.TransformerConfig) *bool { return &c.BiasActivationFusion }),
-	boolOption("add_bias_linear", func(c *config.TransformerConfig) *bool { return &c.AddBiasLinear }),
-	boolOption("add_qkv_bias", func(c *config.TransformerConfig) *bool { return &c.AddQKVBias }),
-	intOption("num_query_groups", func(c *config.TransformerConfig) *int { return &c.NumQueryGroups }),
-	intOption("kv_channels", func(c *config.TransformerConfig) *int { return &c.KVChannels }),
-	textOption("position_embedding_type", config.TransformerConfig.PositionEmbedding, func(c *config.TransformerConfig) *string { return &c.PositionEmbeddingType }),
-	intOption("rotary_base", func(c *config.TransformerConfig) *int { return &c.RotaryBase }),
-	float64Option("rotary_percent", func(c *config.TransformerConfig) *float64 { return &c.RotaryPercent }),
-	boolOption("rotary_interleaved", func(c *config.TransformerConfig) *bool { return &c.RotaryInterleaved }),
-	boolOption("apply_residual_connection_post_layernorm", func(c *config.TransformerConfig) *bool { return &c.ApplyResidualConnectionPostLayernorm }),
-	boolOption("share_embeddings_and_output_weights", func(c *config.TransformerConfig) *bool { return &c.ShareEmbeddingsAndOutputWeights }),
-	intOption("num_moe_experts", func(c *config.TransformerConfig) *int { return &c.NumMoEExperts }),
-	moeOption(modelOption{"moe_layer_freq", func(c config.TransformerConfig) string { return config.FormatMoELayerFreq(c.MoELayerFreq) },
-		func(c *config.TransformerConfig, v string) error {
-			f, _, err := config.ParseMoELayerFreq(v)
-			c.MoELayerFreq = f
-			return err
-		}}),
-	moeOption(intOption("moe_ffn_hidden_size", func(c *config.TransformerConfig) *int { return &c.MoEFFNHiddenSize })),
-	moeOption(intOption("moe_shared_expert_intermediate_size", func(c *config.TransformerConfig) *int { return &c.MoESharedExpertIntermediateSize })),
-	moeOption(intOption("moe_router_topk", func(c *config.TransformerConfig) *int { return &c.MoERouterTopK })),
-	moeOption(textOption("moe_router_score_function", nil, func(c *config.TransformerConfig) *string { return &c.MoERouterScoreFunction })),
-	moeOption(boolOption("moe_router_pre_softmax", func(c *config.TransformerConfig) *bool { return &c.MoERouterPreSoftmax })),
-	moeOption(intOption("moe_router_num_groups", func(c *config.TransformerConfig) *int { return &c.MoERouterNumGroups })),
-	moeOption(intOption("moe_router_group_topk", func(c *config.TransformerConfig) *int { return &c.MoERouterGroupTopK })),
-	moeOption(float64Option("moe_router_topk_scaling_factor", func(c *config.TransformerConfig) *float64 { return &c.MoERouterTopKScalingFactor })),
-	moeOption(textOption("moe_router_load_balancing_type", nil, func(c *config.TransformerConfig) *string { return &c.MoERouterLoadBalancingType })),
-	moeOption(float64Option("moe_aux_loss_coeff", func(c *config.TransformerConfig) *float64 { return &c.MoEAuxLossCoeff })),
-	moeOption(float64Option("moe_z_loss_coeff", func(c *config.TransformerConfig) *float64 { return &c.MoEZLossCoeff })),
-	moeOption(boolOption("moe_router_enable_expert_bias", func(c *config.TransformerConfig) *bool { return &c.MoERouterEnableExpertBias })),
-	moeOption(float64Option("moe_router_bias_update_rate", func(c *config.TransformerConfig) *float64 { return &c.MoERouterBiasUpdateRate })),
-	moeOption(float64Option("moe_expert_capacity_factor", func(c *config.TransformerConfig) *float64 { return &c.MoEExpertCapacityFactor })),
-	moeOption(textOption("moe_token_drop_policy", nil, func(c *config.TransformerConfig) *string { return &c.MoETokenDropPolicy })),
-	moeOption(boolOption("moe_pad_expert_input_to_capacity", func(c *config.TransformerConfig) *bool { return &c.MoEPadExpertInputToCapacity })),
-}
-
-// moeOption is o, an option of the MoE layers, which a dense model
-// (num_moe_experts 0) does not read: its value there is the default's,
-// so that a dense model records none.
-func moeOption(o modelOption) modelOption {
-	get := o.get
-	o.get = func(c config.TransformerConfig) string {
-		if c.NumMoEExperts == 0 {
-			return get(config.DefaultTransformerConfig())
-		}
-		return get(c)
-	}
-	return o
-}
-
-// textOption is an option of text; name returns its effective name (nil:
-// the field as it is).
-func textOption(key string, name func(config.TransformerConfig) string, field func(*config.TransformerConfig) *string) modelOption {
-	if name == nil {
-		name = func(c config.TransformerConfig) string { return *field(&c) }
-	}
-	return modelOption{key, name, func(c *config.TransformerConfig, v string) error { *field(c) = v; return nil }}
-}
-
-func boolOption(key string, field func(*config.TransformerConfig) *bool) modelOption {
-	return modelOption{key, func(c config.TransformerConfig) string { return strconv.FormatBool(*field(&c)) },
-		func(c *config.TransformerConfig, v string) error {
-			b, err := strconv.ParseBool(v)
-			*field(c) = b
-			return err
-		}}
-}
-
-func intOption(key string, field func(*config.TransformerConfig) *int) modelOption {
-	return modelOption{key, func(c config.TransformerConfig) string { return strconv.Itoa(*field(&c)) },
-		func(c *config.TransformerConfig, v string) error {
-			n, err := strconv.Atoi(v)
-			*field(c) = n
-			return err
-		}}
-}
-
-func float32Option(key string, field func(*config.TransformerConfig) *float32) modelOption {
-	return modelOption{key, func(c config.TransformerConfig) string { return strconv.FormatFloat(float64(*field(&c)), 'g', -1, 32) },
-		func(c *config.TransformerConfig, v string) error {
-			x, err := strconv.ParseFloat(v, 32)
-			*field(c) = float32(x)
-			return err
-		}}
-}
-
-func float64Option(key string, field func(*config.TransformerConfig) *float64) modelOption {
-	return modelOption{key, func(c config.TransformerConfig) string { return strconv.FormatFloat(*field(&c), 'g', -1, 64) },
-		func(c *config.TransformerConfig, v string) error {
-			x, err := strconv.ParseFloat(v, 64)
-			*field(c) = x
-			return err
-		}}
-}
-
-// modelRecord returns the model options of m that differ from their
-// defaults, as text by their JSON names, and always layernorm_epsilon:
-// checkpoints older than the record were saved with any
-// --layernorm-epsilon, so a record that lists it tells a new checkpoint
-// from an old one.
-func modelRecord(m config.TransformerConfig) map[string]string {
-	def := config.DefaultTransformerConfig()
-	r := map[string]string{}
-	for _, o := range modelOptions {
-		if v := o.get(m); v != o.get(def) || o.key == epsilonKey {
-			r[o.key] = v
-		}
-	}
-	return r
-}
-
-// epsilonKey is the option every record lists (modelRecord).
-const epsilonKey = "layernorm_epsilon"
-
-// applyModelRecord sets every model option of m to the record's value,
-// or to its default when the record does not list it. A checkpoint older
-// than the record (rec nil, or without layernorm_epsilon) keeps m's
-// epsilon: it was saved with whatever --layernorm-epsilon its run had. A
-// key this gotron does not know, or a value that is not of the option's
-// kind, is an error; so is a record whose model is not valid.
+// applyModelRecord sets m's model options from a checkpoint's record
+// (TransformerConfig.ApplyRecord), with the errors a resume prints.
 func applyModelRecord(m *config.TransformerConfig, rec map[string]string) error {
-	known := map[string]bool{}
-	for _, o := range modelOptions {
-		known[o.key] = true
-	}
-	var unknown []string
-	for k := range rec {
-		if !known[k] {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		return fmt.Errorf("the checkpoint records model options this gotron does not know (%s): load it with the gotron that saved it", strings.Join(unknown, ", "))
-	}
-	def := config.DefaultTransformerConfig()
-	for _, o := range modelOptions {
-		v, ok := rec[o.key]
-		switch {
-		case !ok && o.key == epsilonKey:
-			continue // an old checkpoint: its epsilon is not recorded
-		case !ok:
-			v = o.get(def)
-		}
-		if err := o.set(m, v); err != nil {
-			return fmt.Errorf("the checkpoint records the model option %s as %q, which is not a value of it: its manifest is damaged", o.key, v)
-		}
-	}
-	if err := m.ValidateModelOptions(); err != nil {
-		return fmt.Errorf("the checkpoint's recorded model is not valid (its manifest is damaged): %w", err)
-	}
-	if err := m.ValidateMoEOptions(); err != nil {
-		return fmt.Errorf("the checkpoint's recorded model is not valid (its manifest is damaged): %w", err)
+	err := m.ApplyRecord(rec)
+	var unknown *config.UnknownOptionsError
+	switch {
+	case errors.As(err, &unknown):
+		return fmt.Errorf("the checkpoint records model options this gotron does not know (%s): load it with the gotron that saved it", strings.Join(unknown.Keys, ", "))
+	case err != nil:
+		return fmt.Errorf("the checkpoint's manifest is damaged: %w", err)
 	}
 	return nil
 }
