@@ -92,6 +92,25 @@ func (l *logger) printf(format string, args ...any) {
 // interval iterations. moe is a MoE model's metrics of the iteration (nil
 // for a dense model).
 func (l *logger) iteration(a Args, it int, r stepResult, moe *MoERecord, interval int) error {
+	rec := iterationRecord(a, it, r, moe)
+	if l.enc != nil {
+		if err := l.enc.Encode(rec); err != nil {
+			return fmt.Errorf("--log-json: %w", err)
+		}
+	}
+	l.accumulate(a, r, moe)
+	if it%interval == 0 || it == a.TrainIters {
+		l.printInterval(a, it, r)
+	}
+	if l.bar != nil {
+		l.bar.Describe(fmt.Sprintf("loss %.3f", r.loss))
+		l.bar.Set(it)
+	}
+	return nil
+}
+
+// iterationRecord is --log-json's record of iteration it.
+func iterationRecord(a Args, it int, r stepResult, moe *MoERecord) Record {
 	tokens := float64(r.globalBatch) * float64(a.Model.SeqLength)
 	rec := Record{Iteration: it, Loss: r.loss, LR: r.lr,
 		TokensPerS: tokens / r.elapsed.Seconds(), StepMS: float64(r.elapsed.Microseconds()) / 1000,
@@ -100,18 +119,17 @@ func (l *logger) iteration(a Args, it int, r stepResult, moe *MoERecord, interva
 	if !r.skipped {
 		rec.GradNorm = &r.gradNorm
 	}
-	scaled := !math.IsNaN(r.lossScale)
-	if scaled {
+	if !math.IsNaN(r.lossScale) {
 		rec.LossScale = &r.lossScale
 	}
-	if l.enc != nil {
-		if err := l.enc.Encode(rec); err != nil {
-			return fmt.Errorf("--log-json: %w", err)
-		}
-	}
+	return rec
+}
+
+// accumulate adds an iteration to the interval's sums.
+func (l *logger) accumulate(a Args, r stepResult, moe *MoERecord) {
 	l.sumLoss += r.loss
 	l.sumTime += r.elapsed
-	l.sumTokens += tokens
+	l.sumTokens += float64(r.globalBatch) * float64(a.Model.SeqLength)
 	if moe != nil {
 		for i, m := range moe.moeMeans() {
 			if i == len(l.sumMoE) {
@@ -124,40 +142,35 @@ func (l *logger) iteration(a Args, it int, r stepResult, moe *MoERecord, interva
 	if r.skipped {
 		l.skipped++
 	}
-	if it%interval == 0 || it == a.TrainIters {
-		avg := l.sumTime / time.Duration(l.count)
-		// With a loss scaler, Megatron's loss scale and the interval's
-		// number of skipped iterations join the line.
-		var scale string
-		if scaled {
-			scale = fmt.Sprintf("loss scale: %.1f | ", r.lossScale)
-		}
-		norm := fmt.Sprintf("grad norm: %.3f | ", r.gradNorm)
-		if r.skipped {
-			norm = ""
-		}
-		var skipped string
-		if scaled {
-			skipped = fmt.Sprintf("number of skipped iterations: %3d | ", l.skipped)
-		}
-		// A MoE model's auxiliary losses follow the lm loss, as in
-		// Megatron's line: each the mean over the MoE layers, averaged
-		// over the interval like the loss.
-		var moeLosses string
-		for _, m := range l.sumMoE {
-			moeLosses += fmt.Sprintf("%s: %.6E | ", m.name, m.value/float64(l.count))
-		}
-		l.printf(" [%s] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | throughput (tokens/s): %.0f | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | %s%s%s%selapsed: %s |\n",
-			time.Now().Format("2006-01-02 15:04:05"), it, a.TrainIters, r.consumed,
-			float64(avg.Microseconds())/1000, l.sumTokens/l.sumTime.Seconds(), r.lr, r.globalBatch,
-			l.sumLoss/float64(l.count), moeLosses, scale, norm, skipped, time.Since(l.start).Round(time.Second))
-		l.sumLoss, l.sumTime, l.sumTokens, l.count, l.skipped, l.sumMoE = 0, 0, 0, 0, 0, nil
+}
+
+// printInterval prints Megatron's iteration line for the interval ending
+// at iteration it (r), and starts the next interval.
+func (l *logger) printInterval(a Args, it int, r stepResult) {
+	avg := l.sumTime / time.Duration(l.count)
+	// With a loss scaler, Megatron's loss scale and the interval's
+	// number of skipped iterations join the line.
+	var scale, skipped string
+	if !math.IsNaN(r.lossScale) {
+		scale = fmt.Sprintf("loss scale: %.1f | ", r.lossScale)
+		skipped = fmt.Sprintf("number of skipped iterations: %3d | ", l.skipped)
 	}
-	if l.bar != nil {
-		l.bar.Describe(fmt.Sprintf("loss %.3f", r.loss))
-		l.bar.Set(it)
+	norm := fmt.Sprintf("grad norm: %.3f | ", r.gradNorm)
+	if r.skipped {
+		norm = ""
 	}
-	return nil
+	// A MoE model's auxiliary losses follow the lm loss, as in
+	// Megatron's line: each the mean over the MoE layers, averaged
+	// over the interval like the loss.
+	var moeLosses string
+	for _, m := range l.sumMoE {
+		moeLosses += fmt.Sprintf("%s: %.6E | ", m.name, m.value/float64(l.count))
+	}
+	l.printf(" [%s] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | throughput (tokens/s): %.0f | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | %s%s%s%selapsed: %s |\n",
+		time.Now().Format("2006-01-02 15:04:05"), it, a.TrainIters, r.consumed,
+		float64(avg.Microseconds())/1000, l.sumTokens/l.sumTime.Seconds(), r.lr, r.globalBatch,
+		l.sumLoss/float64(l.count), moeLosses, scale, norm, skipped, time.Since(l.start).Round(time.Second))
+	l.sumLoss, l.sumTime, l.sumTokens, l.count, l.skipped, l.sumMoE = 0, 0, 0, 0, 0, nil
 }
 
 // validation prints Megatron's validation line.

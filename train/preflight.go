@@ -66,19 +66,45 @@ func (m MemoryNeed) Total() float64 {
 //	gradients = P·R/(t·p)·g       g = 4 unless gradients stay 16-bit
 //	optimizer = P·R/(t·p)·(8 + 4·[16-bit])/(dp if distributed optimizer)
 func EstimateMemory(a Args, world, localRanks int) MemoryNeed {
+	st := stateCopies(a, world, localRanks)
+	need := st.modelState(a)
+	need.Activations = activationMemory(a, world, st.copies)
+	need.Attention = attentionScratch(a, localRanks)
+	if a.Save != "" {
+		need.Checkpoint = st.checkpointCopy(a, world, localRanks)
+		need.AsyncSave = a.AsyncSave
+	}
+	return need
+}
+
+// stateShare is how much of the model's state the machine holds: its
+// dense parameters in copies whole copies (tp·pp ranks hold one), a MoE
+// model's experts in ecopies (etp·ep·pp ranks hold one), and the
+// data-parallel sizes the distributed optimizer shards them over.
+type stateShare struct {
+	dense, experts  float64
+	copies, ecopies float64
+	dp, edp         float64
+}
+
+// stateCopies returns the machine's share of the state of a's model on a
+// world of world ranks, localRanks of them here.
+func stateCopies(a Args, world, localRanks int) stateShare {
 	mp := a.Model.ModelParallelConfig
 	tp, pp := max(mp.TensorModelParallelSize, 1), max(mp.PipelineModelParallelSize, 1)
-	dp := max(a.DataParallelSize(world), 1)
-	copies := float64(localRanks) / float64(tp*pp)
 	params := parameterCount(a)
-	// A MoE model's experts are split over the expert grid instead:
-	// etp·ep·pp ranks hold one copy, sharded over edp by the distributed
-	// optimizer.
 	experts := expertCount(a.Model)
 	etp, ep := max(mp.EffectiveExpertTensorParallelSize(), 1), max(mp.ExpertModelParallelSize, 1)
-	ecopies := float64(localRanks) / float64(etp*ep*pp)
-	edp := float64(max(world/(etp*ep*pp), 1))
-	dense := params - experts
+	return stateShare{dense: params - experts, experts: experts,
+		copies: float64(localRanks) / float64(tp*pp), ecopies: float64(localRanks) / float64(etp*ep*pp),
+		dp: float64(max(a.DataParallelSize(world), 1)), edp: float64(max(world/(etp*ep*pp), 1))}
+}
+
+// modelState is the weights, gradients and optimizer state the share
+// takes: 4, 4 and 8 bytes a parameter in float32; 2, 4 (2 when reduced in
+// 16 bits) and 12 in bf16 or fp16; the optimizer's over dp (edp for
+// experts) under the distributed optimizer.
+func (st stateShare) modelState(a Args) MemoryNeed {
 	w, g, o := 4.0, 4.0, 8.0
 	if a.Model.BF16 || a.Model.FP16 {
 		w, o = 2, 12
@@ -88,59 +114,65 @@ func EstimateMemory(a Args, world, localRanks int) MemoryNeed {
 	}
 	eo := o
 	if a.DDP.UseDistributedOptimizer {
-		o /= float64(dp)
-		eo /= edp
+		o /= st.dp
+		eo /= st.edp
 	}
-	need := MemoryNeed{Weights: dense*copies*w + experts*ecopies*w, Gradients: dense*copies*g + experts*ecopies*g,
-		Optimizer: dense*copies*o + experts*ecopies*eo}
+	return MemoryNeed{Weights: st.dense*st.copies*w + st.experts*st.ecopies*w, Gradients: st.dense*st.copies*g + st.experts*st.ecopies*g,
+		Optimizer: st.dense*st.copies*o + st.experts*st.ecopies*eo}
+}
 
-	// Activations: each rank of a pipeline of p stages keeps min(p−i, m)
-	// micro-batches of its L/p layers.
+// activationMemory is the activations the machine keeps: each rank of a
+// pipeline of p stages keeps min(p−i, m) micro-batches of its L/p layers.
+func activationMemory(a Args, world int, copies float64) float64 {
+	tp, pp := max(a.Model.TensorModelParallelSize, 1), max(a.Model.PipelineModelParallelSize, 1)
 	s, b := float64(a.Model.SeqLength), float64(a.MicroBatchSize)
 	h, f, v := float64(a.Model.HiddenSize), widest(a.Model), float64(a.Model.PaddedVocabSize())
-	m := max(a.NumMicroBatches(dp), 1)
+	m := max(a.NumMicroBatches(max(a.DataParallelSize(world), 1)), 1)
 	inFlight := 0.0
 	for i := 0; i < pp; i++ {
 		inFlight += float64(min(pp-i, m))
 	}
-	var perMicroBatch float64
+	perMicroBatch := math.Inf(1)
 	if s*b*max(h, f, v)*float64(max(a.Model.NumLayers, 1)) < 1<<55 {
 		perMicroBatch = float64(gpt.EstimateActivations(a.Model, a.MicroBatchSize).Total)
-	} else {
-		perMicroBatch = math.Inf(1)
 	}
 	// perMicroBatch covers every layer on one tensor-parallel rank; a
 	// stage holds 1/p of them, and t ranks share each stage.
-	need.Activations = perMicroBatch / float64(pp) * inFlight * float64(tp) * copies
+	return perMicroBatch / float64(pp) * inFlight * float64(tp) * copies
+}
 
+// attentionScratch is the attention core's per-worker buffers: 8·s² bytes
+// per worker (13·s² with attention dropout), one worker per (batch row,
+// head) pair at most.
+func attentionScratch(a Args, localRanks int) float64 {
+	s := float64(a.Model.SeqLength)
 	threads := a.Threads
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
 	workers := max(1, threads/max(localRanks, 1))
-	pairs := max(a.MicroBatchSize*a.Model.NumAttentionHeads/tp, 1)
+	pairs := max(a.MicroBatchSize*a.Model.NumAttentionHeads/max(a.Model.TensorModelParallelSize, 1), 1)
 	perWorker := 8 * s * s
 	if a.Model.AttentionDropout > 0 {
 		perWorker = 13 * s * s
 	}
-	need.Attention = perWorker * float64(min(workers, pairs)) * float64(localRanks)
+	return perWorker * float64(min(workers, pairs)) * float64(localRanks)
+}
 
-	// The checkpoint copy: every rank of the first replica writes its
-	// 1/(t·p) of the state, or 1/dp of it each under the distributed
-	// optimizer; the machine's share is bounded by the whole state per
-	// replica it holds, or 1/dp of it when it holds the whole world.
-	if a.Save != "" {
-		saved := 4.0
-		if !a.NoSaveOptim {
-			saved = 12
-		}
-		need.Checkpoint = (dense*copies + experts*ecopies) * saved
-		if a.DDP.UseDistributedOptimizer || localRanks >= world {
-			need.Checkpoint /= float64(dp)
-		}
-		need.AsyncSave = a.AsyncSave
+// checkpointCopy is the copy --save takes: every rank of the first
+// replica writes its 1/(t·p) of the state, or 1/dp of it each under the
+// distributed optimizer; the machine's share is bounded by the whole
+// state per replica it holds, or 1/dp of it when it holds the whole world.
+func (st stateShare) checkpointCopy(a Args, world, localRanks int) float64 {
+	saved := 4.0
+	if !a.NoSaveOptim {
+		saved = 12
 	}
-	return need
+	c := (st.dense*st.copies + st.experts*st.ecopies) * saved
+	if a.DDP.UseDistributedOptimizer || localRanks >= world {
+		c /= st.dp
+	}
+	return c
 }
 
 // parameterCount returns the model's parameters as a float64: exactly
