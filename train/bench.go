@@ -416,11 +416,6 @@ func benchOne(ctx context.Context, c BenchConfig, a Args, n, localRanks int, bre
 		if err != nil {
 			return err
 		}
-		if g.Rank() == 0 {
-			for _, c := range t.chunks {
-				c.CPWait = &b.cpWait
-			}
-		}
 		if err := b.train(ctx, t, g.Rank() == 0); err != nil {
 			return err
 		}
@@ -442,9 +437,10 @@ type benchRun struct {
 	gather    time.Duration   // and their parameter all-gathers
 	bub, idle float64         // the profiled iteration's bubble
 	buckets   int
-	cpWait    atomic.Int64
-	prof      *cpuProfile  // --breakdown's profile of the timed iterations
-	ranksHere atomic.Int32 // the ranks this process runs
+	cpWait    time.Duration // ring attention's blocked receives in the timed iterations
+	firstWait time.Duration // and in the warm-up
+	prof      *cpuProfile   // --breakdown's profile of the timed iterations
+	ranksHere atomic.Int32  // the ranks this process runs
 }
 
 // train runs the iterations (the last one profiled under pipelining) and,
@@ -469,9 +465,10 @@ func (b *benchRun) train(ctx context.Context, t *trainer, measure bool) error {
 		}
 		if t.iteration > 1 {
 			b.steps = append(b.steps, r.elapsed)
+			b.cpWait = time.Duration(t.cpWait.Load()) - b.firstWait
 		} else { // the first iteration warms up
 			b.first = r.elapsed
-			b.cpWait.Store(0)
+			b.firstWait = time.Duration(t.cpWait.Load())
 		}
 		if err := b.profile(t.iteration); err != nil {
 			return err
@@ -539,7 +536,7 @@ func (b *benchRun) result(c BenchConfig, n int) BenchResult {
 	res := BenchResult{Config: c, TokensPerS: float64(tokens) / avg.Seconds(), GFLOPs: c.FLOPs(tokens) / avg.Seconds() / 1e9,
 		PeakRSS: peakRSS(), StepMS: ms(total, len(b.steps)), Bubble: b.bub, Idle: b.idle, Buckets: b.buckets,
 		AdamMS: ms(b.adam, optSteps), GatherMS: ms(b.gather, optSteps), FirstMS: ms(b.first, 1),
-		CPWait: float64(b.cpWait.Load()) / float64(total)}
+		CPWait: float64(b.cpWait) / float64(total)}
 	if p > 1 {
 		res.TheoreticalBubble = theoreticalBubble(p, a.Model.NumModelChunks(), m)
 	}

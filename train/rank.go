@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/gotron/gotron/autograd"
@@ -60,6 +61,9 @@ type trainer struct {
 	pp      comm.Group // the pipeline-parallel group
 	p2p     *p2p.Communicator
 	rec     *recorder // the schedule's events, while an iteration is profiled
+	// cpWait is the nanoseconds ring attention has spent blocked on
+	// receives (context parallelism), over the run.
+	cpWait atomic.Int64
 
 	iteration int
 	// consumed is the samples the iterations so far consumed (Megatron's

@@ -117,7 +117,8 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch da
 		b := t.cpSplit(ds.Batch(batch, (s.Microbatch*t.dp+t.dpRank)*mbs, mbs))
 		c := t.chunks[s.Chunk]
 		out, err := c.ForwardInputs(t.tape, gpt.Inputs{IDs: b.InputIDs, Labels: b.Labels, Rows: b.Rows, Seq: b.Seq,
-			PositionIDs: b.PositionIDs, Segments: b.Segments, MoEAuxLossScale: t.moeAuxLossScale(micro)}, rnd, s.CheckpointActivations)
+			PositionIDs: b.PositionIDs, Segments: b.Segments, MoEAuxLossScale: t.moeAuxLossScale(micro),
+			PreHook: t.paramPreHook(ctx, s.Chunk), CPWait: &t.cpWait}, rnd, s.CheckpointActivations)
 		if err != nil {
 			return nil, nil, fmt.Errorf("micro-batch %d: %w", s.Microbatch, err)
 		}

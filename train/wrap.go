@@ -51,19 +51,6 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 			}
 		}
 		t.expertDDPs = append(t.expertDDPs, e)
-		if ddp.OverlapParamGather {
-			c.PreHook = func(ps []*nn.Parameter) error {
-				for _, w := range []*dp.DDP{d, e} {
-					if w == nil {
-						continue
-					}
-					if err := w.ParamPreHook(ctx, ps); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
-		}
 		t.params = append(t.params, c.Parameters()...)
 	}
 	var err error
@@ -81,6 +68,27 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 	}
 	t.opt, err = optim.NewDistributed(t.allDDPs(), cfg, o)
 	return err
+}
+
+// paramPreHook returns the forward pre-hook of model chunk i for a pass
+// under ctx (gpt.Inputs.PreHook): under overlap_param_gather, wait for
+// the all-gather of the parameters a part of the pass is about to use,
+// in the chunk's dense and expert wrappers; otherwise none.
+func (t *trainer) paramPreHook(ctx context.Context, i int) func([]*nn.Parameter) error {
+	if !t.a.DDP.OverlapParamGather {
+		return nil
+	}
+	return func(ps []*nn.Parameter) error {
+		for _, w := range []*dp.DDP{t.ddps[i], t.expertDDPs[i]} {
+			if w == nil {
+				continue
+			}
+			if err := w.ParamPreHook(ctx, ps); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // normParts says how the global gradient norm is summed: under the

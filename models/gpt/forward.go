@@ -3,6 +3,7 @@ package gpt
 import (
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/cp"
@@ -128,7 +129,7 @@ func (m *Model) ForwardInputs(t *autograd.Tape, in Inputs, r *Randomness, checkp
 	}
 	var x *autograd.Var
 	if spec.PreProcess {
-		if err := m.preHook(nonNil(m.WordEmbeddings, m.PositionEmbeddings)...); err != nil {
+		if err := preHook(in.PreHook, nonNil(m.WordEmbeddings, m.PositionEmbeddings)...); err != nil {
 			return nil, err
 		}
 		if x, err = m.embed(t, ids, in.PositionIDs, b, s, hidden); err != nil {
@@ -145,7 +146,8 @@ func (m *Model) ForwardInputs(t *autograd.Tape, in Inputs, r *Randomness, checkp
 	if stats != nil {
 		stats.AfterEmbedding = t.ActivationBytes()
 	}
-	ps := &pass{r: r, hidden: hidden, mp: mp, segments: in.Segments, moeScale: in.MoEAuxLossScale}
+	ps := &pass{r: r, hidden: hidden, mp: mp, segments: in.Segments, moeScale: in.MoEAuxLossScale,
+		preHook: in.PreHook, cpWait: in.CPWait}
 	if ps.rope, ps.ropeRows, err = m.rotaryOf(s, b, in.PositionIDs); err != nil {
 		return nil, err
 	}
@@ -153,7 +155,7 @@ func (m *Model) ForwardInputs(t *autograd.Tape, in Inputs, r *Randomness, checkp
 	if err := t.Err(); err != nil || !spec.PostProcess {
 		return x, err
 	}
-	if err := m.preHook(nonNil(m.FinalLayernormW, m.FinalLayernormB, m.outputWeight())...); err != nil {
+	if err := preHook(in.PreHook, nonNil(m.FinalLayernormW, m.FinalLayernormB, m.outputWeight())...); err != nil {
 		return nil, err
 	}
 	return m.head(t, x, labels, b, s, stats)
@@ -267,7 +269,7 @@ func (m *Model) decoder(t *autograd.Tape, x *autograd.Var, ps *pass, stats *Acti
 			chunk = 1
 		}
 		for _, l := range m.Layers[i : i+chunk] {
-			if err := m.preHook(l.parameters()...); err != nil {
+			if err := preHook(ps.preHook, l.parameters()...); err != nil {
 				t.Fail(err)
 				return x
 			}
@@ -292,12 +294,12 @@ func (m *Model) decoder(t *autograd.Tape, x *autograd.Var, ps *pass, stats *Acti
 	return x
 }
 
-// preHook runs the model's PreHook, if any, on ps.
-func (m *Model) preHook(ps ...*nn.Parameter) error {
-	if m.PreHook == nil {
+// preHook runs a pass's pre-hook h (Inputs.PreHook), if any, on ps.
+func preHook(h func([]*nn.Parameter) error, ps ...*nn.Parameter) error {
+	if h == nil {
 		return nil
 	}
-	return m.PreHook(ps)
+	return h(ps)
 }
 
 // parameters returns the layer's parameters.
@@ -350,7 +352,9 @@ type pass struct {
 	rope       *kernels.RotaryTable
 	ropeRows   []int32
 	segments   []int32
-	moeScale   float32 // Inputs.MoEAuxLossScale
+	moeScale   float32                     // Inputs.MoEAuxLossScale
+	preHook    func([]*nn.Parameter) error // Inputs.PreHook
+	cpWait     *atomic.Int64               // Inputs.CPWait
 }
 
 // forward runs one layer on x ([s, b, h], or [s/tp, b, h] under sequence
@@ -423,7 +427,7 @@ func (l *Layer) attention(t *autograd.Tape, qkv *autograd.Var, m *Model, ps *pas
 		if m.CP.Size() > 1 {
 			return cp.Attention(t, qkv, heads, cp.Options{
 				Type: cp.CommType(cfg.LayerCPCommType(l.Number)), Groups: m.CP,
-				Dropout: cfg.AttentionDropout, RNG: ps.mp, DType: prec, Wait: m.CPWait,
+				Dropout: cfg.AttentionDropout, RNG: ps.mp, DType: prec, Wait: ps.cpWait,
 				Segments: ps.segments,
 			})
 		}

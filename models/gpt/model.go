@@ -3,7 +3,6 @@ package gpt
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
@@ -43,10 +42,6 @@ type Model struct {
 	// Experts are the expert grid's groups of the MoE layers (WithExperts;
 	// zero: one rank).
 	Experts moe.Parallel
-	// CPWait, if set, accumulates the nanoseconds ring attention spends
-	// blocked on receives.
-	CPWait *atomic.Int64
-
 	// Embedding is the vocab-parallel word embedding; its weight
 	// (embedding.word_embeddings.weight, [V_pad/tp, h]) is also the output
 	// layer's weight. A chunk holding the head but not the embedding keeps
@@ -75,14 +70,6 @@ type Model struct {
 	// Stats, when set, receives the activation memory at the boundaries
 	// of every recorded Forward.
 	Stats *ActivationStats
-
-	// PreHook, when set, runs before each part of a forward pass — the
-	// embedding, every decoder layer (or checkpointed run of layers), the
-	// head — with the parameters that part uses: the place of the
-	// data-parallel wrapper's forward pre-hook, which waits for the
-	// parameters' all-gather under overlap_param_gather. Its error ends the
-	// forward pass.
-	PreHook func(ps []*nn.Parameter) error
 
 	params []*nn.Parameter
 	input  *autograd.Var

@@ -2,8 +2,10 @@ package gpt
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/gotron/gotron/cp"
+	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor/kernels"
 )
 
@@ -39,6 +41,16 @@ type Inputs struct {
 	// loss scale × cp / microbatches, as the schedule sets Megatron's
 	// MoEAuxLossAutoScaler); 0 means 1.
 	MoEAuxLossScale float32
+	// PreHook, when set, runs before each part of this forward pass — the
+	// embedding, every decoder layer (or checkpointed run of layers), the
+	// head — with the parameters that part uses: the place of the
+	// data-parallel wrapper's forward pre-hook, which waits for the
+	// parameters' all-gather under overlap_param_gather. Its error ends the
+	// forward pass.
+	PreHook func(ps []*nn.Parameter) error
+	// CPWait, when set, accumulates the nanoseconds this pass's ring
+	// attention (context parallelism) spends blocked on receives.
+	CPWait *atomic.Int64
 }
 
 // checkPacking checks the shapes of in's position ids and segments and
