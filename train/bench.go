@@ -359,33 +359,39 @@ func benchLayout(o BenchOptions, dp int) string {
 		parts = append(parts, s)
 	}
 	if dp > 1 {
-		d := defaultDDP()
-		if o.DDP != nil {
-			d = *o.DDP
-		}
-		s := fmt.Sprintf("data parallel %d", dp)
-		switch {
-		case d.OverlapGradReduce && d.NumBuckets > 0:
-			s += fmt.Sprintf(", gradient reduction overlapped with backward (%d buckets asked)", d.NumBuckets)
-		case d.OverlapGradReduce && d.BucketSize > 0:
-			s += fmt.Sprintf(", gradient reduction overlapped with backward (buckets of %d elements)", d.BucketSize)
-		case d.OverlapGradReduce:
-			s += ", gradient reduction overlapped with backward (default bucket size)"
-		default:
-			s += ", gradients reduced after backward (one bucket)"
-		}
-		if d.UseDistributedOptimizer {
-			s += ", distributed optimizer"
-			if d.OverlapParamGather {
-				s += " with overlapped parameter all-gather"
-			}
-		}
-		parts = append(parts, s)
+		parts = append(parts, dataParallelLayout(o, dp))
 	}
 	if len(parts) == 0 {
 		return "one rank"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// dataParallelLayout describes dp data-parallel replicas and how their
+// gradients and parameters are reduced and gathered.
+func dataParallelLayout(o BenchOptions, dp int) string {
+	d := defaultDDP()
+	if o.DDP != nil {
+		d = *o.DDP
+	}
+	s := fmt.Sprintf("data parallel %d", dp)
+	switch {
+	case d.OverlapGradReduce && d.NumBuckets > 0:
+		s += fmt.Sprintf(", gradient reduction overlapped with backward (%d buckets asked)", d.NumBuckets)
+	case d.OverlapGradReduce && d.BucketSize > 0:
+		s += fmt.Sprintf(", gradient reduction overlapped with backward (buckets of %d elements)", d.BucketSize)
+	case d.OverlapGradReduce:
+		s += ", gradient reduction overlapped with backward (default bucket size)"
+	default:
+		s += ", gradients reduced after backward (one bucket)"
+	}
+	if d.UseDistributedOptimizer {
+		s += ", distributed optimizer"
+		if d.OverlapParamGather {
+			s += " with overlapped parameter all-gather"
+		}
+	}
+	return s
 }
 
 func threadsOr(n int) int {

@@ -139,42 +139,7 @@ func MeasureActivations(ctx context.Context, a Args) ([]MemoryRow, error) {
 			Korthikanti: Korthikanti(l.cfg, a.MicroBatchSize)}
 		n := max(l.cfg.TensorModelParallelSize, 1) * max(l.cfg.ContextParallelSize, 1)
 		err := local.NewWorld(n, comm.Options{}).Run(ctx, func(ctx context.Context, w comm.Group) error {
-			groups, err := mesh.Initialize(ctx, w, mesh.Sizes{TP: max(l.cfg.TensorModelParallelSize, 1), PP: 1, CP: max(l.cfg.ContextParallelSize, 1), EP: 1, ETP: 1})
-			if err != nil {
-				return err
-			}
-			g := groups.TP()
-			var cpg *cp.Groups
-			if l.cfg.ContextParallelSize > 1 {
-				if cpg, err = cp.NewGroups(ctx, groups.CP(), l.cfg.HierarchicalContextParallelSizes); err != nil {
-					return err
-				}
-			}
-			m, err := gpt.NewParallel(l.cfg, rng.New(a.Seed), g, gpt.WithContextParallel(cpg))
-			if err != nil {
-				return err
-			}
-			tracker, def, err := tp.ModelParallelManualSeed(a.Seed+1+uint64(m.CP.Rank()), g.Rank(), 0, 0)
-			if err != nil {
-				return err
-			}
-			var st gpt.ActivationStats
-			m.Stats = &st
-			tape := autograd.NewTape(ctx)
-			b := splitBatch(data.MockDataset{Seed: a.Seed, Vocab: l.cfg.VocabSize, Seq: l.cfg.SeqLength}.Batch(data.ConstantStep(0, a.MicroBatchSize), 0, a.MicroBatchSize), m.CP)
-			losses, err := m.Forward(tape, b.InputIDs, b.Labels, b.Rows, b.Seq, &gpt.Randomness{Default: def, Tracker: tracker})
-			if err != nil {
-				return err
-			}
-			if err := autograd.Backward(tape, gpt.MaskedMeanLoss(tape, losses, b, 1), nil); err != nil {
-				return err
-			}
-			if w.Rank() == 0 {
-				row.PerLayer = (st.AfterLayer[len(st.AfterLayer)-1] - st.AfterEmbedding) / int64(len(st.AfterLayer))
-				row.EndOfForward = st.AfterLoss - st.Start
-				row.Peak = tape.PeakActivationBytes()
-			}
-			return nil
+			return measureRank(ctx, w, a, l.cfg, &row)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", l.name, err)
@@ -182,4 +147,47 @@ func MeasureActivations(ctx context.Context, a Args) ([]MemoryRow, error) {
 		rows = append(rows, row)
 	}
 	return rows, nil
+}
+
+// measureRank is one rank of a layout of MeasureActivations: one
+// micro-batch's forward and backward of model cfg, and, on rank 0, the
+// activation memory per layer, at the end of the forward pass and at its
+// peak into row.
+func measureRank(ctx context.Context, w comm.Group, a Args, cfg config.TransformerConfig, row *MemoryRow) error {
+	groups, err := mesh.Initialize(ctx, w, mesh.Sizes{TP: max(cfg.TensorModelParallelSize, 1), PP: 1, CP: max(cfg.ContextParallelSize, 1), EP: 1, ETP: 1})
+	if err != nil {
+		return err
+	}
+	g := groups.TP()
+	var cpg *cp.Groups
+	if cfg.ContextParallelSize > 1 {
+		if cpg, err = cp.NewGroups(ctx, groups.CP(), cfg.HierarchicalContextParallelSizes); err != nil {
+			return err
+		}
+	}
+	m, err := gpt.NewParallel(cfg, rng.New(a.Seed), g, gpt.WithContextParallel(cpg))
+	if err != nil {
+		return err
+	}
+	tracker, def, err := tp.ModelParallelManualSeed(a.Seed+1+uint64(m.CP.Rank()), g.Rank(), 0, 0)
+	if err != nil {
+		return err
+	}
+	var st gpt.ActivationStats
+	tape := autograd.NewTape(ctx)
+	b := splitBatch(data.MockDataset{Seed: a.Seed, Vocab: cfg.VocabSize, Seq: cfg.SeqLength}.Batch(data.ConstantStep(0, a.MicroBatchSize), 0, a.MicroBatchSize), m.CP)
+	losses, err := m.ForwardInputs(tape, gpt.Inputs{IDs: b.InputIDs, Labels: b.Labels, Rows: b.Rows, Seq: b.Seq, Stats: &st},
+		&gpt.Randomness{Default: def, Tracker: tracker}, nil)
+	if err != nil {
+		return err
+	}
+	if err := autograd.Backward(tape, gpt.MaskedMeanLoss(tape, losses, b, 1), nil); err != nil {
+		return err
+	}
+	if w.Rank() == 0 {
+		row.PerLayer = (st.AfterLayer[len(st.AfterLayer)-1] - st.AfterEmbedding) / int64(len(st.AfterLayer))
+		row.EndOfForward = st.AfterLoss - st.Start
+		row.Peak = tape.PeakActivationBytes()
+	}
+	return nil
 }

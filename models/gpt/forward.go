@@ -111,7 +111,7 @@ func (m *Model) ForwardInputs(t *autograd.Tape, in Inputs, r *Randomness, checkp
 	if err != nil {
 		return nil, err
 	}
-	stats := m.Stats
+	stats := in.Stats
 	if !t.Recording() {
 		stats = nil
 	}

@@ -2,7 +2,7 @@ package gpt
 
 import "github.com/gotron/gotron/config"
 
-// ActivationStats receives, when set as Model.Stats, the tape's
+// ActivationStats receives, when set as Inputs.Stats, the tape's
 // activation bytes (autograd.Tape.ActivationBytes: what the forward pass
 // keeps for backward) at the boundaries of a recorded Forward.
 type ActivationStats struct {

@@ -99,13 +99,13 @@ func TestActivationMemoryMatchesEstimate(t *testing.T) {
 					return err
 				}
 				var st ActivationStats
-				m.Stats = &st
 				tape := autograd.NewTape(ctx)
 				b := data.MockDataset{Seed: 1, Vocab: cfg.VocabSize, Seq: cfg.SeqLength}.Batch(data.ConstantStep(0, v.microBatch), 0, v.microBatch)
 				r, n := m.CP.Rank(), m.CP.Size()
 				b = data.Batch{Rows: b.Rows, Seq: b.Seq / n, InputIDs: cp.Split(b.InputIDs, b.Rows, b.Seq, n, r),
 					Labels: cp.Split(b.Labels, b.Rows, b.Seq, n, r), LossMask: cp.Split(b.LossMask, b.Rows, b.Seq, n, r)}
-				losses, err := m.Forward(tape, b.InputIDs, b.Labels, b.Rows, b.Seq, &Randomness{Default: def, Tracker: tracker})
+				losses, err := m.ForwardInputs(tape, Inputs{IDs: b.InputIDs, Labels: b.Labels, Rows: b.Rows, Seq: b.Seq, Stats: &st},
+					&Randomness{Default: def, Tracker: tracker}, nil)
 				if err != nil {
 					return err
 				}

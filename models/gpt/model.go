@@ -67,10 +67,6 @@ type Model struct {
 	Output       *tp.ColumnParallelLinear
 	OutputWeight *nn.Parameter
 
-	// Stats, when set, receives the activation memory at the boundaries
-	// of every recorded Forward.
-	Stats *ActivationStats
-
 	params []*nn.Parameter
 	input  *autograd.Var
 

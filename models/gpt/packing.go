@@ -51,6 +51,9 @@ type Inputs struct {
 	// CPWait, when set, accumulates the nanoseconds this pass's ring
 	// attention (context parallelism) spends blocked on receives.
 	CPWait *atomic.Int64
+	// Stats, when set, receives the activation memory at the boundaries
+	// of this forward pass if the tape records.
+	Stats *ActivationStats
 }
 
 // checkPacking checks the shapes of in's position ids and segments and
