@@ -16,6 +16,7 @@ import (
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/comm/local"
 	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/pp"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/dnnl"
 )
@@ -456,7 +457,7 @@ func (b *benchRun) train(ctx context.Context, t *trainer, measure bool) error {
 	a := b.a
 	for t.iteration < a.TrainIters {
 		var r stepResult
-		var tl *timeline
+		var tl *pp.Timeline
 		var err error
 		if a.Model.PipelineModelParallelSize > 1 && t.iteration == a.TrainIters-1 {
 			r, tl, err = t.profiledStep(ctx)
@@ -480,8 +481,8 @@ func (b *benchRun) train(ctx context.Context, t *trainer, measure bool) error {
 			return err
 		}
 		if tl != nil {
-			bb := tl.bubbles()
-			b.bub, b.idle = bubble(bb), meanBubble(bb)
+			bb := tl.Bubbles()
+			b.bub, b.idle = pp.Bubble(bb), pp.MeanBubble(bb)
 		}
 	}
 	return nil
@@ -544,7 +545,7 @@ func (b *benchRun) result(c BenchConfig, n int) BenchResult {
 		AdamMS: ms(b.adam, optSteps), GatherMS: ms(b.gather, optSteps), FirstMS: ms(b.first, 1),
 		CPWait: float64(b.cpWait) / float64(total)}
 	if p > 1 {
-		res.TheoreticalBubble = theoreticalBubble(p, a.Model.NumModelChunks(), m)
+		res.TheoreticalBubble = pp.TheoreticalBubble(p, a.Model.NumModelChunks(), m)
 	}
 	if b.prof != nil {
 		res.Phases = &b.prof.phases

@@ -19,6 +19,7 @@ import (
 	"github.com/gotron/gotron/moe"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/optim"
+	"github.com/gotron/gotron/pp"
 	"github.com/gotron/gotron/pp/p2p"
 	"github.com/gotron/gotron/tensor/blas"
 	"github.com/gotron/gotron/tensor/rng"
@@ -60,7 +61,7 @@ type trainer struct {
 	mp      comm.Group // the model-parallel group (gradient norm)
 	pp      comm.Group // the pipeline-parallel group
 	p2p     *p2p.Communicator
-	rec     *recorder // the schedule's events, while an iteration is profiled
+	rec     *pp.Recorder // the schedule's events, while an iteration is profiled
 	// cpWait is the nanoseconds ring attention has spent blocked on
 	// receives (context parallelism), over the run.
 	cpWait atomic.Int64

@@ -15,6 +15,7 @@ import (
 	"github.com/gotron/gotron/comm/local"
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/pp"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/dnnl"
 )
@@ -296,7 +297,7 @@ func (r *rankRun) iterate(ctx context.Context) (stop bool, err error) {
 	// Each iteration's MoE metrics count its own training forwards.
 	t.resetMoEStats()
 	var s stepResult
-	var tl *timeline
+	var tl *pp.Timeline
 	if a.ProfileSchedule != "" && t.iteration == a.TrainIters-1 {
 		s, tl, err = t.profiledStep(ctx)
 	} else {
@@ -331,17 +332,17 @@ func (r *rankRun) iterate(ctx context.Context) (stop bool, err error) {
 
 // timeline writes the profiled iteration's schedule (--profile-schedule)
 // and reports its bubble; nil does nothing.
-func (r *rankRun) timeline(tl *timeline) error {
+func (r *rankRun) timeline(tl *pp.Timeline) error {
 	if tl == nil {
 		return nil
 	}
-	if err := tl.writeSVG(r.a.ProfileSchedule); err != nil {
-		return err
+	if err := tl.WriteSVG(r.a.ProfileSchedule); err != nil {
+		return fmt.Errorf("--profile-schedule: %w", err)
 	}
 	if r.log != nil {
-		b := tl.bubbles()
+		b := tl.Bubbles()
 		r.log.printf("gotron: schedule timeline of iteration %d written to %s: measured bubble %.1f%% (the busiest rank's idle time), theoretical %.1f%%, mean idle time %.1f%%\n",
-			r.t.iteration, r.a.ProfileSchedule, 100*bubble(b), 100*theoreticalBubble(tl.pp, tl.vpp, tl.m), 100*meanBubble(b))
+			r.t.iteration, r.a.ProfileSchedule, 100*pp.Bubble(b), 100*pp.TheoreticalBubble(tl.PP, tl.VPP, tl.Microbatches), 100*pp.MeanBubble(b))
 	}
 	return nil
 }

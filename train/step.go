@@ -129,7 +129,7 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch da
 	}
 	var trace func(pp.Event)
 	if t.rec != nil && !forwardOnly {
-		trace = t.rec.record
+		trace = t.rec.Record
 	}
 	args := pp.Args{Trace: trace,
 		Config: cfg, Rank: t.pp.Rank(), Tape: t.tape, Chunks: chunks, ForwardStep: fwd,
@@ -456,19 +456,23 @@ func (t *trainer) averageOverDP(ctx context.Context, x float64) (float64, error)
 // profiledStep runs one iteration recording every rank's schedule (after a
 // barrier, so that the ranks' clocks start together) and returns the
 // timeline on world rank 0.
-func (t *trainer) profiledStep(ctx context.Context) (stepResult, *timeline, error) {
+func (t *trainer) profiledStep(ctx context.Context) (stepResult, *pp.Timeline, error) {
 	if err := t.groups.World.Barrier(ctx); err != nil {
 		return stepResult{}, nil, fmt.Errorf("--profile-schedule: %w", err)
 	}
-	t.rec = &recorder{t0: time.Now()}
+	t.rec = pp.NewRecorder()
 	r, err := t.step(ctx)
 	rec := t.rec
 	t.rec = nil
 	if err != nil {
 		return r, nil, err
 	}
-	tl, err := t.gatherTimeline(ctx, rec)
-	return r, tl, err
+	tl, err := pp.GatherTimeline(ctx, t.groups.World, t.pp.Rank(), rec,
+		pp.Timeline{PP: t.pp.Size(), VPP: len(t.chunks), Microbatches: t.micro})
+	if err != nil {
+		return r, nil, fmt.Errorf("--profile-schedule: %w", err)
+	}
+	return r, tl, nil
 }
 
 // evaluate returns the mean loss over EvalIters global batches of the

@@ -3,37 +3,11 @@ package train
 import (
 	"context"
 	"encoding/xml"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/gotron/gotron/pp"
 )
-
-// TestTimelineBubble: on a hand-made two-stage timeline whose ranks each
-// compute 6 of the 8 time units, the measured bubble is 25% per rank.
-func TestTimelineBubble(t *testing.T) {
-	tl := &timeline{pp: 2, vpp: 1, m: 3, ppRank: []int{0, 1}, ranks: [][]span{
-		{{kind: pp.Forward, start: 0, end: 1}, {kind: pp.Forward, start: 1, end: 2}, {kind: pp.Comm, start: 2, end: 3}, {kind: pp.Backward, start: 4, end: 8}},
-		{{kind: pp.Forward, start: 1, end: 2}, {kind: pp.Backward, start: 2, end: 7}},
-	}}
-	for r, b := range tl.bubbles() {
-		if math.Abs(b-0.25) > 1e-12 {
-			t.Errorf("rank %d: bubble %g, want 0.25", r, b)
-		}
-	}
-	if b := bubble([]float64{0.3, 0.1, 0.2}); b != 0.1 {
-		t.Errorf("bubble of idle fractions 0.3, 0.1, 0.2 = %g, want the busiest rank's 0.1", b)
-	}
-	if got := theoreticalBubble(2, 1, 8); math.Abs(got-1.0/9) > 1e-12 {
-		t.Errorf("theoretical bubble (P=2, M=8) = %g, want 1/9", got)
-	}
-	if got := theoreticalBubble(4, 2, 8); math.Abs(got-3.0/19) > 1e-12 {
-		t.Errorf("theoretical bubble (P=4, V=2, M=8) = %g, want 3/19", got)
-	}
-}
 
 // TestProfileSchedule: --profile-schedule writes a well-formed SVG with a
 // row per rank and the measured and theoretical bubbles.
