@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/gotron/gotron/moe"
 	"github.com/schollz/progressbar/v3"
 )
 
@@ -27,8 +28,8 @@ type logger struct {
 	count     int
 	skipped   int
 	// sumMoE are the interval's sums of a MoE model's losses (each the
-	// mean over the MoE layers), in moeMeans' order.
-	sumMoE []moeMean
+	// mean over the MoE layers), in moe.Metrics.Means' order.
+	sumMoE []moe.Mean
 }
 
 // Record is one line of --log-json.
@@ -56,7 +57,7 @@ type Record struct {
 	ConsumedSamples int64 `json:"consumed_samples"`
 	// MoE holds a MoE model's metrics of the iteration (absent for a
 	// dense model).
-	MoE *MoERecord `json:"moe,omitempty"`
+	MoE *moe.Metrics `json:"moe,omitempty"`
 }
 
 func newLogger(out io.Writer, progress io.Writer, jsonPath string, total int) (*logger, error) {
@@ -89,16 +90,16 @@ func (l *logger) printf(format string, args ...any) {
 }
 
 // iteration records one iteration and prints a Megatron-style line every
-// interval iterations. moe is a MoE model's metrics of the iteration (nil
+// interval iterations. metrics is a MoE model's metrics of the iteration (nil
 // for a dense model).
-func (l *logger) iteration(a Args, it int, r stepResult, moe *MoERecord, interval int) error {
-	rec := iterationRecord(a, it, r, moe)
+func (l *logger) iteration(a Args, it int, r stepResult, metrics *moe.Metrics, interval int) error {
+	rec := iterationRecord(a, it, r, metrics)
 	if l.enc != nil {
 		if err := l.enc.Encode(rec); err != nil {
 			return fmt.Errorf("--log-json: %w", err)
 		}
 	}
-	l.accumulate(a, r, moe)
+	l.accumulate(a, r, metrics)
 	if it%interval == 0 || it == a.TrainIters {
 		l.printInterval(a, it, r)
 	}
@@ -110,12 +111,12 @@ func (l *logger) iteration(a Args, it int, r stepResult, moe *MoERecord, interva
 }
 
 // iterationRecord is --log-json's record of iteration it.
-func iterationRecord(a Args, it int, r stepResult, moe *MoERecord) Record {
+func iterationRecord(a Args, it int, r stepResult, metrics *moe.Metrics) Record {
 	tokens := float64(r.globalBatch) * float64(a.Model.SeqLength)
 	rec := Record{Iteration: it, Loss: r.loss, LR: r.lr,
 		TokensPerS: tokens / r.elapsed.Seconds(), StepMS: float64(r.elapsed.Microseconds()) / 1000,
 		PeakActivationBytes: r.peakActivations, Skipped: r.skipped,
-		GlobalBatchSize: r.globalBatch, ConsumedSamples: r.consumed, MoE: moe}
+		GlobalBatchSize: r.globalBatch, ConsumedSamples: r.consumed, MoE: metrics}
 	if !r.skipped {
 		rec.GradNorm = &r.gradNorm
 	}
@@ -126,16 +127,16 @@ func iterationRecord(a Args, it int, r stepResult, moe *MoERecord) Record {
 }
 
 // accumulate adds an iteration to the interval's sums.
-func (l *logger) accumulate(a Args, r stepResult, moe *MoERecord) {
+func (l *logger) accumulate(a Args, r stepResult, metrics *moe.Metrics) {
 	l.sumLoss += r.loss
 	l.sumTime += r.elapsed
 	l.sumTokens += float64(r.globalBatch) * float64(a.Model.SeqLength)
-	if moe != nil {
-		for i, m := range moe.moeMeans() {
+	if metrics != nil {
+		for i, m := range metrics.Means() {
 			if i == len(l.sumMoE) {
-				l.sumMoE = append(l.sumMoE, moeMean{name: m.name})
+				l.sumMoE = append(l.sumMoE, moe.Mean{Name: m.Name})
 			}
-			l.sumMoE[i].value += m.value
+			l.sumMoE[i].Value += m.Value
 		}
 	}
 	l.count++
@@ -164,7 +165,7 @@ func (l *logger) printInterval(a Args, it int, r stepResult) {
 	// over the interval like the loss.
 	var moeLosses string
 	for _, m := range l.sumMoE {
-		moeLosses += fmt.Sprintf("%s: %.6E | ", m.name, m.value/float64(l.count))
+		moeLosses += fmt.Sprintf("%s: %.6E | ", m.Name, m.Value/float64(l.count))
 	}
 	l.printf(" [%s] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | throughput (tokens/s): %.0f | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | %s%s%s%selapsed: %s |\n",
 		time.Now().Format("2006-01-02 15:04:05"), it, a.TrainIters, r.consumed,

@@ -14,108 +14,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gotron/gotron/comm"
-	"github.com/gotron/gotron/comm/local"
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/moe"
 )
 
-// TestReduceMoEStats: the reduction of hand-made statistics on 1 and 3
-// in-process ranks. Two MoE layers (global indices 1 and 3) of 3 experts;
-// rank r holds layer 1 with losses 1+r and 10+r and tokens (r, 2r, 3) and,
-// except rank 2 (a stage without it), layer 3 with 0.5 and 0.25 and tokens
-// (1, 0, 0). Rank 0 gets the sums divided by the divisors; the others nil.
-func TestReduceMoEStats(t *testing.T) {
-	for _, n := range []int{1, 3} {
-		t.Run(fmt.Sprintf("world%d", n), func(t *testing.T) {
-			div := moeDivisors{lb: 4, z: 8}
-			var got *MoERecord
-			err := local.NewWorld(n, comm.Options{}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
-				r := g.Rank()
-				s := newMoEStats([]int{1, 3}, 3)
-				if err := s.add(1, moe.Stats{LoadBalancing: float64(1 + r), Z: float64(10 + r), Passes: 2, Tokens: []float32{float32(r), float32(2 * r), 3}}); err != nil {
-					return err
-				}
-				if r != 2 {
-					if err := s.add(3, moe.Stats{LoadBalancing: 0.5, Z: 0.25, Passes: 2, Tokens: []float32{1, 0, 0}}); err != nil {
-						return err
-					}
-				}
-				rec, err := reduceMoEStats(ctx, g, s, div, "seq_load_balancing_loss", true)
-				if err != nil {
-					return err
-				}
-				if r == 0 {
-					got = rec
-				} else if rec != nil {
-					return fmt.Errorf("rank %d got metrics %+v, want nil (rank 0 logs)", r, rec)
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := &MoERecord{Layers: []int{1, 3}}
-			var lb1, z1 float64
-			var tok1 []int64 = []int64{0, 0, 3 * int64(n)}
-			for r := range n {
-				lb1 += float64(1 + r)
-				z1 += float64(10 + r)
-				tok1[0] += int64(r)
-				tok1[1] += int64(2 * r)
-			}
-			held := float64(min(n, 2))
-			want.SeqLoadBalancingLoss = []float64{lb1 / 4, 0.5 * held / 4}
-			want.ZLoss = []float64{z1 / 8, 0.25 * held / 8}
-			want.TokensPerExpert = [][]int64{tok1, {int64(held), 0, 0}}
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Errorf("metrics %+v, want %+v", got, want)
-			}
-		})
-	}
-}
-
-// TestMoEStatsAddRefuses: statistics of a layer the config does not make
-// MoE, or of another number of experts, are refused.
-func TestMoEStatsAddRefuses(t *testing.T) {
-	s := newMoEStats([]int{0, 2}, 4)
-	if err := s.add(1, moe.Stats{}); err == nil || !strings.Contains(err.Error(), "decoder layer 1") {
-		t.Errorf("layer 1: %v, want an error naming decoder layer 1", err)
-	}
-	if err := s.add(2, moe.Stats{Tokens: make([]float32, 3)}); err == nil || !strings.Contains(err.Error(), "--num-experts is 4") {
-		t.Errorf("3 experts: %v, want an error naming --num-experts", err)
-	}
-}
-
-func TestMoEMetricNames(t *testing.T) {
-	for _, c := range []struct {
-		typ       string
-		aux, z    float64
-		wantLB    string
-		wantZLoss bool
-	}{
-		{"aux_loss", 0.01, 0.001, "load_balancing_loss", true},
-		{"seq_aux_loss", 0.01, 0, "seq_load_balancing_loss", false},
-		{"none", 0.01, 0.001, "", true},
-		{"aux_loss", 0, 0, "", false},
-	} {
-		m := config.DefaultTransformerConfig()
-		m.MoERouterLoadBalancingType, m.MoEAuxLossCoeff, m.MoEZLossCoeff = c.typ, c.aux, c.z
-		if lb, z := moeMetricNames(m); lb != c.wantLB || z != c.wantZLoss {
-			t.Errorf("%s, aux %g, z %g: names %q, %v; want %q, %v", c.typ, c.aux, c.z, lb, z, c.wantLB, c.wantZLoss)
-		}
-	}
-}
-
 // moeLogRun trains a with --log-json and returns the iteration records'
 // MoE metrics and the text log; moeLog also the JSON file.
-func moeLogRun(t *testing.T, a Args) ([]*MoERecord, string) {
+func moeLogRun(t *testing.T, a Args) ([]*moe.Metrics, string) {
 	t.Helper()
 	recs, out, _ := moeLog(t, a)
 	return recs, out
 }
 
-func moeLog(t *testing.T, a Args) ([]*MoERecord, string, string) {
+func moeLog(t *testing.T, a Args) ([]*moe.Metrics, string, string) {
 	t.Helper()
 	a.LogJSON = filepath.Join(t.TempDir(), "log.jsonl")
 	var out strings.Builder
@@ -127,13 +38,13 @@ func moeLog(t *testing.T, a Args) ([]*MoERecord, string, string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var recs []*MoERecord
+	var recs []*moe.Metrics
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		var r struct {
-			ValidLoss *float64   `json:"valid_loss"`
-			MoE       *MoERecord `json:"moe"`
+			ValidLoss *float64     `json:"valid_loss"`
+			MoE       *moe.Metrics `json:"moe"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatal(err)
@@ -158,7 +69,7 @@ func moeLog(t *testing.T, a Args) ([]*MoERecord, string, string) {
 // checkMoEMetrics compares a run's per-iteration MoE metrics with the
 // one-rank run's: the same layers and names, tokens per expert exactly,
 // the losses to 1e-6 relative.
-func checkMoEMetrics(t *testing.T, got, want []*MoERecord) {
+func checkMoEMetrics(t *testing.T, got, want []*moe.Metrics) {
 	t.Helper()
 	for it := range want {
 		g, w := got[it], want[it]

@@ -12,7 +12,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gotron/gotron/train"
+	"github.com/gotron/gotron/moe"
 )
 
 // expertLoad is what a --log-json log recorded of a MoE model's routing:
@@ -50,9 +50,9 @@ func readExpertLoad(r io.Reader, name string) (*expertLoad, error) {
 			return nil, fmt.Errorf("%s:%d: not a JSON object: this is not a log of gotron train --log-json", name, line)
 		}
 		var rec struct {
-			Iteration *int             `json:"iteration"`
-			ValidLoss *float64         `json:"valid_loss"`
-			MoE       *train.MoERecord `json:"moe"`
+			Iteration *int         `json:"iteration"`
+			ValidLoss *float64     `json:"valid_loss"`
+			MoE       *moe.Metrics `json:"moe"`
 		}
 		if err := json.Unmarshal(b, &rec); err != nil {
 			return nil, fmt.Errorf("%s:%d: %v: not a record of gotron train --log-json (a run killed while writing leaves a cut-off last line: delete it)", name, line, oneLine(err))
@@ -94,7 +94,7 @@ func readExpertLoad(r io.Reader, name string) (*expertLoad, error) {
 
 // check validates a MoE record against itself and the file's first one
 // (at line first; 0: this is the first) and returns its token counts.
-func (l *expertLoad) check(m *train.MoERecord, first int) ([][]int64, error) {
+func (l *expertLoad) check(m *moe.Metrics, first int) ([][]int64, error) {
 	n := len(m.Layers)
 	if n == 0 {
 		return nil, fmt.Errorf("the \"moe\" record lists no layers")
