@@ -205,7 +205,7 @@ func TestCkptModelOptionsUnreadable(t *testing.T) {
 	}{
 		{map[string]string{"multi_latent_attention": "true", "normalization": "RMSNorm"},
 			"the checkpoint records model options this gotron does not know (multi_latent_attention): load it with the gotron that saved it"},
-		{map[string]string{"rotary_percent": "half"}, `the checkpoint records the model option rotary_percent as "half", which is not a value of it`},
+		{map[string]string{"rotary_percent": "half"}, `the checkpoint's manifest is damaged: the model option rotary_percent is recorded as "half", which is not a value of it`},
 	} {
 		d := copyDir(t, dir)
 		rewriteManifest(t, d, 2, func(m *ckpt.Manifest) { m.Args.Model = c.model })
