@@ -119,13 +119,11 @@ func (t *trainer) loadWeights(r *ckpt.Reader) error {
 	whole := gpt.ParameterShapes(t.a.Model)
 	values := map[*nn.Parameter]*tensor.Tensor{}
 	for _, p := range t.params {
-		local := p.Value.Shape()
-		all := ckpt.Box{Offset: make([]int, len(local)), Shape: local}
-		buf := make([]float32, all.Numel())
-		if err := t.readRegions(r, ckpt.ModelKey+p.Name, p, whole[p.Name], []ckpt.Box{all}, buf, 0); err != nil {
+		buf := make([]float32, p.Value.Len())
+		if err := r.Load(t.sharded(ckpt.ModelKey+p.Name, p, whole[p.Name], 0, buf)); err != nil {
 			return err
 		}
-		values[p] = tensor.FromSlice(buf, local...)
+		values[p] = tensor.FromSlice(buf, p.Value.Shape()...)
 		p.Value.CopyFrom(values[p])
 	}
 	if t.mixedPrecision() {
@@ -148,9 +146,8 @@ func (t *trainer) loadMoments(r *ckpt.Reader) error {
 	for i := range segs {
 		s := &segs[i]
 		p := s.Param
-		boxes := ckpt.FlatBoxes(p.Value.Shape(), s.Offset, s.Offset+s.Len)
 		for _, k := range keyFields[1:] {
-			if err := t.readRegions(r, k.prefix+p.Name, p, whole[p.Name], boxes, k.field(s), s.Offset); err != nil {
+			if err := r.Load(t.sharded(k.prefix+p.Name, p, whole[p.Name], s.Offset, k.field(s))); err != nil {
 				return err
 			}
 		}
@@ -172,20 +169,6 @@ func openCheckpoint(a Args) (*ckpt.Reader, error) {
 		return nil, fmt.Errorf("--load %w", err)
 	}
 	return r, nil
-}
-
-// readRegions fills the local boxes of p's tensor (dst holds the flat
-// range of p's local tensor starting at element base) from key.
-func (t *trainer) readRegions(r *ckpt.Reader, key string, p *nn.Parameter, whole []int, boxes []ckpt.Box, dst []float32, base int) error {
-	local := p.Value.Shape()
-	for _, reg := range ckpt.Regions(local, t.partition(p), whole, boxes) {
-		buf := make([]float32, reg.Global.Numel())
-		if err := r.Fill(key, reg.Global, buf); err != nil {
-			return err
-		}
-		ckpt.PasteBox(dst, local, base, reg.Local, buf)
-	}
-	return nil
 }
 
 // resumeRNG restores the generators. The streams are keyed by the rank's

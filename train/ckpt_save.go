@@ -161,18 +161,18 @@ func (t *trainer) checkpointPieces() []ckpt.PieceData {
 		if !t.writesOnce(p, t.writesOptimizerState) {
 			continue
 		}
-		local := p.Value.Shape()
-		regions := ckpt.Regions(local, t.partition(p), whole[p.Name], ckpt.FlatBoxes(local, s.Offset, s.Offset+s.Len))
 		for _, k := range t.savedFields() {
-			src := k.field(s)
-			for _, r := range regions {
-				d := make([]float32, r.Local.Numel())
-				ckpt.CopyBox(d, src, local, s.Offset, r.Local)
-				out = append(out, ckpt.PieceData{Key: k.prefix + p.Name, Box: r.Global, Data: d})
-			}
+			out = append(out, t.sharded(k.prefix+p.Name, p, whole[p.Name], s.Offset, k.field(s)).Pieces()...)
 		}
 	}
 	return append(out, t.bufferPieces()...)
+}
+
+// sharded describes this rank's part of the whole tensor key of p (of
+// shape whole): the local elements [lo, lo+len(data)) of p's local tensor,
+// cut from the whole as partition(p) says.
+func (t *trainer) sharded(key string, p *nn.Parameter, whole []int, lo int, data []float32) ckpt.Sharded {
+	return ckpt.Sharded{Key: key, Whole: whole, Local: p.Value.Shape(), Part: t.partition(p), Lo: lo, Data: data}
 }
 
 // bufferPieces are the state tensors that are not parameters (the expert

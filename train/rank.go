@@ -357,14 +357,8 @@ func (t *trainer) gradPieces() []ckpt.PieceData {
 		if !t.writesOnce(p, t.firstReplica) {
 			continue
 		}
-		local := p.Value.Shape()
 		g := p.Grad.Float32().Contiguous().Data()
-		all := ckpt.Box{Offset: make([]int, len(local)), Shape: local}
-		for _, r := range ckpt.Regions(local, t.partition(p), whole[p.Name], []ckpt.Box{all}) {
-			d := make([]float32, r.Local.Numel())
-			ckpt.CopyBox(d, g, local, 0, r.Local)
-			out = append(out, ckpt.PieceData{Key: ckpt.ModelKey + p.Name, Box: r.Global, Data: d})
-		}
+		out = append(out, t.sharded(ckpt.ModelKey+p.Name, p, whole[p.Name], 0, g).Pieces()...)
 	}
 	return out
 }
