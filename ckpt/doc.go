@@ -17,6 +17,10 @@
 // not depend on the layout that wrote it: Regions maps a rank's local
 // tensor (or a flat range of it, FlatBoxes) to boxes of the whole tensor,
 // and Reader.Fill reads any box back from the pieces that intersect it.
+// An owner describes its share of a whole tensor as a Sharded (key, whole
+// and local shapes, partition, flat range, values): Sharded.Pieces is what
+// its shard holds, and Reader.Load fills the same description back from
+// a checkpoint of any layout.
 //
 // The manifest lists the run's arguments and layout, the training state
 // (iteration, consumed samples, optimizer steps, loss scaler, every
