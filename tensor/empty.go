@@ -16,6 +16,13 @@ import (
 // pass over memory more than the kernel's own: about a tenth of a bf16
 // step's CPU time on the benchmark's medium model. Empty skips it.
 //
+// On Linux the pages of an Empty of a megabyte or more are made resident
+// with one madvise(MADV_POPULATE_WRITE) (prefault) rather than a trap on
+// the first write to each 4 KiB page: a step's first iteration writes its
+// activations into fresh memory, and under a hypervisor those traps cost
+// a fifth of the first iteration (docs/BENCHMARKS.md, § The first
+// iteration).
+//
 // Under the build tag gotron_poison every element is set to a quiet NaN
 // instead, so a kernel that leaves an element unwritten turns a test's
 // numbers into NaNs (make test runs the model's packages so).
@@ -54,7 +61,9 @@ func emptyFloat32(n int) []float32 {
 	if n*4 < minEmpty {
 		return poisonFloat32(make([]float32, n))
 	}
-	return poisonFloat32(unsafe.Slice((*float32)(mallocgc(uintptr(n)*4, nil, false)), n))
+	q := mallocgc(uintptr(n)*4, nil, false)
+	prefault(q, uintptr(n)*4)
+	return poisonFloat32(unsafe.Slice((*float32)(q), n))
 }
 
 // emptyUint16 returns n 16-bit values of type d, not initialised when
@@ -63,5 +72,7 @@ func emptyUint16(d DType, n int) []uint16 {
 	if n*2 < minEmpty {
 		return poisonUint16(d, make([]uint16, n))
 	}
-	return poisonUint16(d, unsafe.Slice((*uint16)(mallocgc(uintptr(n)*2, nil, false)), n))
+	q := mallocgc(uintptr(n)*2, nil, false)
+	prefault(q, uintptr(n)*2)
+	return poisonUint16(d, unsafe.Slice((*uint16)(q), n))
 }
