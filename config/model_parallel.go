@@ -201,9 +201,13 @@ type ModelParallelConfig struct {
 
 	// ---- Optimizations ----
 
-	// GradientAccumulationFusion writes weight gradients straight into the
-	// float32 main_grad from the GEMM (APEX's fused_weight_gradient_mlp_cuda).
-	// Not provided: must stay false.
+	// GradientAccumulationFusion has every linear layer's weight-gradient
+	// GEMM accumulate straight into the main gradient (APEX's
+	// fused_weight_gradient_mlp_cuda in the reference; gotron's GEMM with
+	// beta 1). False, the reference's default here (its training
+	// arguments default to true, as gotron train does), computes the
+	// product apart, rounds it to the parameters' type when they are
+	// 16-bit, and adds it to the main gradient (nn.AccumulateWeightGrad).
 	GradientAccumulationFusion bool `json:"gradient_accumulation_fusion"`
 
 	// UseTERNGTracker uses Transformer Engine's RNG tracker. Not provided:

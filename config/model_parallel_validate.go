@@ -309,7 +309,6 @@ func (c ModelParallelConfig) checkNotProvided(vs *violationList) {
 	reportNotProvided(vs, []notProvided{
 		{"max_seqlen_per_dp_cp_rank", c.MaxSeqlenPerDPCPRank != 0, c.MaxSeqlenPerDPCPRank, "0 (unset)", "hybrid context parallelism"},
 		{"hybrid_context_parallel", c.HybridContextParallel, true, false, "hybrid context parallelism"},
-		{"gradient_accumulation_fusion", c.GradientAccumulationFusion, true, false, "fused weight-gradient accumulation (an APEX CUDA kernel)"},
 		{"enable_autocast", c.EnableAutocast, true, false, "autocast, float32 parameters with lower-precision GEMMs (gotron's bfloat16 and float16 are parameter types: params_dtype, --bf16, --fp16)"},
 		{"use_te_rng_tracker", c.UseTERNGTracker, true, false, "Transformer Engine's RNG tracker"},
 		{"tp_comm_overlap", c.TPCommOverlap, true, false, ub},

@@ -128,7 +128,7 @@ func TestModelParallelReferenceRules(t *testing.T) {
 		{"rule 7: deferred embedding wgrad without pipeline parallel",
 			func(c *ModelParallelConfig) { c.DeferEmbeddingWgradCompute, c.GradientAccumulationFusion = true, true },
 			[][]string{{"defer_embedding_wgrad_compute", "pipeline_model_parallel_size"},
-				{"defer_embedding_wgrad_compute"}, {"gradient_accumulation_fusion"}},
+				{"defer_embedding_wgrad_compute"}},
 			[]string{"pipeline_model_parallel_size = 1"}},
 		{"rule 8: deferred embedding wgrad without gradient accumulation fusion",
 			func(c *ModelParallelConfig) { c.DeferEmbeddingWgradCompute = true; withPP(c, 2) },
@@ -141,7 +141,7 @@ func TestModelParallelReferenceRules(t *testing.T) {
 				withPP(c, 2)
 			},
 			[][]string{{"wgrad_deferral_limit", "defer_embedding_wgrad_compute"},
-				{"defer_embedding_wgrad_compute"}, {"gradient_accumulation_fusion"}},
+				{"defer_embedding_wgrad_compute"}},
 			[]string{"= -1"}},
 		{"rule 9: wgrad deferral limit is not read without deferral",
 			func(c *ModelParallelConfig) { c.WgradDeferralLimit = -1 }, nil, nil},
@@ -234,7 +234,6 @@ func TestModelParallelNotProvided(t *testing.T) {
 	changes := map[string]func(*ModelParallelConfig){
 		"max_seqlen_per_dp_cp_rank":                    func(c *ModelParallelConfig) { c.MaxSeqlenPerDPCPRank = 4096 },
 		"hybrid_context_parallel":                      func(c *ModelParallelConfig) { c.HybridContextParallel = true },
-		"gradient_accumulation_fusion":                 func(c *ModelParallelConfig) { c.GradientAccumulationFusion = true },
 		"use_te_rng_tracker":                           func(c *ModelParallelConfig) { c.UseTERNGTracker = true },
 		"tp_comm_overlap":                              func(c *ModelParallelConfig) { c.TPCommOverlap = true },
 		"tp_comm_bulk_wgrad":                           func(c *ModelParallelConfig) { c.TPCommBulkWgrad = false },
@@ -347,5 +346,18 @@ func TestModelParallelValidateDoesNotModify(t *testing.T) {
 	}
 	if partial != 1 || len(c.HierarchicalContextParallelSizes) != 2 || c.HierarchicalContextParallelSizes[0] != 2 || c.HierarchicalContextParallelSizes[1] != 2 {
 		t.Errorf("Validate wrote through the config's references: partial checkpoints %d, hierarchical sizes %v", partial, c.HierarchicalContextParallelSizes)
+	}
+}
+
+// TestGradientAccumulationFusionAccepted: gradient_accumulation_fusion is
+// honoured (nn.AccumulateWeightGrad), either way, not refused as a GPU
+// kernel.
+func TestGradientAccumulationFusionAccepted(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		c := DefaultModelParallelConfig()
+		c.GradientAccumulationFusion = on
+		if err := c.Validate(); err != nil {
+			t.Errorf("gradient_accumulation_fusion = %v: %v", on, err)
+		}
 	}
 }

@@ -13,7 +13,7 @@ func TestAllViolationsReportedTogether(t *testing.T) {
 	mp.PipelineModelParallelSize = 2        // rule 4: no pipeline_dtype
 	mp.VirtualPipelineModelParallelSize = 2 // pp = 2 without overlap
 	mp.FP16, mp.BF16 = true, true           // both precisions
-	mp.GradientAccumulationFusion = true    // not provided
+	mp.UseTERNGTracker = true               // not provided
 	ddp := DefaultDDPConfig()
 	ddp.NumDistributedOptimizerInstances = 2 // without DistOpt
 	ddp.NumBuckets, ddp.BucketSize = 2, 10   // both
@@ -24,7 +24,7 @@ func TestAllViolationsReportedTogether(t *testing.T) {
 		{"pipeline_dtype", "pipeline_model_parallel_size"},
 		{"virtual_pipeline_model_parallel_size", "pipeline_model_parallel_size", "overlap_p2p_comm"},
 		{"fp16", "bf16"},
-		{"gradient_accumulation_fusion"},
+		{"use_te_rng_tracker"},
 		{"num_distributed_optimizer_instances", "use_distributed_optimizer"},
 		{"num_buckets", "bucket_size"},
 		{"calculate_per_token_loss", "average_in_collective"},

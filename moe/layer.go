@@ -30,6 +30,9 @@ type LayerConfig struct {
 	// Act and Gated are the experts' activation (as the dense MLP's).
 	Act   kernels.Activation
 	Gated bool
+	// UnfusedWeightGrad computes the experts' weight gradients apart from
+	// their accumulation (MLPOptions; the zero value fuses).
+	UnfusedWeightGrad bool
 	// GroupedGEMM runs the local experts as one grouped operation
 	// (GroupedMLP, moe_grouped_gemm), else one MLP after another
 	// (SequentialMLP).
@@ -37,6 +40,11 @@ type LayerConfig struct {
 	// ExpertBias enables the aux-loss-free balancing bias with UpdateRate.
 	ExpertBias bool
 	UpdateRate float64
+}
+
+// mlp is the experts' MLPOptions.
+func (c LayerConfig) mlp() MLPOptions {
+	return MLPOptions{Act: c.Act, Gated: c.Gated, UnfusedWeightGrad: c.UnfusedWeightGrad}
 }
 
 // Dispatcher types (moe_token_dispatcher_type).
@@ -176,9 +184,9 @@ func (l *Layer) experts(t *autograd.Tape, x2, probs *autograd.Var, m []bool) (*a
 	}
 	mlp := func(xs *autograd.Var, counts []int) *autograd.Var {
 		if l.Config.GroupedGEMM {
-			return GroupedMLP(t, xs, w1, w2, counts, l.Config.Act, l.Config.Gated)
+			return GroupedMLP(t, xs, w1, w2, counts, l.Config.mlp())
 		}
-		return SequentialMLP(t, xs, w1, w2, counts, l.Config.Act, l.Config.Gated)
+		return SequentialMLP(t, xs, w1, w2, counts, l.Config.mlp())
 	}
 	if GroupSize(p.EP)*GroupSize(p.ETP) > 1 && p.Dispatcher != AllToAllDispatcher {
 		plan, err := NewAllGatherExchange(ctx, p.TPEP, m, tokens, e, l.FirstExpert, len(l.FC1))

@@ -119,18 +119,29 @@ func (f unpermuteFn) Backward(c *autograd.Ctx, dout *tensor.Tensor) ([]*tensor.T
 // GEMM on a CPU), on OpenBLAS (tensor.GemmVarying: the slices' sizes
 // change with the routing), the experts side by side on the rank's cores
 // when they are balanced enough (eachExpert). w1 and w2 are the experts' weights in order; the
-// weights accumulate their gradients directly.
-func GroupedMLP(t *autograd.Tape, x *autograd.Var, w1, w2 []*autograd.Var, counts []int, act kernels.Activation, gated bool) *autograd.Var {
+// weights accumulate their gradients as o says (nn.AccumulateWeightGrad).
+func GroupedMLP(t *autograd.Tape, x *autograd.Var, w1, w2 []*autograd.Var, counts []int, o MLPOptions) *autograd.Var {
 	in := append([]*autograd.Var{x}, w1...)
 	in = append(in, w2...)
-	return autograd.Apply(t, &groupedFn{w1: w1, w2: w2, counts: counts, act: act, gated: gated}, in...)
+	return autograd.Apply(t, &groupedFn{w1: w1, w2: w2, counts: counts, act: o.Act, gated: o.Gated, unfused: o.UnfusedWeightGrad}, in...)
+}
+
+// MLPOptions are the experts' MLP settings of GroupedMLP and
+// SequentialMLP: the activation, gating, and whether the weight gradients
+// are computed apart from their accumulation (Megatron without
+// gradient_accumulation_fusion; the zero value fuses).
+type MLPOptions struct {
+	Act               kernels.Activation
+	Gated             bool
+	UnfusedWeightGrad bool
 }
 
 type groupedFn struct {
-	w1, w2 []*autograd.Var
-	counts []int
-	act    kernels.Activation
-	gated  bool
+	w1, w2  []*autograd.Var
+	counts  []int
+	act     kernels.Activation
+	gated   bool
+	unfused bool
 }
 
 type groupedState struct {
@@ -246,7 +257,7 @@ func (f *groupedFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tens
 		a := f.activate(u) // recomputed: the activation's output is not kept
 		ff := a.Dim(1)
 		dyg := nn.GemmInput(workers, dye, w2)
-		nn.AccumulateGrad(f.w2[j], func(dst []float32) {
+		nn.AccumulateWeightGrad(f.w2[j], !f.unfused, func(dst []float32) {
 			tensor.GemmVarying(workers, true, false, 1, dyg, nn.GemmInput(workers, a, w2), 1, tensor.FromSlice(dst, h, ff))
 		})
 		da := tensor.New(k, ff)
@@ -258,7 +269,7 @@ func (f *groupedFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tens
 			kernels.ActivationBackward(f.act, du.Data(), da.Data(), u.Data())
 		}
 		dug := nn.GemmInput(workers, du, w1)
-		nn.AccumulateGrad(f.w1[j], func(dst []float32) {
+		nn.AccumulateWeightGrad(f.w1[j], !f.unfused, func(dst []float32) {
 			tensor.GemmVarying(workers, true, false, 1, dug, nn.GemmInput(workers, xe, w1), 1, tensor.FromSlice(dst, u.Dim(1), h))
 		})
 		tensor.GemmVarying(workers, false, false, 1, dug, w1, 0, dx.Narrow(0, off, k))
@@ -286,15 +297,15 @@ func (st groupedState) StateBytes() int64 {
 // SequentialMLP, moe_grouped_gemm off) — with the same arithmetic as
 // GroupedMLP (its GEMMs through tensor.GemmVarying too: the rows change
 // with the routing).
-func SequentialMLP(t *autograd.Tape, x *autograd.Var, w1, w2 []*autograd.Var, counts []int, act kernels.Activation, gated bool) *autograd.Var {
+func SequentialMLP(t *autograd.Tape, x *autograd.Var, w1, w2 []*autograd.Var, counts []int, o MLPOptions) *autograd.Var {
 	var outs []*autograd.Var
 	off := 0
 	for j, k := range counts {
 		// An expert without rows still runs (on none), as the reference's:
 		// its weights get a (zero) gradient, and their grad hooks fire.
-		u := autograd.Apply(t, nn.LinearFn{W: w1[j], Varying: true}, autograd.Narrow(t, x, 0, off, k), w1[j])
-		u = nn.MLPActivation(t, u, nil, act, gated)
-		outs = append(outs, autograd.Apply(t, nn.LinearFn{W: w2[j], Varying: true}, u, w2[j]))
+		u := autograd.Apply(t, nn.LinearFn{W: w1[j], Varying: true, UnfusedWeightGrad: o.UnfusedWeightGrad}, autograd.Narrow(t, x, 0, off, k), w1[j])
+		u = nn.MLPActivation(t, u, nil, o.Act, o.Gated)
+		outs = append(outs, autograd.Apply(t, nn.LinearFn{W: w2[j], Varying: true, UnfusedWeightGrad: o.UnfusedWeightGrad}, u, w2[j]))
 		off += k
 	}
 	if len(outs) == 0 {

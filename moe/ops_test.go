@@ -41,9 +41,9 @@ func TestGroupedMatchesSequential(t *testing.T) {
 				}
 				var out *autograd.Var
 				if grouped {
-					out = GroupedMLP(tape, x, w1, w2, counts, c.act, c.gated)
+					out = GroupedMLP(tape, x, w1, w2, counts, MLPOptions{Act: c.act, Gated: c.gated})
 				} else {
-					out = SequentialMLP(tape, x, w1, w2, counts, c.act, c.gated)
+					out = SequentialMLP(tape, x, w1, w2, counts, MLPOptions{Act: c.act, Gated: c.gated})
 				}
 				loss := autograd.WeightedSum(tape, autograd.View(tape, out, n*h), tensor.FromSlice(randn(3, n*h, 1), n*h))
 				if err := autograd.Backward(tape, loss, nil); err != nil {

@@ -39,6 +39,49 @@ func AccumulateGrad(v *autograd.Var, add func(dst []float32)) {
 	addRounded(v.Grad, scratch)
 }
 
+// AccumulateWeightGrad is AccumulateGrad for a linear layer's weight
+// gradient dW += dYᵀ·X, which gemm adds into dst, under Megatron's
+// gradient_accumulation_fusion (config.ModelParallelConfig):
+//
+//   - fused: the GEMM accumulates straight into the main gradient
+//     (AccumulateGrad; APEX's wgrad_gemm_accum_fp32), no weight-sized
+//     temporary;
+//   - not fused: the GEMM writes a fresh float32 product, which is rounded
+//     to the weight's type when that is 16-bit (the reference computes
+//     weight.grad in the parameter's dtype) and then added to the main
+//     gradient (the reference's main_grad.add_(grad) in the DDP hook).
+//
+// In float32 the two differ only in the order the GEMM adds its partial
+// sums to the gradient already there; in bfloat16 or float16 the unfused
+// product is rounded to 16 bits once more before it is added.
+func AccumulateWeightGrad(v *autograd.Var, fused bool, gemm func(dst []float32)) {
+	if fused {
+		AccumulateGrad(v, gemm)
+		return
+	}
+	product := make([]float32, v.Value.Len())
+	gemm(product)
+	if d := v.Value.DType(); d.IsHalf() {
+		roundThrough(d, product)
+	}
+	AccumulateGrad(v, func(dst []float32) { kernels.AddInto(dst, product) })
+}
+
+// roundThrough rounds every element of x to the 16-bit type d and back.
+func roundThrough(d tensor.DType, x []float32) {
+	bits := make([]uint16, len(x))
+	switch d {
+	case tensor.BFloat16:
+		kernels.F32ToBF16(bits, x)
+		kernels.BF16ToF32(x, bits)
+	case tensor.Float16:
+		kernels.F32ToF16(bits, x)
+		kernels.F16ToF32(x, bits)
+	default:
+		panic(fmt.Sprintf("nn: rounding through %v", d))
+	}
+}
+
 // addRounded sets g = round(g + src) for a contiguous 16-bit g.
 func addRounded(g *tensor.Tensor, src []float32) {
 	switch d := g.DType(); d {

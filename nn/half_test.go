@@ -279,3 +279,56 @@ func TestAccumulateGrad(t *testing.T) {
 		}
 	}
 }
+
+// AccumulateWeightGrad: fused, the GEMM adds into the gradient itself;
+// unfused, it writes a zeroed product of its own, rounded to the weight's
+// 16-bit type before it is added (to a float32 main gradient, or with one
+// more rounding to a 16-bit one); a float32 weight's product is added as
+// it is.
+func TestAccumulateWeightGrad(t *testing.T) {
+	const e = 1.0 / 256 // half a bfloat16 ulp at 1
+	product := func(dst []float32) {
+		for i := range dst {
+			if dst[i] != 0 {
+				t.Fatalf("the unfused product's buffer is not zero: %v", dst)
+			}
+			dst[i] = 1 + 1.5*e // rounds to 1 + 2^-7 in bfloat16
+		}
+	}
+	half := func() *autograd.Var {
+		return nn.NewParameter("w", tensor.ToHalf(tensor.Full(1, 2), tensor.BFloat16)).Var
+	}
+
+	v := half()
+	v.Grad = tensor.Full(3, 2)
+	nn.AccumulateWeightGrad(v, true, func(dst []float32) {
+		if dst[0] != 3 {
+			t.Fatalf("fused: the GEMM does not write into the gradient (%v)", dst)
+		}
+		dst[0] += 1 + 1.5*e
+		dst[1] += 1 + 1.5*e
+	})
+	if g := v.Grad.At(0); g != 3+1+1.5*e {
+		t.Errorf("fused: %v, want %v", g, 3+1+1.5*e)
+	}
+
+	v = half()
+	v.Grad = tensor.Full(3, 2)
+	nn.AccumulateWeightGrad(v, false, product)
+	if g := v.Grad.At(0); v.Grad.DType() != tensor.Float32 || g != 3+1+2*e {
+		t.Errorf("unfused, float32 main gradient: %v, want 3 + round_bf16(1 + 1.5·2^-8) = %v", g, 3+1+2*e)
+	}
+
+	v = half()
+	v.Grad = tensor.ToHalf(tensor.Full(0, 2), tensor.BFloat16)
+	nn.AccumulateWeightGrad(v, false, product)
+	if g := v.Grad.At(1); v.Grad.DType() != tensor.BFloat16 || g != 1+2*e {
+		t.Errorf("unfused, bfloat16 gradient: %v, want %v", g, 1+2*e)
+	}
+
+	w := nn.NewParameter("w", tensor.Full(1, 2)).Var
+	nn.AccumulateWeightGrad(w, false, product)
+	if g := w.Grad.At(0); g != 1+1.5*e {
+		t.Errorf("unfused, float32 weight: %v, want the product unrounded, %v", g, 1+1.5*e)
+	}
+}

@@ -33,6 +33,10 @@ type LinearFn struct {
 	// tokens): the GEMMs run through tensor.GemmVarying, which creates no
 	// per-shape oneDNN primitive.
 	Varying bool
+	// UnfusedWeightGrad computes dW into a fresh product added to the
+	// gradient afterwards, as Megatron without gradient_accumulation_fusion
+	// (AccumulateWeightGrad); the zero value fuses.
+	UnfusedWeightGrad bool
 }
 
 // gemmFunc is the GEMM of tensor's GemmParallel signature.
@@ -94,7 +98,7 @@ func (f LinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor
 		grads[0] = dx
 	}
 	if c.NeedsGrad(1) {
-		AccumulateGrad(f.W, func(dst []float32) {
+		AccumulateWeightGrad(f.W, !f.UnfusedWeightGrad, func(dst []float32) {
 			f.gemm()(workers, true, false, 1, dyg, x.View(rows, inF), 1, tensor.FromSlice(dst, out, inF))
 		})
 	}

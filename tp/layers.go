@@ -72,6 +72,11 @@ type ColumnParallelConfig struct {
 	// with the weight-gradient GEMM (LinearOptions.SerialComm), for
 	// measurement.
 	SerialComm bool
+	// UnfusedWeightGrad computes the weight gradient into a fresh product
+	// added to the gradient afterwards (Megatron's config with
+	// gradient_accumulation_fusion false; LinearOptions.UnfusedWeightGrad).
+	// The zero value fuses.
+	UnfusedWeightGrad bool
 }
 
 // ColumnParallelLinear is Y = X·Aᵀ + b with A [out, in] split along its
@@ -110,6 +115,7 @@ type ColumnParallelLinear struct {
 
 	group      comm.Group
 	serialComm bool
+	unfused    bool // UnfusedWeightGrad
 }
 
 // NewColumnParallelLinear builds the rank's part of a column-parallel
@@ -151,6 +157,7 @@ func NewColumnParallelLinear(name string, inputSize, outputSize int, cfg ColumnP
 		ExplicitExpertComm:     cfg.IsExpert && (ws > 1 || ep > 1),
 		group:                  cfg.Group,
 		serialComm:             cfg.SerialComm,
+		unfused:                cfg.UnfusedWeightGrad,
 	}
 	if !cfg.SkipWeightParamAllocation {
 		var err error
@@ -235,11 +242,12 @@ func (l *ColumnParallelLinear) Forward(t *autograd.Tape, x, weight *autograd.Var
 		in = CopyToTensorModelParallelRegion(t, x, l.group)
 	}
 	opts := LinearOptions{
-		AllreduceDgrad:   l.AllreduceDgrad && !l.ExplicitExpertComm,
-		SequenceParallel: l.SequenceParallel && !l.ExplicitExpertComm,
-		Group:            l.group,
-		FrozenWeight:     !weight.RequiresGrad(),
-		SerialComm:       l.serialComm,
+		AllreduceDgrad:    l.AllreduceDgrad && !l.ExplicitExpertComm,
+		SequenceParallel:  l.SequenceParallel && !l.ExplicitExpertComm,
+		Group:             l.group,
+		FrozenWeight:      !weight.RequiresGrad(),
+		SerialComm:        l.serialComm,
+		UnfusedWeightGrad: l.unfused,
 	}
 	out = LinearWithGradAccumulationAndAsyncAllreduce(t, in, weight, b, opts)
 	gather := l.GatherOutput
@@ -297,6 +305,11 @@ type RowParallelConfig struct {
 	// InputIsParallel. The bias is then marked SequenceParallel so that
 	// finalize_model_grads all-reduces its gradient over the group.
 	SequenceParallel bool
+	// UnfusedWeightGrad computes the weight gradient into a fresh product
+	// added to the gradient afterwards (Megatron's config with
+	// gradient_accumulation_fusion false; LinearOptions.UnfusedWeightGrad).
+	// The zero value fuses.
+	UnfusedWeightGrad bool
 }
 
 // RowParallelLinear is Y = X·Aᵀ + b with A [out, in] split along its input
@@ -323,7 +336,8 @@ type RowParallelLinear struct {
 	// ExplicitExpertComm = IsExpert ∧ (tp > 1 ∨ EP > 1).
 	ExplicitExpertComm bool
 
-	group comm.Group
+	group   comm.Group
+	unfused bool // UnfusedWeightGrad
 }
 
 // NewRowParallelLinear builds the rank's part of a row-parallel linear
@@ -370,6 +384,7 @@ func NewRowParallelLinear(name string, inputSize, outputSize int, cfg RowParalle
 		SequenceParallel:      cfg.SequenceParallel,
 		ExplicitExpertComm:    explicit,
 		group:                 cfg.Group,
+		unfused:               cfg.UnfusedWeightGrad,
 	}
 	var err error
 	l.Weight, l.MasterWeight, err = partitionedWeight(name, outputSize, inputSize, 1, stride, rank, ws, cfg.Init, cfg.SkipInitialization, cfg.KeepMasterWeightForTest)
@@ -414,7 +429,7 @@ func (l *RowParallelLinear) Forward(t *autograd.Tape, x *autograd.Var) (out, bia
 	if !l.InputIsParallel {
 		in = ScatterToTensorModelParallelRegion(t, x, l.group)
 	}
-	opts := LinearOptions{Group: l.group, FrozenWeight: !l.Weight.RequiresGrad()}
+	opts := LinearOptions{Group: l.group, FrozenWeight: !l.Weight.RequiresGrad(), UnfusedWeightGrad: l.unfused}
 	partial := LinearWithGradAccumulationAndAsyncAllreduce(t, in, l.Weight.Var, nil, opts)
 	switch {
 	case l.ExplicitExpertComm:

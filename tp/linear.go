@@ -36,6 +36,10 @@ type LinearOptions struct {
 	// nothing overlaps the GEMMs. The results are the same; it exists to
 	// measure what the overlap saves (see BenchmarkLinearBackward).
 	SerialComm bool
+	// UnfusedWeightGrad computes dW into a fresh product added to the
+	// gradient afterwards (Megatron without gradient_accumulation_fusion,
+	// nn.AccumulateWeightGrad); the zero value fuses, as step 4 says.
+	UnfusedWeightGrad bool
 }
 
 // LinearWithGradAccumulationAndAsyncAllreduce returns y = X·Wᵀ (+ b), the
@@ -267,7 +271,7 @@ func (f *asyncLinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.
 	// 4. While it runs: dW += dYᵀ·X, db += Σ_rows dY, into the parameters'
 	// gradients.
 	if needW {
-		nn.AccumulateGrad(f.w, func(dst []float32) {
+		nn.AccumulateWeightGrad(f.w, !f.opts.UnfusedWeightGrad, func(dst []float32) {
 			tensor.GemmParallel(workers, true, false, 1, dyg, total.View(rows, inF), 1, tensor.FromSlice(dst, out, inF))
 		})
 	}

@@ -184,7 +184,7 @@ func defaultDDP() config.DDPConfig {
 // DefaultArgs returns Megatron's defaults where it has them.
 func DefaultArgs() Args {
 	return Args{
-		Model:                     config.DefaultTransformerConfig(),
+		Model:                     trainingModel(),
 		DDP:                       defaultDDP(),
 		WorldSize:                 1,
 		MicroBatchSize:            1,
@@ -206,6 +206,16 @@ func DefaultArgs() Args {
 		SamplePrompt:              "func ",
 		Precision:                 DefaultPrecision(),
 	}
+}
+
+// trainingModel is the model config a run starts from: the config's
+// defaults with gradient_accumulation_fusion on, as Megatron's training
+// arguments have it (--no-gradient-accumulation-fusion turns it off)
+// where its ModelParallelConfig dataclass defaults to off.
+func trainingModel() config.TransformerConfig {
+	m := config.DefaultTransformerConfig()
+	m.GradientAccumulationFusion = true
+	return m
 }
 
 // DataParallelSize returns dp = world/(tp·pp·cp).

@@ -23,7 +23,7 @@ type modelFlags struct {
 	groupQueryAttention                                bool
 	numQueryGroups                                     int
 	useRotary, noPositionEmbedding, untie              bool
-	noInitialization                                   bool
+	noInitialization, noGradAccumulationFusion         bool
 	moe                                                *moeFlags
 }
 
@@ -55,6 +55,7 @@ func addModelOptionFlags(f *pflag.FlagSet, m *config.TransformerConfig) *modelFl
 	f.BoolVar(&mf.untie, "untie-embeddings-and-output-weights", false, "give the output layer its own weight instead of the word embedding's")
 	f.BoolVar(&m.ApplyResidualConnectionPostLayernorm, "apply-residual-connection-post-layernorm", m.ApplyResidualConnectionPostLayernorm, "take each residual from the layer norm's output instead of its input (the original BERT order)")
 	f.BoolVar(&mf.noInitialization, "no-initialization", false, "draw no initial weights (with --load, whose checkpoint sets every one): a faster start for a large model")
+	f.BoolVar(&mf.noGradAccumulationFusion, "no-gradient-accumulation-fusion", false, "compute each linear layer's weight gradient apart and then add it to the main gradient (rounded to the parameters' type first under --bf16 or --fp16), instead of accumulating it in the GEMM")
 	mf.moe = addMoEFlags(f, m)
 	return mf
 }
@@ -137,6 +138,9 @@ func (mf *modelFlags) apply() error {
 	}
 	if mf.noInitialization {
 		m.PerformInitialization = false
+	}
+	if mf.noGradAccumulationFusion {
+		m.GradientAccumulationFusion = false
 	}
 	if mf.untie {
 		m.ShareEmbeddingsAndOutputWeights = false

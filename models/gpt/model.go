@@ -167,7 +167,8 @@ func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec Chu
 	if ws != max(cfg.TensorModelParallelSize, 1) {
 		return nil, fmt.Errorf("gpt: the tensor-parallel group has %d ranks but tensor_model_parallel_size is %d", ws, cfg.TensorModelParallelSize)
 	}
-	b := &builder{cfg: cfg, g: g, tpg: tpg, sp: cfg.SequenceParallel && ws > 1, init: cfg.PerformInitialization}
+	b := &builder{cfg: cfg, g: g, tpg: tpg, sp: cfg.SequenceParallel && ws > 1, init: cfg.PerformInitialization,
+		unfused: !cfg.GradientAccumulationFusion}
 	for _, o := range opts {
 		o(b)
 	}
@@ -211,7 +212,7 @@ func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec Chu
 		return m, nil
 	}
 	m.FinalLayernormW, m.FinalLayernormB = b.norm("decoder.final_layernorm")
-	oc := tp.ColumnParallelConfig{Group: tpg, SkipWeightParamAllocation: true, SequenceParallel: b.sp}
+	oc := tp.ColumnParallelConfig{Group: tpg, SkipWeightParamAllocation: true, SequenceParallel: b.sp, UnfusedWeightGrad: b.unfused}
 	if !cfg.ShareEmbeddingsAndOutputWeights {
 		oc.SkipWeightParamAllocation, oc.Init = false, b.vocabInit()
 	}
@@ -234,6 +235,9 @@ type builder struct {
 	experts moe.Parallel // the expert grid's groups (WithExperts)
 	init    bool         // cfg.PerformInitialization: draw the weights
 	cp      *cp.Groups   // WithContextParallel
+	// unfused is !cfg.GradientAccumulationFusion: every linear layer's
+	// weight gradient is computed apart from its accumulation.
+	unfused bool
 }
 
 // normal is the init method N(0, sd) drawing from the model's stream.
@@ -314,7 +318,7 @@ func (b *builder) layer(i int) (*Layer, error) {
 	var err error
 	l.InputLayernormW, l.InputLayernormB = b.norm(p + "input_layernorm")
 	if l.QKV, err = tp.NewColumnParallelLinear(p+"self_attention.linear_qkv", h, cfg.QKVWidth(), tp.ColumnParallelConfig{
-		Group: tpg, Init: b.normal(std), Bias: cfg.QKVBias(), SequenceParallel: sp,
+		Group: tpg, Init: b.normal(std), Bias: cfg.QKVBias(), SequenceParallel: sp, UnfusedWeightGrad: b.unfused,
 	}); err != nil {
 		return nil, err
 	}
@@ -324,7 +328,7 @@ func (b *builder) layer(i int) (*Layer, error) {
 		l.KLayernormW, l.KLayernormB = b.qkNorm(p + "self_attention.k_layernorm")
 	}
 	if l.Proj, err = tp.NewRowParallelLinear(p+"self_attention.linear_proj", cfg.AttentionWidth(), h, tp.RowParallelConfig{
-		Group: tpg, Init: b.normal(outStd), Bias: cfg.AddBiasLinear, InputIsParallel: true, SequenceParallel: sp,
+		Group: tpg, Init: b.normal(outStd), Bias: cfg.AddBiasLinear, InputIsParallel: true, SequenceParallel: sp, UnfusedWeightGrad: b.unfused,
 	}); err != nil {
 		return nil, err
 	}
@@ -340,12 +344,13 @@ func (b *builder) layer(i int) (*Layer, error) {
 	}
 	if l.FC1, err = tp.NewColumnParallelLinear(p+"mlp.linear_fc1", h, cfg.FC1Width(), tp.ColumnParallelConfig{
 		Group: tpg, Init: b.normal(std), Bias: cfg.AddBiasLinear, SkipBiasAdd: true, SequenceParallel: sp, Stride: stride,
+		UnfusedWeightGrad: b.unfused,
 	}); err != nil {
 		return nil, err
 	}
 	m.add(l.FC1.Parameters()...)
 	if l.FC2, err = tp.NewRowParallelLinear(p+"mlp.linear_fc2", cfg.FFN(), h, tp.RowParallelConfig{
-		Group: tpg, Init: b.normal(outStd), Bias: cfg.AddBiasLinear, InputIsParallel: true, SequenceParallel: sp,
+		Group: tpg, Init: b.normal(outStd), Bias: cfg.AddBiasLinear, InputIsParallel: true, SequenceParallel: sp, UnfusedWeightGrad: b.unfused,
 	}); err != nil {
 		return nil, err
 	}

@@ -142,11 +142,13 @@ func (b *builder) moeLayer(p string) (*moe.Layer, error) {
 		sh := &moe.SharedMLP{Act: activation(cfg), Gated: cfg.GatedLinearUnit}
 		if sh.FC1, err = tp.NewColumnParallelLinear(p+"mlp.shared_experts.linear_fc1", h, fs1, tp.ColumnParallelConfig{
 			Group: b.tpg, Init: b.normal(cfg.InitMethodStd), SkipBiasAdd: true, SequenceParallel: b.sp, Stride: stride,
+			UnfusedWeightGrad: b.unfused,
 		}); err != nil {
 			return nil, err
 		}
 		if sh.FC2, err = tp.NewRowParallelLinear(p+"mlp.shared_experts.linear_fc2", fs, h, tp.RowParallelConfig{
 			Group: b.tpg, Init: b.normal(cfg.OutputLayerInitStd()), InputIsParallel: true, SequenceParallel: b.sp,
+			UnfusedWeightGrad: b.unfused,
 		}); err != nil {
 			return nil, err
 		}
@@ -171,7 +173,7 @@ func (b *builder) moeConfig() moe.LayerConfig {
 		Balance: cfg.MoERouterLoadBalancingType, AuxCoeff: cfg.MoEAuxLossCoeff, ZCoeff: cfg.MoEZLossCoeff,
 		Act: activation(cfg), Gated: cfg.GatedLinearUnit,
 		ExpertBias: cfg.MoERouterEnableExpertBias, UpdateRate: cfg.MoERouterBiasUpdateRate,
-		GroupedGEMM: cfg.MoEGroupedGEMM,
+		GroupedGEMM: cfg.MoEGroupedGEMM, UnfusedWeightGrad: !cfg.GradientAccumulationFusion,
 	}
 	if cfg.MoEExpertCapacityFactor > 0 {
 		c.Drop = &moe.DropOptions{CapacityFactor: cfg.MoEExpertCapacityFactor, Policy: cfg.MoETokenDropPolicy, PadToCapacity: cfg.MoEPadExpertInputToCapacity}
