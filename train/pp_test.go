@@ -194,3 +194,23 @@ func TestPipelineSampleMatchesSingleRank(t *testing.T) {
 		}
 	}
 }
+
+// TestSampleAfterOverlappedParamGather: with the distributed optimizer's
+// parameter all-gather left for the next forward pass
+// (--overlap-param-gather), the sample after training sees every shard's
+// last update: it is the sample of the same run without the overlaps.
+func TestSampleAfterOverlappedParamGather(t *testing.T) {
+	sample := func(overlap bool) string {
+		t.Helper()
+		a := tpArgs(2, 1)
+		a.Model.VocabSize, a.TrainIters, a.LRWarmupIters, a.Sample = 256, 3, 0, 24
+		a.EvalIters = 0           // no final validation, whose forward pass would gather
+		a.LR, a.ClipGrad = 0.3, 0 // a last step large enough to change the text
+		a.DDP.UseDistributedOptimizer = true
+		a.DDP.OverlapGradReduce, a.DDP.OverlapParamGather = overlap, overlap
+		return mustRun(t, a).Sample
+	}
+	if got, want := sample(true), sample(false); got != want {
+		t.Errorf("sample with the overlapped parameter all-gather %q, without %q", got, want)
+	}
+}

@@ -411,6 +411,14 @@ func (r *rankRun) finish(ctx context.Context, rank int) error {
 			return err
 		}
 	}
+	if a.Sample > 0 && a.DDP.OverlapParamGather {
+		// The last step's parameter all-gather was left for the next
+		// forward pass: finish it on every rank, or the sample would see
+		// the other ranks' shards a step old.
+		if err := t.finishParamSync(ctx); err != nil {
+			return err
+		}
+	}
 	experts := a.Model.NumMoEExperts > 0 && a.Model.ExpertModelParallelSize*a.Model.EffectiveExpertTensorParallelSize() > 1
 	if a.Sample > 0 && (t.dpRank == 0 || experts) {
 		// The ranks of the first data-parallel replica generate (the
