@@ -169,10 +169,12 @@ type BenchResult struct {
 	// Phases is where the timed iterations' CPU time went (with
 	// BenchOptions.Breakdown).
 	Phases *Breakdown
-	// Gemms is the wall time of one timed iteration's GEMMs per shape,
-	// the longest first (with BenchOptions.Breakdown, when this process
-	// ran one rank: tensor.TimeGemms times the whole process).
-	Gemms []tensor.GemmTime
+	// Gemms is the wall time of the timed iterations' GEMMs per shape,
+	// summed over GemmIters iterations, the longest first (with
+	// BenchOptions.Breakdown, when this process ran one rank:
+	// tensor.TimeGemms times the whole process).
+	Gemms     []tensor.GemmTime
+	GemmIters int
 	// AdamMS is the mean time of the optimizer's Adam update on world rank
 	// 0 (its shards under the distributed optimizer) and GatherMS that of
 	// the distributed optimizer's parameter all-gather (0 without it):
@@ -550,7 +552,7 @@ func (b *benchRun) result(c BenchConfig, n int) BenchResult {
 	if b.prof != nil {
 		res.Phases = &b.prof.phases
 		if b.ranksHere.Load() == 1 {
-			res.Gemms = perIteration(b.prof.gemms, len(b.steps))
+			res.Gemms, res.GemmIters = b.prof.gemms, len(b.steps)
 		}
 	}
 	return res

@@ -177,21 +177,11 @@ func (p *cpuProfile) stop() error {
 	return err
 }
 
-// perIteration divides GEMM times summed over iters iterations into one
-// iteration's.
-func perIteration(times []tensor.GemmTime, iters int) []tensor.GemmTime {
-	out := make([]tensor.GemmTime, len(times))
-	for i, t := range times {
-		t.Calls /= iters
-		t.Time /= time.Duration(iters)
-		out[i] = t
-	}
-	return out
-}
-
 // printGemmTimes prints the table of a configuration's GEMMs in its timed
-// iterations (BenchResult.Gemms): each shape's calls, wall time and rate,
-// named after gemmShapes, and their share of the step.
+// iterations (BenchResult.Gemms): each shape's calls and wall time per
+// iteration (a MoE expert's shapes change with the routing, so their
+// calls need not be whole) and its rate, named after gemmShapes, and
+// their share of the step.
 func printGemmTimes(w io.Writer, c BenchConfig, threads int, r BenchResult) {
 	names := map[tensor.GemmShape][]string{}
 	for _, g := range gemmShapes(c, threads) {
@@ -204,20 +194,21 @@ func printGemmTimes(w io.Writer, c BenchConfig, threads int, r BenchResult) {
 		total += g.Time
 		flops += g.GFLOPs() * g.Time.Seconds()
 	}
-	if total <= 0 {
+	if total <= 0 || r.GemmIters <= 0 {
 		return
 	}
-	ms := float64(total.Microseconds()) / 1000
+	iters := float64(r.GemmIters)
+	ms := float64(total.Microseconds()) / 1000 / iters
 	fmt.Fprintf(w, "GEMMs of %s (wall time per timed iteration, the attention's blocks not among them): %.1f ms of the %.1f ms step (%.1f%%) at %.1f GFLOP/s; gotron bench --gemm measures each kernel alone at these shapes\n",
 		c.Name, ms, r.StepMS, 100*ms/r.StepMS, flops/total.Seconds())
 	fmt.Fprintf(w, "%-30s %17s %5s %7s %5s %9s %9s\n", "GEMM", "m×n×k", "op", "threads", "calls", "ms", "GFLOP/s")
 	for _, g := range r.Gemms {
 		name := strings.Join(names[g.GemmShape], ", ")
 		if name == "" {
-			name = "(not a listed shape)"
+			name = "(not in --gemm's list)" // a MoE expert's, or a tensor-parallel slice
 		}
 		op := opName(benchGEMM{transA: g.TransA, transB: g.TransB})
-		fmt.Fprintf(w, "%-30s %17s %5s %7d %5d %9.1f %9.1f\n", name, fmt.Sprintf("%d×%d×%d", g.M, g.N, g.K), op, g.Threads, g.Calls,
-			float64(g.Time.Microseconds())/1000, g.GFLOPs())
+		fmt.Fprintf(w, "%-30s %17s %5s %7d %5.4g %9.1f %9.1f\n", name, fmt.Sprintf("%d×%d×%d", g.M, g.N, g.K), op, g.Threads,
+			float64(g.Calls)/iters, float64(g.Time.Microseconds())/1000/iters, g.GFLOPs())
 	}
 }

@@ -67,7 +67,7 @@ func TestBenchBreakdown(t *testing.T) {
 			t.Errorf("GEMM %q missing from the table:\n%s", name, table)
 		}
 	}
-	if strings.Contains(table, "not a listed shape") {
+	if strings.Contains(table, "not in --gemm's list") {
 		t.Errorf("a GEMM of the model missing from gemmShapes:\n%s", table)
 	}
 	out.Reset()
@@ -84,16 +84,20 @@ func TestBenchBreakdown(t *testing.T) {
 func TestPrintGemmTimes(t *testing.T) {
 	c := benchConfigs["small"]
 	qkv := gemmShapes(c, 2)[0] // qkv forward
-	r := BenchResult{StepMS: 22, Gemms: []tensor.GemmTime{
-		{GemmShape: tensor.GemmShape{M: qkv.m, N: qkv.n, K: qkv.k, TransA: qkv.transA, TransB: qkv.transB}, Threads: 2, Calls: 4, Time: 10 * time.Millisecond},
-		{GemmShape: tensor.GemmShape{M: 3, N: 3, K: 3}, Threads: 1, Calls: 1, Time: time.Millisecond},
+	// two iterations: 8 calls of qkv forward in 20 ms, 3 of an expert's
+	// shape (its calls vary with the routing) in 2 ms
+	r := BenchResult{StepMS: 22, GemmIters: 2, Gemms: []tensor.GemmTime{
+		{GemmShape: tensor.GemmShape{M: qkv.m, N: qkv.n, K: qkv.k, TransA: qkv.transA, TransB: qkv.transB}, Threads: 2, Calls: 8, Time: 20 * time.Millisecond},
+		{GemmShape: tensor.GemmShape{M: 3, N: 3, K: 3}, Threads: 1, Calls: 3, Time: 2 * time.Millisecond},
 	}}
 	var out strings.Builder
 	printGemmTimes(&out, c, 2, r)
 	text := out.String()
 	for _, want := range []string{
 		"GEMMs of small (wall time per timed iteration, the attention's blocks not among them): 11.0 ms of the 22.0 ms step (50.0%)",
-		"qkv forward", fmt.Sprintf("%d×%d×%d", qkv.m, qkv.n, qkv.k), "(not a listed shape)", "3×3×3",
+		"qkv forward", fmt.Sprintf("%d×%d×%d", qkv.m, qkv.n, qkv.k), "(not in --gemm's list)", "3×3×3",
+		"    4      10.0", // qkv forward: 4 calls, 10 ms per iteration
+		"  1.5       1.0", // the expert's: 1.5 calls, 1 ms
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("%q missing:\n%s", want, text)
