@@ -18,9 +18,10 @@ import (
 //
 // On Linux the pages of an Empty of a megabyte or more are made resident
 // with one madvise(MADV_POPULATE_WRITE) (prefault) rather than a trap on
-// the first write to each 4 KiB page: a step's first iteration writes its
-// activations into fresh memory, and under a hypervisor those traps cost
-// a fifth of the first iteration (docs/BENCHMARKS.md, § The first
+// the first write to each page: a step's first iteration writes its
+// activations into fresh memory, and under a hypervisor those traps were
+// 13% of a short benchmark's CPU samples; prefaulting made the first
+// iteration 7–15% faster there (docs/BENCHMARKS.md, § The first
 // iteration).
 //
 // Under the build tag gotron_poison every element is set to a quiet NaN

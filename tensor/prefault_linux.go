@@ -26,7 +26,7 @@ func prefault(p unsafe.Pointer, size uintptr) {
 		return
 	}
 	lo := (uintptr(p) + pageSize - 1) &^ (pageSize - 1)
-	hi := (uintptr(p) + size) &^ (pageSize - 1)
+	hi := (uintptr(p) + size) &^ (pageSize - 1) // whole pages: madvise wants an aligned start
 	if hi <= lo {
 		return
 	}
@@ -36,4 +36,6 @@ func prefault(p unsafe.Pointer, size uintptr) {
 	}
 }
 
-const pageSize = 4096
+// pageSize is the kernel's page size (4 KiB on x86-64; 16 or 64 KiB on
+// some arm64 kernels).
+var pageSize = uintptr(unix.Getpagesize())

@@ -36,3 +36,38 @@ func TestEmptyPrefaults(t *testing.T) {
 	}
 	d[0], d[len(d)-1] = 1, 2 // the memory is usable
 }
+
+// TestPrefault: prefault makes every page of fresh anonymous memory
+// resident (an mmap'd region is never resident before it is touched, so
+// the test fails without it); below minPrefault it does nothing.
+func TestPrefault(t *testing.T) {
+	const size = 4 << 20
+	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Skip("mmap:", err)
+	}
+	defer unix.Munmap(mem)
+	resident := func(b []byte) int {
+		vec := make([]byte, len(b)/int(pageSize))
+		if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+			t.Fatal(errno)
+		}
+		n := 0
+		for _, v := range vec {
+			n += int(v & 1)
+		}
+		return n
+	}
+	small := mem[:minPrefault/2]
+	prefault(unsafe.Pointer(&small[0]), uintptr(len(small)))
+	if n := resident(small); n != 0 {
+		t.Errorf("prefault of %d bytes (below minPrefault) made %d pages resident", len(small), n)
+	}
+	prefault(unsafe.Pointer(&mem[0]), size)
+	if prefaultOff.Load() {
+		t.Skip("this kernel refuses MADV_POPULATE_WRITE (Linux before 5.14)")
+	}
+	if n, want := resident(mem), size/int(pageSize); n != want {
+		t.Errorf("%d of %d pages resident after prefault", n, want)
+	}
+}
