@@ -8,7 +8,6 @@ import (
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
-	"github.com/gotron/gotron/tensor/kernels"
 )
 
 // Load-balancing types (moe_router_load_balancing_type).
@@ -27,12 +26,9 @@ type LayerConfig struct {
 	// AuxCoeff its weight, ZCoeff the z loss's (0: none).
 	Balance          string
 	AuxCoeff, ZCoeff float64
-	// Act and Gated are the experts' activation (as the dense MLP's).
-	Act   kernels.Activation
-	Gated bool
-	// UnfusedWeightGrad computes the experts' weight gradients apart from
-	// their accumulation (MLPOptions; the zero value fuses).
-	UnfusedWeightGrad bool
+	// MLPOptions are the experts' activation (as the dense MLP's) and
+	// weight-gradient accumulation.
+	MLPOptions
 	// GroupedGEMM runs the local experts as one grouped operation
 	// (GroupedMLP, moe_grouped_gemm), else one MLP after another
 	// (SequentialMLP).
@@ -40,11 +36,6 @@ type LayerConfig struct {
 	// ExpertBias enables the aux-loss-free balancing bias with UpdateRate.
 	ExpertBias bool
 	UpdateRate float64
-}
-
-// mlp is the experts' MLPOptions.
-func (c LayerConfig) mlp() MLPOptions {
-	return MLPOptions{Act: c.Act, Gated: c.Gated, UnfusedWeightGrad: c.UnfusedWeightGrad}
 }
 
 // Dispatcher types (moe_token_dispatcher_type).
@@ -184,9 +175,9 @@ func (l *Layer) experts(t *autograd.Tape, x2, probs *autograd.Var, m []bool) (*a
 	}
 	mlp := func(xs *autograd.Var, counts []int) *autograd.Var {
 		if l.Config.GroupedGEMM {
-			return GroupedMLP(t, xs, w1, w2, counts, l.Config.mlp())
+			return GroupedMLP(t, xs, w1, w2, counts, l.Config.MLPOptions)
 		}
-		return SequentialMLP(t, xs, w1, w2, counts, l.Config.mlp())
+		return SequentialMLP(t, xs, w1, w2, counts, l.Config.MLPOptions)
 	}
 	if GroupSize(p.EP)*GroupSize(p.ETP) > 1 && p.Dispatcher != AllToAllDispatcher {
 		plan, err := NewAllGatherExchange(ctx, p.TPEP, m, tokens, e, l.FirstExpert, len(l.FC1))

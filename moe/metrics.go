@@ -32,6 +32,14 @@ type Metrics struct {
 	TokensPerExpert [][]int64 `json:"tokens_per_expert"`
 }
 
+// The losses' names in the metrics and the console line, as Megatron's
+// tracker logs them.
+const (
+	LoadBalancingLossName    = "load_balancing_loss"
+	SeqLoadBalancingLossName = "seq_load_balancing_loss"
+	ZLossName                = "z_loss"
+)
+
 // LoggedLosses names the losses a MoE model logs, in Megatron's order:
 // the load-balancing loss ("load_balancing_loss", or
 // "seq_load_balancing_loss" for SeqAuxLoss) unless balance is NoBalance
@@ -39,9 +47,9 @@ type Metrics struct {
 // coefficient z is 0 (zLoss false).
 func LoggedLosses(balance string, aux, z float64) (lb string, zLoss bool) {
 	if aux > 0 && balance != NoBalance {
-		lb = "load_balancing_loss"
+		lb = LoadBalancingLossName
 		if balance == SeqAuxLoss {
-			lb = "seq_load_balancing_loss"
+			lb = SeqLoadBalancingLossName
 		}
 	}
 	return lb, z > 0
@@ -78,7 +86,7 @@ func (s *Tally) Add(layer int, st Stats) error {
 		return fmt.Errorf("moe: decoder layer %d holds a MoE layer, but the config's MoE layers are %v", layer, s.layers)
 	}
 	if len(st.Tokens) != 0 && len(st.Tokens) != s.e {
-		return fmt.Errorf("moe: MoE layer %d counted tokens for %d experts, but --num-experts is %d", layer, len(st.Tokens), s.e)
+		return fmt.Errorf("moe: MoE layer %d counted tokens for %d experts, but the model has %d (num_moe_experts)", layer, len(st.Tokens), s.e)
 	}
 	s.lb[i] += st.LoadBalancing
 	s.z[i] += st.Z
@@ -89,11 +97,18 @@ func (s *Tally) Add(layer int, st Stats) error {
 }
 
 // Divisors say how a world's summed statistics become the logged
-// metrics: under Megatron's tracker the load-balancing losses sum the
-// tp×cp partials of each replica's microbatches (÷ dp·microbatches), the
-// z losses are each rank's own mean (÷ tp·cp·dp·microbatches).
+// metrics (NewDivisors).
 type Divisors struct {
 	LoadBalancing, Z float64
+}
+
+// NewDivisors returns the divisors of a layout as Megatron's tracker has
+// them: the load-balancing losses sum the tp×cp partials of each
+// replica's microbatches (÷ dp·microbatches), the z losses are each
+// rank's own mean (÷ tp·cp·dp·microbatches).
+func NewDivisors(dp, microbatches, tp, cp int) Divisors {
+	d, m := float64(max(dp, 1)), float64(max(microbatches, 1))
+	return Divisors{LoadBalancing: d * m, Z: float64(max(tp, 1)*max(cp, 1)) * d * m}
 }
 
 // Reduce sums every rank's tally over world (a collective: every rank
@@ -133,9 +148,9 @@ func (s *Tally) Reduce(ctx context.Context, world comm.Group, div Divisors, lbNa
 		rec.TokensPerExpert = append(rec.TokensPerExpert, tokens[i*s.e:(i+1)*s.e])
 	}
 	switch lbName {
-	case "load_balancing_loss":
+	case LoadBalancingLossName:
 		rec.LoadBalancingLoss = lb
-	case "seq_load_balancing_loss":
+	case SeqLoadBalancingLossName:
 		rec.SeqLoadBalancingLoss = lb
 	}
 	if z {
@@ -158,9 +173,9 @@ func (r *Metrics) Means() []Mean {
 		}
 		out = append(out, Mean{name, s / float64(len(v))})
 	}
-	add("load_balancing_loss", r.LoadBalancingLoss)
-	add("seq_load_balancing_loss", r.SeqLoadBalancingLoss)
-	add("z_loss", r.ZLoss)
+	add(LoadBalancingLossName, r.LoadBalancingLoss)
+	add(SeqLoadBalancingLossName, r.SeqLoadBalancingLoss)
+	add(ZLossName, r.ZLoss)
 	return out
 }
 

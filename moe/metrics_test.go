@@ -72,8 +72,8 @@ func TestTallyAddRefuses(t *testing.T) {
 	if err := s.Add(1, Stats{}); err == nil || !strings.Contains(err.Error(), "decoder layer 1") {
 		t.Errorf("layer 1: %v, want an error naming decoder layer 1", err)
 	}
-	if err := s.Add(2, Stats{Tokens: make([]float32, 3)}); err == nil || !strings.Contains(err.Error(), "--num-experts is 4") {
-		t.Errorf("3 experts: %v, want an error naming --num-experts", err)
+	if err := s.Add(2, Stats{Tokens: make([]float32, 3)}); err == nil || !strings.Contains(err.Error(), "the model has 4") {
+		t.Errorf("3 experts: %v, want an error naming the model's 4", err)
 	}
 }
 
@@ -105,5 +105,16 @@ func TestMetricsMeans(t *testing.T) {
 	want := []Mean{{"seq_load_balancing_loss", 1.5}, {"z_loss", 0.5}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Means = %v, want %v", got, want)
+	}
+}
+
+// TestNewDivisors: the load-balancing losses divide by dp·microbatches,
+// the z losses by tp·cp·dp·microbatches; sizes below 1 count as 1.
+func TestNewDivisors(t *testing.T) {
+	if d := NewDivisors(2, 4, 2, 3); d != (Divisors{LoadBalancing: 8, Z: 48}) {
+		t.Errorf("NewDivisors(dp 2, micro 4, tp 2, cp 3) = %+v, want {8 48}", d)
+	}
+	if d := NewDivisors(1, 0, 0, 0); d != (Divisors{LoadBalancing: 1, Z: 1}) {
+		t.Errorf("NewDivisors(1, 0, 0, 0) = %+v, want {1 1}", d)
 	}
 }

@@ -55,8 +55,6 @@ func (t *trainer) moeMetrics(ctx context.Context) (*moe.Metrics, error) {
 			l.MoE.Stats.Reset()
 		}
 	}
-	dp, micro := float64(t.dp), float64(max(t.micro, 1))
-	tpcp := float64(t.tp.Size() * max(m.ContextParallelSize, 1))
 	lb, z := moe.LoggedLosses(m.MoERouterLoadBalancingType, m.MoEAuxLossCoeff, m.MoEZLossCoeff)
-	return s.Reduce(ctx, t.groups.World, moe.Divisors{LoadBalancing: dp * micro, Z: tpcp * dp * micro}, lb, z)
+	return s.Reduce(ctx, t.groups.World, moe.NewDivisors(t.dp, t.micro, t.tp.Size(), m.ContextParallelSize), lb, z)
 }

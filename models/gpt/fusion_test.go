@@ -19,14 +19,22 @@ import (
 // shared expert, the output layer — and nothing else: with bfloat16
 // weights the unfused weight gradients (the product rounded to bfloat16
 // before it is added) differ from the fused ones, and every other
-// gradient (norms, embeddings, the router) is bitwise the same.
+// gradient (norms, embeddings, the router) is bitwise the same; with the
+// experts run one by one and as a grouped GEMM.
 func TestGradientAccumulationFusion(t *testing.T) {
+	for _, grouped := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sequential", true: "grouped"}[grouped], func(t *testing.T) { checkFusion(t, grouped) })
+	}
+}
+
+func checkFusion(t *testing.T, grouped bool) {
 	cfg := config.DefaultTransformerConfig()
 	cfg.NumLayers, cfg.HiddenSize, cfg.NumAttentionHeads = 2, 32, 4
 	cfg.SeqLength, cfg.VocabSize = 16, 64
 	cfg.HiddenDropout, cfg.AttentionDropout = 0, 0
 	cfg.AddBiasLinear, cfg.BiasActivationFusion, cfg.ShareEmbeddingsAndOutputWeights = false, false, false
 	cfg.NumMoEExperts, cfg.MoELayerFreq, cfg.MoERouterTopK, cfg.MoESharedExpertIntermediateSize = 4, []int{0, 1}, 2, 32
+	cfg.MoEGroupedGEMM = grouped
 	grads := func(fusion bool) map[string][]float32 {
 		c := cfg
 		c.GradientAccumulationFusion = fusion

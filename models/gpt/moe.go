@@ -171,9 +171,9 @@ func (b *builder) moeConfig() moe.LayerConfig {
 			ScalingFactor: cfg.MoERouterTopKScalingFactor,
 		},
 		Balance: cfg.MoERouterLoadBalancingType, AuxCoeff: cfg.MoEAuxLossCoeff, ZCoeff: cfg.MoEZLossCoeff,
-		Act: activation(cfg), Gated: cfg.GatedLinearUnit,
+		MLPOptions: moe.MLPOptions{Act: activation(cfg), Gated: cfg.GatedLinearUnit, UnfusedWeightGrad: b.unfused},
 		ExpertBias: cfg.MoERouterEnableExpertBias, UpdateRate: cfg.MoERouterBiasUpdateRate,
-		GroupedGEMM: cfg.MoEGroupedGEMM, UnfusedWeightGrad: !cfg.GradientAccumulationFusion,
+		GroupedGEMM: cfg.MoEGroupedGEMM,
 	}
 	if cfg.MoEExpertCapacityFactor > 0 {
 		c.Drop = &moe.DropOptions{CapacityFactor: cfg.MoEExpertCapacityFactor, Policy: cfg.MoETokenDropPolicy, PadToCapacity: cfg.MoEPadExpertInputToCapacity}
