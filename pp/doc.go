@@ -29,7 +29,7 @@
 // A 1F1B rank r of P keeps at most min(P − r, M) microbatches' activations,
 // whatever M (TestOneFOneBActivationsBounded); the pipeline bubble is
 // (P − 1)/(V·M + P − 1) of the iteration (Narayanan et al. 2021, arXiv
-// 2104.04473 §2.2). A Recorder's Record, given as Options.Trace, records what each
+// 2104.04473 §2.2). A Recorder's Record, given as Args.Trace, records what each
 // rank executed; GatherTimeline brings every rank's record to rank 0 as a
 // Timeline, which measures each rank's bubble (Bubbles, Bubble,
 // MeanBubble beside TheoreticalBubble) and draws the iteration as SVG

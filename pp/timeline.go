@@ -31,7 +31,7 @@ type Timeline struct {
 }
 
 // Recorder collects one rank's spans while a traced iteration runs: its
-// Record is the schedule's Options.Trace.
+// Record is the schedule's Args.Trace.
 type Recorder struct {
 	t0    time.Time
 	spans []Span

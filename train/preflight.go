@@ -66,7 +66,7 @@ func (m MemoryNeed) Total() float64 {
 //	gradients = P·R/(t·p)·g       g = 4 unless gradients stay 16-bit
 //	optimizer = P·R/(t·p)·(8 + 4·[16-bit])/(dp if distributed optimizer)
 func EstimateMemory(a Args, world, localRanks int) MemoryNeed {
-	st := stateCopies(a, world, localRanks)
+	st := machineShare(a, world, localRanks)
 	need := st.modelState(a)
 	need.Activations = activationMemory(a, world, st.copies)
 	need.Attention = attentionScratch(a, localRanks)
@@ -87,9 +87,9 @@ type stateShare struct {
 	dp, edp         float64
 }
 
-// stateCopies returns the machine's share of the state of a's model on a
+// machineShare returns the machine's share of the state of a's model on a
 // world of world ranks, localRanks of them here.
-func stateCopies(a Args, world, localRanks int) stateShare {
+func machineShare(a Args, world, localRanks int) stateShare {
 	mp := a.Model.ModelParallelConfig
 	tp, pp := max(mp.TensorModelParallelSize, 1), max(mp.PipelineModelParallelSize, 1)
 	params := parameterCount(a)
