@@ -79,3 +79,38 @@ func TestApplyRecordErrors(t *testing.T) {
 		t.Errorf("an old (absent) record: epsilon %g (%v), want 0.001 kept", c.LayernormEpsilon, err)
 	}
 }
+
+// FuzzApplyRecord: a record of any keys and values (a manifest's, which a
+// damaged file can make anything) never panics; it is applied only when
+// every key is known and every value of its option's kind, and then the
+// config it gives is valid and its record, applied to a fresh config,
+// records the same again.
+func FuzzApplyRecord(f *testing.F) {
+	for _, kv := range [][2]string{
+		{"layernorm_epsilon", "1e-06"}, {"normalization", "RMSNorm"}, {"kv_channels", "-5"},
+		{"rotary_percent", "half"}, {"num_moe_experts", "4"}, {"moe_layer_freq", "[1,0"},
+		{"moe_aux_loss_coeff", "NaN"}, {"multi_latent_attention", "true"}, {"qk_layernorm", "maybe"},
+		{"position_embedding_type", "rope"}, {"num_query_groups", "0"}, {"activation_func", "silu"},
+	} {
+		f.Add(kv[0], kv[1], "num_moe_experts", "4")
+	}
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
+		rec := map[string]string{k1: v1, k2: v2}
+		c := DefaultTransformerConfig()
+		err := c.ApplyRecord(rec)
+		if err != nil {
+			_ = err.Error()
+			return
+		}
+		if err := c.ValidateModelOptions(); err != nil {
+			t.Fatalf("%v applied, but the model is not valid: %v", rec, err)
+		}
+		again := DefaultTransformerConfig()
+		if err := again.ApplyRecord(c.Record()); err != nil {
+			t.Fatalf("%v: the record of the applied config %v does not apply: %v", rec, c.Record(), err)
+		}
+		if !reflect.DeepEqual(again.Record(), c.Record()) {
+			t.Fatalf("%v: record %v, applied again %v", rec, c.Record(), again.Record())
+		}
+	})
+}
