@@ -30,14 +30,15 @@ func BenchmarkCheckpoint(b *testing.B) {
 	for _, c := range []struct {
 		name  string
 		world int
-		opts  BenchOptions
+		tp    int
+		ddp   config.DDPConfig
 	}{
-		{"one-rank", 1, BenchOptions{}},
-		{"tp4", 4, BenchOptions{TensorParallel: 4}},
-		{"dp4-distopt", 4, BenchOptions{DDP: &distOpt}},
+		{"one-rank", 1, 1, defaultDDP()},
+		{"tp4", 4, 4, defaultDDP()},
+		{"dp4-distopt", 4, 1, distOpt},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			a := benchArgs(benchConfigs["medium"], c.opts, c.world)
+			a := mediumArgs(c.world, c.tp, c.ddp)
 			a.Save, a.Load = b.TempDir(), ""
 			ds, err := openData(a)
 			if err != nil {
@@ -110,6 +111,19 @@ func BenchmarkCheckpoint(b *testing.B) {
 			b.ReportMetric(installed.Seconds()*1e3/float64(b.N), "async-installed-ms")
 		})
 	}
+}
+
+// mediumArgs are the arguments of gotron bench's medium model (6 layers,
+// hidden 512, 8 heads, sequence 512, vocabulary 8192, micro-batch 4) on
+// mock data for a world of n ranks at tensor-parallel size tp.
+func mediumArgs(n, tp int, ddp config.DDPConfig) Args {
+	a := DefaultArgs()
+	m := &a.Model
+	m.NumLayers, m.HiddenSize, m.NumAttentionHeads = 6, 512, 8
+	m.SeqLength, m.MaxPositionEmbeddings, m.VocabSize = 512, 512, 8192
+	m.HiddenDropout, m.AttentionDropout, m.TensorModelParallelSize = 0, 0, tp
+	a.DDP, a.MicroBatchSize, a.MockData, a.EvalIters, a.WorldSize = ddp, 4, true, 0, n
+	return normalise(a, n)
 }
 
 // ckptIterDir is the first iteration directory under dir.

@@ -8,4 +8,9 @@
 // is given (one process per rank under mpirun). Every rank computes the
 // same global batch per step whatever the layout, so the loss curve does not
 // depend on how many ranks train it.
+//
+// Run and RunRank are whole runs. A program that drives the iterations
+// itself (gotron bench, package bench) prepares the run as they do
+// (Prepare: the checks that can refuse it, the kernels, the data), builds
+// each rank (Prepared.NewRank) and calls Rank.Step.
 package train

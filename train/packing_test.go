@@ -73,12 +73,13 @@ func packedRun(t *testing.T, a Args, ds data.Dataset) ([]float64, *safetensors.F
 	if err := a.Validate(a.WorldSize); err != nil {
 		t.Fatal(err)
 	}
-	sets := &datasets{train: ds, valid: ds, vocab: a.Model.VocabSize, desc: "packed mock data"}
+	p := &Prepared{a: a, place: Placement{World: a.WorldSize, Machine: a.WorldSize, Process: a.WorldSize},
+		data: &datasets{train: ds, valid: ds, vocab: a.Model.VocabSize, desc: "packed mock data"}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	results := make([]*Result, a.WorldSize)
 	err := local.NewWorld(a.WorldSize, comm.Options{}).Run(ctx, func(ctx context.Context, g comm.Group) error {
-		r, err := runRank(ctx, g, a, Options{}, sets, a.WorldSize)
+		r, err := runRank(ctx, g, p, Options{})
 		results[g.Rank()] = r
 		return err
 	})

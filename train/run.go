@@ -60,15 +60,15 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 	if a.WorldSize < 1 {
 		return nil, fmt.Errorf("invalid arguments: --world-size %d: must be at least 1", a.WorldSize)
 	}
-	p, err := prepare(a, o, a.WorldSize, a.WorldSize, a.WorldSize, true)
+	p, err := Prepare(a, o, Placement{World: a.WorldSize, Machine: a.WorldSize, Process: a.WorldSize, Lock: true})
 	if err != nil {
 		return nil, err
 	}
-	defer p.lock.Unlock()
+	defer p.Close()
 	world := local.NewWorld(a.WorldSize, comm.Options{Timeout: timeout(p.a)})
 	results := make([]*Result, a.WorldSize)
 	err = world.Run(ctx, func(ctx context.Context, g comm.Group) error {
-		r, err := runRank(ctx, g, p.a, o, p.data, a.WorldSize)
+		r, err := runRank(ctx, g, p, o)
 		results[g.Rank()] = r
 		return err
 	})
@@ -76,58 +76,6 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 		return nil, rootCause(ctx, err, a.WorldSize)
 	}
 	return results[0], nil
-}
-
-// prepared is a run's settings after prepare: the arguments completed and
-// validated, the data opened (once per process: its ranks share it), and
-// the lock of --save if this process took it.
-type prepared struct {
-	a    Args
-	data *datasets
-	lock *ckpt.Lock
-}
-
-// prepare does what a run does before its ranks start, in Run and RunRank
-// alike: the arguments a checkpoint or the data complete, every check that
-// can refuse a run up front (the settings, the memory of the ranksHere of
-// the world's ranks in this process, of localRanks on this machine, the
-// --save directory and its lock when lock is set), the GEMM kernels, and
-// the data.
-func prepare(a Args, o Options, world, localRanks, ranksHere int, lock bool) (p prepared, err error) {
-	if a, err = checkLoad(a); err != nil {
-		return p, err
-	}
-	if a, err = withTokenizer(a); err != nil {
-		return p, err
-	}
-	if err := checkDataVocab(a); err != nil {
-		return p, err
-	}
-	a = normalise(a, world)
-	if err := a.Validate(world); err != nil {
-		return p, err
-	}
-	if err := checkMemory(a, world, localRanks, ranksHere); err != nil {
-		return p, err
-	}
-	if err := checkSaveDir(a.Save); err != nil {
-		return p, err
-	}
-	if lock {
-		if p.lock, err = lockSave(a, o); err != nil {
-			return p, err
-		}
-	}
-	if err := decideKernels(a); err != nil {
-		p.lock.Unlock()
-		return p, err
-	}
-	if p.data, err = openData(a); err != nil {
-		p.lock.Unlock()
-		return p, err
-	}
-	p.a = a
-	return p, nil
 }
 
 // lockSave takes the lock of the --save directory for the run's life
@@ -190,16 +138,17 @@ func rootCause(ctx context.Context, err error, world int) error {
 // (the cores are divided among them). Rank 0 takes the lock of --save; the
 // others learn of its refusal at their first collective.
 func RunRank(ctx context.Context, world comm.Group, a Args, o Options, localRanks int) (*Result, error) {
-	p, err := prepare(a, o, world.Size(), localRanks, 1, world.Rank() == 0)
+	p, err := Prepare(a, o, Placement{World: world.Size(), Machine: localRanks, Process: 1, Lock: world.Rank() == 0})
 	if err != nil {
 		return nil, err
 	}
-	defer p.lock.Unlock()
-	return runRank(ctx, world, p.a, o, p.data, localRanks)
+	defer p.Close()
+	return runRank(ctx, world, p, o)
 }
 
-// runRank runs one rank with the arguments validated and the data open.
-func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datasets, localRanks int) (*Result, error) {
+// runRank runs one rank of the prepared run.
+func runRank(ctx context.Context, world comm.Group, p *Prepared, o Options) (*Result, error) {
+	a := p.a
 	r := &rankRun{a: a, o: o, started: time.Now()}
 	if world.Rank() == 0 {
 		out := o.Out
@@ -212,13 +161,13 @@ func runRank(ctx context.Context, world comm.Group, a Args, o Options, ds *datas
 		}
 		defer r.log.close()
 	}
-	t, err := newTrainer(ctx, world, a, ds, localRanks)
+	t, err := newTrainer(ctx, world, a, p.data, p.place.Machine)
 	if err != nil {
 		return nil, err
 	}
 	defer t.saver.Abandon()
 	r.t, r.res = t, &Result{ValidLoss: math.NaN(), StartIteration: t.iteration}
-	r.startup(world.Size(), ds.desc)
+	r.startup(world.Size(), p.data.desc)
 	t.onSaved = r.saved
 	for t.iteration < a.TrainIters && !a.SkipTrain {
 		if err := ctx.Err(); err != nil {

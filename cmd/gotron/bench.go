@@ -7,11 +7,12 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gotron/gotron/bench"
 	"github.com/gotron/gotron/train"
 )
 
 func newBenchCmd() *cobra.Command {
-	var o train.BenchOptions
+	var o bench.Options
 	// a receives the data-parallel flags (addDDPFlags), as for training.
 	a := train.DefaultArgs()
 	var cpuProfile, backend string
@@ -34,7 +35,7 @@ process, or, with --backend mpi, one per process of an mpirun job:
 					return err
 				}
 				o.BF16 = a.Model.BF16
-				return train.BenchGemm(cmd.Context(), cmd.OutOrStdout(), o)
+				return bench.Gemm(cmd.Context(), cmd.OutOrStdout(), o)
 			}
 			if err := ddpFlags(cmd, &a); err != nil {
 				return err
@@ -57,7 +58,7 @@ process, or, with --backend mpi, one per process of an mpirun job:
 			if backend == "mpi" {
 				return benchMPI(cmd.Context(), cmd.OutOrStdout(), o)
 			}
-			return train.Bench(cmd.Context(), cmd.OutOrStdout(), o)
+			return bench.Run(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
 	f := cmd.Flags()

@@ -9,20 +9,20 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gotron/gotron/bench"
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/comm/mpi"
-	"github.com/gotron/gotron/train"
 )
 
 // benchMPI runs the benchmark as one rank of an mpirun job; rank 0 writes
 // the results to w. The cores of a machine are divided among the job's
 // processes on it (OMPI_COMM_WORLD_LOCAL_SIZE).
-func benchMPI(ctx context.Context, w io.Writer, o train.BenchOptions) error {
+func benchMPI(ctx context.Context, w io.Writer, o bench.Options) error {
 	local := 1
 	if n, err := strconv.Atoi(os.Getenv("OMPI_COMM_WORLD_LOCAL_SIZE")); err == nil && n > 0 {
 		local = n
 	}
 	return mpi.Run(ctx, comm.Options{Timeout: time.Hour}, func(ctx context.Context, g comm.Group) error {
-		return train.BenchRank(ctx, g, w, o, local)
+		return bench.RunRank(ctx, g, w, o, local)
 	})
 }

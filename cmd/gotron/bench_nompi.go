@@ -7,9 +7,9 @@ import (
 	"errors"
 	"io"
 
-	"github.com/gotron/gotron/train"
+	"github.com/gotron/gotron/bench"
 )
 
-func benchMPI(context.Context, io.Writer, train.BenchOptions) error {
+func benchMPI(context.Context, io.Writer, bench.Options) error {
 	return errors.New("--backend mpi: this gotron was built without Open MPI; build it with `make build-mpi` (go build -tags mpi) and run it under mpirun: mpirun -np 2 bin/gotron-mpi bench --backend mpi")
 }

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gotron/gotron/bench"
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/comm/local"
-	"github.com/gotron/gotron/train"
 )
 
 // TestBenchFlagErrors checks that bad bench flags stop the command before
@@ -61,7 +61,7 @@ func TestBenchFlagErrors(t *testing.T) {
 func TestBenchRankDataParallelSize(t *testing.T) {
 	w := local.NewWorld(2, comm.Options{Timeout: time.Minute})
 	err := w.Run(context.Background(), func(ctx context.Context, g comm.Group) error {
-		return train.BenchRank(ctx, g, io.Discard, train.BenchOptions{Configs: []string{"small"}, DataParallel: 4}, 2)
+		return bench.RunRank(ctx, g, io.Discard, bench.Options{Configs: []string{"small"}, DataParallel: 4}, 2)
 	})
 	if err == nil || !strings.Contains(err.Error(), "--data-parallel-size 4") || !strings.Contains(err.Error(), "mpirun -np 4") {
 		t.Fatalf("got %v, want an error naming --data-parallel-size 4 and mpirun -np 4", err)

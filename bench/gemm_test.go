@@ -1,4 +1,4 @@
-package train
+package bench
 
 import (
 	"math"
@@ -13,7 +13,7 @@ import (
 // of the square.
 func TestGemmShapesCoverTheModel(t *testing.T) {
 	for _, name := range []string{"small", "medium", "medium-llama", "long"} {
-		c := benchConfigs[name]
+		c := configs[name]
 		T := c.MicroBatch * c.Seq
 		var linear, attn float64
 		for _, g := range gemmShapes(c, 2) {

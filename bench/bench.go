@@ -1,4 +1,4 @@
-package train
+package bench
 
 import (
 	"bufio"
@@ -19,10 +19,11 @@ import (
 	"github.com/gotron/gotron/pp"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/dnnl"
+	"github.com/gotron/gotron/train"
 )
 
-// BenchOptions select what Bench measures.
-type BenchOptions struct {
+// Options select what Bench measures.
+type Options struct {
 	Configs []string // "small", "medium"
 	Iters   int      // timed iterations after one warm-up
 	Threads int      // cores (0: all), divided among the ranks
@@ -48,7 +49,7 @@ type BenchOptions struct {
 	ExpertParallel int
 	Dispatcher     string
 	// DataParallel is the number of data-parallel replicas (0 or 1: one).
-	// Bench runs them as in-process ranks; under BenchRank the data-parallel
+	// Bench runs them as in-process ranks; under RunRank the data-parallel
 	// size is the world's size over TP·PP, and DataParallel, when set, must
 	// equal it.
 	DataParallel int
@@ -60,7 +61,7 @@ type BenchOptions struct {
 	// BF16 and FP16 ask for mixed precision, with Precision's settings
 	// (nil: the defaults), as training does.
 	BF16, FP16 bool
-	Precision  *Precision
+	Precision  *train.Precision
 	// Breakdown profiles the timed iterations of each configuration (the
 	// CPU time of every rank in this process) and prints it by phase
 	// (Breakdown), then, when the process runs one rank, the wall time
@@ -68,8 +69,8 @@ type BenchOptions struct {
 	Breakdown bool
 }
 
-// benchPrecision names the parameters' type and what runs the bf16 GEMMs.
-func benchPrecision(o BenchOptions) string {
+// precision names the parameters' type and what runs the bf16 GEMMs.
+func precision(o Options) string {
 	switch {
 	case o.BF16:
 		p, _ := dnnl.Plan() // Bench has refused a plan that errs
@@ -80,8 +81,8 @@ func benchPrecision(o BenchOptions) string {
 	return "fp32"
 }
 
-// BenchConfig is a benchmark model.
-type BenchConfig struct {
+// Config is a benchmark model.
+type Config struct {
 	Name                              string
 	Layers, Hidden, Heads, Seq, Vocab int
 	MicroBatch                        int
@@ -96,7 +97,7 @@ type BenchConfig struct {
 }
 
 // model returns the configuration's model options on m.
-func (c BenchConfig) model(m *config.TransformerConfig) {
+func (c Config) model(m *config.TransformerConfig) {
 	m.NumLayers, m.HiddenSize, m.NumAttentionHeads = c.Layers, c.Hidden, c.Heads
 	m.SeqLength, m.MaxPositionEmbeddings, m.VocabSize = c.Seq, c.Seq, c.Vocab
 	if c.Llama {
@@ -110,8 +111,8 @@ func (c BenchConfig) model(m *config.TransformerConfig) {
 	}
 }
 
-// benchConfigs are the benchmark models: small and medium.
-var benchConfigs = map[string]BenchConfig{
+// configs are the benchmark models: small and medium.
+var configs = map[string]Config{
 	"small":  {Name: "small", Layers: 4, Hidden: 256, Heads: 8, Seq: 256, Vocab: 1024, MicroBatch: 8},
 	"medium": {Name: "medium", Layers: 6, Hidden: 512, Heads: 8, Seq: 512, Vocab: 8192, MicroBatch: 4},
 	// medium-llama is medium shaped as a Llama-class model.
@@ -130,7 +131,7 @@ var benchConfigs = map[string]BenchConfig{
 // weights, h·(n + 2g)·d + n·d·h + h·f₁ + f·h (12h² for the GPT-2 shape,
 // f₁ = 2f for a gated MLP). A MoE layer counts its active weights only:
 // the router's E·h and k experts' h·f₁ + f·h.
-func (c BenchConfig) FLOPs(tokens int) float64 {
+func (c Config) FLOPs(tokens int) float64 {
 	m := config.DefaultTransformerConfig()
 	c.model(&m)
 	T, L, h, s, V := float64(tokens), float64(c.Layers), float64(c.Hidden), float64(c.Seq), float64(c.Vocab)
@@ -147,9 +148,9 @@ func (c BenchConfig) FLOPs(tokens int) float64 {
 	return 6*T*(L*W+V*h) + 12*L*nd*s*T
 }
 
-// BenchResult is one configuration's measurement.
-type BenchResult struct {
-	Config     BenchConfig
+// Result is one configuration's measurement.
+type Result struct {
+	Config     Config
 	TokensPerS float64
 	GFLOPs     float64
 	PeakRSS    int64 // bytes, the process's peak resident set during the run
@@ -167,11 +168,11 @@ type BenchResult struct {
 	// its model chunks).
 	Buckets int
 	// Phases is where the timed iterations' CPU time went (with
-	// BenchOptions.Breakdown).
+	// Options.Breakdown).
 	Phases *Breakdown
 	// Gemms is the wall time of the timed iterations' GEMMs per shape,
 	// summed over GemmIters iterations, the longest first (with
-	// BenchOptions.Breakdown, when this process ran one rank:
+	// Options.Breakdown, when this process ran one rank:
 	// tensor.TimeGemms times the whole process).
 	Gemms     []tensor.GemmTime
 	GemmIters int
@@ -185,72 +186,70 @@ type BenchResult struct {
 	FirstMS float64
 }
 
-// Bench trains each configuration on mock data for o.Iters timed
+// Run trains each configuration on mock data for o.Iters timed
 // iterations, its ranks (TP × PP × DP) as goroutines of this process, and
 // prints tokens/s, achieved GFLOP/s, peak memory, the iteration's time and
 // the optimizer step's.
-func Bench(ctx context.Context, w io.Writer, o BenchOptions) error {
+func Run(ctx context.Context, w io.Writer, o Options) error {
 	if o.DataParallel < 0 {
 		return fmt.Errorf("--data-parallel-size %d: must be at least 1", o.DataParallel)
 	}
 	n := max(o.TensorParallel, 1) * max(o.PipelineParallel, 1) * max(o.ContextParallel, 1) * max(o.DataParallel, 1)
-	args, err := benchArgsAll(o, n)
+	runs, err := prepareAll(o, train.Placement{World: n, Machine: n, Process: n})
 	if err != nil {
 		return err
 	}
-	return bench(ctx, w, o, args, n, n, fmt.Sprintf("%d in-process ranks", n), func(ctx context.Context, fn func(context.Context, comm.Group) error) error {
+	return bench(ctx, w, o, runs, n, fmt.Sprintf("%d in-process ranks", n), func(ctx context.Context, fn func(context.Context, comm.Group) error) error {
 		return local.NewWorld(n, comm.Options{Timeout: time.Hour}).Run(ctx, fn)
 	})
 }
 
-// BenchRank is Bench as one rank of a multi-process job (one process per
+// RunRank is Run as one rank of a multi-process job (one process per
 // rank, under mpirun): every process calls it with its world group; world
 // rank 0 writes to w. localRanks is how many ranks share this machine (the
 // cores are divided among them). The data-parallel size is world / (TP·PP).
-func BenchRank(ctx context.Context, world comm.Group, w io.Writer, o BenchOptions, localRanks int) error {
+func RunRank(ctx context.Context, world comm.Group, w io.Writer, o Options, localRanks int) error {
 	n := world.Size()
 	mp := max(o.TensorParallel, 1) * max(o.PipelineParallel, 1) * max(o.ContextParallel, 1)
 	if dp := n / mp; o.DataParallel != 0 && (n%mp != 0 || o.DataParallel != dp) {
 		return fmt.Errorf("--data-parallel-size %d: the job has %d processes and tensor × pipeline × context parallel size %d, so the data-parallel size is %d/%d: drop --data-parallel-size or run mpirun -np %d",
 			o.DataParallel, n, mp, n, mp, o.DataParallel*mp)
 	}
-	args, err := benchArgsAll(o, n)
+	runs, err := prepareAll(o, train.Placement{World: n, Machine: localRanks, Process: 1})
 	if err != nil {
 		return err
 	}
 	if world.Rank() != 0 {
 		w = io.Discard
 	}
-	return bench(ctx, w, o, args, n, localRanks, fmt.Sprintf("%d MPI processes (peak memory: rank 0's process)", n),
+	return bench(ctx, w, o, runs, n, fmt.Sprintf("%d MPI processes (peak memory: rank 0's process)", n),
 		func(ctx context.Context, fn func(context.Context, comm.Group) error) error { return fn(ctx, world) })
 }
 
-// benchArgsAll returns the training arguments of every configuration of o
-// for a world of n ranks, validated, and settles the GEMM kernels they use
-// (decideKernels).
-func benchArgsAll(o BenchOptions, n int) ([]Args, error) {
-	var out []Args
+// prepareAll prepares the training run of every configuration of o at
+// placement pl (train.Prepare: the arguments validated, the memory
+// checked, the GEMM kernels settled, the mock data opened), so that a
+// configuration that cannot run stops the benchmark before any runs.
+func prepareAll(o Options, pl train.Placement) ([]*train.Prepared, error) {
+	var out []*train.Prepared
 	for _, name := range o.Configs {
-		c, ok := benchConfigs[name]
+		c, ok := configs[name]
 		if !ok {
 			return nil, fmt.Errorf("--configs: unknown configuration %q (known: small, medium, medium-llama, medium-moe, long)", name)
 		}
-		a := benchArgs(c, o, n)
-		if err := a.Validate(n); err != nil {
+		p, err := train.Prepare(argsFor(c, o, pl.World), train.Options{}, pl)
+		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.Name, err)
 		}
-		if err := decideKernels(a); err != nil {
-			return nil, err
-		}
-		out = append(out, a)
+		out = append(out, p)
 	}
 	return out, nil
 }
 
-// benchArgs returns the training arguments of configuration c under o for
+// argsFor returns the training arguments of configuration c under o for
 // a world of n ranks.
-func benchArgs(c BenchConfig, o BenchOptions, n int) Args {
-	a := DefaultArgs()
+func argsFor(c Config, o Options, n int) train.Args {
+	a := train.DefaultArgs()
 	c.model(&a.Model)
 	a.Model.HiddenDropout, a.Model.AttentionDropout = 0, 0
 	a.Model.BF16, a.Model.FP16 = o.BF16, o.FP16
@@ -283,19 +282,18 @@ func benchArgs(c BenchConfig, o BenchOptions, n int) Args {
 	a.Threads = o.Threads
 	a.LogInterval = a.TrainIters
 	a.WorldSize = n
-	return normalise(a, n)
+	return a
 }
 
-// bench prints the header and one line per configuration, each run by
-// run on n ranks, localRanks of them sharing this machine's cores; where
-// says how the ranks run.
-func bench(ctx context.Context, w io.Writer, o BenchOptions, args []Args, n, localRanks int, where string,
+// bench prints the header and one line per configuration, each prepared
+// run started by run on n ranks; where says how the ranks run.
+func bench(ctx context.Context, w io.Writer, o Options, runs []*train.Prepared, n int, where string,
 	run func(context.Context, func(context.Context, comm.Group) error) error) error {
 	dp := 1
-	if len(args) > 0 {
-		dp = args[0].DataParallelSize(n)
+	if len(runs) > 0 {
+		dp = runs[0].Args().DataParallelSize(n)
 	}
-	layout := benchLayout(o, dp)
+	layout := layoutDesc(o, dp)
 	if n > 1 {
 		layout += "; " + where
 	}
@@ -304,15 +302,15 @@ func bench(ctx context.Context, w io.Writer, o BenchOptions, args []Args, n, loc
 		layout += " per data-parallel replica"
 	}
 	fmt.Fprintf(w, "gotron bench: %s, %d core(s), %s, GEMM %s, %s\n",
-		layout, threadsOr(o.Threads), benchPrecision(o), tensor.GemmLibraries(), time.Now().Format("2006-01-02"))
+		layout, threadsOr(o.Threads), precision(o), tensor.GemmLibraries(), time.Now().Format("2006-01-02"))
 	if warn := tensor.GemmWarning(); warn != "" {
 		fmt.Fprintf(w, "gotron bench: warning: %s\n", warn)
 	}
 	fmt.Fprintf(w, "%-12s %7s %7s %6s %5s %6s %5s %12s %10s %12s %10s %8s %8s %8s %8s %9s %9s %9s %8s\n", "config", "layers", "hidden", "heads", "seq", "vocab", "micro",
 		"tokens/s", "GFLOP/s", "peak MiB", "step ms", "bubble", "theory", "idle", "buckets", "adam ms", "gather ms", "first ms", "cp wait")
-	for i, a := range args {
-		c := benchConfigs[o.Configs[i]]
-		r, err := benchOne(ctx, c, a, n, localRanks, o.Breakdown, run)
+	for i, p := range runs {
+		c := configs[o.Configs[i]]
+		r, err := runOne(ctx, c, p, n, o.Breakdown, run)
 		if err != nil {
 			return err
 		}
@@ -326,9 +324,9 @@ func bench(ctx context.Context, w io.Writer, o BenchOptions, args []Args, n, loc
 	return nil
 }
 
-// benchLayout describes the parallel layout and the data-parallel
+// layoutDesc describes the parallel layout and the data-parallel
 // settings for the header line.
-func benchLayout(o BenchOptions, dp int) string {
+func layoutDesc(o Options, dp int) string {
 	var parts []string
 	if tp := max(o.TensorParallel, 1); tp > 1 {
 		s := fmt.Sprintf("tensor parallel %d", tp)
@@ -372,8 +370,8 @@ func benchLayout(o BenchOptions, dp int) string {
 
 // dataParallelLayout describes dp data-parallel replicas and how their
 // gradients and parameters are reduced and gathered.
-func dataParallelLayout(o BenchOptions, dp int) string {
-	d := defaultDDP()
+func dataParallelLayout(o Options, dp int) string {
+	d := train.DefaultArgs().DDP
 	if o.DDP != nil {
 		d = *o.DDP
 	}
@@ -404,41 +402,37 @@ func threadsOr(n int) int {
 	return runtime.NumCPU()
 }
 
-// benchOne trains configuration c with arguments a (validated) on n ranks
-// started by run, and measures world rank 0: the mean time of the timed
-// iterations (the first one warms up), then the mean time of the
-// optimizer step over as many extra steps (benchOptimizerStep).
-func benchOne(ctx context.Context, c BenchConfig, a Args, n, localRanks int, breakdown bool,
-	run func(context.Context, func(context.Context, comm.Group) error) error) (BenchResult, error) {
+// runOne trains configuration c, prepared as p, on n ranks started by run,
+// and measures world rank 0: the mean time of the timed iterations (the
+// first one warms up), then the mean time of the optimizer step over as
+// many extra steps (train.Rank.TimeOptimizerStep).
+func runOne(ctx context.Context, c Config, p *train.Prepared, n int, breakdown bool,
+	run func(context.Context, func(context.Context, comm.Group) error) error) (Result, error) {
 	runtime.GC()
 	debug.FreeOSMemory()
 	resetPeakRSS()
-	b := &benchRun{a: a, breakdown: breakdown}
-	defer func() { _ = b.prof.stop() }() // a run that failed while profiling
-	ds, err := openData(a)
-	if err != nil {
-		return BenchResult{}, err
-	}
-	err = run(ctx, func(ctx context.Context, g comm.Group) error {
-		b.ranksHere.Add(1)
-		t, err := newTrainer(ctx, g, a, ds, localRanks)
+	m := &measurement{a: p.Args(), breakdown: breakdown}
+	defer func() { _ = m.prof.stop() }() // a run that failed while profiling
+	err := run(ctx, func(ctx context.Context, g comm.Group) error {
+		m.ranksHere.Add(1)
+		r, err := p.NewRank(ctx, g)
 		if err != nil {
 			return err
 		}
-		if err := b.train(ctx, t, g.Rank() == 0); err != nil {
+		if err := m.train(ctx, r, g.Rank() == 0); err != nil {
 			return err
 		}
-		return b.optimizer(ctx, t, g.Rank() == 0)
+		return m.optimizer(ctx, r, g.Rank() == 0)
 	})
 	if err != nil {
-		return BenchResult{}, err
+		return Result{}, err
 	}
-	return b.result(c, n), nil
+	return m.result(c, n), nil
 }
 
-// benchRun is what benchOne measures on world rank 0.
-type benchRun struct {
-	a         Args
+// measurement is what runOne measures on world rank 0.
+type measurement struct {
+	a         train.Args
 	breakdown bool
 	steps     []time.Duration // the timed iterations
 	first     time.Duration   // the warm-up iteration
@@ -452,39 +446,33 @@ type benchRun struct {
 	ranksHere atomic.Int32  // the ranks this process runs
 }
 
-// train runs the iterations (the last one profiled under pipelining) and,
-// on rank 0 (measure), records their times and, with breakdown, profiles
-// the timed ones.
-func (b *benchRun) train(ctx context.Context, t *trainer, measure bool) error {
-	a := b.a
-	for t.iteration < a.TrainIters {
-		var r stepResult
-		var tl *pp.Timeline
-		var err error
-		if a.Model.PipelineModelParallelSize > 1 && t.iteration == a.TrainIters-1 {
-			r, tl, err = t.profiledStep(ctx)
-		} else {
-			r, err = t.step(ctx)
-		}
+// train runs the iterations (the last one's timeline recorded under
+// pipelining) and, on rank 0 (measure), records their times and, with
+// breakdown, profiles the timed ones.
+func (m *measurement) train(ctx context.Context, r *train.Rank, measure bool) error {
+	a := m.a
+	for r.Iteration() < a.TrainIters {
+		last := r.Iteration() == a.TrainIters-1
+		s, err := r.Step(ctx, train.StepOptions{Timeline: a.Model.PipelineModelParallelSize > 1 && last})
 		if err != nil {
 			return err
 		}
 		if !measure {
 			continue
 		}
-		if t.iteration > 1 {
-			b.steps = append(b.steps, r.elapsed)
-			b.cpWait = time.Duration(t.cpWait.Load()) - b.firstWait
+		if s.Iteration > 1 {
+			m.steps = append(m.steps, s.Elapsed)
+			m.cpWait = r.CPWait() - m.firstWait
 		} else { // the first iteration warms up
-			b.first = r.elapsed
-			b.firstWait = time.Duration(t.cpWait.Load())
+			m.first = s.Elapsed
+			m.firstWait = r.CPWait()
 		}
-		if err := b.profile(t.iteration); err != nil {
+		if err := m.profile(s.Iteration); err != nil {
 			return err
 		}
-		if tl != nil {
-			bb := tl.Bubbles()
-			b.bub, b.idle = pp.Bubble(bb), pp.MeanBubble(bb)
+		if s.Timeline != nil {
+			bb := s.Timeline.Bubbles()
+			m.bub, m.idle = pp.Bubble(bb), pp.MeanBubble(bb)
 		}
 	}
 	return nil
@@ -492,104 +480,68 @@ func (b *benchRun) train(ctx context.Context, t *trainer, measure bool) error {
 
 // profile starts --breakdown's profile after the warm-up iteration and
 // stops it after the last.
-func (b *benchRun) profile(iteration int) error {
-	if !b.breakdown {
+func (m *measurement) profile(iteration int) error {
+	if !m.breakdown {
 		return nil
 	}
 	switch iteration {
 	case 1:
 		var err error
-		b.prof, err = startProfile()
+		m.prof, err = startProfile()
 		return err
-	case b.a.TrainIters:
-		return b.prof.stop()
+	case m.a.TrainIters:
+		return m.prof.stop()
 	}
 	return nil
 }
 
 // optimizer times as many optimizer steps as there were timed iterations
-// (benchOptimizerStep) and counts the buckets, on rank 0 (measure).
-func (b *benchRun) optimizer(ctx context.Context, t *trainer, measure bool) error {
-	for range b.a.TrainIters - 1 {
-		ad, ga, err := t.benchOptimizerStep(ctx)
+// and counts the buckets, on rank 0 (measure).
+func (m *measurement) optimizer(ctx context.Context, r *train.Rank, measure bool) error {
+	for range m.a.TrainIters - 1 {
+		ad, ga, err := r.TimeOptimizerStep(ctx)
 		if err != nil {
 			return err
 		}
 		if measure {
-			b.adam, b.gather = b.adam+ad, b.gather+ga
+			m.adam, m.gather = m.adam+ad, m.gather+ga
 		}
 	}
 	if measure {
-		for _, d := range t.allDDPs() {
-			b.buckets += len(d.Buffer.Buckets)
-		}
+		m.buckets = r.Buckets()
 	}
 	return nil
 }
 
 // result is the measurement of configuration c on n ranks (only the
 // configuration on a rank that measured nothing).
-func (b *benchRun) result(c BenchConfig, n int) BenchResult {
-	a := b.a
-	if len(b.steps) == 0 { // not world rank 0: nothing measured here
-		return BenchResult{Config: c}
+func (m *measurement) result(c Config, n int) Result {
+	a := m.a
+	if len(m.steps) == 0 { // not world rank 0: nothing measured here
+		return Result{Config: c}
 	}
 	var total time.Duration
-	for _, s := range b.steps {
+	for _, s := range m.steps {
 		total += s
 	}
-	avg := total / time.Duration(len(b.steps))
+	avg := total / time.Duration(len(m.steps))
 	ms := func(d time.Duration, n int) float64 { return float64(d.Microseconds()) / 1000 / float64(n) }
-	m, p, optSteps := a.NumMicroBatches(a.DataParallelSize(n)), a.Model.PipelineModelParallelSize, a.TrainIters-1
-	tokens := c.MicroBatch * c.Seq * m * a.DataParallelSize(n)
-	res := BenchResult{Config: c, TokensPerS: float64(tokens) / avg.Seconds(), GFLOPs: c.FLOPs(tokens) / avg.Seconds() / 1e9,
-		PeakRSS: peakRSS(), StepMS: ms(total, len(b.steps)), Bubble: b.bub, Idle: b.idle, Buckets: b.buckets,
-		AdamMS: ms(b.adam, optSteps), GatherMS: ms(b.gather, optSteps), FirstMS: ms(b.first, 1),
-		CPWait: float64(b.cpWait) / float64(total)}
+	micro, p, optSteps := a.NumMicroBatches(a.DataParallelSize(n)), a.Model.PipelineModelParallelSize, a.TrainIters-1
+	tokens := c.MicroBatch * c.Seq * micro * a.DataParallelSize(n)
+	res := Result{Config: c, TokensPerS: float64(tokens) / avg.Seconds(), GFLOPs: c.FLOPs(tokens) / avg.Seconds() / 1e9,
+		PeakRSS: peakRSS(), StepMS: ms(total, len(m.steps)), Bubble: m.bub, Idle: m.idle, Buckets: m.buckets,
+		AdamMS: ms(m.adam, optSteps), GatherMS: ms(m.gather, optSteps), FirstMS: ms(m.first, 1),
+		CPWait: float64(m.cpWait) / float64(total)}
 	if p > 1 {
-		res.TheoreticalBubble = pp.TheoreticalBubble(p, a.Model.NumModelChunks(), m)
+		res.TheoreticalBubble = pp.TheoreticalBubble(p, a.Model.NumModelChunks(), micro)
 	}
-	if b.prof != nil {
-		res.Phases = &b.prof.phases
-		if b.ranksHere.Load() == 1 {
-			res.Gemms, res.GemmIters = b.prof.gemms, len(b.steps)
+	if m.prof != nil {
+		res.Phases = &m.prof.phases
+		if m.ranksHere.Load() == 1 {
+			res.Gemms, res.GemmIters = m.prof.gemms, len(m.steps)
 		}
 	}
 	return res
-}
-
-// benchOptimizerStep times one optimizer step as the trainer's step takes
-// it, on the gradients of the last iteration: the Adam update of the
-// rank's parameters (of its shards under the distributed optimizer), then,
-// for the distributed optimizer, the all-gather of the updated parameters.
-// The learning rate is 0, so the weights keep their values while every
-// element is still read and written. A parameter all-gather that
-// overlap_param_gather left for the next forward pass is finished first,
-// and a barrier lines the ranks up before the clock starts.
-func (t *trainer) benchOptimizerStep(ctx context.Context) (adam, gather time.Duration, err error) {
-	if t.a.DDP.OverlapParamGather {
-		if err := t.finishParamSync(ctx); err != nil {
-			return 0, 0, err
-		}
-	}
-	if err := t.groups.World.Barrier(ctx); err != nil {
-		return 0, 0, err
-	}
-	start := time.Now()
-	if err := t.opt.Adam().Step(0); err != nil {
-		return 0, 0, err
-	}
-	adam = time.Since(start)
-	if !t.a.DDP.UseDistributedOptimizer {
-		return adam, 0, nil
-	}
-	start = time.Now()
-	for _, d := range t.allDDPs() {
-		if err := d.StartParamSync(ctx, true); err != nil {
-			return 0, 0, err
-		}
-	}
-	return adam, time.Since(start), nil
 }
 
 // resetPeakRSS resets the kernel's record of the process's peak resident

@@ -1,4 +1,4 @@
-package train
+package bench
 
 import (
 	"context"
@@ -9,10 +9,11 @@ import (
 
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/tensor"
+	"github.com/gotron/gotron/tensor/dnnl"
 )
 
-// benchGEMM is one GEMM shape of a benchmark model's iteration.
-type benchGEMM struct {
+// gemmShape is one GEMM shape of a benchmark model's iteration.
+type gemmShape struct {
 	name           string
 	m, n, k        int
 	transA, transB bool
@@ -23,11 +24,11 @@ type benchGEMM struct {
 	workers int
 }
 
-func (g benchGEMM) flops() float64 { return 2 * float64(g.m) * float64(g.n) * float64(g.k) }
+func (g gemmShape) flops() float64 { return 2 * float64(g.m) * float64(g.n) * float64(g.k) }
 
 // attention reports whether g is one of the attention core's blocks, which
 // run on one thread each and pick their kernel as the attention does.
-func (g benchGEMM) attention() bool { return g.workers == 1 && strings.HasPrefix(g.name, "attn") }
+func (g gemmShape) attention() bool { return g.workers == 1 && strings.HasPrefix(g.name, "attn") }
 
 // gemmShapes lists the GEMMs of one iteration (one micro-batch) of
 // configuration c on a rank with threads threads: every linear layer's
@@ -36,16 +37,16 @@ func (g benchGEMM) attention() bool { return g.workers == 1 && strings.HasPrefix
 // (scores Q·Kᵀ in forward, again in backward's recompute, and dP = dO·Vᵀ;
 // P·V and dQ = dS·K; dK = dSᵀ·Q and dV = Pᵀ·dO). A MoE layer's experts
 // are not listed: their GEMMs vary with the routing (tensor.GemmVarying).
-func gemmShapes(c BenchConfig, threads int) []benchGEMM {
+func gemmShapes(c Config, threads int) []gemmShape {
 	m := config.DefaultTransformerConfig()
 	c.model(&m)
 	T, h, L := c.MicroBatch*c.Seq, c.Hidden, c.Layers
-	var out []benchGEMM
+	var out []gemmShape
 	linear := func(name string, in, outF, count int) {
 		out = append(out,
-			benchGEMM{name + " forward", T, outF, in, false, true, count, threads},
-			benchGEMM{name + " dX", T, in, outF, false, false, count, threads},
-			benchGEMM{name + " dW", outF, in, T, true, false, count, threads})
+			gemmShape{name + " forward", T, outF, in, false, true, count, threads},
+			gemmShape{name + " dX", T, in, outF, false, false, count, threads},
+			gemmShape{name + " dW", outF, in, T, true, false, count, threads})
 	}
 	linear("qkv", h, m.QKVWidth(), L)
 	linear("proj", m.AttentionWidth(), h, L)
@@ -58,47 +59,46 @@ func gemmShapes(c BenchConfig, threads int) []benchGEMM {
 	heads := c.MicroBatch * c.Heads * L // (batch row, head) pairs of an iteration
 	for e := 64; e <= c.Seq; e += 64 {
 		out = append(out,
-			benchGEMM{fmt.Sprintf("attn QKᵀ, dOVᵀ (keys %d)", e), 64, e, d, false, true, 3 * heads, 1},
-			benchGEMM{fmt.Sprintf("attn PV, dSK (keys %d)", e), 64, d, e, false, false, 2 * heads, 1},
-			benchGEMM{fmt.Sprintf("attn dSᵀQ, PᵀdO (rows %d)", e), 64, d, e, true, false, 2 * heads, 1})
+			gemmShape{fmt.Sprintf("attn QKᵀ, dOVᵀ (keys %d)", e), 64, e, d, false, true, 3 * heads, 1},
+			gemmShape{fmt.Sprintf("attn PV, dSK (keys %d)", e), 64, d, e, false, false, 2 * heads, 1},
+			gemmShape{fmt.Sprintf("attn dSᵀQ, PᵀdO (rows %d)", e), 64, d, e, true, false, 2 * heads, 1})
 	}
 	return out
 }
 
-// BenchGemm measures, for each configuration of o, every GEMM kernel this
+// Gemm measures, for each configuration of o, every GEMM kernel this
 // machine has at each of the model's GEMM shapes (float32, or bfloat16
 // with o.BF16), marks the one gotron picks, and prints the GEMM ceiling:
 // the model's FLOPs over the time its GEMMs would take at the best
 // measured rate for each shape, and at the picked one. A rank's threads
 // run a linear layer's GEMM together; the attention's blocks run on one
 // thread each, side by side, so their rate counts once per thread.
-func BenchGemm(ctx context.Context, w io.Writer, o BenchOptions) error {
+func Gemm(ctx context.Context, w io.Writer, o Options) error {
 	threads := threadsOr(o.Threads)
 	for _, name := range o.Configs {
-		if _, ok := benchConfigs[name]; !ok {
+		if _, ok := configs[name]; !ok {
 			return fmt.Errorf("--configs: unknown configuration %q (known: small, medium, medium-llama, medium-moe, long)", name)
 		}
 	}
 	if o.BF16 {
-		a := DefaultArgs()
-		a.Model.BF16 = true
-		if err := decideKernels(a); err != nil {
-			return err
+		// The bf16 plan, as a bf16 run settles it (train.Prepare).
+		if _, err := dnnl.Plan(); err != nil {
+			return fmt.Errorf("invalid environment: %w", err)
 		}
 	}
 	kernels := tensor.GemmKernels(o.BF16)
-	fmt.Fprintf(w, "gotron bench --gemm: one rank, %d thread(s), %s, GEMM %s, %s\n", threads, benchPrecision(o), tensor.GemmLibraries(), time.Now().Format("2006-01-02"))
+	fmt.Fprintf(w, "gotron bench --gemm: one rank, %d thread(s), %s, GEMM %s, %s\n", threads, precision(o), tensor.GemmLibraries(), time.Now().Format("2006-01-02"))
 	for _, name := range o.Configs {
-		c := benchConfigs[name]
-		if err := benchGemmConfig(ctx, w, c, kernels, threads, o.BF16); err != nil {
+		c := configs[name]
+		if err := gemmConfig(ctx, w, c, kernels, threads, o.BF16); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// benchGemmConfig measures and prints one configuration's table.
-func benchGemmConfig(ctx context.Context, w io.Writer, c BenchConfig, kernels []tensor.GemmKernel, threads int, bf16 bool) error {
+// gemmConfig measures and prints one configuration's table.
+func gemmConfig(ctx context.Context, w io.Writer, c Config, kernels []tensor.GemmKernel, threads int, bf16 bool) error {
 	fmt.Fprintf(w, "\n%s: %d tokens per iteration; GFLOP/s of each kernel (×%d threads for the attention's one-thread blocks), * = gotron's pick\n", c.Name, c.MicroBatch*c.Seq, threads)
 	fmt.Fprintf(w, "%-30s %17s %5s %5s %9s", "GEMM", "m×n×k", "op", "calls", "MFLOP")
 	for _, k := range kernels {
@@ -138,7 +138,7 @@ func benchGemmConfig(ctx context.Context, w io.Writer, c BenchConfig, kernels []
 // measureShape measures each kernel at g, one after another, and returns the
 // printed cells, the fastest rate and the picked kernel's (per call site:
 // times threads for one-thread GEMMs).
-func measureShape(g benchGEMM, kernels []tensor.GemmKernel, pick tensor.GemmKernel, threads int) (row string, fastest, picked float64, err error) {
+func measureShape(g gemmShape, kernels []tensor.GemmKernel, pick tensor.GemmKernel, threads int) (row string, fastest, picked float64, err error) {
 	side := float64(threads / g.workers) // one-thread calls side by side
 	budget := 60 * time.Millisecond
 	var b strings.Builder
@@ -162,7 +162,7 @@ func measureShape(g benchGEMM, kernels []tensor.GemmKernel, pick tensor.GemmKern
 // shape measured ran at a fifth of its rate on the AMX Xeon (oneDNN's
 // threads and their tile state, its scratch pages), which a single
 // warm-up call does not cover.
-func warmUp(g benchGEMM, kernels []tensor.GemmKernel) error {
+func warmUp(g gemmShape, kernels []tensor.GemmKernel) error {
 	for _, k := range kernels {
 		if _, err := tensor.MeasureGemm(k, g.workers, g.transA, g.transB, g.m, g.n, g.k, 200*time.Millisecond); err != nil {
 			return fmt.Errorf("%s on %v: %w", g.name, k, err)
@@ -171,7 +171,7 @@ func warmUp(g benchGEMM, kernels []tensor.GemmKernel) error {
 	return nil
 }
 
-func opName(g benchGEMM) string {
+func opName(g gemmShape) string {
 	t := func(b bool) string {
 		if b {
 			return "T"

@@ -1,4 +1,4 @@
-package train
+package bench
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func TestPhaseOf(t *testing.T) {
 // cannot tell apart, no table.
 func TestBenchBreakdown(t *testing.T) {
 	var out strings.Builder
-	if err := Bench(context.Background(), &out, BenchOptions{Configs: []string{"small"}, Iters: 1, Breakdown: true}); err != nil {
+	if err := Run(context.Background(), &out, Options{Configs: []string{"small"}, Iters: 1, Breakdown: true}); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()
@@ -71,7 +71,7 @@ func TestBenchBreakdown(t *testing.T) {
 		t.Errorf("a GEMM of the model missing from gemmShapes:\n%s", table)
 	}
 	out.Reset()
-	if err := Bench(context.Background(), &out, BenchOptions{Configs: []string{"small"}, Iters: 1, Breakdown: true, TensorParallel: 2}); err != nil {
+	if err := Run(context.Background(), &out, Options{Configs: []string{"small"}, Iters: 1, Breakdown: true, TensorParallel: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(out.String(), "GEMMs of small") {
@@ -82,11 +82,11 @@ func TestBenchBreakdown(t *testing.T) {
 // TestPrintGemmTimes: the table names each shape after gemmShapes, counts
 // its calls and time, and puts the GEMMs' total beside the step's.
 func TestPrintGemmTimes(t *testing.T) {
-	c := benchConfigs["small"]
+	c := configs["small"]
 	qkv := gemmShapes(c, 2)[0] // qkv forward
 	// two iterations: 8 calls of qkv forward in 20 ms, 3 of an expert's
 	// shape (its calls vary with the routing) in 2 ms
-	r := BenchResult{StepMS: 22, GemmIters: 2, Gemms: []tensor.GemmTime{
+	r := Result{StepMS: 22, GemmIters: 2, Gemms: []tensor.GemmTime{
 		{GemmShape: tensor.GemmShape{M: qkv.m, N: qkv.n, K: qkv.k, TransA: qkv.transA, TransB: qkv.transB}, Threads: 2, Calls: 8, Time: 20 * time.Millisecond},
 		{GemmShape: tensor.GemmShape{M: 3, N: 3, K: 3}, Threads: 1, Calls: 3, Time: 2 * time.Millisecond},
 	}}
@@ -104,7 +104,7 @@ func TestPrintGemmTimes(t *testing.T) {
 		}
 	}
 	out.Reset()
-	printGemmTimes(&out, c, 2, BenchResult{StepMS: 22})
+	printGemmTimes(&out, c, 2, Result{StepMS: 22})
 	if out.Len() != 0 {
 		t.Errorf("a table without GEMM times:\n%s", out.String())
 	}

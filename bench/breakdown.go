@@ -1,4 +1,4 @@
-package train
+package bench
 
 import (
 	"bytes"
@@ -178,11 +178,11 @@ func (p *cpuProfile) stop() error {
 }
 
 // printGemmTimes prints the table of a configuration's GEMMs in its timed
-// iterations (BenchResult.Gemms): each shape's calls and wall time per
+// iterations (Result.Gemms): each shape's calls and wall time per
 // iteration (a MoE expert's shapes change with the routing, so their
 // calls need not be whole) and its rate, named after gemmShapes, and
 // their share of the step.
-func printGemmTimes(w io.Writer, c BenchConfig, threads int, r BenchResult) {
+func printGemmTimes(w io.Writer, c Config, threads int, r Result) {
 	names := map[tensor.GemmShape][]string{}
 	for _, g := range gemmShapes(c, threads) {
 		s := tensor.GemmShape{M: g.m, N: g.n, K: g.k, TransA: g.transA, TransB: g.transB}
@@ -207,7 +207,7 @@ func printGemmTimes(w io.Writer, c BenchConfig, threads int, r BenchResult) {
 		if name == "" {
 			name = "(not in --gemm's list)" // a MoE expert's, or a tensor-parallel slice
 		}
-		op := opName(benchGEMM{transA: g.TransA, transB: g.TransB})
+		op := opName(gemmShape{transA: g.TransA, transB: g.TransB})
 		fmt.Fprintf(w, "%-30s %17s %5s %7d %5.4g %9.1f %9.1f\n", name, fmt.Sprintf("%d×%d×%d", g.M, g.N, g.K), op, g.Threads,
 			float64(g.Calls)/iters, float64(g.Time.Microseconds())/1000/iters, g.GFLOPs())
 	}

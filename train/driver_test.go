@@ -1,0 +1,60 @@
+package train
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/comm/local"
+)
+
+// TestDriverFollowsRun: a program driving the ranks itself (Prepare,
+// NewRank, Step) runs the iterations Run runs: the same losses and
+// gradient norms bit for bit, on two pipeline stages whose last
+// iteration records its timeline.
+func TestDriverFollowsRun(t *testing.T) {
+	a := ppArgs(2, 1, 2)
+	a.TrainIters, a.EvalIters, a.Sample = 3, 0, 0
+	want, err := Run(context.Background(), a, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Prepare(a, Options{}, Placement{World: 2, Machine: 2, Process: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var got []StepReport
+	err = local.NewWorld(2, comm.Options{Timeout: time.Minute}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
+		r, err := p.NewRank(ctx, g)
+		if err != nil {
+			return err
+		}
+		for r.Iteration() < a.TrainIters {
+			s, err := r.Step(ctx, StepOptions{Timeline: r.Iteration() == a.TrainIters-1})
+			if err != nil {
+				return err
+			}
+			if g.Rank() == 0 {
+				got = append(got, s)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want.Losses) {
+		t.Fatalf("%d steps, Run took %d", len(got), len(want.Losses))
+	}
+	for i, s := range got {
+		if s.Iteration != i+1 || s.Loss != want.Losses[i] || math.Float64bits(s.GradNorm) != math.Float64bits(want.GradNorms[i]) {
+			t.Errorf("step %d: iteration %d, loss %v, norm %v; Run: loss %v, norm %v", i, s.Iteration, s.Loss, s.GradNorm, want.Losses[i], want.GradNorms[i])
+		}
+		if (s.Timeline != nil) != (i == len(got)-1) {
+			t.Errorf("step %d: timeline %v, want one on the last step only", i, s.Timeline != nil)
+		}
+	}
+}
