@@ -190,7 +190,7 @@ func FuzzValidate(f *testing.F) {
 			checkValidateError(t, err)
 			return
 		}
-		need := EstimateMemory(a, n, n)
+		need := estimateMemory(a, n, n)
 		for _, c := range []struct {
 			name string
 			v    float64

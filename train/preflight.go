@@ -1,222 +1,37 @@
 package train
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"math"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"strings"
 
-	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/internal/sysmem"
-	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/plan"
 )
 
-// MemoryNeed is the memory a machine's ranks of a run need, in bytes, by
-// component: what the checks before training compare with the machine's
-// available memory. Values are float64 so that absurd sizes give +Inf, not
-// a wrapped integer.
-type MemoryNeed struct {
-	// Weights are the model parameters the process's ranks hold.
-	Weights float64
-	// Gradients are their gradient buffers.
-	Gradients float64
-	// Optimizer is Adam's two moments, and the float32 main parameters of
-	// a 16-bit model, divided over the data-parallel ranks under the
-	// distributed optimizer.
-	Optimizer float64
-	// Activations are what forward passes keep for backward: one
-	// micro-batch per rank without pipelining, min(p−i, m) on pipeline
-	// stage i under 1F1B (gpt.EstimateActivations per micro-batch).
-	Activations float64
-	// Attention is the attention kernels' per-worker score scratch: 8·s²
-	// bytes per worker (13·s² with attention dropout), for the backward's
-	// probabilities and their gradient.
-	Attention float64
-	// Checkpoint is a save's copy of the state the ranks write (float32
-	// weights, and Adam's moments unless --no-save-optim): 0 without
-	// --save. A synchronous save holds it while the activations are
-	// free; with --async-save it lives while training goes on.
-	Checkpoint float64
-	// AsyncSave says the checkpoint copy coexists with the activations.
-	AsyncSave bool
+// memoryRun is what the memory model (package plan) reads of the run.
+func (a Args) memoryRun() plan.Run {
+	return plan.Run{Model: a.Model, DDP: a.DDP, GradReduceInBF16: a.GradReduceInBF16,
+		MicroBatchSize: a.MicroBatchSize, GlobalBatchSize: a.GlobalBatchSize, Threads: a.Threads,
+		Save: a.Save != "", AsyncSave: a.AsyncSave, SaveOptim: !a.NoSaveOptim}
 }
 
-// Total is the peak: the components' sum, with the checkpoint copy in
-// place of the activations when it is made between iterations.
-func (m MemoryNeed) Total() float64 {
-	if m.AsyncSave {
-		return m.Weights + m.Gradients + m.Optimizer + m.Attention + m.Activations + m.Checkpoint
-	}
-	return m.Weights + m.Gradients + m.Optimizer + m.Attention + max(m.Activations, m.Checkpoint)
+// estimateMemory is the memory localRanks of the world's ranks need
+// together (plan.Memory), for arguments normalised for world ranks.
+func estimateMemory(a Args, world, localRanks int) plan.Need {
+	return plan.Memory(a.memoryRun(), world, localRanks)
 }
 
-// EstimateMemory returns the memory that localRanks of the run's world
-// ranks need together (all of them for the in-process backend; under
-// mpirun, the processes on one machine, which share its cores and memory),
-// for arguments normalised for world ranks.
-//
-// With P the model's parameters, t·p the ranks of one model replica and
-// R = localRanks, the R ranks hold R/(t·p) copies of the weights:
-//
-//	weights   = P·R/(t·p)·w       w = 4 (float32) or 2 (bf16/fp16)
-//	gradients = P·R/(t·p)·g       g = 4 unless gradients stay 16-bit
-//	optimizer = P·R/(t·p)·(8 + 4·[16-bit])/(dp if distributed optimizer)
-func EstimateMemory(a Args, world, localRanks int) MemoryNeed {
-	st := machineShare(a, world, localRanks)
-	need := st.modelState(a)
-	need.Activations = activationMemory(a, world, st.copies)
-	need.Attention = attentionScratch(a, localRanks)
-	if a.Save != "" {
-		need.Checkpoint = st.checkpointCopy(a, world, localRanks)
-		need.AsyncSave = a.AsyncSave
-	}
-	return need
-}
-
-// stateShare is how much of the model's state the machine holds: its
-// dense parameters in copies whole copies (tp·pp ranks hold one), a MoE
-// model's experts in ecopies (etp·ep·pp ranks hold one), and the
-// data-parallel sizes the distributed optimizer shards them over.
-type stateShare struct {
-	dense, experts  float64
-	copies, ecopies float64
-	dp, edp         float64
-}
-
-// machineShare returns the machine's share of the state of a's model on a
-// world of world ranks, localRanks of them here.
-func machineShare(a Args, world, localRanks int) stateShare {
-	mp := a.Model.ModelParallelConfig
-	tp, pp := max(mp.TensorModelParallelSize, 1), max(mp.PipelineModelParallelSize, 1)
-	params := parameterCount(a)
-	experts := expertCount(a.Model)
-	etp, ep := max(mp.EffectiveExpertTensorParallelSize(), 1), max(mp.ExpertModelParallelSize, 1)
-	return stateShare{dense: params - experts, experts: experts,
-		copies: float64(localRanks) / float64(tp*pp), ecopies: float64(localRanks) / float64(etp*ep*pp),
-		dp: float64(max(a.DataParallelSize(world), 1)), edp: float64(max(world/(etp*ep*pp), 1))}
-}
-
-// modelState is the weights, gradients and optimizer state the share
-// takes: 4, 4 and 8 bytes a parameter in float32; 2, 4 (2 when reduced in
-// 16 bits) and 12 in bf16 or fp16; the optimizer's over dp (edp for
-// experts) under the distributed optimizer.
-func (st stateShare) modelState(a Args) MemoryNeed {
-	w, g, o := 4.0, 4.0, 8.0
-	if a.Model.BF16 || a.Model.FP16 {
-		w, o = 2, 12
-		if a.GradReduceInBF16 || a.Model.FP16 && !a.DDP.GradReduceInFP32 {
-			g = 2
-		}
-	}
-	eo := o
-	if a.DDP.UseDistributedOptimizer {
-		o /= st.dp
-		eo /= st.edp
-	}
-	return MemoryNeed{Weights: st.dense*st.copies*w + st.experts*st.ecopies*w, Gradients: st.dense*st.copies*g + st.experts*st.ecopies*g,
-		Optimizer: st.dense*st.copies*o + st.experts*st.ecopies*eo}
-}
-
-// activationMemory is the activations the machine keeps: each rank of a
-// pipeline of p stages keeps min(p−i, m) micro-batches of its L/p layers.
-func activationMemory(a Args, world int, copies float64) float64 {
-	tp, pp := max(a.Model.TensorModelParallelSize, 1), max(a.Model.PipelineModelParallelSize, 1)
-	s, b := float64(a.Model.SeqLength), float64(a.MicroBatchSize)
-	h, f, v := float64(a.Model.HiddenSize), widest(a.Model), float64(a.Model.PaddedVocabSize())
-	m := max(a.NumMicroBatches(max(a.DataParallelSize(world), 1)), 1)
-	inFlight := 0.0
-	for i := 0; i < pp; i++ {
-		inFlight += float64(min(pp-i, m))
-	}
-	perMicroBatch := math.Inf(1)
-	if s*b*max(h, f, v)*float64(max(a.Model.NumLayers, 1)) < 1<<55 {
-		perMicroBatch = float64(gpt.EstimateActivations(a.Model, a.MicroBatchSize).Total)
-	}
-	// perMicroBatch covers every layer on one tensor-parallel rank; a
-	// stage holds 1/p of them, and t ranks share each stage.
-	return perMicroBatch / float64(pp) * inFlight * float64(tp) * copies
-}
-
-// attentionScratch is the attention core's per-worker buffers: 8·s² bytes
-// per worker (13·s² with attention dropout), one worker per (batch row,
-// head) pair at most.
-func attentionScratch(a Args, localRanks int) float64 {
-	s := float64(a.Model.SeqLength)
-	threads := a.Threads
-	if threads <= 0 {
-		threads = runtime.NumCPU()
-	}
-	workers := max(1, threads/max(localRanks, 1))
-	pairs := max(a.MicroBatchSize*a.Model.NumAttentionHeads/max(a.Model.TensorModelParallelSize, 1), 1)
-	perWorker := 8 * s * s
-	if a.Model.AttentionDropout > 0 {
-		perWorker = 13 * s * s
-	}
-	return perWorker * float64(min(workers, pairs)) * float64(localRanks)
-}
-
-// checkpointCopy is the copy --save takes: every rank of the first
-// replica writes its 1/(t·p) of the state, or 1/dp of it each under the
-// distributed optimizer; the machine's share is bounded by the whole
-// state per replica it holds, or 1/dp of it when it holds the whole world.
-func (st stateShare) checkpointCopy(a Args, world, localRanks int) float64 {
-	saved := 4.0
-	if !a.NoSaveOptim {
-		saved = 12
-	}
-	c := (st.dense*st.copies + st.experts*st.ecopies) * saved
-	if a.DDP.UseDistributedOptimizer || localRanks >= world {
-		c /= st.dp
-	}
-	return c
-}
-
-// parameterCount returns the model's parameters as a float64: exactly
-// (gpt.NumParameters) up to 16384 layers, beyond that the non-layer
-// parameters plus num_layers times one layer's, or +Inf when a size is
-// absurd.
-func parameterCount(a Args) float64 {
-	c := a.Model
-	h, f, v := float64(c.HiddenSize), widest(c), float64(max(c.VocabSize, c.MaxPositions()))
-	if h*max(h, f, v) >= 1<<55 {
-		return math.Inf(1)
-	}
-	if c.NumLayers <= 1<<14 {
-		return float64(gpt.NumParameters(c))
-	}
-	c.NumLayers = 1
-	one := float64(gpt.NumParameters(c))
-	c.NumLayers = 2
-	perLayer := float64(gpt.NumParameters(c)) - one
-	return one - perLayer + float64(a.Model.NumLayers)*perLayer
-}
-
-// expertCount returns the parameters of the whole model's routed experts
-// (E·(f₁·h + h·f) per MoE layer), 0 for a dense model.
-func expertCount(c config.TransformerConfig) float64 {
-	if c.NumMoEExperts <= 0 {
-		return 0
-	}
-	h, f := float64(c.HiddenSize), float64(c.MoEFFN())
-	f1 := f
-	if c.GatedLinearUnit {
-		f1 = 2 * f
-	}
-	layers := 0.0
-	if c.NumLayers <= 1<<14 {
-		for i := range c.NumLayers {
-			if c.IsMoELayer(i) {
-				layers++
-			}
-		}
-	} else {
-		layers = float64(c.NumLayers)
-	}
-	return layers * float64(c.NumMoEExperts) * (f1*h + h*f)
+// MeasureActivations is plan.MeasureActivations of a's model, completed
+// as a run on its tensor-parallel ranks completes it.
+func MeasureActivations(ctx context.Context, a Args) ([]plan.Row, error) {
+	a = normalise(a, max(a.Model.TensorModelParallelSize, 1))
+	return plan.MeasureActivations(ctx, a.Model, a.MicroBatchSize, a.Seed)
 }
 
 // headroom is the fraction of the available memory a run's estimate may
@@ -243,7 +58,7 @@ func checkMemory(a Args, world, localRanks, ranksHere int) error {
 		return nil
 	}
 	avail := limit.Bytes
-	need := EstimateMemory(a, world, localRanks)
+	need := estimateMemory(a, world, localRanks)
 	if need.Total() <= headroom*float64(avail) {
 		if os.Getenv("GOMEMLIMIT") == "" {
 			debug.SetMemoryLimit(avail / int64(max(localRanks, 1)) * int64(max(ranksHere, 1)))
@@ -332,17 +147,4 @@ func checkSaveDir(dir string) error {
 		return fail("cannot write into the checkpoint directory", err)
 	}
 	return nil
-}
-
-// widest is the widest activation of a layer, counted in float64 so that
-// absurd sizes cannot overflow: linear_fc1's output (2·ffn gated) or
-// linear_qkv's ((n + 2g)·d, with any --kv-channels).
-func widest(c config.TransformerConfig) float64 {
-	d := float64(c.HeadDim())
-	qkv := (float64(c.NumAttentionHeads) + 2*float64(c.QueryGroups())) * d
-	fc1 := float64(c.FFN())
-	if c.GatedLinearUnit {
-		fc1 *= 2
-	}
-	return max(qkv, fc1)
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/config"
-	"github.com/gotron/gotron/cp"
 	"github.com/gotron/gotron/data"
 	"github.com/gotron/gotron/dp"
 	"github.com/gotron/gotron/mesh"
@@ -192,30 +191,7 @@ func (t *trainer) moeAuxLossScale(micro int) float32 {
 
 // cpSplit returns the rank's part of a micro-batch under context
 // parallelism.
-func (t *trainer) cpSplit(b data.Batch) data.Batch { return splitBatch(b, t.cp) }
-
-// splitBatch returns the part of micro-batch b a rank of the
-// context-parallel groups g holds: chunks r and 2·cp−1−r of every row
-// (cp.Split), the segments whole (the attention of the rank's chunks
-// reads the segment ids of every chunk); b itself without context
-// parallelism.
-func splitBatch(b data.Batch, g *cp.Groups) data.Batch {
-	n := g.Size()
-	if n == 1 {
-		return b
-	}
-	r := g.Rank()
-	out := data.Batch{Rows: b.Rows, Seq: b.Seq / n,
-		InputIDs: cp.Split(b.InputIDs, b.Rows, b.Seq, n, r),
-		Labels:   cp.Split(b.Labels, b.Rows, b.Seq, n, r),
-		LossMask: cp.Split(b.LossMask, b.Rows, b.Seq, n, r),
-		Segments: b.Segments,
-	}
-	if b.PositionIDs != nil {
-		out.PositionIDs = cp.Split(b.PositionIDs, b.Rows, b.Seq, n, r)
-	}
-	return out
-}
+func (t *trainer) cpSplit(b data.Batch) data.Batch { return gpt.SplitBatch(b, t.cp) }
 
 // activationShape is the shape of the tensors between pipeline stages:
 // [s/cp (/tp under sequence parallelism), b, h].

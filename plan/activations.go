@@ -1,4 +1,4 @@
-package train
+package plan
 
 import (
 	"context"
@@ -16,9 +16,9 @@ import (
 	"github.com/gotron/gotron/tp"
 )
 
-// MemoryRow is one layout of a MeasureActivations report: rank 0's
+// Row is one layout of a MeasureActivations report: rank 0's
 // activation memory for one micro-batch, in bytes.
-type MemoryRow struct {
+type Row struct {
 	// Layout names the layout ("TP 4 + SP + selective", say).
 	Layout string
 	// Config is the model config the row ran.
@@ -116,30 +116,30 @@ func Korthikanti(cfg config.TransformerConfig, b int) float64 {
 	}
 }
 
-// MeasureActivations runs one micro-batch of a's model forward and
+// MeasureActivations runs one micro-batch of b rows of model forward and
 // backward in each layout of memoryLayouts (one rank, and TP t with and
 // without sequence parallelism, selective and full recompute, where t is
-// a's tensor-model-parallel size) on in-process ranks, and reports rank 0's
-// measured activation memory beside gotron's and Korthikanti et al.'s
-// formulas.
-func MeasureActivations(ctx context.Context, a Args) ([]MemoryRow, error) {
-	if a.Model.NumMoEExperts > 0 {
-		return nil, fmt.Errorf("--num-experts %d: gotron's activation-memory formula does not cover MoE layers yet (their saved rows depend on the routing); inspect the dense model, or measure a MoE run's peak_activation_bytes with --log-json", a.Model.NumMoEExperts)
+// model's tensor-model-parallel size; CP n alone and with them when
+// model's context-parallel size is n) on in-process ranks, its weights,
+// data and dropout drawn from seed, and reports rank 0's measured
+// activation memory beside gotron's and Korthikanti et al.'s formulas.
+func MeasureActivations(ctx context.Context, model config.TransformerConfig, b int, seed uint64) ([]Row, error) {
+	if model.NumMoEExperts > 0 {
+		return nil, fmt.Errorf("--num-experts %d: gotron's activation-memory formula does not cover MoE layers yet (their saved rows depend on the routing); inspect the dense model, or measure a MoE run's peak_activation_bytes with --log-json", model.NumMoEExperts)
 	}
-	a = normalise(a, max(a.Model.TensorModelParallelSize, 1))
-	if a.Model.VocabSize == 0 {
-		a.Model.VocabSize = 256
+	if model.VocabSize == 0 {
+		model.VocabSize = 256
 	}
-	var rows []MemoryRow
-	for _, l := range memoryLayouts(a.Model, max(a.Model.TensorModelParallelSize, 1)) {
+	var rows []Row
+	for _, l := range memoryLayouts(model, max(model.TensorModelParallelSize, 1)) {
 		if err := l.cfg.Validate(); err != nil {
 			return nil, fmt.Errorf("%s: %w", l.name, err)
 		}
-		row := MemoryRow{Layout: l.name, Config: l.cfg, Estimate: gpt.EstimateActivations(l.cfg, a.MicroBatchSize).PerLayer,
-			Korthikanti: Korthikanti(l.cfg, a.MicroBatchSize)}
+		row := Row{Layout: l.name, Config: l.cfg, Estimate: gpt.EstimateActivations(l.cfg, b).PerLayer,
+			Korthikanti: Korthikanti(l.cfg, b)}
 		n := max(l.cfg.TensorModelParallelSize, 1) * max(l.cfg.ContextParallelSize, 1)
 		err := local.NewWorld(n, comm.Options{}).Run(ctx, func(ctx context.Context, w comm.Group) error {
-			return measureRank(ctx, w, a, l.cfg, &row)
+			return measureRank(ctx, w, l.cfg, b, seed, &row)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", l.name, err)
@@ -150,10 +150,10 @@ func MeasureActivations(ctx context.Context, a Args) ([]MemoryRow, error) {
 }
 
 // measureRank is one rank of a layout of MeasureActivations: one
-// micro-batch's forward and backward of model cfg, and, on rank 0, the
-// activation memory per layer, at the end of the forward pass and at its
-// peak into row.
-func measureRank(ctx context.Context, w comm.Group, a Args, cfg config.TransformerConfig, row *MemoryRow) error {
+// micro-batch of b rows forward and backward through model cfg, and, on
+// rank 0, the activation memory per layer, at the end of the forward pass
+// and at its peak into row.
+func measureRank(ctx context.Context, w comm.Group, cfg config.TransformerConfig, b int, seed uint64, row *Row) error {
 	groups, err := mesh.Initialize(ctx, w, mesh.Sizes{TP: max(cfg.TensorModelParallelSize, 1), PP: 1, CP: max(cfg.ContextParallelSize, 1), EP: 1, ETP: 1})
 	if err != nil {
 		return err
@@ -165,23 +165,23 @@ func measureRank(ctx context.Context, w comm.Group, a Args, cfg config.Transform
 			return err
 		}
 	}
-	m, err := gpt.NewParallel(cfg, rng.New(a.Seed), g, gpt.WithContextParallel(cpg))
+	m, err := gpt.NewParallel(cfg, rng.New(seed), g, gpt.WithContextParallel(cpg))
 	if err != nil {
 		return err
 	}
-	tracker, def, err := tp.ModelParallelManualSeed(a.Seed+1+uint64(m.CP.Rank()), g.Rank(), 0, 0)
+	tracker, def, err := tp.ModelParallelManualSeed(seed+1+uint64(m.CP.Rank()), g.Rank(), 0, 0)
 	if err != nil {
 		return err
 	}
 	var st gpt.ActivationStats
 	tape := autograd.NewTape(ctx)
-	b := splitBatch(data.MockDataset{Seed: a.Seed, Vocab: cfg.VocabSize, Seq: cfg.SeqLength}.Batch(data.ConstantStep(0, a.MicroBatchSize), 0, a.MicroBatchSize), m.CP)
-	losses, err := m.ForwardInputs(tape, gpt.Inputs{IDs: b.InputIDs, Labels: b.Labels, Rows: b.Rows, Seq: b.Seq, Stats: &st},
+	mb := gpt.SplitBatch(data.MockDataset{Seed: seed, Vocab: cfg.VocabSize, Seq: cfg.SeqLength}.Batch(data.ConstantStep(0, b), 0, b), m.CP)
+	losses, err := m.ForwardInputs(tape, gpt.Inputs{IDs: mb.InputIDs, Labels: mb.Labels, Rows: mb.Rows, Seq: mb.Seq, Stats: &st},
 		&gpt.Randomness{Default: def, Tracker: tracker}, nil)
 	if err != nil {
 		return err
 	}
-	if err := autograd.Backward(tape, gpt.MaskedMeanLoss(tape, losses, b, 1), nil); err != nil {
+	if err := autograd.Backward(tape, gpt.MaskedMeanLoss(tape, losses, mb, 1), nil); err != nil {
 		return err
 	}
 	if w.Rank() == 0 {

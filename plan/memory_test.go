@@ -1,0 +1,63 @@
+package plan
+
+import (
+	"math"
+	"testing"
+
+	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/models/gpt"
+)
+
+// moeModel is a small Llama-shaped model whose every second layer is a MoE
+// layer of 4 SwiGLU experts of width 32.
+func moeModel() config.TransformerConfig {
+	m := config.DefaultTransformerConfig()
+	m.NumLayers, m.HiddenSize, m.NumAttentionHeads, m.SeqLength, m.VocabSize = 4, 64, 4, 32, 128
+	m.MaxPositionEmbeddings = 32
+	m.Normalization, m.ActivationFunc, m.GatedLinearUnit = config.RMSNormType, config.SiLU, true
+	m.NumMoEExperts, m.MoEFFNHiddenSize, m.MoELayerFreq = 4, 32, []int{2}
+	return m
+}
+
+// TestExpertsCounted: a MoE model's routed experts are E·(f₁·h + h·f)
+// per MoE layer, and the parameter count is gpt.NumParameters up to
+// 16384 layers, its per-layer extrapolation beyond.
+func TestExpertsCounted(t *testing.T) {
+	m := moeModel()
+	h := float64(m.HiddenSize)
+	if got, want := expertCount(m), 2.0*4*(2*32*h+h*32); got != want {
+		t.Errorf("expert parameters %g, want %g", got, want)
+	}
+	if got, want := parameterCount(m), float64(gpt.NumParameters(m)); got != want {
+		t.Errorf("parameters %g, want gpt.NumParameters's %g", got, want)
+	}
+	d := config.DefaultTransformerConfig()
+	d.NumLayers, d.HiddenSize, d.NumAttentionHeads, d.SeqLength, d.VocabSize, d.MaxPositionEmbeddings = 1<<14, 64, 4, 32, 128, 32
+	exact := float64(gpt.NumParameters(d))
+	d.NumLayers++
+	if got, want := parameterCount(d)-exact, exact/float64(1<<14); math.Abs(got-want) > want {
+		t.Errorf("one more layer beyond 16384 adds %g parameters, want about %g", got, want)
+	}
+}
+
+// TestMemoryShares: data-parallel copies and the distributed optimizer's
+// shards, 16-bit state and a save's copy, on the plan's own Run.
+func TestMemoryShares(t *testing.T) {
+	r := Run{Model: config.DefaultTransformerConfig(), DDP: config.DefaultDDPConfig(), MicroBatchSize: 1, GlobalBatchSize: 2}
+	r.Model.NumLayers, r.Model.HiddenSize, r.Model.NumAttentionHeads, r.Model.SeqLength, r.Model.VocabSize = 2, 64, 4, 32, 128
+	r.Model.MaxPositionEmbeddings = 32
+	p := float64(gpt.NumParameters(r.Model))
+	one := Memory(r, 1, 1)
+	if one.Weights != 4*p || one.Gradients != 4*p || one.Optimizer != 8*p || one.Checkpoint != 0 {
+		t.Fatalf("one rank: %+v, want 4/4/8 bytes × %g parameters and no checkpoint", one, p)
+	}
+	r.DDP.UseDistributedOptimizer = true
+	if two := Memory(r, 2, 2); two.Weights != 8*p || two.Optimizer != 8*p {
+		t.Errorf("two ranks with the distributed optimizer: %+v, want two copies of the weights and one of Adam", two)
+	}
+	r.DDP.UseDistributedOptimizer = false
+	r.Model.BF16, r.Save, r.SaveOptim = true, true, true
+	if bf := Memory(r, 1, 1); bf.Weights != 2*p || bf.Gradients != 4*p || bf.Optimizer != 12*p || bf.Checkpoint != 12*p {
+		t.Errorf("bf16 with a save: %+v, want 2/4/12 bytes per parameter and a 12-byte copy", bf)
+	}
+}
