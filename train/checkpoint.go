@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gotron/gotron/ckpt"
+	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/tensor/rng"
 )
 
@@ -121,7 +122,7 @@ func dataChanges(a Args, saved ckpt.Args) (note string, err error) {
 // checkpoint: the model's shapes and head split, and the batch schedule
 // (the global batch and its ramp: the data position continues from the
 // consumed samples, and the iterations left follow the schedule). The
-// model options are compared by modelDiffs.
+// model options are compared by TransformerConfig.OptionDiffs.
 var checkedArgs = []struct{ key, flag string }{
 	{"num_layers", "--num-layers"}, {"hidden_size", "--hidden-size"}, {"num_attention_heads", "--num-attention-heads"},
 	{"ffn_hidden_size", "--ffn-hidden-size"}, {"max_position_embeddings", "--max-position-embeddings"},
@@ -163,7 +164,7 @@ func compareArgs(a Args, saved ckpt.Args, early bool) error {
 			diffs = append(diffs, fmt.Sprintf("%s %d in the checkpoint, %d in this run", k.flag, v, want))
 		}
 	}
-	model := modelDiffs(savedModel, a.Model)
+	model := savedModel.OptionDiffs(a.Model)
 	if len(diffs)+len(model) == 0 {
 		return nil
 	}
@@ -222,4 +223,18 @@ func checkLoad(a Args) (Args, error) {
 		return a, fmt.Errorf("--use-checkpoint-args: %s: %w", where, err)
 	}
 	return a, nil
+}
+
+// applyModelRecord sets m's model options from a checkpoint's record
+// (TransformerConfig.ApplyRecord), with the errors a resume prints.
+func applyModelRecord(m *config.TransformerConfig, rec map[string]string) error {
+	err := m.ApplyRecord(rec)
+	var unknown *config.UnknownOptionsError
+	switch {
+	case errors.As(err, &unknown):
+		return fmt.Errorf("the checkpoint records model options this gotron does not know (%s): load it with the gotron that saved it", strings.Join(unknown.Keys, ", "))
+	case err != nil:
+		return fmt.Errorf("the checkpoint's manifest is damaged: %w", err)
+	}
+	return nil
 }

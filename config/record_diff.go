@@ -1,36 +1,20 @@
-package train
+package config
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
-
-	"github.com/gotron/gotron/config"
 )
 
-// applyModelRecord sets m's model options from a checkpoint's record
-// (TransformerConfig.ApplyRecord), with the errors a resume prints.
-func applyModelRecord(m *config.TransformerConfig, rec map[string]string) error {
-	err := m.ApplyRecord(rec)
-	var unknown *config.UnknownOptionsError
-	switch {
-	case errors.As(err, &unknown):
-		return fmt.Errorf("the checkpoint records model options this gotron does not know (%s): load it with the gotron that saved it", strings.Join(unknown.Keys, ", "))
-	case err != nil:
-		return fmt.Errorf("the checkpoint's manifest is damaged: %w", err)
-	}
-	return nil
-}
-
-// modelDiffs lists how the model options of the checkpoint's model
-// (saved) and this run's (now) differ, each with its flag, comparing the
-// models they build rather than their spellings: the number of key/value
-// groups and the head dimension as they take effect, the RoPE settings
-// only when both rotate, the bias-GELU fusion only where it selects
-// GELU's tanh form, linear_qkv's bias whether it comes from
-// --add-qkv-bias or from the linear biases.
-func modelDiffs(saved, now config.TransformerConfig) []string {
+// OptionDiffs lists how the model options (those Record keeps) of a
+// checkpoint's model (saved) and a run's (now) differ, each with its
+// Megatron flag ("--normalization LayerNorm in the checkpoint, RMSNorm in
+// this run"), comparing the models they build rather than their
+// spellings: the number of key/value groups and the head dimension as
+// they take effect, the RoPE settings only when both rotate, the bias-GELU
+// fusion only where it selects GELU's tanh form, linear_qkv's bias
+// whether it comes from --add-qkv-bias or from the linear biases.
+func (c TransformerConfig) OptionDiffs(now TransformerConfig) []string {
+	saved := c
 	var d []string
 	value := func(flag, s, n string) {
 		if s != n {
@@ -42,7 +26,7 @@ func modelDiffs(saved, now config.TransformerConfig) []string {
 			d = append(d, either(flagIf(flag, s), flagIf(flag, n)))
 		}
 	}
-	eps := func(c config.TransformerConfig) string {
+	eps := func(c TransformerConfig) string {
 		return strconv.FormatFloat(float64(c.LayernormEpsilon), 'g', -1, 32)
 	}
 	value("--normalization", saved.NormName(), now.NormName())
@@ -71,14 +55,14 @@ func modelDiffs(saved, now config.TransformerConfig) []string {
 	return append(d, moeDiffs(saved, now)...)
 }
 
-// moeDiffs is modelDiffs of the MoE options: the number of experts, and,
+// moeDiffs is OptionDiffs of the MoE options: the number of experts, and,
 // when both models have experts, the options of their MoE layers as they
 // take effect: the MoE layers (whatever --moe-layer-freq's spelling), each
 // expert's width (--moe-ffn-hidden-size, or --ffn-hidden-size), the expert
 // bias's rate only when both route with one, the drop policy and the
 // padding only when both drop tokens. The dispatcher and the grouped GEMM
 // do not change the numbers and are not compared.
-func moeDiffs(saved, now config.TransformerConfig) []string {
+func moeDiffs(saved, now TransformerConfig) []string {
 	var d []string
 	if s, n := saved.NumMoEExperts, now.NumMoEExperts; s != n {
 		experts := func(e int) string {
@@ -104,7 +88,7 @@ func moeDiffs(saved, now config.TransformerConfig) []string {
 	}
 	num := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 	if !sameMoELayers(saved, now, max(saved.NumLayers, now.NumLayers)) {
-		value("--moe-layer-freq", config.FormatMoELayerFreq(saved.MoELayerFreq), config.FormatMoELayerFreq(now.MoELayerFreq))
+		value("--moe-layer-freq", FormatMoELayerFreq(saved.MoELayerFreq), FormatMoELayerFreq(now.MoELayerFreq))
 	}
 	value("--moe-ffn-hidden-size", strconv.Itoa(saved.MoEFFN()), strconv.Itoa(now.MoEFFN()))
 	value("--moe-shared-expert-intermediate-size", strconv.Itoa(saved.MoESharedExpertIntermediateSize), strconv.Itoa(now.MoESharedExpertIntermediateSize))
@@ -135,7 +119,7 @@ const maxComparedLayers = 1 << 20
 
 // sameMoELayers reports whether a and b make the same of the first n
 // layers MoE.
-func sameMoELayers(a, b config.TransformerConfig, n int) bool {
+func sameMoELayers(a, b TransformerConfig, n int) bool {
 	for i := range min(n, maxComparedLayers) {
 		if a.IsMoELayer(i) != b.IsMoELayer(i) {
 			return false
@@ -147,15 +131,15 @@ func sameMoELayers(a, b config.TransformerConfig, n int) bool {
 // activationFlag returns the flag that selects m's MLP activation ("" for
 // GELU, the default), or the config's names for a combination no flag
 // gives.
-func activationFlag(m config.TransformerConfig) string {
+func activationFlag(m TransformerConfig) string {
 	switch a, glu := m.Activation(), m.GatedLinearUnit; {
-	case a == config.GELU && !glu:
+	case a == GELU && !glu:
 		return ""
-	case a == config.SiLU && glu:
+	case a == SiLU && glu:
 		return "--swiglu"
-	case a == config.SquaredReLU && !glu:
+	case a == SquaredReLU && !glu:
 		return "--squared-relu"
-	case a == config.OpenAIGELU && !glu:
+	case a == OpenAIGELU && !glu:
 		return "--openai-gelu"
 	case glu:
 		return fmt.Sprintf("activation_func %s with gated_linear_unit", a)
