@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/data/source"
 	"github.com/gotron/gotron/data/tokenizer"
 	"github.com/gotron/gotron/optim"
 	"github.com/gotron/gotron/pp"
@@ -116,40 +117,13 @@ type Args struct {
 	// schedule timeline of the last iteration, every rank (--profile-schedule).
 	ProfileSchedule string
 
-	// Data: exactly one source.
-	MockData bool // --mock-data
-	// DataPath is --data-path: indexed datasets (PREFIX.bin/.idx), one prefix
-	// or a blend ("0.3 A 0.7 B", or prefixes weighted by their size), divided
-	// into train, valid and test by Split. TrainDataPath, ValidDataPath and
-	// TestDataPath (--train-data-path ...) give each split its own blend
-	// instead.
-	DataPath                                   []string
-	TrainDataPath, ValidDataPath, TestDataPath []string
-	// Split is --split, the train,valid,test proportions of each dataset's
-	// documents ("969,30,1" when unset with --data-path).
-	Split string
-	// DataCachePath is --data-cache-path, where the sample indices are
-	// cached ("": PREFIX's directory/cache/GPTDataset_indices).
-	DataCachePath string
-	// ResetPositionIDs, ResetAttentionMask and EODMaskLoss are
-	// --reset-position-ids, --reset-attention-mask and --eod-mask-loss:
-	// positions restart after, attention does not cross, and the loss skips
-	// end-of-document tokens (indexed data, with --tokenizer-type).
-	ResetPositionIDs, ResetAttentionMask, EODMaskLoss bool
-	// Tokenizer is --tokenizer-type and its files: the end-of-document id,
-	// the vocabulary size when --vocab-size is unset, and the text of
-	// samples.
-	Tokenizer tokenizer.Options
-	// tok is the tokenizer built from Tokenizer (withTokenizer).
+	// Data is the data flags: exactly one source.
+	source.Data
+	// tok is the tokenizer built from Data.Tokenizer (withTokenizer).
 	tok tokenizer.Tokenizer
 	// dataNote says how the data settings differ from --load's checkpoint
 	// (checkLoad), for the start-up line.
 	dataNote string
-	// TextDataPath is --text-data-path: text files or directories, trained
-	// on as byte-level tokens without preprocessing.
-	TextDataPath   []string
-	GoStdlibCorpus bool    // --go-stdlib-corpus: the Go standard library's source
-	SplitValid     float64 // --split-valid: held-out fraction of text files for validation
 
 	// OverlapP2PComm is --overlap-p2p-communication (true) or
 	// --no-overlap-p2p-communication (false); nil means Megatron's default:
@@ -200,7 +174,7 @@ func DefaultArgs() Args {
 		LogInterval:               100,
 		EvalInterval:              1000,
 		EvalIters:                 100,
-		SplitValid:                0.02,
+		Data:                      source.Data{SplitValid: 0.02},
 		DistributedTimeoutMinutes: 10,
 		SampleTemperature:         0.8,
 		SamplePrompt:              "func ",
@@ -505,7 +479,7 @@ func (a Args) checkOptimizer(_ int, v *violations) {
 // checkDataAndSample: the data flags, the held-out split, the timeout,
 // and the sample generated after training.
 func (a Args) checkDataAndSample(_ int, v *violations) {
-	*v = append(*v, a.dataErrors()...)
+	*v = append(*v, a.Data.Errors(a.SkipTrain)...)
 	if a.SplitValid < 0 || a.SplitValid >= 1 {
 		v.add("--split-valid %g: the held-out fraction must lie in [0, 1)", a.SplitValid)
 	}

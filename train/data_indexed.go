@@ -1,16 +1,12 @@
 package train
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/gotron/gotron/data/gptdata"
-	"github.com/gotron/gotron/data/indexed"
+	"github.com/gotron/gotron/data/source"
 	"github.com/gotron/gotron/data/tokenizer"
 )
 
@@ -77,7 +73,7 @@ func (a Args) checkPrompt() error {
 // size: the ids' range would be unknown (the reference always has a
 // tokenizer).
 func checkDataVocab(a Args) error {
-	if a.indexedData() && a.Tokenizer.Type == "" && a.Model.VocabSize == 0 {
+	if a.Indexed() && a.Tokenizer.Type == "" && a.Model.VocabSize == 0 {
 		return fmt.Errorf("invalid arguments: --data-path without --tokenizer-type: name the tokenizer that wrote the data (%s), which gives the vocabulary and the end-of-document id, or give --vocab-size for the ids alone",
 			strings.Join(tokenizer.Types(), ", "))
 	}
@@ -111,24 +107,6 @@ func (a Args) sampleCounts() ([3]int, error) {
 	return n, nil
 }
 
-// openIndexed builds Megatron's GPTDatasets over the --data-path blend (split
-// by --split) or the per-split blends.
-func openIndexed(a Args) (*datasets, error) {
-	ds, err := buildIndexed(a)
-	if err != nil {
-		return nil, err
-	}
-	d := &datasets{vocab: a.Model.VocabSize, tok: a.tok}
-	if ds[0] != nil {
-		d.train = gptdata.NewBatches(ds[0])
-	}
-	if ds[1] != nil && a.EvalIters > 0 {
-		d.valid = gptdata.NewBatches(ds[1])
-	}
-	d.desc = describeIndexed(a, ds)
-	return d, nil
-}
-
 // TrainingSamples returns the token ids (seq_length + 1 each) of the first
 // count training samples of the run a describes, in the order training
 // consumes them, and the run's tokenizer (nil without --tokenizer-type).
@@ -139,10 +117,10 @@ func TrainingSamples(a Args, count int) ([][]int32, tokenizer.Tokenizer, error) 
 	if count < 1 {
 		return nil, nil, fmt.Errorf("--count %d: must be at least 1", count)
 	}
-	if !a.indexedData() {
+	if !a.Indexed() {
 		return nil, nil, fmt.Errorf("--data-path (or --train-data-path) is required: the indexed datasets to read")
 	}
-	if errs := a.dataErrors(); len(errs) > 0 {
+	if errs := a.Data.Errors(a.SkipTrain); len(errs) > 0 {
 		return nil, nil, fmt.Errorf("invalid arguments: %s", errs[0])
 	}
 	if a.Model.SeqLength < 1 {
@@ -158,7 +136,11 @@ func TrainingSamples(a Args, count int) ([][]int32, tokenizer.Tokenizer, error) 
 	if a, err = withTokenizer(a); err != nil {
 		return nil, nil, err
 	}
-	ds, err := buildIndexed(a)
+	need, err := a.dataNeed()
+	if err != nil {
+		return nil, nil, err
+	}
+	ds, err := source.BuildIndexed(a.Data, need)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -172,122 +154,27 @@ func TrainingSamples(a Args, count int) ([][]int32, tokenizer.Tokenizer, error) 
 	return out, a.tok, nil
 }
 
-// buildIndexed builds the train, valid and test datasets (nil: a split
-// without documents or samples); a run that trains needs the train split.
-func buildIndexed(a Args) ([3]gptdata.Dataset, error) {
-	ds, counts, err := buildSplits(a)
-	if err == nil && ds[0] == nil && counts[0] > 0 {
-		err = fmt.Errorf("invalid arguments: --split %q leaves no documents for training: give the train split a share", a.Split)
+// dataNeed is what the run asks of its data (source.Need); the samples of
+// each split count only for indexed data.
+func (a Args) dataNeed() (source.Need, error) {
+	n := source.Need{SeqLength: a.Model.SeqLength, Vocab: a.Model.VocabSize, Seed: a.Seed, Evaluates: a.EvalIters > 0, Tok: a.tok}
+	if !a.Indexed() || a.Seed > math.MaxUint32 {
+		return n, nil // the seed is refused by source, which owns the rule
 	}
-	return ds, err
+	var err error
+	n.Samples, err = a.sampleCounts()
+	return n, err
 }
 
-// buildSplits builds the datasets and returns them with the samples asked
-// of each.
-func buildSplits(a Args) ([3]gptdata.Dataset, [3]int, error) {
-	var ds [3]gptdata.Dataset
-	cfg := gptdata.Config{
-		SeqLength: a.Model.SeqLength, Seed: a.Seed, Split: a.Split, CachePath: a.DataCachePath,
-		ResetPositionIDs: a.ResetPositionIDs, ResetAttentionMask: a.ResetAttentionMask, EODMaskLoss: a.EODMaskLoss,
-	}
-	if a.tok != nil {
-		cfg.EOD = a.tok.EOD()
-	}
-	if a.Seed > math.MaxUint32 {
-		return ds, [3]int{}, fmt.Errorf("invalid arguments: --seed %d with --data-path: the sample order uses numpy's generator, whose seed lies in [0, 2^32−1]: choose a smaller --seed", a.Seed)
-	}
-	counts, err := a.sampleCounts()
+// openData builds the datasets the arguments name.
+func openData(a Args) (*source.Sets, error) {
+	n, err := a.dataNeed()
 	if err != nil {
-		return ds, counts, err
+		return nil, err
 	}
-	if len(a.DataPath) > 0 {
-		blend, err := gptdata.ParseBlend(a.DataPath)
-		if err != nil {
-			return ds, counts, fmt.Errorf("invalid arguments: %w", err)
-		}
-		ds, err = gptdata.Build(cfg, blend, counts, opener("--data-path"))
-		return ds, counts, err
+	d, err := source.Open(a.Data, n)
+	if err == nil && a.dataNote != "" {
+		d.Desc += "; " + a.dataNote
 	}
-	var blends [3]gptdata.Blend
-	for i, p := range [][]string{a.TrainDataPath, a.ValidDataPath, a.TestDataPath} {
-		if len(p) == 0 {
-			counts[i] = 0
-			continue
-		}
-		if blends[i], err = gptdata.ParseBlend(p); err != nil {
-			return ds, counts, fmt.Errorf("invalid arguments: --%s-data-path: %w", [3]string{"train", "valid", "test"}[i], err)
-		}
-	}
-	ds, err = gptdata.BuildPerSplit(cfg, blends, counts, opener("--train-data-path/--valid-data-path"))
-	return ds, counts, err
-}
-
-// describeIndexed names the data for the start-up line: the paths, the
-// split and the samples of each split.
-func describeIndexed(a Args, ds [3]gptdata.Dataset) string {
-	var b strings.Builder
-	if len(a.DataPath) > 0 {
-		split := a.Split
-		if split == "" {
-			split = DefaultSplit
-		}
-		fmt.Fprintf(&b, "--data-path %s split %s", strings.Join(a.DataPath, " "), split)
-	} else {
-		b.WriteString("per-split data paths")
-	}
-	if a.tok != nil {
-		fmt.Fprintf(&b, ", %s", a.tok.Name())
-	}
-	for i, name := range []string{"train", "valid"} {
-		if ds[i] != nil {
-			fmt.Fprintf(&b, ", %d %s samples", ds[i].Len(), name)
-		}
-	}
-	if ds[1] == nil && a.EvalIters > 0 {
-		b.WriteString(", no validation (the valid split holds no documents: give it a share with --split, or pass --valid-data-path)")
-	}
-	return b.String()
-}
-
-// opener returns the function that opens a dataset of the flag: the
-// indexed dataset PREFIX.bin/.idx. The errors name the flag, and say what
-// a user likely meant: the PREFIX_KEY_document that gotron preprocess
-// wrote for an --output-prefix, the datasets inside a directory, or, for
-// a text file or directory, the gotron preprocess command that makes one.
-func opener(flag string) func(prefix string) (gptdata.Source, error) {
-	return func(prefix string) (gptdata.Source, error) {
-		ds, err := indexed.Open(prefix)
-		if err == nil {
-			return ds, nil
-		}
-		ext := filepath.Ext(prefix)
-		if _, e := os.Stat(prefix + ".idx"); !errors.Is(e, fs.ErrNotExist) || ext == ".bin" || ext == ".idx" {
-			return nil, fmt.Errorf("%s: %w", flag, err)
-		}
-		if _, e := os.Stat(prefix + "_text_document.idx"); e == nil {
-			return nil, fmt.Errorf("%s %s: no %s.idx, but %s_text_document.idx exists: pass the dataset gotron preprocess wrote for --output-prefix %s, --data-path %s_text_document",
-				flag, prefix, prefix, prefix, prefix, prefix)
-		}
-		st, e := os.Stat(prefix)
-		if e != nil {
-			return nil, fmt.Errorf("%s: %w", flag, err)
-		}
-		if st.IsDir() {
-			if found, _ := filepath.Glob(filepath.Join(prefix, "*.idx")); len(found) > 0 {
-				for i := range found {
-					found[i] = strings.TrimSuffix(found[i], ".idx")
-				}
-				if len(found) > 5 {
-					found = append(found[:5], "…")
-				}
-				return nil, fmt.Errorf("%s %s: a directory, not a dataset prefix: it holds the indexed datasets %s: pass one of them (or a blend)", flag, prefix, strings.Join(found, ", "))
-			}
-		}
-		kind := "file"
-		if st.IsDir() {
-			kind = "directory"
-		}
-		return nil, fmt.Errorf("%s %s: a text %s, not an indexed dataset (no %s.idx): tokenize it first, gotron preprocess --input %s --output-prefix PREFIX --tokenizer-type GPT2BPETokenizer --append-eod, then pass %s PREFIX_text_document; or train on its bytes with --text-data-path %s",
-			flag, prefix, kind, prefix, prefix, flag, prefix)
-	}
+	return d, err
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gotron/gotron/ckpt"
 	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/data/source"
 	"github.com/gotron/gotron/pp"
 )
 
@@ -25,7 +26,7 @@ type Placement struct {
 type Prepared struct {
 	a     Args
 	place Placement
-	data  *datasets
+	data  *source.Sets
 	lock  *ckpt.Lock
 }
 

@@ -26,7 +26,7 @@ import (
 func (t *trainer) generate(ctx context.Context, prompt string, n int, temp float64) (string, error) {
 	restore := t.tape.NoGrad()
 	defer restore()
-	tok := t.data.text()
+	tok := t.data.Text()
 	ids := tok.Encode(prompt)
 	nPrompt := len(ids)
 	if nPrompt == 0 {

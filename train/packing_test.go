@@ -11,6 +11,7 @@ import (
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/comm/local"
 	"github.com/gotron/gotron/data"
+	"github.com/gotron/gotron/data/source"
 )
 
 // packedData is mock data read as packed documents: every input token
@@ -74,7 +75,7 @@ func packedRun(t *testing.T, a Args, ds data.Dataset) ([]float64, *safetensors.F
 		t.Fatal(err)
 	}
 	p := &Prepared{a: a, place: Placement{World: a.WorldSize, Machine: a.WorldSize, Process: a.WorldSize},
-		data: &datasets{train: ds, valid: ds, vocab: a.Model.VocabSize, desc: "packed mock data"}}
+		data: &source.Sets{Train: ds, Valid: ds, Vocab: a.Model.VocabSize, Desc: "packed mock data"}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	results := make([]*Result, a.WorldSize)

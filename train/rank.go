@@ -13,6 +13,7 @@ import (
 	"github.com/gotron/gotron/ckpt/safetensors"
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/cp"
+	"github.com/gotron/gotron/data/source"
 	"github.com/gotron/gotron/dp"
 	"github.com/gotron/gotron/mesh"
 	"github.com/gotron/gotron/models/gpt"
@@ -56,7 +57,7 @@ type trainer struct {
 	skipped int
 	sched   optim.Schedule
 	rand    *gpt.Randomness // dropout: the default stream and the tracker's
-	data    *datasets
+	data    *source.Sets
 	tp      comm.Group // the tensor-parallel group
 	mp      comm.Group // the model-parallel group (gradient norm)
 	pp      comm.Group // the pipeline-parallel group
@@ -86,7 +87,7 @@ type trainer struct {
 
 // newTrainer builds the rank's model chunks, optimizer and data, loading
 // initial weights or a checkpoint as the arguments say.
-func newTrainer(ctx context.Context, world comm.Group, a Args, ds *datasets, localRanks int) (*trainer, error) {
+func newTrainer(ctx context.Context, world comm.Group, a Args, ds *source.Sets, localRanks int) (*trainer, error) {
 	mp := a.Model.ModelParallelConfig
 	groups, err := mesh.Initialize(ctx, world, mesh.Sizes{
 		TP: mp.TensorModelParallelSize, PP: mp.PipelineModelParallelSize, CP: mp.ContextParallelSize,

@@ -167,7 +167,7 @@ func runRank(ctx context.Context, world comm.Group, p *Prepared, o Options) (*Re
 	}
 	defer t.saver.Abandon()
 	r.t, r.res = t, &Result{ValidLoss: math.NaN(), StartIteration: t.iteration}
-	r.startup(world.Size(), p.data.desc)
+	r.startup(world.Size(), p.data.Desc)
 	t.onSaved = r.saved
 	for t.iteration < a.TrainIters && !a.SkipTrain {
 		if err := ctx.Err(); err != nil {

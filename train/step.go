@@ -40,7 +40,7 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 	t.tape.ResetPeakActivationBytes()
 	batch := a.stepAt(t.iteration, t.consumed)
 	t.micro = batch.Rows / (a.MicroBatchSize * t.dp)
-	res, err := t.forwardBackward(ctx, t.data.train, batch, false)
+	res, err := t.forwardBackward(ctx, t.data.Train, batch, false)
 	if err != nil {
 		return stepResult{}, fmt.Errorf("iteration %d: %w", t.iteration+1, err)
 	}
@@ -456,12 +456,12 @@ func (t *trainer) profiledStep(ctx context.Context) (stepResult, *pp.Timeline, e
 // comparable), or NaN when there is no validation data. Each batch runs
 // through the pipeline schedule forward-only.
 func (t *trainer) evaluate(ctx context.Context) (float64, error) {
-	if t.data.valid == nil || t.a.EvalIters == 0 {
+	if t.data.Valid == nil || t.a.EvalIters == 0 {
 		return math.NaN(), nil
 	}
 	var total float64
 	for it := 0; it < t.a.EvalIters; it++ {
-		res, err := t.forwardBackward(ctx, t.data.valid, data.ConstantStep(it, t.a.GlobalBatchSize), true)
+		res, err := t.forwardBackward(ctx, t.data.Valid, data.ConstantStep(it, t.a.GlobalBatchSize), true)
 		if err != nil {
 			return 0, fmt.Errorf("evaluation: %w", err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gotron/gotron/data/source"
 	"github.com/gotron/gotron/train"
 )
 
@@ -62,7 +63,7 @@ sample indices are cached (or reused) as training caches them, under
 	f := cmd.Flags()
 	f.SortFlags = false
 	f.StringSliceVar(&a.DataPath, "data-path", nil, "indexed datasets: one prefix, or a blend W1 P1 W2 P2 ...")
-	f.StringVar(&a.Split, "split", "", "train,valid,test proportions of the --data-path documents (default "+train.DefaultSplit+")")
+	f.StringVar(&a.Split, "split", "", "train,valid,test proportions of the --data-path documents (default "+source.DefaultSplit+")")
 	f.StringSliceVar(&a.TrainDataPath, "train-data-path", nil, "the training blend, instead of splitting --data-path")
 	f.StringVar(&a.DataCachePath, "data-cache-path", "", "directory of the cached sample indices (default: beside the first dataset)")
 	f.IntVar(&a.Model.SeqLength, "seq-length", 0, "tokens per sample (each sample holds seq-length + 1)")

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/data/source"
 	"github.com/gotron/gotron/train"
 )
 
@@ -150,7 +151,7 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 	f.Float64Var(&a.ExitDurationInMins, "exit-duration-in-mins", 0, "stop (and save) after the first iteration that ends this many minutes after training began")
 	f.BoolVar(&a.MockData, "mock-data", false, "train on synthetic mock data")
 	f.StringSliceVar(&a.DataPath, "data-path", nil, "indexed datasets (PREFIX of PREFIX.bin/.idx, see gotron preprocess): one prefix, or a blend: W1 P1 W2 P2 ... (or P1 P2 ..., weighted by size)")
-	f.StringVar(&a.Split, "split", "", "train,valid,test proportions of the --data-path documents (default "+train.DefaultSplit+")")
+	f.StringVar(&a.Split, "split", "", "train,valid,test proportions of the --data-path documents (default "+source.DefaultSplit+")")
 	f.StringSliceVar(&a.TrainDataPath, "train-data-path", nil, "the training blend, instead of splitting --data-path")
 	f.StringSliceVar(&a.ValidDataPath, "valid-data-path", nil, "the validation blend")
 	f.StringSliceVar(&a.TestDataPath, "test-data-path", nil, "refused: gotron evaluates no test split")
