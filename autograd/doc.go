@@ -1,8 +1,12 @@
 // Package autograd is gotron's reverse-mode automatic differentiation.
 //
-// A Tape belongs to one rank: it carries the rank's context.Context (for the
-// collectives that run inside backward), the no-grad switch and the first
-// error met. Operations are Functions applied with Apply: each runs its Go
+// A Tape records one pass of one rank (an iteration's forward and
+// backward, an evaluation, a sample), as an http.Request is one request:
+// it carries that pass's context.Context (for the collectives that run
+// inside forward and backward), the no-grad switch, the activation memory
+// and the first error met. Make a new Tape for each pass, under that
+// pass's context; a Tape kept across passes would run later collectives
+// under an old context. Operations are Functions applied with Apply: each runs its Go
 // Forward eagerly and, when gradients are wanted, links a node to its
 // inputs, so the graph is built as the forward runs. Backward(out, grad)
 // walks the graph from any node with a gradient given from outside (what

@@ -5,9 +5,10 @@ import (
 	"sync"
 )
 
-// Tape is one rank's autograd state: its context, its no-grad depth and its
-// first error. It is not safe for concurrent use by several goroutines; each
-// rank has its own.
+// Tape is the autograd record of one pass of one rank: the pass's
+// context, its no-grad depth, its activation memory and its first error.
+// It is not safe for concurrent use by several goroutines; each rank makes
+// its own for each pass (see the package doc).
 type Tape struct {
 	ctx     context.Context
 	noGrad  int
@@ -17,7 +18,7 @@ type Tape struct {
 	mem     activationMemory
 }
 
-// NewTape returns a tape whose collectives run under ctx.
+// NewTape returns a tape for a pass whose collectives run under ctx.
 // It starts with one worker.
 func NewTape(ctx context.Context) *Tape { return &Tape{ctx: ctx, workers: 1} }
 

@@ -24,7 +24,8 @@ import (
 // (times the TP size under SP); causal attention keeps the padding from
 // reaching the positions read.
 func (t *trainer) generate(ctx context.Context, prompt string, n int, temp float64) (string, error) {
-	restore := t.tape.NoGrad()
+	tape := t.newTape(ctx)
+	restore := tape.NoGrad()
 	defer restore()
 	tok := t.data.Text()
 	ids := tok.Encode(prompt)
@@ -52,7 +53,7 @@ func (t *trainer) generate(ctx context.Context, prompt string, n int, temp float
 		if k > 1 {
 			ctxIDs = append(append([]int32(nil), ctxIDs...), make([]int32, (k-used%k)%k)...)
 		}
-		logits, err := t.logits(ctx, ctxIDs)
+		logits, err := t.logits(ctx, tape, ctxIDs)
 		if err != nil {
 			return "", err
 		}
@@ -76,7 +77,7 @@ func (t *trainer) generate(ctx context.Context, prompt string, n int, temp float
 // from the previous one through the pipeline communicator, in the
 // pipeline's dtype) and returns the logits [len, 1, V] on the last stage,
 // nil elsewhere.
-func (t *trainer) logits(ctx context.Context, ids []int32) (*autograd.Var, error) {
+func (t *trainer) logits(ctx context.Context, tape *autograd.Tape, ids []int32) (*autograd.Var, error) {
 	full := len(ids)
 	ids = cp.Split(ids, 1, full, t.cp.Size(), t.cp.Rank())
 	s := len(ids)
@@ -95,7 +96,7 @@ func (t *trainer) logits(ctx context.Context, ids []int32) (*autograd.Var, error
 			c.SetInputTensor(autograd.Const(x))
 		}
 		var err error
-		if out, err = c.Forward(t.tape, ids, nil, 1, s, nil); err != nil {
+		if out, err = c.Forward(tape, ids, nil, 1, s, nil); err != nil {
 			return nil, err
 		}
 		if !c.Spec.PostProcess {

@@ -41,7 +41,9 @@ type trainer struct {
 	cp       *cp.Groups // the context-parallel groups
 	micro    int        // micro-batches of the current iteration on this rank
 
-	tape *autograd.Tape
+	// workers is the goroutines the rank's kernels may use (its share of
+	// the cores): every pass's tape gets them (newTape).
+	workers int
 	// chunks are this rank's model chunks (one per virtual pipeline stage),
 	// ddps their data-parallel wrappers and expertDDPs those of their
 	// expert parameters (nil for a chunk without experts).
@@ -111,8 +113,7 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *source.Sets, 
 		threads = runtime.NumCPU()
 	}
 	perRank := max(1, threads/localRanks)
-	t.tape = autograd.NewTape(ctx)
-	t.tape.SetWorkers(perRank)
+	t.workers = perRank
 	// gotron splits GEMMs and kernels over the rank's cores itself, each
 	// goroutine calling a single-threaded BLAS.
 	blas.SetThreads(1)
@@ -168,6 +169,15 @@ func (t *trainer) buildModel(ctx context.Context, perRank int) error {
 	}
 	t.rand = &gpt.Randomness{Default: def, Tracker: tracker}
 	return t.wrapChunks(ctx, perRank)
+}
+
+// newTape returns the tape of one pass (an iteration's forward and
+// backward, an evaluation batch, a sample), under the pass's context, with
+// the rank's workers.
+func (t *trainer) newTape(ctx context.Context) *autograd.Tape {
+	tape := autograd.NewTape(ctx)
+	tape.SetWorkers(t.workers)
+	return tape
 }
 
 // dropoutSeed is the seed of the rank's dropout streams: distinct per

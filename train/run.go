@@ -203,7 +203,7 @@ func (r *rankRun) startup(world int, data string) {
 		shape = " (" + d + ")"
 	}
 	log.printf("gotron: %d parameters%s, %s; world %d (%s, %s); %s; GEMM %s, %d thread(s) per rank\n",
-		gpt.NumParameters(a.Model), shape, t.precisionDesc(), world, layoutDesc(a, t.dp), batchDesc(a, t.dp), data, tensor.GemmLibraries(), t.tape.Workers())
+		gpt.NumParameters(a.Model), shape, t.precisionDesc(), world, layoutDesc(a, t.dp), batchDesc(a, t.dp), data, tensor.GemmLibraries(), t.workers)
 	if p, err := dnnl.Plan(); err == nil && a.Model.BF16 {
 		log.printf("gotron: %s\n", p)
 	}

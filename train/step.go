@@ -37,10 +37,10 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 	for _, d := range t.allDDPs() {
 		d.ZeroGradBuffer()
 	}
-	t.tape.ResetPeakActivationBytes()
+	tape := t.newTape(ctx)
 	batch := a.stepAt(t.iteration, t.consumed)
 	t.micro = batch.Rows / (a.MicroBatchSize * t.dp)
-	res, err := t.forwardBackward(ctx, t.data.Train, batch, false)
+	res, err := t.forwardBackward(ctx, tape, t.data.Train, batch, false)
 	if err != nil {
 		return stepResult{}, fmt.Errorf("iteration %d: %w", t.iteration+1, err)
 	}
@@ -71,7 +71,7 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 	t.iteration++
 	t.consumed += int64(batch.Rows)
 	return stepResult{loss: loss, gradNorm: norm, lr: lr, skipped: skip, lossScale: scale, globalBatch: batch.Rows, consumed: t.consumed,
-		elapsed: time.Since(start), peakActivation: t.tape.PeakActivationBytes()}, nil
+		elapsed: time.Since(start), peakActivation: tape.PeakActivationBytes()}, nil
 }
 
 // optimizerStep prepares the main gradients (the loss scaler may skip the
@@ -90,9 +90,9 @@ func (t *trainer) optimizerStep(ctx context.Context, loss, lr float64) (ok bool,
 
 // forwardBackward runs one pass over the rank's microbatches of global
 // batch `batch` of ds (batch.Rows / (micro · dp) of them) through
-// get_forward_backward_func: training (forward and backward, then
-// finalize_model_grads) or, with forwardOnly, evaluation.
-func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch data.Step, forwardOnly bool) (*pp.Result, error) {
+// get_forward_backward_func, recorded on tape: training (forward and
+// backward, then finalize_model_grads) or, with forwardOnly, evaluation.
+func (t *trainer) forwardBackward(ctx context.Context, tape *autograd.Tape, ds data.Dataset, batch data.Step, forwardOnly bool) (*pp.Result, error) {
 	a := t.a
 	cfg := t.scheduleConfig()
 	chunks := make([]pp.Chunk, len(t.chunks))
@@ -104,7 +104,7 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch da
 		rnd = t.rand
 	}
 	if forwardOnly {
-		restore := t.tape.NoGrad()
+		restore := tape.NoGrad()
 		defer restore()
 	}
 	mbs := a.MicroBatchSize
@@ -115,7 +115,7 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch da
 		// MegatronPretrainingSampler deals them out.
 		b := t.cpSplit(ds.Batch(batch, (s.Microbatch*t.dp+t.dpRank)*mbs, mbs))
 		c := t.chunks[s.Chunk]
-		out, err := c.ForwardInputs(t.tape, gpt.Inputs{IDs: b.InputIDs, Labels: b.Labels, Rows: b.Rows, Seq: b.Seq,
+		out, err := c.ForwardInputs(tape, gpt.Inputs{IDs: b.InputIDs, Labels: b.Labels, Rows: b.Rows, Seq: b.Seq,
 			PositionIDs: b.PositionIDs, Segments: b.Segments, MoEAuxLossScale: t.moeAuxLossScale(micro),
 			PreHook: t.paramPreHook(ctx, s.Chunk), CPWait: &t.cpWait}, rnd, s.CheckpointActivations)
 		if err != nil {
@@ -124,14 +124,14 @@ func (t *trainer) forwardBackward(ctx context.Context, ds data.Dataset, batch da
 		if !c.Spec.PostProcess {
 			return out, nil, nil
 		}
-		return out, t.lossFunc(ctx, b), nil
+		return out, t.lossFunc(ctx, tape, b), nil
 	}
 	var trace func(pp.Event)
 	if t.rec != nil && !forwardOnly {
 		trace = t.rec.Record
 	}
 	args := pp.Args{Trace: trace,
-		Config: cfg, Rank: t.pp.Rank(), Tape: t.tape, Chunks: chunks, ForwardStep: fwd,
+		Config: cfg, Rank: t.pp.Rank(), Tape: tape, Chunks: chunks, ForwardStep: fwd,
 		P2P:             pp.P2P{Comm: t.p2p, Shape: t.activationShape()},
 		NumMicrobatches: micro, ForwardOnly: forwardOnly, ContextParallelSize: cfg.ContextParallelSize,
 	}
@@ -215,10 +215,10 @@ func (t *trainer) activationShape() []int {
 // and for the schedule, which divides by the group's count (and
 // multiplies by cp, undoing the gradients' average over the CP ranks), so
 // that every token weighs what it weighs on one rank.
-func (t *trainer) lossFunc(ctx context.Context, b data.Batch) pp.LossFunc {
+func (t *trainer) lossFunc(ctx context.Context, tape *autograd.Tape, b data.Batch) pp.LossFunc {
 	return func(losses *autograd.Var) (pp.Loss, error) {
 		mask := gpt.SequenceFirst(b.LossMask, b.Rows, b.Seq)
-		sum := autograd.WeightedSum(t.tape, losses, tensor.FromSlice(mask, len(mask)))
+		sum := autograd.WeightedSum(tape, losses, tensor.FromSlice(mask, len(mask)))
 		n := countTokens(mask)
 		l := pp.Loss{Value: sum, NumTokens: n, Reported: microLoss{sum: float64(sum.Value.Data()[0]), tokens: n}}
 		if t.cp.Size() == 1 {
@@ -461,7 +461,7 @@ func (t *trainer) evaluate(ctx context.Context) (float64, error) {
 	}
 	var total float64
 	for it := 0; it < t.a.EvalIters; it++ {
-		res, err := t.forwardBackward(ctx, t.data.Valid, data.ConstantStep(it, t.a.GlobalBatchSize), true)
+		res, err := t.forwardBackward(ctx, t.newTape(ctx), t.data.Valid, data.ConstantStep(it, t.a.GlobalBatchSize), true)
 		if err != nil {
 			return 0, fmt.Errorf("evaluation: %w", err)
 		}
