@@ -51,6 +51,13 @@ func NewParameter(name string, value *tensor.Tensor) *Parameter {
 	return &Parameter{Var: v, PartitionDim: -1, PartitionStride: 1, Allreduce: true}
 }
 
+// Partitioned reports whether p is split over its tensor-parallel group
+// along PartitionDim (Megatron's tensor_model_parallel with a
+// partition_dim); a parameter that is not is whole on every rank of the
+// group. Checkpoints, whole tensors and tensor-parallel gathers read this
+// one rule.
+func (p *Parameter) Partitioned() bool { return p.TensorModelParallel && p.PartitionDim >= 0 }
+
 // Module is anything that owns parameters.
 type Module interface {
 	// Parameters returns the module's parameters in a fixed order.

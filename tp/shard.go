@@ -15,7 +15,7 @@ import (
 // is tensor-parallel, else p's shape.
 func FullShape(p *nn.Parameter, ws int) []int {
 	s := append([]int(nil), p.Value.Shape()...)
-	if p.TensorModelParallel && p.PartitionDim >= 0 {
+	if p.Partitioned() {
 		s[p.PartitionDim] *= ws
 	}
 	return s
@@ -32,7 +32,7 @@ func FullShape(p *nn.Parameter, ws int) []int {
 // Every member of g must call it.
 func GatherPartitioned(ctx context.Context, g comm.Group, p *nn.Parameter, local *tensor.Tensor) (*tensor.Tensor, error) {
 	ws := worldSize(g)
-	if !p.TensorModelParallel || p.PartitionDim < 0 || ws == 1 {
+	if !p.Partitioned() || ws == 1 {
 		return local, nil
 	}
 	local = local.Contiguous()
@@ -64,7 +64,7 @@ func PartitionOf(p *nn.Parameter, full *tensor.Tensor, rank, ws int) (*tensor.Te
 	if !slices.Equal(full.Shape(), want) {
 		return nil, fmt.Errorf("tp: %s: the master tensor is %v, want %v for %d tensor-parallel ranks", p.Name, full.Shape(), want, ws)
 	}
-	if !p.TensorModelParallel || p.PartitionDim < 0 || ws == 1 {
+	if !p.Partitioned() || ws == 1 {
 		return full.Clone(), nil
 	}
 	dim, stride := p.PartitionDim, max(p.PartitionStride, 1)

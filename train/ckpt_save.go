@@ -170,9 +170,9 @@ func (t *trainer) checkpointPieces() []ckpt.PieceData {
 
 // sharded describes this rank's part of the whole tensor key of p (of
 // shape whole): the local elements [lo, lo+len(data)) of p's local tensor,
-// cut from the whole as partition(p) says.
+// cut from the whole as the model's Partition says.
 func (t *trainer) sharded(key string, p *nn.Parameter, whole []int, lo int, data []float32) ckpt.Sharded {
-	return ckpt.Sharded{Key: key, Whole: whole, Local: p.Value.Shape(), Part: t.partition(p), Lo: lo, Data: data}
+	return ckpt.Sharded{Key: key, Whole: whole, Local: p.Value.Shape(), Part: t.chunks[0].Partition(p), Lo: lo, Data: data}
 }
 
 // bufferPieces are the state tensors that are not parameters (the expert
@@ -224,24 +224,5 @@ func (t *trainer) firstReplica(p *nn.Parameter) bool {
 // embedding's copy (Shared), only where owner says (a data-parallel
 // replica, or a shard), and a tensor-replicated parameter from TP rank 0.
 func (t *trainer) writesOnce(p *nn.Parameter, owner func(*nn.Parameter) bool) bool {
-	return !p.Shared && owner(p) && (isPartitioned(p) || t.partition(p).Rank == 0)
-}
-
-// isPartitioned reports whether p is split over tensor parallelism (a
-// replicated parameter is saved by TP rank 0 alone).
-func isPartitioned(p *nn.Parameter) bool { return p.TensorModelParallel && p.PartitionDim >= 0 }
-
-// partition describes how p's local tensor is cut from the whole tensor
-// on this rank: over the tensor-parallel group, or an expert's weights
-// over the expert tensor-parallel group. Rank is the rank in that group
-// also for a parameter it replicates (Dim −1).
-func (t *trainer) partition(p *nn.Parameter) ckpt.Partition {
-	g := t.tp
-	if !p.Allreduce {
-		g = t.groups.Get(mesh.GroupExptTP)
-	}
-	if !isPartitioned(p) {
-		return ckpt.Partition{Dim: -1, Rank: moe.GroupRank(g)}
-	}
-	return ckpt.Partition{Dim: p.PartitionDim, Stride: max(p.PartitionStride, 1), Size: moe.GroupSize(g), Rank: moe.GroupRank(g)}
+	return !p.Shared && owner(p) && (p.Partitioned() || t.chunks[0].Partition(p).Rank == 0)
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/gotron/gotron/autograd"
+	"github.com/gotron/gotron/ckpt"
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/cp"
@@ -422,6 +423,20 @@ func (m *Model) fullShape(p *nn.Parameter) []int {
 		s[0] = m.Config.VocabSize
 	}
 	return s
+}
+
+// Partition says how p's local tensor is cut from the whole tensor on
+// this rank, as a checkpoint describes it: along PartitionDim with its
+// stride over p's partition group (the tensor-parallel group, or an
+// expert's weights' expert tensor-parallel group), or, for a parameter
+// the group replicates, Dim −1 with this rank's place in the group (its
+// rank 0 writes the copy).
+func (m *Model) Partition(p *nn.Parameter) ckpt.Partition {
+	size, rank := m.partitionSize(p)
+	if !p.Partitioned() {
+		return ckpt.Partition{Dim: -1, Rank: rank}
+	}
+	return ckpt.Partition{Dim: p.PartitionDim, Stride: max(p.PartitionStride, 1), Size: size, Rank: rank}
 }
 
 // partitionGroup is the group p is split over: the expert tensor-parallel
