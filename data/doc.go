@@ -15,6 +15,10 @@
 //   - [TextDataset], windows of seq+1 byte tokens over a text [Corpus], in a seeded
 //     order that changes every epoch.
 //
+// A [Step] names a global batch by its size and the samples consumed before it; under
+// --rampup-batch-size the size grows with the samples consumed ([Ramp], Megatron's
+// ramp-up calculator, in exact integer arithmetic).
+//
 // # Text
 //
 // [LoadTextCorpus] reads files and directory trees; [GoRootCorpus] is the default corpus,

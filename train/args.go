@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/data"
 	"github.com/gotron/gotron/data/source"
 	"github.com/gotron/gotron/data/tokenizer"
 	"github.com/gotron/gotron/optim"
@@ -46,7 +47,7 @@ type Args struct {
 	// RampupBatchSize is --rampup-batch-size START INCREMENT SAMPLES: the
 	// global batch ramps from START to GlobalBatchSize (see Ramp; needs
 	// TrainSamples). The zero value: a constant global batch.
-	RampupBatchSize Ramp
+	RampupBatchSize data.Ramp
 	// SkipTrain is --skip-train: no training iterations, only the
 	// evaluation (and sample) of the loaded model.
 	SkipTrain bool

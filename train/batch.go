@@ -1,58 +1,21 @@
 package train
 
 import (
-	"math/bits"
-
 	"github.com/gotron/gotron/data"
 	"github.com/gotron/gotron/pp"
 )
 
-// maxRampIncrements bounds the steps of a batch-size ramp: (global −
-// start) / increment. Real ramps have tens to hundreds.
-const maxRampIncrements = 1 << 20
-
-// Ramp is --rampup-batch-size START INCREMENT SAMPLES, Megatron's
-// ramp-up of the global batch: the first samples of the run are consumed
-// in global batches that grow from Start by Increment up to
-// --global-batch-size, over Samples samples. With n = (global − Start) /
-// Increment increments, the global batch of an iteration that begins
-// after c samples is
-//
-//	Start + min(n, ⌊c·n / Samples⌋)·Increment
-//
-// computed exactly (the reference divides c by the float Samples/n, the
-// same integer but for rounding at a boundary). The zero Ramp is none: the
-// global batch is constant.
-type Ramp struct{ Start, Increment, Samples int }
-
-// On reports whether a ramp is set.
-func (r Ramp) On() bool { return r != Ramp{} }
-
-// increments returns n = (global − Start) / Increment.
-func (r Ramp) increments(global int) int { return (global - r.Start) / r.Increment }
-
-// ramp returns the ramp when it is set, well formed and ramps (a start
-// equal to the global batch does not; validateRamp reports the malformed
-// ones, taken until then as a constant batch).
-func (a Args) ramp() (Ramp, bool) {
-	r, g := a.RampupBatchSize, a.GlobalBatchSize
-	ok := r.Start > 0 && r.Increment > 0 && r.Samples > 0 && r.Start < g &&
-		(g-r.Start)%r.Increment == 0 && r.increments(g) <= maxRampIncrements
-	return r, ok
+// ramp returns the ramp when it is set, well formed and ramps
+// (data.Ramp.Ramps; validateRamp reports the malformed ones, taken until
+// then as a constant batch).
+func (a Args) ramp() (data.Ramp, bool) {
+	return a.RampupBatchSize, a.RampupBatchSize.Ramps(a.GlobalBatchSize)
 }
 
 // GlobalBatchAt returns the global batch of the iteration that begins
 // after consumed samples.
 func (a Args) GlobalBatchAt(consumed int64) int {
-	r, ok := a.ramp()
-	g := a.GlobalBatchSize
-	if !ok || consumed >= int64(r.Samples) {
-		return g
-	}
-	n := r.increments(g)
-	hi, lo := bits.Mul64(uint64(consumed), uint64(n))
-	k, _ := bits.Div64(hi, lo, uint64(r.Samples)) // < n: consumed < Samples
-	return r.Start + int(k)*r.Increment
+	return a.RampupBatchSize.GlobalBatch(a.GlobalBatchSize, consumed)
 }
 
 // stepAt returns the data step of iteration it, which begins after
@@ -61,36 +24,10 @@ func (a Args) stepAt(it int, consumed int64) data.Step {
 	return data.Step{Index: it, Rows: a.GlobalBatchAt(consumed), Consumed: consumed}
 }
 
-// iterationsFor returns the iterations that --train-samples trains: as
-// many global batches as fit wholly in samples (a partial last batch is
-// dropped, as Megatron drops it at a constant batch), the ramp's batches
-// first. It runs in one step per distinct batch size.
+// iterationsFor returns the iterations that --train-samples trains
+// (data.Ramp.Iterations).
 func (a Args) iterationsFor(samples int64) int {
-	if a.GlobalBatchSize <= 0 {
-		return 0
-	}
-	r, ok := a.ramp()
-	var c int64
-	iters := 0
-	for {
-		b := int64(a.GlobalBatchAt(c))
-		if !ok || c >= int64(r.Samples) {
-			return iters + int((samples-c)/b)
-		}
-		// The batch stays b until c reaches the next boundary
-		// ⌈(k+1)·Samples/n⌉ (the last one is the ramp's end).
-		n := uint64(r.increments(a.GlobalBatchSize))
-		k := uint64(int(b)-r.Start) / uint64(r.Increment)
-		hi, lo := bits.Mul64(k+1, uint64(r.Samples))
-		lo, carry := bits.Add64(lo, n-1, 0)
-		next, _ := bits.Div64(hi+carry, lo, n)
-		steps := (int64(next)-c-1)/b + 1 // ⌈(next − c)/b⌉, next > c, without overflow
-		if fit := (samples - c) / b; fit < steps {
-			return iters + int(fit)
-		}
-		iters += int(steps)
-		c += steps * b
-	}
+	return a.RampupBatchSize.Iterations(a.GlobalBatchSize, samples)
 }
 
 // validateRamp lists what is wrong with --rampup-batch-size.
@@ -111,8 +48,8 @@ func (a Args) validateRamp(dp int, add func(format string, args ...any)) {
 		add("%s %d %d %d: --global-batch-size %d minus the start is not a multiple of the increment %d: the ramp must end on the global batch",
 			flag, r.Start, r.Increment, r.Samples, a.GlobalBatchSize, r.Increment)
 		return
-	case r.increments(a.GlobalBatchSize) > maxRampIncrements:
-		add("%s %d %d %d: %d increments, more than %d: use a larger increment", flag, r.Start, r.Increment, r.Samples, r.increments(a.GlobalBatchSize), maxRampIncrements)
+	case r.Increments(a.GlobalBatchSize) > data.MaxRampIncrements:
+		add("%s %d %d %d: %d increments, more than %d: use a larger increment", flag, r.Start, r.Increment, r.Samples, r.Increments(a.GlobalBatchSize), data.MaxRampIncrements)
 		return
 	}
 	rows := a.MicroBatchSize * dp

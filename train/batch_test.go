@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gotron/gotron/data"
 )
 
 // rampArgs is mockArgs with --train-samples and a ramp from start by inc
@@ -16,58 +18,8 @@ import (
 func rampArgs(trainSamples, start, inc, samples int) Args {
 	a := mockArgs(0)
 	a.TrainSamples, a.LRWarmupIters, a.LRWarmupSamples = trainSamples, 0, 8
-	a.RampupBatchSize = Ramp{Start: start, Increment: inc, Samples: samples}
+	a.RampupBatchSize = data.Ramp{Start: start, Increment: inc, Samples: samples}
 	return a
-}
-
-// megatronBatch is the reference's ramp, computed as it computes it: the
-// consumed samples divided by the float samples per increment.
-func megatronBatch(r Ramp, global int, consumed int64) int {
-	if consumed > int64(r.Samples) {
-		return global
-	}
-	n := (global - r.Start) / r.Increment
-	perIncrement := float64(r.Samples) / float64(n)
-	return r.Start + int(float64(consumed)/perIncrement)*r.Increment
-}
-
-// simulatedIterations counts --train-samples' iterations one at a time.
-func simulatedIterations(a Args, samples int64) int {
-	var c int64
-	it := 0
-	for c+int64(a.GlobalBatchAt(c)) <= samples {
-		c += int64(a.GlobalBatchAt(c))
-		it++
-	}
-	return it
-}
-
-// TestRampFollowsMegatron: the global batch of every consumed count equals
-// the reference's float formula wherever c·n/Samples is not a whole
-// number (at one, the float quotient may land just below it), and
-// --train-samples' iterations equal a one-at-a-time count.
-func TestRampFollowsMegatron(t *testing.T) {
-	for _, c := range []struct{ start, inc, samples, global int }{
-		{2, 2, 20, 8}, {16, 16, 1000, 256}, {4, 4, 64, 64}, {8, 8, 3, 32}, {1, 1, 100, 7},
-	} {
-		a := mockArgs(0)
-		a.GlobalBatchSize, a.RampupBatchSize = c.global, Ramp{c.start, c.inc, c.samples}
-		r := a.RampupBatchSize
-		n := int64((c.global - c.start) / c.inc)
-		for consumed := int64(0); consumed <= int64(2*c.samples); consumed++ {
-			if consumed*n%int64(c.samples) == 0 && consumed <= int64(c.samples) {
-				continue
-			}
-			if got, want := a.GlobalBatchAt(consumed), megatronBatch(r, c.global, consumed); got != want {
-				t.Fatalf("%+v at %d samples: %d, the reference %d", c, consumed, got, want)
-			}
-		}
-		for _, samples := range []int64{1, int64(c.start), int64(c.samples), int64(c.samples) + 1, 3*int64(c.samples) + 5, 10000} {
-			if got, want := a.iterationsFor(samples), simulatedIterations(a, samples); got != want {
-				t.Errorf("%+v, %d samples: %d iterations, counted %d", c, samples, got, want)
-			}
-		}
-	}
 }
 
 // TestRampLayoutsMatchSingleRank trains a ramp from 2 to 8 over 24
@@ -156,9 +108,11 @@ func TestRampRefused(t *testing.T) {
 		{func(a *Args) { a.RampupBatchSize.Increment = 0 }, "must be positive"},
 		{func(a *Args) { a.RampupBatchSize.Start = 16 }, "the start is above --global-batch-size 8"},
 		{func(a *Args) { a.RampupBatchSize.Increment = 4 }, "not a multiple of the increment 4"},
-		{func(a *Args) { a.WorldSize = 2; a.RampupBatchSize = Ramp{Start: 1, Increment: 1, Samples: 24} }, "multiple of --micro-batch-size × data-parallel size = 2"},
+		{func(a *Args) { a.WorldSize = 2; a.RampupBatchSize = data.Ramp{Start: 1, Increment: 1, Samples: 24} }, "multiple of --micro-batch-size × data-parallel size = 2"},
 		{func(a *Args) { a.TrainSamples, a.TrainIters, a.LRWarmupSamples = 0, 5, 0 }, "train with --train-samples instead of --train-iters"},
-		{func(a *Args) { a.GlobalBatchSize, a.RampupBatchSize = 1<<22, Ramp{Start: 1, Increment: 1, Samples: 24} }, "more than 1048576: use a larger increment"},
+		{func(a *Args) {
+			a.GlobalBatchSize, a.RampupBatchSize = 1<<22, data.Ramp{Start: 1, Increment: 1, Samples: 24}
+		}, "more than 1048576: use a larger increment"},
 	} {
 		a := rampArgs(80, 2, 2, 24)
 		c.set(&a)
@@ -181,7 +135,7 @@ func FuzzRamp(f *testing.F) {
 	f.Add(8, 24, math.MaxInt64-2, 32, 1, 1, int64(1000), int64(5)) // a boundary near MaxInt64
 	f.Fuzz(func(t *testing.T, start, inc, samples, global, micro, dp int, trainSamples, consumed int64) {
 		a := mockArgs(0)
-		a.RampupBatchSize = Ramp{Start: start, Increment: inc, Samples: samples}
+		a.RampupBatchSize = data.Ramp{Start: start, Increment: inc, Samples: samples}
 		a.GlobalBatchSize, a.MicroBatchSize, a.TrainSamples = global, micro, int(trainSamples)
 		if micro <= 0 || dp <= 0 || micro > 1<<20 || dp > 1<<10 || global <= 0 || global%(micro*dp) != 0 || trainSamples <= 0 {
 			return
@@ -238,4 +192,15 @@ func TestRampChangeRefusedOnResume(t *testing.T) {
 	if _, err := Run(context.Background(), b, Options{}); err == nil || !strings.Contains(err.Error(), "--rampup-batch-size's start 0 in the checkpoint, 2 in this run") {
 		t.Fatalf("got %v, want the ramp's difference", err)
 	}
+}
+
+// simulatedIterations counts --train-samples' iterations one at a time.
+func simulatedIterations(a Args, samples int64) int {
+	var c int64
+	it := 0
+	for c+int64(a.GlobalBatchAt(c)) <= samples {
+		c += int64(a.GlobalBatchAt(c))
+		it++
+	}
+	return it
 }

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/data"
 	"github.com/gotron/gotron/data/source"
 	"github.com/gotron/gotron/train"
 )
@@ -44,7 +45,7 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 				if len(rampup) != 3 {
 					return fmt.Errorf("--rampup-batch-size takes three numbers, START INCREMENT SAMPLES (got %d): for example --rampup-batch-size 16 16 100000", len(rampup))
 				}
-				a.RampupBatchSize = train.Ramp{Start: rampup[0], Increment: rampup[1], Samples: rampup[2]}
+				a.RampupBatchSize = data.Ramp{Start: rampup[0], Increment: rampup[1], Samples: rampup[2]}
 			}
 			if err := overlapFlags(cmd, &a); err != nil {
 				return err
