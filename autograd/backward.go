@@ -33,15 +33,18 @@ func Backward(t *Tape, out *Var, grad *tensor.Tensor) error {
 	if !tensor.SameShape(grad, out.Value) {
 		return fmt.Errorf("autograd: Backward gradient shape %v does not match output shape %v", grad.Shape(), out.Value.Shape())
 	}
+	call := newBackwardCall()
+	outer := t.call
+	t.call = call // AccumulateParam's, for the Functions' backward below
+	defer func() { t.call = outer }()
 	if out.node == nil {
 		if out.requiresGrad {
-			accumulateLeaf(out, grad)
-			runHooks(t.Context(), out)
+			t.addLeaf(call, out, grad)
+			t.leafDone(call, out)
 		}
 		return nil
 	}
 	order, leafUses := topoOrder(out.node)
-	leaves := leafGrads{}
 	pending := map[*node]*pendingGrad{out.node: {g: grad}}
 	for i := len(order) - 1; i >= 0; i-- {
 		n := order[i]
@@ -53,7 +56,7 @@ func Backward(t *Tape, out *Var, grad *tensor.Tensor) error {
 			for _, in := range n.inputs {
 				if in.leaf != nil {
 					if leafUses[in.leaf]--; leafUses[in.leaf] == 0 {
-						leaves.done(t.Context(), in.leaf)
+						t.leafDone(call, in.leaf)
 					}
 				}
 			}
@@ -92,11 +95,11 @@ func Backward(t *Tape, out *Var, grad *tensor.Tensor) error {
 				if !slices.Equal(g.Shape(), in.shape) {
 					return fmt.Errorf("autograd: %T.Backward gradient %d has shape %v, leaf %q has %v", fn, j, g.Shape(), leaf.Name, in.shape)
 				}
-				leaves.add(leaf, g)
+				t.addLeaf(call, leaf, g)
 			}
 			leafUses[leaf]--
 			if leafUses[leaf] == 0 {
-				leaves.done(t.Context(), leaf)
+				t.leafDone(call, leaf)
 			}
 		}
 	}

@@ -16,6 +16,11 @@ type Tape struct {
 	mu      sync.Mutex // guards err: hooks may fail from other goroutines
 	err     error
 	mem     activationMemory
+	// wgrad collects the parameters' gradient work while a BackwardSplit
+	// runs (nil otherwise); call is the innermost running Backward's
+	// bookkeeping, for Ctx.AccumulateParam.
+	wgrad *WeightGrads
+	call  *backwardCall
 }
 
 // NewTape returns a tape for a pass whose collectives run under ctx.

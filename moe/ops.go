@@ -257,7 +257,7 @@ func (f *groupedFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tens
 		a := f.activate(u) // recomputed: the activation's output is not kept
 		ff := a.Dim(1)
 		dyg := nn.GemmInput(workers, dye, w2)
-		nn.AccumulateWeightGrad(f.w2[j], !f.unfused, func(dst []float32) {
+		nn.AccumulateWeightGrad(c, f.w2[j], !f.unfused, func(dst []float32) {
 			tensor.GemmVarying(workers, true, false, 1, dyg, nn.GemmInput(workers, a, w2), 1, tensor.FromSlice(dst, h, ff))
 		})
 		da := tensor.New(k, ff)
@@ -269,7 +269,7 @@ func (f *groupedFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tens
 			kernels.ActivationBackward(f.act, du.Data(), da.Data(), u.Data())
 		}
 		dug := nn.GemmInput(workers, du, w1)
-		nn.AccumulateWeightGrad(f.w1[j], !f.unfused, func(dst []float32) {
+		nn.AccumulateWeightGrad(c, f.w1[j], !f.unfused, func(dst []float32) {
 			tensor.GemmVarying(workers, true, false, 1, dug, nn.GemmInput(workers, xe, w1), 1, tensor.FromSlice(dst, u.Dim(1), h))
 		})
 		tensor.GemmVarying(workers, false, false, 1, dug, w1, 0, dx.Narrow(0, off, k))

@@ -109,7 +109,7 @@ func (f activationFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Te
 		return []*tensor.Tensor{du}, nil
 	}
 	if c.NeedsGrad(1) {
-		AccumulateGrad(f.b, addAll(part))
+		AccumulateGrad(c, f.b, addAll(part))
 	}
 	return []*tensor.Tensor{du, nil}, nil
 }

@@ -57,7 +57,7 @@ func (f embeddingFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Ten
 
 func (f embeddingFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
 	h := f.table.Value.Dim(1)
-	AccumulateGrad(f.table, func(dst []float32) { kernels.EmbeddingBackward(dst, dy.Data(), f.ids, h) })
+	AccumulateGrad(c, f.table, func(dst []float32) { kernels.EmbeddingBackward(dst, dy.Data(), f.ids, h) })
 	return []*tensor.Tensor{nil}, nil
 }
 
@@ -161,7 +161,7 @@ func (f addPositionsFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.
 	if c.NeedsGrad(1) { // a frozen (or constant) table gets no gradient
 		s, b, h := dy.Dim(0), dy.Dim(1), dy.Dim(2)
 		dd := dy.Data()
-		AccumulateGrad(f.pos, func(dst []float32) {
+		AccumulateGrad(c, f.pos, func(dst []float32) {
 			for i := 0; i < s; i++ {
 				r := f.row(i)
 				kernels.ColumnSumInto(dst[r*h:(r+1)*h], dd[i*b*h:(i+1)*b*h], b, h)
@@ -214,7 +214,7 @@ func (f tokenPositionsFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tenso
 	if c.NeedsGrad(1) { // a frozen (or constant) table gets no gradient
 		h := dy.Dim(2)
 		dd := dy.Contiguous().Data()
-		AccumulateGrad(f.pos, func(dst []float32) { kernels.EmbeddingBackward(dst, dd, f.ids, h) })
+		AccumulateGrad(c, f.pos, func(dst []float32) { kernels.EmbeddingBackward(dst, dd, f.ids, h) })
 	}
 	return []*tensor.Tensor{dy, nil}, nil
 }

@@ -54,7 +54,7 @@ func (f biasGELUFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tens
 		kernels.BiasGeluBackward(dxd[lo*n:hi*n], part[k], dyd[lo*n:hi*n], xd[lo*n:hi*n], bd, hi-lo, n)
 	})
 	if c.NeedsGrad(1) { // a frozen (or constant) bias gets no gradient
-		AccumulateGrad(f.b, addAll(part))
+		AccumulateGrad(c, f.b, addAll(part))
 	}
 	return []*tensor.Tensor{dx, nil}, nil
 }

@@ -27,9 +27,20 @@ import (
 // So a 16-bit gradient starting at zero holds round(g1) after a pass
 // contributing g1, and round(round(g1) + g2) after a second contributing
 // g2, where g1 and g2 are what one pass adds into a zero float32 gradient.
-// The scratch has v's size and lives only during the call. Grad must be
-// contiguous (CheckParam); a non-contiguous one panics.
-func AccumulateGrad(v *autograd.Var, add func(dst []float32)) {
+// The scratch has v's size and lives only during the addition. Grad must
+// be contiguous (CheckParam); a non-contiguous one panics.
+//
+// The contribution is added through c (autograd.Ctx.AccumulateParam): at
+// once, or, in a split backward (autograd.BackwardSplit), as the pass's
+// queued weight-gradient work; add then runs later, so it must only read
+// what stays unchanged until then (the Function's saved tensors, its
+// output gradient, slices it computed).
+func AccumulateGrad(c *autograd.Ctx, v *autograd.Var, add func(dst []float32)) {
+	c.AccumulateParam(v, func() { accumulateGrad(v, add) })
+}
+
+// accumulateGrad is AccumulateGrad's addition, now.
+func accumulateGrad(v *autograd.Var, add func(dst []float32)) {
 	if v.Grad == nil || v.Grad.DType() == tensor.Float32 {
 		add(GradBuffer(v).Data())
 		return
@@ -53,10 +64,17 @@ func AccumulateGrad(v *autograd.Var, add func(dst []float32)) {
 //
 // In float32 the two differ only in the order the GEMM adds its partial
 // sums to the gradient already there; in bfloat16 or float16 the unfused
-// product is rounded to 16 bits once more before it is added.
-func AccumulateWeightGrad(v *autograd.Var, fused bool, gemm func(dst []float32)) {
+// product is rounded to 16 bits once more before it is added. Either way
+// the GEMM runs where AccumulateGrad's addition runs: at once, or as the
+// split backward's queued work.
+func AccumulateWeightGrad(c *autograd.Ctx, v *autograd.Var, fused bool, gemm func(dst []float32)) {
+	c.AccumulateParam(v, func() { weightGrad(v, fused, gemm) })
+}
+
+// weightGrad is AccumulateWeightGrad's work, now.
+func weightGrad(v *autograd.Var, fused bool, gemm func(dst []float32)) {
 	if fused {
-		AccumulateGrad(v, gemm)
+		accumulateGrad(v, gemm)
 		return
 	}
 	product := make([]float32, v.Value.Len())
@@ -64,7 +82,7 @@ func AccumulateWeightGrad(v *autograd.Var, fused bool, gemm func(dst []float32))
 	if d := v.Value.DType(); d.IsHalf() {
 		roundThrough(d, product)
 	}
-	AccumulateGrad(v, func(dst []float32) { kernels.AddInto(dst, product) })
+	accumulateGrad(v, func(dst []float32) { kernels.AddInto(dst, product) })
 }
 
 // roundThrough rounds every element of x to the 16-bit type d and back.

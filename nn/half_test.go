@@ -250,18 +250,18 @@ func TestParamLayersHalfMatchRoundedFloat32(t *testing.T) {
 // a bfloat16 ulp make an ulp, where rounding after each would lose both).
 func TestAccumulateGrad(t *testing.T) {
 	v := nn.NewParameter("w", tensor.ToHalf(tensor.Full(1, 3), tensor.BFloat16)).Var
-	nn.AccumulateGrad(v, func(dst []float32) { dst[0] += 2 })
+	nn.AccumulateGrad(nil, v, func(dst []float32) { dst[0] += 2 })
 	if v.Grad.DType() != tensor.Float32 || v.Grad.At(0) != 2 || v.Grad.At(1) != 0 {
 		t.Fatalf("nil Grad: got %v %v, want float32 [2 0 0]", v.Grad.DType(), v.Grad)
 	}
 	buf := v.Grad
-	nn.AccumulateGrad(v, func(dst []float32) { dst[1] += 3 })
+	nn.AccumulateGrad(nil, v, func(dst []float32) { dst[1] += 3 })
 	if v.Grad != buf || v.Grad.At(0) != 2 || v.Grad.At(1) != 3 {
 		t.Fatalf("float32 Grad: got %v (same tensor %v), want [2 3 0] in place", v.Grad, v.Grad == buf)
 	}
 	v.Grad = tensor.ToHalf(tensor.Full(1, 3), tensor.BFloat16)
 	const e = 1.0 / 256 // 2^-8: half a bfloat16 ulp at 1
-	nn.AccumulateGrad(v, func(dst []float32) {
+	nn.AccumulateGrad(nil, v, func(dst []float32) {
 		for i := range dst {
 			if dst[i] != 0 {
 				t.Fatalf("the scratch is not zero: %v", dst)
@@ -301,7 +301,7 @@ func TestAccumulateWeightGrad(t *testing.T) {
 
 	v := half()
 	v.Grad = tensor.Full(3, 2)
-	nn.AccumulateWeightGrad(v, true, func(dst []float32) {
+	nn.AccumulateWeightGrad(nil, v, true, func(dst []float32) {
 		if dst[0] != 3 {
 			t.Fatalf("fused: the GEMM does not write into the gradient (%v)", dst)
 		}
@@ -314,20 +314,20 @@ func TestAccumulateWeightGrad(t *testing.T) {
 
 	v = half()
 	v.Grad = tensor.Full(3, 2)
-	nn.AccumulateWeightGrad(v, false, product)
+	nn.AccumulateWeightGrad(nil, v, false, product)
 	if g := v.Grad.At(0); v.Grad.DType() != tensor.Float32 || g != 3+1+2*e {
 		t.Errorf("unfused, float32 main gradient: %v, want 3 + round_bf16(1 + 1.5·2^-8) = %v", g, 3+1+2*e)
 	}
 
 	v = half()
 	v.Grad = tensor.ToHalf(tensor.Full(0, 2), tensor.BFloat16)
-	nn.AccumulateWeightGrad(v, false, product)
+	nn.AccumulateWeightGrad(nil, v, false, product)
 	if g := v.Grad.At(1); v.Grad.DType() != tensor.BFloat16 || g != 1+2*e {
 		t.Errorf("unfused, bfloat16 gradient: %v, want %v", g, 1+2*e)
 	}
 
 	w := nn.NewParameter("w", tensor.Full(1, 2)).Var
-	nn.AccumulateWeightGrad(w, false, product)
+	nn.AccumulateWeightGrad(nil, w, false, product)
 	if g := w.Grad.At(0); g != 1+1.5*e {
 		t.Errorf("unfused, float32 weight: %v, want the product unrounded, %v", g, 1+1.5*e)
 	}

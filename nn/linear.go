@@ -98,14 +98,14 @@ func (f LinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor
 		grads[0] = dx
 	}
 	if c.NeedsGrad(1) {
-		AccumulateWeightGrad(f.W, !f.UnfusedWeightGrad, func(dst []float32) {
+		AccumulateWeightGrad(c, f.W, !f.UnfusedWeightGrad, func(dst []float32) {
 			f.gemm()(workers, true, false, 1, dyg, x.View(rows, inF), 1, tensor.FromSlice(dst, out, inF))
 		})
 	}
 	if f.B != nil {
 		grads = append(grads, nil)
 		if c.NeedsGrad(2) {
-			AccumulateGrad(f.B, func(dst []float32) { kernels.ColumnSumInto(dst, dy.Data(), rows, out) })
+			AccumulateGrad(c, f.B, func(dst []float32) { kernels.ColumnSumInto(dst, dy.Data(), rows, out) })
 		}
 	}
 	return grads, nil

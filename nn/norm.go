@@ -105,13 +105,13 @@ func (f normFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, 
 		kernels.LayerNormBackward(dxd[lo*h:hi*h], pdw[k], pdb[k], dyd[lo*h:hi*h], xd[lo*h:hi*h], st.mean[lo:hi], st.rstd[lo:hi], g, hi-lo, h)
 	})
 	if c.NeedsGrad(1) {
-		AccumulateGrad(f.w, addAll(pdw))
+		AccumulateGrad(c, f.w, addAll(pdw))
 	}
 	if f.o.RMS {
 		return []*tensor.Tensor{dx, nil}, nil
 	}
 	if c.NeedsGrad(2) {
-		AccumulateGrad(f.b, addAll(pdb))
+		AccumulateGrad(c, f.b, addAll(pdb))
 	}
 	return []*tensor.Tensor{dx, nil, nil}, nil
 }

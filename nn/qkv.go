@@ -319,12 +319,12 @@ func (f *qkvFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, 
 			return out
 		}
 		if c.NeedsGrad(side.at) {
-			AccumulateGrad(side.n.W, addAll(collect(side.pw)))
+			AccumulateGrad(c, side.n.W, addAll(collect(side.pw)))
 		}
 		grads = append(grads, nil)
 		if !side.n.RMS {
 			if c.NeedsGrad(side.at + 1) {
-				AccumulateGrad(side.n.B, addAll(collect(side.pb)))
+				AccumulateGrad(c, side.n.B, addAll(collect(side.pb)))
 			}
 			grads = append(grads, nil)
 		}

@@ -199,7 +199,7 @@ func (f *vocabEmbeddingFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tens
 	dd := dy.Data()
 	rowsHeld := e.VocabEnd - e.VocabStart
 	one := worldSize(e.Group) == 1
-	nn.AccumulateGrad(e.Weight.Var, func(gd []float32) {
+	nn.AccumulateGrad(c, e.Weight.Var, func(gd []float32) {
 		if one {
 			kernels.EmbeddingBackward(gd, dd, f.ids, h)
 			return

@@ -513,7 +513,7 @@ func (f addBiasFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tenso
 	}
 	if c.NeedsGrad(1) {
 		n, rows := dy.Dim(-1), leadingRows(dy.Shape())
-		nn.AccumulateGrad(f.b, func(dst []float32) { kernels.ColumnSumInto(dst, dy.Data(), rows, n) })
+		nn.AccumulateGrad(c, f.b, func(dst []float32) { kernels.ColumnSumInto(dst, dy.Data(), rows, n) })
 	}
 	return grads, nil
 }

@@ -271,12 +271,12 @@ func (f *asyncLinearFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.
 	// 4. While it runs: dW += dYᵀ·X, db += Σ_rows dY, into the parameters'
 	// gradients.
 	if needW {
-		nn.AccumulateWeightGrad(f.w, !f.opts.UnfusedWeightGrad, func(dst []float32) {
+		nn.AccumulateWeightGrad(c, f.w, !f.opts.UnfusedWeightGrad, func(dst []float32) {
 			tensor.GemmParallel(workers, true, false, 1, dyg, total.View(rows, inF), 1, tensor.FromSlice(dst, out, inF))
 		})
 	}
 	if needB {
-		nn.AccumulateGrad(f.b, func(dst []float32) { kernels.ColumnSumInto(dst, dy.Data(), rows, out) })
+		nn.AccumulateGrad(c, f.b, func(dst []float32) { kernels.ColumnSumInto(dst, dy.Data(), rows, out) })
 	}
 
 	// 5. Wait for the input gradient.

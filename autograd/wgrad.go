@@ -1,0 +1,122 @@
+package autograd
+
+import (
+	"context"
+
+	"github.com/gotron/gotron/tensor"
+)
+
+// WeightGrads are the parameter-gradient work of one BackwardSplit: the
+// "W" half of a backward pass split as zero-bubble pipeline schedules
+// split it (Qi et al. 2024, arXiv 2401.10241), the input gradients ("B")
+// having been computed already. Run does the work, in the order the
+// unsplit Backward would have done it.
+type WeightGrads struct {
+	tasks []wTask
+	ran   bool
+}
+
+// wTask is one contribution to a parameter's gradient, and the Backward
+// call it belongs to (whose bookkeeping decides when the parameter's
+// hooks run).
+type wTask struct {
+	leaf *Var
+	run  func()
+	call *backwardCall
+}
+
+// backwardCall is one Backward call's per-leaf state: the float32 sums of
+// 16-bit leaf gradients, and, under a split, the tasks still queued for
+// each parameter and the parameters whose uses are all done (their hooks
+// wait for their last task).
+type backwardCall struct {
+	leaves  leafGrads
+	waiting map[*Var]int
+	parked  map[*Var]bool
+}
+
+func newBackwardCall() *backwardCall {
+	return &backwardCall{leaves: leafGrads{}, waiting: map[*Var]int{}, parked: map[*Var]bool{}}
+}
+
+// Len returns the number of queued contributions.
+func (w *WeightGrads) Len() int { return len(w.tasks) }
+
+// Run adds every queued contribution to its parameter's gradient, in
+// order, and runs each parameter's hooks (under ctx) as its last
+// contribution of the pass lands. It runs once; a second call does
+// nothing.
+func (w *WeightGrads) Run(ctx context.Context) {
+	if w.ran {
+		return
+	}
+	w.ran = true
+	for _, task := range w.tasks {
+		task.run()
+		c := task.call
+		if c.waiting[task.leaf]--; c.waiting[task.leaf] == 0 && c.parked[task.leaf] {
+			delete(c.parked, task.leaf)
+			c.leaves.done(ctx, task.leaf)
+		}
+	}
+	w.tasks = nil
+}
+
+// BackwardSplit is Backward with the parameters' gradients split off:
+// the input gradients are propagated now, while every contribution to the
+// gradient of a parameter (a leaf marked with MarkParameter) — returned
+// by a Function or accumulated by it through Ctx.AccumulateParam — is
+// queued, in order, on the returned WeightGrads, and a parameter's hooks
+// wait for its contributions to land. Other leaves (a recomputed region's
+// inputs, say) get their gradients at once. Running the returned work
+// gives every parameter exactly the gradient Backward would have given
+// it, bit for bit, the additions being the same and in the same order.
+//
+// The tensors the queued work reads (a layer's input and output
+// gradient) stay alive until it runs; the tape's activation memory no
+// longer counts them once their node is done.
+func BackwardSplit(t *Tape, out *Var, grad *tensor.Tensor) (*WeightGrads, error) {
+	w := &WeightGrads{}
+	outer := t.wgrad
+	t.wgrad = w
+	err := Backward(t, out, grad)
+	t.wgrad = outer
+	return w, err
+}
+
+// AccumulateParam has add accumulate one contribution into the gradient of
+// the leaf v, now, or, when v is a parameter and the pass is split
+// (BackwardSplit), as queued weight-gradient work. The Functions that
+// accumulate their parameters' gradients directly call it (through
+// nn.AccumulateGrad). A nil c adds at once.
+func (c *Ctx) AccumulateParam(v *Var, add func()) {
+	if c == nil || c.tape == nil || c.tape.wgrad == nil || !v.param || c.tape.call == nil {
+		add()
+		return
+	}
+	t := c.tape
+	t.wgrad.tasks = append(t.wgrad.tasks, wTask{leaf: v, run: add, call: t.call})
+	t.call.waiting[v]++
+}
+
+// addLeaf adds g, a gradient Backward computed for the leaf v, now or as
+// queued work (AccumulateParam's rule).
+func (t *Tape) addLeaf(call *backwardCall, v *Var, g *tensor.Tensor) {
+	if t.wgrad == nil || !v.param {
+		call.leaves.add(v, g)
+		return
+	}
+	t.wgrad.tasks = append(t.wgrad.tasks, wTask{leaf: v, run: func() { call.leaves.add(v, g) }, call: call})
+	call.waiting[v]++
+}
+
+// leafDone is called when every use of the leaf v in call has been
+// walked: its hooks run now, or, with contributions still queued, when
+// the last of them lands.
+func (t *Tape) leafDone(call *backwardCall, v *Var) {
+	if call.waiting[v] > 0 {
+		call.parked[v] = true
+		return
+	}
+	call.leaves.done(t.Context(), v)
+}
