@@ -22,7 +22,7 @@ import (
 	"github.com/gotron/gotron/train"
 )
 
-// Options select what Bench measures.
+// Options select what Run, RunRank and Gemm measure.
 type Options struct {
 	Configs []string // "small", "medium"
 	Iters   int      // timed iterations after one warm-up
@@ -49,7 +49,7 @@ type Options struct {
 	ExpertParallel int
 	Dispatcher     string
 	// DataParallel is the number of data-parallel replicas (0 or 1: one).
-	// Bench runs them as in-process ranks; under RunRank the data-parallel
+	// Run runs them as in-process ranks; under RunRank the data-parallel
 	// size is the world's size over TP·PP, and DataParallel, when set, must
 	// equal it.
 	DataParallel int
@@ -73,7 +73,7 @@ type Options struct {
 func precision(o Options) string {
 	switch {
 	case o.BF16:
-		p, _ := dnnl.Plan() // Bench has refused a plan that errs
+		p, _ := dnnl.Plan() // train.Prepare (or Gemm) has refused a plan that errs
 		return "bf16 (" + p.String() + ")"
 	case o.FP16:
 		return "fp16 (GEMMs on float16 values in float32)"
@@ -179,7 +179,7 @@ type Result struct {
 	// AdamMS is the mean time of the optimizer's Adam update on world rank
 	// 0 (its shards under the distributed optimizer) and GatherMS that of
 	// the distributed optimizer's parameter all-gather (0 without it):
-	// benchOptimizerStep.
+	// train.Rank.TimeOptimizerStep.
 	AdamMS, GatherMS float64
 	// FirstMS is the time of the first (warm-up, untimed) iteration on
 	// world rank 0: the cost of a cold start beside StepMS.

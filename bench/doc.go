@@ -12,6 +12,12 @@
 // step. Gemm measures every GEMM kernel of the machine at the models'
 // shapes alone and prints the GEMM ceiling.
 //
+// Every configuration is prepared as a training run is (train.Prepare),
+// before any runs: it is refused up front when it cannot fit in memory,
+// and the process gets training's soft heap limit (its share of the
+// machine's available memory, unless GOMEMLIMIT is set), so the
+// benchmark measures the runtime settings training has.
+//
 // Speed is only ever measured here and by Go benchmarks, never by tests;
 // docs/BENCHMARKS.md records the numbers, with the machine and the date.
 package bench

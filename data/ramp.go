@@ -7,8 +7,9 @@ import "math/bits"
 const MaxRampIncrements = 1 << 20
 
 // Ramp is --rampup-batch-size START INCREMENT SAMPLES, Megatron's
-// ramp-up of the global batch (its RampupBatchsizeNumMicroBatchesCalculator): the first samples of the run are consumed
-// in global batches that grow from Start by Increment up to
+// ramp-up of the global batch (its
+// RampupBatchsizeNumMicroBatchesCalculator): the first samples of the run
+// are consumed in global batches that grow from Start by Increment up to
 // --global-batch-size, over Samples samples. With n = (global − Start) /
 // Increment increments, the global batch of an iteration that begins
 // after c samples is
@@ -23,8 +24,14 @@ type Ramp struct{ Start, Increment, Samples int }
 // On reports whether a ramp is set.
 func (r Ramp) On() bool { return r != Ramp{} }
 
-// Increments returns n = (global − Start) / Increment.
-func (r Ramp) Increments(global int) int { return (global - r.Start) / r.Increment }
+// Increments returns n = (global − Start) / Increment (0 for a ramp
+// without a positive increment).
+func (r Ramp) Increments(global int) int {
+	if r.Increment <= 0 {
+		return 0
+	}
+	return (global - r.Start) / r.Increment
+}
 
 // Ramps reports whether r is set, well formed and ramps up to the global
 // batch global (a start equal to it does not); a ramp that does not is
@@ -79,4 +86,3 @@ func (r Ramp) Iterations(global int, samples int64) int {
 		c += steps * b
 	}
 }
-

@@ -6,7 +6,7 @@
 # SwiGLU (ffn 1344), RoPE, 4 query groups, an untied output layer and no
 # biases, interleaved over ROUNDS rounds (default 3). It prints every run's
 # `gotron bench` line, then per model the median and range of GFLOP/s
-# (each model's own FLOPs: BenchConfig.FLOPs) and tokens/s, and
+# (each model's own FLOPs: bench.Config.FLOPs) and tokens/s, and
 # medium-llama/medium of the median GFLOP/s. OPENBLAS_CORETYPE is unset
 # for these commands so OpenBLAS picks the machine's own kernel. It builds
 # nothing: make bench builds bin/gotron.

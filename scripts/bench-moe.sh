@@ -9,7 +9,7 @@
 # in-process ranks (expert parallel 2 with the all-to-all dispatcher, one
 # core each, data parallel 2 for the dense part). It prints every run's
 # `gotron bench` line, the median and range of GFLOP/s (active weights
-# only for the MoE model: BenchConfig.FLOPs) and tokens/s, and the two
+# only for the MoE model: bench.Config.FLOPs) and tokens/s, and the two
 # ratios the MoE work aims at: medium-moe / medium-llama GFLOP/s (target
 # 0.80) and EP 2 / one rank tokens/s (target 0.85). OPENBLAS_CORETYPE is
 # unset for these commands so OpenBLAS picks the machine's own kernel. It

@@ -45,7 +45,7 @@ type Args struct {
 	// --lr-decay-samples); 0: --train-iters.
 	TrainSamples int
 	// RampupBatchSize is --rampup-batch-size START INCREMENT SAMPLES: the
-	// global batch ramps from START to GlobalBatchSize (see Ramp; needs
+	// global batch ramps from START to GlobalBatchSize (see data.Ramp; needs
 	// TrainSamples). The zero value: a constant global batch.
 	RampupBatchSize data.Ramp
 	// SkipTrain is --skip-train: no training iterations, only the
@@ -480,7 +480,7 @@ func (a Args) checkOptimizer(_ int, v *violations) {
 // checkDataAndSample: the data flags, the held-out split, the timeout,
 // and the sample generated after training.
 func (a Args) checkDataAndSample(_ int, v *violations) {
-	*v = append(*v, a.Data.Errors(a.SkipTrain)...)
+	*v = append(*v, a.Data.DataErrors(a.SkipTrain)...)
 	if a.SplitValid < 0 || a.SplitValid >= 1 {
 		v.add("--split-valid %g: the held-out fraction must lie in [0, 1)", a.SplitValid)
 	}

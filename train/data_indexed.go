@@ -73,7 +73,7 @@ func (a Args) checkPrompt() error {
 // size: the ids' range would be unknown (the reference always has a
 // tokenizer).
 func checkDataVocab(a Args) error {
-	if a.Indexed() && a.Tokenizer.Type == "" && a.Model.VocabSize == 0 {
+	if a.IndexedData() && a.Tokenizer.Type == "" && a.Model.VocabSize == 0 {
 		return fmt.Errorf("invalid arguments: --data-path without --tokenizer-type: name the tokenizer that wrote the data (%s), which gives the vocabulary and the end-of-document id, or give --vocab-size for the ids alone",
 			strings.Join(tokenizer.Types(), ", "))
 	}
@@ -117,10 +117,10 @@ func TrainingSamples(a Args, count int) ([][]int32, tokenizer.Tokenizer, error) 
 	if count < 1 {
 		return nil, nil, fmt.Errorf("--count %d: must be at least 1", count)
 	}
-	if !a.Indexed() {
+	if !a.IndexedData() {
 		return nil, nil, fmt.Errorf("--data-path (or --train-data-path) is required: the indexed datasets to read")
 	}
-	if errs := a.Data.Errors(a.SkipTrain); len(errs) > 0 {
+	if errs := a.Data.DataErrors(a.SkipTrain); len(errs) > 0 {
 		return nil, nil, fmt.Errorf("invalid arguments: %s", errs[0])
 	}
 	if a.Model.SeqLength < 1 {
@@ -158,7 +158,7 @@ func TrainingSamples(a Args, count int) ([][]int32, tokenizer.Tokenizer, error) 
 // each split count only for indexed data.
 func (a Args) dataNeed() (source.Need, error) {
 	n := source.Need{SeqLength: a.Model.SeqLength, Vocab: a.Model.VocabSize, Seed: a.Seed, Evaluates: a.EvalIters > 0, Tok: a.tok}
-	if !a.Indexed() || a.Seed > math.MaxUint32 {
+	if !a.IndexedData() || a.Seed > math.MaxUint32 {
 		return n, nil // the seed is refused by source, which owns the rule
 	}
 	var err error

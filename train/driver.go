@@ -20,6 +20,15 @@ type Placement struct {
 	Lock                    bool
 }
 
+// check refuses a placement whose counts cannot be: every count at least
+// 1, the process's ranks on this machine, the machine's in the world.
+func (pl Placement) check() error {
+	if pl.Process < 1 || pl.Process > pl.Machine || pl.Machine > pl.World {
+		return fmt.Errorf("train: placement of %d ranks in this process, %d on this machine, %d in the world: want 1 ≤ process ≤ machine ≤ world", pl.Process, pl.Machine, pl.World)
+	}
+	return nil
+}
+
 // Prepared is a run's settings after Prepare: the arguments completed and
 // validated, the data opened (once per process: its ranks share it), and
 // the lock of --save if this process took it. Close releases the lock.
@@ -37,6 +46,9 @@ type Prepared struct {
 // ranks, the --save directory and, with pl.Lock, its lock), the GEMM
 // kernels, and the data.
 func Prepare(a Args, o Options, pl Placement) (p *Prepared, err error) {
+	if err := pl.check(); err != nil {
+		return nil, err
+	}
 	if a, err = checkLoad(a); err != nil {
 		return nil, err
 	}
@@ -81,7 +93,10 @@ func (p *Prepared) Close() { p.lock.Unlock() }
 
 // Rank is one rank's training for a program that drives the iterations
 // itself: its model chunks, optimizer, data and schedule built (a
-// checkpoint loaded with --load), each Step one iteration.
+// checkpoint loaded with --load), each Step one iteration. Step is the
+// iteration alone: what Run does around it (evaluation, saves, the
+// iteration log, --profile-schedule's picture, the exit conditions) is
+// the caller's.
 type Rank struct{ t *trainer }
 
 // NewRank builds the rank of world the caller is, as a prepared run's
@@ -153,6 +168,10 @@ func (r *Rank) Buckets() int {
 // element is still read and written. A parameter all-gather that
 // overlap_param_gather left for the next forward pass is finished first,
 // and a barrier lines the ranks up before the clock starts.
+//
+// It is for after the last Step: the update still counts as a step and
+// moves Adam's moments, so a Step after it would train on from another
+// optimizer state (and learning rate) than an unmeasured run's.
 func (r *Rank) TimeOptimizerStep(ctx context.Context) (adam, gather time.Duration, err error) {
 	t := r.t
 	if t.a.DDP.OverlapParamGather {

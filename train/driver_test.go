@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,16 @@ func TestDriverFollowsRun(t *testing.T) {
 		}
 		if (s.Timeline != nil) != (i == len(got)-1) {
 			t.Errorf("step %d: timeline %v, want one on the last step only", i, s.Timeline != nil)
+		}
+	}
+}
+
+// TestPlacementChecked: a placement whose counts cannot be is refused by
+// Prepare, before anything is opened.
+func TestPlacementChecked(t *testing.T) {
+	for _, pl := range []Placement{{World: 2}, {World: 1, Machine: 2, Process: 1}, {World: 2, Machine: 1, Process: 2}} {
+		if _, err := Prepare(mockArgs(1), Options{}, pl); err == nil || !strings.Contains(err.Error(), "1 ≤ process ≤ machine ≤ world") {
+			t.Errorf("%+v: %v, want the placement refused", pl, err)
 		}
 	}
 }

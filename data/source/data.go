@@ -43,23 +43,23 @@ type Data struct {
 	SplitValid     float64 // --split-valid: held-out fraction of text files for validation
 }
 
-// Indexed reports whether the run reads indexed datasets (--data-path or
+// IndexedData reports whether the run reads indexed datasets (--data-path or
 // the per-split paths).
-func (a Data) Indexed() bool {
+func (a Data) IndexedData() bool {
 	return len(a.DataPath) > 0 || len(a.TrainDataPath) > 0 || len(a.ValidDataPath) > 0 || len(a.TestDataPath) > 0
 }
 
-// Errors lists what is wrong with the data flags: not exactly one source,
+// DataErrors lists what is wrong with the data flags: not exactly one source,
 // options that only apply to some; skipTrain says the run evaluates only
 // (--skip-train), which needs no training data.
-func (a Data) Errors(skipTrain bool) []string {
+func (a Data) DataErrors(skipTrain bool) []string {
 	var errs []string
 	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	var given []string
 	for _, s := range []struct {
 		on   bool
 		flag string
-	}{{a.MockData, "--mock-data"}, {a.Indexed(), "--data-path"}, {len(a.TextDataPath) > 0, "--text-data-path"}, {a.GoStdlibCorpus, "--go-stdlib-corpus"}} {
+	}{{a.MockData, "--mock-data"}, {a.IndexedData(), "--data-path"}, {len(a.TextDataPath) > 0, "--text-data-path"}, {a.GoStdlibCorpus, "--go-stdlib-corpus"}} {
 		if s.on {
 			given = append(given, s.flag)
 		}
@@ -84,7 +84,7 @@ func (a Data) Errors(skipTrain bool) []string {
 	if a.Split != "" && len(a.DataPath) == 0 {
 		add("--split %q without --data-path: the split divides the --data-path datasets (the per-split paths and text corpora are not split by it)", a.Split)
 	}
-	if a.DataCachePath != "" && !a.Indexed() {
+	if a.DataCachePath != "" && !a.IndexedData() {
 		add("--data-cache-path without --data-path: only indexed datasets have cached sample indices")
 	}
 	for _, f := range []struct {
@@ -93,7 +93,7 @@ func (a Data) Errors(skipTrain bool) []string {
 	}{{a.ResetPositionIDs, "--reset-position-ids"}, {a.ResetAttentionMask, "--reset-attention-mask"}, {a.EODMaskLoss, "--eod-mask-loss"}} {
 		switch {
 		case !f.on:
-		case !a.Indexed():
+		case !a.IndexedData():
 			add("%s needs indexed data (--data-path): the other sources have no documents to separate", f.flag)
 		case a.Tokenizer.Type == "":
 			add("%s needs --tokenizer-type: its end-of-document id marks where documents end", f.flag)
@@ -102,7 +102,7 @@ func (a Data) Errors(skipTrain bool) []string {
 	if err := a.Tokenizer.CheckFiles(); err != nil {
 		add("%v", err)
 	}
-	if a.Tokenizer.Type != "" && !a.Indexed() && !a.MockData {
+	if a.Tokenizer.Type != "" && !a.IndexedData() && !a.MockData {
 		add("--tokenizer-type with %s: byte-level text is its own tokenizer; tokenize text with gotron preprocess and train with --data-path", strings.Join(given, ""))
 	}
 	return errs

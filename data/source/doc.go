@@ -3,7 +3,7 @@
 // source (Data) among mock data, byte-level text (files, directories or
 // the Go standard library's source) and Megatron's indexed datasets
 // (--data-path blends split by --split, or one blend per split, read as
-// GPTDatasets: package data/gptdata). Data.Errors lists the flag
+// GPTDatasets: package data/gptdata). Data.DataErrors lists the flag
 // combinations a run refuses; Open builds the training and validation
 // data (Sets) for what the run asks (Need: sequence length, vocabulary,
 // seed, the samples of each split, the tokenizer).

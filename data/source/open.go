@@ -52,10 +52,10 @@ type Need struct {
 	Tok tokenizer.Tokenizer
 }
 
-// Open builds the datasets of the source d names, as n asks.
+// Open builds the datasets of the source a names, as n asks.
 func Open(a Data, n Need) (*Sets, error) {
 	seq := n.SeqLength
-	if a.Indexed() {
+	if a.IndexedData() {
 		return openIndexed(a, n)
 	}
 	if a.MockData {

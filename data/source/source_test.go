@@ -10,8 +10,8 @@ import (
 	"github.com/gotron/gotron/data/indexed"
 )
 
-// TestErrors: exactly one source, and the options that belong to one.
-func TestErrors(t *testing.T) {
+// TestDataErrors: exactly one source, and the options that belong to one.
+func TestDataErrors(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		d    Data
@@ -24,7 +24,7 @@ func TestErrors(t *testing.T) {
 		{"test split", Data{TrainDataPath: []string{"a"}, TestDataPath: []string{"b"}}, "--test-data-path"},
 		{"eod mask on text", Data{TextDataPath: []string{"x"}, EODMaskLoss: true}, "--eod-mask-loss needs indexed data"},
 	} {
-		errs := c.d.Errors(false)
+		errs := c.d.DataErrors(false)
 		switch {
 		case c.want == "" && len(errs) > 0:
 			t.Errorf("%s: %q, want no error", c.name, errs)
@@ -32,7 +32,7 @@ func TestErrors(t *testing.T) {
 			t.Errorf("%s: %q, want one mentioning %q", c.name, errs, c.want)
 		}
 	}
-	if errs := (Data{ValidDataPath: []string{"v"}}).Errors(true); len(errs) != 0 {
+	if errs := (Data{ValidDataPath: []string{"v"}}).DataErrors(true); len(errs) != 0 {
 		t.Errorf("--valid-data-path alone under --skip-train: %q, want no error", errs)
 	}
 }
