@@ -58,6 +58,8 @@ type Options struct {
 	// overrides its align_param_gather as Args.AlignParamGather does.
 	DDP              *config.DDPConfig
 	AlignParamGather *bool
+	// PipelineSchedule is --pipeline-schedule ("": 1F1B; "zb-h1").
+	PipelineSchedule string
 	// BF16 and FP16 ask for mixed precision, with Precision's settings
 	// (nil: the defaults), as training does.
 	BF16, FP16 bool
@@ -272,6 +274,7 @@ func argsFor(c Config, o Options, n int) train.Args {
 		a.DDP = *o.DDP
 	}
 	a.AlignParamGather = o.AlignParamGather
+	a.PipelineSchedule = o.PipelineSchedule
 	a.MicroBatchSize = c.MicroBatch
 	if dp := a.DataParallelSize(n); dp > 0 {
 		a.GlobalBatchSize = c.MicroBatch * max(o.Microbatches, 1) * dp
@@ -356,6 +359,9 @@ func layoutDesc(o Options, dp int) string {
 		s := fmt.Sprintf("pipeline parallel %d", p)
 		if v := o.VirtualPipeline; v > 0 {
 			s += fmt.Sprintf(" with %d model chunks per rank", v)
+		}
+		if o.PipelineSchedule != "" {
+			s += " (" + o.PipelineSchedule + ")"
 		}
 		parts = append(parts, s)
 	}

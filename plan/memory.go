@@ -28,6 +28,10 @@ type Run struct {
 	// Save says the run writes checkpoints (a copy of the state), in the
 	// background with AsyncSave, with Adam's moments with SaveOptim.
 	Save, AsyncSave, SaveOptim bool
+	// ZeroBubble says the pipeline runs ZB-H1 (--pipeline-schedule zb-h1),
+	// whose stages each hold up to P microbatches, where 1F1B's stage i
+	// holds P − i.
+	ZeroBubble bool
 }
 
 // dataParallel is the data-parallel size on world ranks (0 for a model
@@ -155,7 +159,8 @@ func (st stateShare) modelState(a Run) Need {
 }
 
 // activationMemory is the activations the machine keeps: each rank of a
-// pipeline of p stages keeps min(p−i, m) micro-batches of its L/p layers.
+// pipeline of p stages keeps min(p−i, m) micro-batches of its L/p layers
+// (min(p, m) under ZB-H1).
 func activationMemory(a Run, world int, copies float64) float64 {
 	tp, pp := max(a.Model.TensorModelParallelSize, 1), max(a.Model.PipelineModelParallelSize, 1)
 	s, b := float64(a.Model.SeqLength), float64(a.MicroBatchSize)
@@ -163,7 +168,11 @@ func activationMemory(a Run, world int, copies float64) float64 {
 	m := a.microBatches(max(a.dataParallel(world), 1))
 	inFlight := 0.0
 	for i := 0; i < pp; i++ {
-		inFlight += float64(min(pp-i, m))
+		if a.ZeroBubble {
+			inFlight += float64(min(pp, m))
+		} else {
+			inFlight += float64(min(pp-i, m))
+		}
 	}
 	perMicroBatch := math.Inf(1)
 	if s*b*max(h, f, v)*float64(max(a.Model.NumLayers, 1)) < 1<<55 {

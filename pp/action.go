@@ -31,9 +31,14 @@ const (
 	GradSync
 	// ParamSync calls param_sync_func for Chunk (launches its all-gather).
 	ParamSync
+	// WeightGrad runs the parameter-gradient half ("W") of the backward of
+	// (Microbatch, Chunk), in a schedule whose backward is split
+	// (Schedule.SplitBackward): its Backward computed the input gradient
+	// only (autograd.BackwardSplit).
+	WeightGrad
 )
 
-var kindNames = [...]string{"F", "B", "comm", "wait", "no_sync", "sync", "grad_sync", "param_sync"}
+var kindNames = [...]string{"F", "B", "comm", "wait", "no_sync", "sync", "grad_sync", "param_sync", "W"}
 
 // String returns a short name of the kind.
 func (k Kind) String() string {
@@ -114,7 +119,7 @@ type Action struct {
 // "wait(recv_prev(m1,c0))", "no_sync", "grad_sync(c1)".
 func (a Action) String() string {
 	switch a.Kind {
-	case Forward, Backward:
+	case Forward, Backward, WeightGrad:
 		return fmt.Sprintf("%v(m%d,c%d)", a.Kind, a.Microbatch, a.Chunk)
 	case Comm:
 		s := a.Call + "["

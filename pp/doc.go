@@ -9,7 +9,12 @@
 // Actions — forward or backward of microbatch m on model chunk c, an
 // exchange of activations or gradients with the neighbouring stages, a
 // wait for an overlapped exchange, entering or leaving no_sync — for the
-// reference's three schedules (no pipelining, 1F1B, interleaved 1F1B).
+// reference's three schedules (no pipelining, 1F1B, interleaved 1F1B) and
+// for ZB-H1 (ZeroBubbleH1, Config.Schedule "zb-h1"), whose backward is
+// split (Schedule.SplitBackward): a Backward action computes the input
+// gradient (autograd.BackwardSplit) and a later WeightGrad action ("W")
+// the parameters' gradients, which the verifier checks come once, after
+// their backward, with no_sync left only for the last.
 // Verify plays every rank's list against the others (each send meets its
 // receive, no deadlock, every forward before its backward) and reports the
 // peak number of live activations; FormatGrid and FormatJSON print them

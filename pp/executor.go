@@ -60,6 +60,9 @@ type Args struct {
 	ContextParallelSize int
 	// Trace, when set, receives the start and end of every action.
 	Trace func(Event)
+	// Schedule names a schedule other than the reference's choice
+	// (Config.Schedule: ScheduleZBH1), "" for the reference's.
+	Schedule string
 }
 
 // Event is one executed action, for timelines (gotron train
@@ -95,8 +98,11 @@ type executor struct {
 	// waiting holds the pending ops of async exchanges.
 	waiting map[Op]*p2p.Handles
 	// release holds outputs to deallocate once their send has finished.
-	release  map[key]bool
-	resume   func() // leaves no_sync; nil when not inside it
+	release map[key]bool
+	resume  func() // leaves no_sync; nil when not inside it
+	// wgrads holds, in a split schedule, each backward's parameter
+	// gradients until its WeightGrad action runs them.
+	wgrads   map[key]*autograd.WeightGrads
 	res      Result
 	forwards int // forward steps run so far
 	firstMB  map[int]bool
@@ -112,7 +118,7 @@ func run(ctx context.Context, a Args, s *Schedule) (*Result, error) {
 	e := &executor{a: a, s: s,
 		inputs: map[key]*autograd.Var{}, outputs: map[key]*autograd.Var{},
 		outGrads: map[key]*tensor.Tensor{}, inGrads: map[key]*tensor.Tensor{},
-		waiting: map[Op]*p2p.Handles{}, firstMB: map[int]bool{},
+		waiting: map[Op]*p2p.Handles{}, firstMB: map[int]bool{}, wgrads: map[key]*autograd.WeightGrads{},
 	}
 	fb, barrier := timer(a.Config, "forward-backward", 1), a.Config.BarrierWithL1Time
 	fb.Start(barrier)
@@ -169,6 +175,11 @@ func (e *executor) do(ctx context.Context, act Action) error {
 		t.Start(false)
 		defer t.Stop(false)
 		return e.backward(key{act.Microbatch, act.Chunk})
+	case WeightGrad:
+		t := timer(cfg, "backward-weight-compute", 2)
+		t.Start(false)
+		defer t.Stop(false)
+		return e.weightGrad(ctx, key{act.Microbatch, act.Chunk})
 	case Comm:
 		return e.comm(ctx, act)
 	case Wait:
@@ -291,7 +302,13 @@ func (e *executor) backward(k key) error {
 			out = autograd.Scale(e.a.Tape, out, s)
 		}
 	}
-	if err := autograd.Backward(e.a.Tape, out, grad); err != nil {
+	if e.s.SplitBackward {
+		w, err := autograd.BackwardSplit(e.a.Tape, out, grad)
+		if err != nil {
+			return err
+		}
+		e.wgrads[k] = w
+	} else if err := autograd.Backward(e.a.Tape, out, grad); err != nil {
 		return err
 	}
 	e.a.Tape.Unhold(e.outputs[k].Value)
@@ -305,6 +322,17 @@ func (e *executor) backward(k key) error {
 		delete(e.inputs, k)
 	}
 	return nil
+}
+
+// weightGrad runs the parameter gradients of k's split backward.
+func (e *executor) weightGrad(ctx context.Context, k key) error {
+	w := e.wgrads[k]
+	if w == nil {
+		return fmt.Errorf("pp: weight gradients of microbatch %d on chunk %d before its backward", k.mb, k.chunk)
+	}
+	delete(e.wgrads, k)
+	w.Run(ctx)
+	return e.a.Tape.Err()
 }
 
 // comm runs one exchange.
@@ -410,6 +438,9 @@ func (e *executor) finish(ctx context.Context) error {
 	}
 	if e.a.ForwardOnly {
 		return nil
+	}
+	if len(e.wgrads) > 0 {
+		return fmt.Errorf("pp: %d backwards' weight gradients never ran: the schedule has no WeightGrad action for them", len(e.wgrads))
 	}
 	cfg := e.a.Config
 	if cfg.FinalizeModelGradsFunc != nil {

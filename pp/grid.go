@@ -53,7 +53,11 @@ func FormatGrid(schedules []*Schedule) string {
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("legend: F/B m.c compute; [ ] blocking and { } async comm of sn send_next, rp recv_prev, sp send_prev, rn recv_next; w: wait; nosync/sync enter/leave no_sync; gs/ps grad/param sync of a chunk\n")
+	compute := "F/B m.c compute"
+	if len(schedules) > 0 && schedules[0].SplitBackward {
+		compute += ", W m.c a split backward's weight gradients"
+	}
+	b.WriteString("legend: " + compute + "; [ ] blocking and { } async comm of sn send_next, rp recv_prev, sp send_prev, rn recv_next; w: wait; nosync/sync enter/leave no_sync; gs/ps grad/param sync of a chunk\n")
 	lines := strings.Split(b.String(), "\n")
 	for i, l := range lines {
 		lines[i] = strings.TrimRight(l, " ")
@@ -73,7 +77,7 @@ func gridCell(a Action, chunks bool) string {
 		return [...]string{"sp", "rp", "sn", "rn"}[o.Dir&3] + mcs(o.Microbatch, o.Chunk)
 	}
 	switch a.Kind {
-	case Forward, Backward:
+	case Forward, Backward, WeightGrad:
 		return a.Kind.String() + mcs(a.Microbatch, a.Chunk)
 	case Comm:
 		parts := make([]string, len(a.Ops))

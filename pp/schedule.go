@@ -28,6 +28,10 @@ type Schedule struct {
 	// AllWarmup is set when every step runs in the warmup phase.
 	AllWarmup   bool
 	ForwardOnly bool
+	// SplitBackward says every Backward action computes the input
+	// gradient only and a later WeightGrad action of the same microbatch
+	// and chunk the parameters' gradients (zero-bubble schedules).
+	SplitBackward bool
 	// Order is the rank's compute order as signed 1-based chunk ids: a
 	// forward of chunk c is c+1, a backward −(c+1) (ConvertScheduleTableToOrder's
 	// convention; for one chunk +1 and −1).
@@ -71,7 +75,29 @@ type Config struct {
 	// config.param_sync_func are set (the distributed optimizer with
 	// overlapped reduction and gather sets them).
 	GradSyncFunc, ParamSyncFunc bool
+	// Schedule names a pipeline schedule other than the reference's
+	// choice (--pipeline-schedule): "" or ScheduleOneFOneB for it,
+	// ScheduleZBH1 for ZeroBubbleH1.
+	Schedule string
 }
+
+// CheckSchedule refuses a Schedule that is unknown or cannot run with the
+// rest of the config.
+func (c Config) CheckSchedule() error {
+	switch c.Schedule {
+	case "", ScheduleOneFOneB:
+		return nil
+	case ScheduleZBH1:
+		return checkZBH1(c)
+	}
+	return fmt.Errorf("--pipeline-schedule %q: choose %s (the reference's 1F1B, or interleaved with virtual stages) or %s", c.Schedule, ScheduleOneFOneB, ScheduleZBH1)
+}
+
+// The values of Config.Schedule.
+const (
+	ScheduleOneFOneB = "1f1b"
+	ScheduleZBH1     = "zb-h1"
+)
 
 // Interleaved reports whether the config selects the interleaved schedule.
 func (c Config) Interleaved() bool { return c.PP > 1 && c.VPP > 0 }
@@ -105,6 +131,12 @@ func (c Config) check() error {
 func Build(cfg Config) (*Schedule, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
+	}
+	if err := cfg.CheckSchedule(); err != nil {
+		return nil, err
+	}
+	if cfg.Schedule == ScheduleZBH1 && !cfg.ForwardOnly {
+		return ZeroBubbleH1(cfg.PP, cfg.Rank, cfg.Microbatches, cfg.GradSyncFunc), nil
 	}
 	switch {
 	case cfg.PP == 1:
@@ -184,6 +216,7 @@ func (e *emitter) add(a Action) { e.s.Actions = append(e.s.Actions, a) }
 
 func (e *emitter) forward(m, c int)  { e.add(Action{Kind: Forward, Microbatch: m, Chunk: c}) }
 func (e *emitter) backward(m, c int) { e.add(Action{Kind: Backward, Microbatch: m, Chunk: c}) }
+func (e *emitter) weight(m, c int)   { e.add(Action{Kind: WeightGrad, Microbatch: m, Chunk: c}) }
 func (e *emitter) wait(o Op)         { e.add(Action{Kind: Wait, Op: o}) }
 func (e *emitter) gradSync(c int)    { e.add(Action{Kind: GradSync, Chunk: c}) }
 func (e *emitter) paramSync(c int)   { e.add(Action{Kind: ParamSync, Chunk: c}) }

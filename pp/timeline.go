@@ -104,14 +104,14 @@ func (tl *Timeline) bounds() (int64, int64) {
 
 // Bubbles returns each rank's idle fraction: the part of the iteration's
 // span (first action of any rank to last action of any rank) in which the
-// rank ran no forward or backward step.
+// rank ran no forward, backward or weight-gradient step.
 func (tl *Timeline) Bubbles() []float64 {
 	lo, hi := tl.bounds()
 	out := make([]float64, len(tl.Ranks))
 	for r, spans := range tl.Ranks {
 		var busy int64
 		for _, s := range spans {
-			if s.Kind == Forward || s.Kind == Backward {
+			if s.Kind == Forward || s.Kind == Backward || s.Kind == WeightGrad {
 				busy += s.End - s.Start
 			}
 		}
@@ -194,6 +194,8 @@ func (tl *Timeline) SVG(w io.Writer) error {
 				fill, label = shade([3]int{66, 133, 244}, s.Chunk, tl.VPP), fmt.Sprint(s.Microbatch)
 			case Backward:
 				fill, label = shade([3]int{244, 160, 0}, s.Chunk, tl.VPP), fmt.Sprint(s.Microbatch)
+			case WeightGrad:
+				fill, label = shade([3]int{52, 168, 83}, s.Chunk, tl.VPP), fmt.Sprint(s.Microbatch)
 			case Comm, Wait:
 				fill = "#bbbbbb"
 			default:

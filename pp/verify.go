@@ -169,6 +169,9 @@ func (rs *rankState) endCheck(w *simWorld, r int) error {
 	if len(rs.bwd) != want {
 		return fail("missing", "%d backwards, want %d", len(rs.bwd), want)
 	}
+	if rs.s.SplitBackward && len(rs.wgt) != want {
+		return fail("missing", "%d weight gradients, want one after each of the %d backwards", len(rs.wgt), want)
+	}
 	if rs.noSync {
 		return fail("sync", "the schedule ends inside no_sync: the last microbatch's gradients would never be reduced")
 	}

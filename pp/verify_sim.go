@@ -43,9 +43,11 @@ type rankState struct {
 	grads   map[mc]bool // received gradients not consumed yet
 	fwd     map[mc]bool
 	bwd     map[mc]bool
-	bwdN    []int // backwards run per chunk
-	synced  []int // grad synchronisations per chunk
-	params  []int // param syncs per chunk
+	bwdN    []int       // backwards run per chunk
+	wgt     map[mc]bool // weight gradients run (split schedules)
+	wgtN    []int       // and per chunk
+	synced  []int       // grad synchronisations per chunk
+	params  []int       // param syncs per chunk
 	noSync  bool
 	live    int
 	peak    int
@@ -64,8 +66,8 @@ func newSimWorld(schedules []*Schedule) *simWorld {
 	w := &simWorld{chans: map[chanKey]*fifo{}, p: len(schedules), m: schedules[0].Microbatches, v: schedules[0].VPP}
 	for _, s := range schedules {
 		w.ranks = append(w.ranks, &rankState{s: s, matched: map[[2]int]bool{}, issued: map[Op]int{},
-			async: map[Op]*asyncState{}, inputs: map[mc]bool{}, grads: map[mc]bool{}, fwd: map[mc]bool{}, bwd: map[mc]bool{},
-			bwdN: make([]int, w.v), synced: make([]int, w.v), params: make([]int, w.v)})
+			async: map[Op]*asyncState{}, inputs: map[mc]bool{}, grads: map[mc]bool{}, fwd: map[mc]bool{}, bwd: map[mc]bool{}, wgt: map[mc]bool{},
+			bwdN: make([]int, w.v), wgtN: make([]int, w.v), synced: make([]int, w.v), params: make([]int, w.v)})
 	}
 	return w
 }
@@ -153,6 +155,13 @@ func (w *simWorld) step(rs *rankState) (bool, error) {
 		if kind, err := rs.compute(w, a.Kind, x); err != "" {
 			return false, fail(kind, "%s", err)
 		}
+	case WeightGrad:
+		if !inRange {
+			return false, fail("order", "microbatch or chunk out of range (%d microbatches, %d chunks)", w.m, w.v)
+		}
+		if kind, err := rs.weightGrad(w, x); err != "" {
+			return false, fail(kind, "%s", err)
+		}
 	case Comm:
 		if !rs.posted {
 			if w.p == 1 {
@@ -208,8 +217,8 @@ func (w *simWorld) step(rs *rankState) (bool, error) {
 			return false, fail("sync", "chunk out of range (%d chunks)", w.v)
 		}
 		if a.Kind == GradSync {
-			if rs.bwdN[x.c] != w.m && !rs.s.ForwardOnly {
-				return false, fail("sync", "grad_sync of chunk %d after %d of its %d backwards: it would reduce partial gradients", x.c, rs.bwdN[x.c], w.m)
+			if done := rs.gradsDone(x.c); done != w.m && !rs.s.ForwardOnly {
+				return false, fail("sync", "grad_sync of chunk %d after %d of its %d backwards: it would reduce partial gradients", x.c, done, w.m)
 			}
 			rs.synced[x.c]++
 		} else {
@@ -262,6 +271,9 @@ func (rs *rankState) compute(w *simWorld, k Kind, x mc) (kind, reason string) {
 	}
 	rs.bwd[x] = true
 	rs.bwdN[x.c]++
+	if rs.s.SplitBackward {
+		return "", "" // the gradients are complete, and the activation free, after the WeightGrad
+	}
 	rs.live--
 	if !rs.noSync {
 		if rs.bwdN[x.c] != w.m {
@@ -270,6 +282,40 @@ func (rs *rankState) compute(w *simWorld, k Kind, x mc) (kind, reason string) {
 		rs.synced[x.c]++
 	}
 	return "", ""
+}
+
+// weightGrad runs the WeightGrad of x: it needs a split schedule and x's
+// backward, runs once, frees x's activations, and completes the chunk's
+// gradients for this microbatch, so outside no_sync it must be the
+// chunk's last.
+func (rs *rankState) weightGrad(w *simWorld, x mc) (kind, reason string) {
+	switch {
+	case !rs.s.SplitBackward:
+		return "order", "weight gradients of " + x.String() + " in a schedule whose backward is not split (its Backward computes them)"
+	case !rs.bwd[x]:
+		return "order", "weight gradients of " + x.String() + " before its backward"
+	case rs.wgt[x]:
+		return "order", "weight gradients of " + x.String() + " a second time"
+	}
+	rs.wgt[x] = true
+	rs.wgtN[x.c]++
+	rs.live--
+	if !rs.noSync {
+		if rs.wgtN[x.c] != w.m {
+			return "sync", fmt.Sprintf("runs outside no_sync but is weight gradient %d of chunk %d's %d: the reduction would launch on partial gradients", rs.wgtN[x.c], x.c, w.m)
+		}
+		rs.synced[x.c]++
+	}
+	return "", ""
+}
+
+// gradsDone is how many microbatches' gradients chunk c has complete:
+// its backwards, or in a split schedule its weight gradients.
+func (rs *rankState) gradsDone(c int) int {
+	if rs.s.SplitBackward {
+		return rs.wgtN[c]
+	}
+	return rs.bwdN[c]
 }
 
 // why explains a missing receive.

@@ -114,6 +114,10 @@ type Args struct {
 	LoadInit  string // --load-init: initial weights (safetensors)
 	DumpGrads string // --dump-grads: first step's gradients (safetensors)
 	LogJSON   string // --log-json: one JSON object per iteration
+	// PipelineSchedule is --pipeline-schedule: "" or "1f1b" for the
+	// reference's choice (1F1B, interleaved with virtual stages), "zb-h1"
+	// for the zero-bubble ZB-H1 schedule (pp.ZeroBubbleH1).
+	PipelineSchedule string
 	// ProfileSchedule, when set, is an SVG file that receives the measured
 	// schedule timeline of the last iteration, every rank (--profile-schedule).
 	ProfileSchedule string
@@ -347,8 +351,14 @@ func (a Args) checkBatch(world int, v *violations) {
 	}
 }
 
-// checkProfile: --profile-schedule needs a pipeline and a directory.
+// checkProfile: --pipeline-schedule must suit the pipeline;
+// --profile-schedule needs a pipeline and a directory.
 func (a Args) checkProfile(_ int, v *violations) {
+	mp := a.Model.ModelParallelConfig
+	if err := (pp.Config{PP: mp.PipelineModelParallelSize, VPP: mp.VirtualPipelineModelParallelSize,
+		OverlapP2PComm: mp.OverlapP2PComm, Schedule: a.PipelineSchedule}).CheckSchedule(); err != nil {
+		v.addErr(err)
+	}
 	p := a.ProfileSchedule
 	if p == "" {
 		return

@@ -134,6 +134,7 @@ func (t *trainer) forwardBackward(ctx context.Context, tape *autograd.Tape, ds d
 		Config: cfg, Rank: t.pp.Rank(), Tape: tape, Chunks: chunks, ForwardStep: fwd,
 		P2P:             pp.P2P{Comm: t.p2p, Shape: t.activationShape()},
 		NumMicrobatches: micro, ForwardOnly: forwardOnly, ContextParallelSize: cfg.ContextParallelSize,
+		Schedule: a.PipelineSchedule,
 	}
 	vpp := 0
 	if cfg.VirtualPipelineModelParallelSize > 0 {

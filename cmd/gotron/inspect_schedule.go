@@ -24,7 +24,8 @@ func newInspectScheduleCmd() *cobra.Command {
 		Short: "Print every pipeline rank's schedule: warmup counts, compute order, sends, receives and waits",
 		Long: `schedule builds each pipeline rank's forward-backward schedule as the
 reference's get_forward_backward_func would run it (no pipelining, 1F1B, or
-interleaved 1F1B with --virtual-pipeline-model-parallel-size), plays the ranks
+interleaved 1F1B with --virtual-pipeline-model-parallel-size), or ZB-H1 with
+--pipeline-schedule zb-h1 (W: a split backward's weight gradients), plays the ranks
 against each other to check that it completes, and prints a grid of the
 actions (one row per rank) with each rank's peak of live activations, or with
 --json {"pp","vpp","microbatches","group_size","ranks":[{"rank","warmup",
@@ -73,8 +74,12 @@ data-parallel size --world-size / (--tensor-model-parallel-size ×
 			}
 			fmt.Fprint(out, pp.FormatGrid(ss))
 			for r, n := range res.PeakLive {
-				fmt.Fprintf(out, "rank %d: %d forwards, %d backwards, peak of %d live activations\n",
-					r, count(ss[r], pp.Forward), count(ss[r], pp.Backward), n)
+				w := ""
+				if ss[r].SplitBackward {
+					w = fmt.Sprintf(", %d weight gradients", count(ss[r], pp.WeightGrad))
+				}
+				fmt.Fprintf(out, "rank %d: %d forwards, %d backwards%s, peak of %d live activations\n",
+					r, count(ss[r], pp.Forward), count(ss[r], pp.Backward), w, n)
 			}
 			return nil
 		},
@@ -88,6 +93,7 @@ data-parallel size --world-size / (--tensor-model-parallel-size ×
 	fl.IntVar(&f.microBatch, "micro-batch-size", 1, "rows of a microbatch")
 	fl.IntVar(&f.worldSize, "world-size", 0, "number of ranks (0: tensor × pipeline size, data-parallel size 1)")
 	fl.IntVar(&f.tensorParallel, "tensor-model-parallel-size", 1, "tensor-parallel size")
+	fl.StringVar(&f.cfg.Schedule, "pipeline-schedule", "", "1f1b (the default) or zb-h1 (zero-bubble: each backward split, its weight gradients deferred into the bubble)")
 	fl.BoolVar(&f.cfg.ForwardOnly, "forward-only", false, "forward passes only (evaluation)")
 	fl.BoolVar(&f.cfg.OverlapP2PComm, "overlap-p2p-communication", false, "overlap pipeline sends and receives with compute (interleaved schedule; the default there, as in gotron train)")
 	fl.Bool("no-overlap-p2p-communication", false, "batch pipeline sends and receives instead of overlapping them (interleaved schedule)")

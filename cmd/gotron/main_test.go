@@ -72,4 +72,16 @@ func TestTrainFlagErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--backend") {
 		t.Fatalf("got %v, want an error naming --backend", err)
 	}
+	for _, c := range [][]string{
+		{"--pipeline-schedule", "zb-h1", "--num-layers", "2"}, // one stage: no bubble
+		{"--pipeline-schedule", "zb-h9", "--world-size", "2", "--pipeline-model-parallel-size", "2", "--num-layers", "2"},
+		{"--pipeline-schedule", "zb-h1", "--world-size", "2", "--pipeline-model-parallel-size", "2", "--num-layers", "4",
+			"--virtual-pipeline-model-parallel-size", "2"},
+	} {
+		args := append([]string{"train", "--mock-data", "--train-iters", "1", "--vocab-size", "64", "--hidden-size", "32",
+			"--num-attention-heads", "4", "--seq-length", "8", "--global-batch-size", "4"}, c...)
+		if _, err := run(t, args...); err == nil || !strings.Contains(err.Error(), "--pipeline-schedule") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: %v, want one line naming --pipeline-schedule", c, err)
+		}
+	}
 }

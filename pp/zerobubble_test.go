@@ -1,0 +1,197 @@
+package pp
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gotron/gotron/autograd"
+	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/comm/local"
+	"github.com/gotron/gotron/internal/numtest"
+	"github.com/gotron/gotron/pp/p2p"
+)
+
+// TestZeroBubbleH1Verifies: every rank's ZB-H1 list plays against the
+// others (each send meets its receive, no deadlock), runs every W once
+// after its B, leaves no_sync only for the last W (or calls grad_sync
+// after it), and keeps no more microbatches alive than 1F1B's first
+// stage (the paper's memory claim).
+func TestZeroBubbleH1Verifies(t *testing.T) {
+	for p := 2; p <= 5; p++ {
+		for m := 1; m <= 10; m++ {
+			for _, gs := range []bool{false, true} {
+				cfg := Config{PP: p, Microbatches: m, GradSyncFunc: gs}
+				base, err := BuildAll(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg.Schedule = ScheduleZBH1
+				zb, err := BuildAll(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := Verify(zb)
+				if err != nil {
+					t.Fatalf("pp %d, %d microbatches, grad_sync_func %v: %v", p, m, gs, err)
+				}
+				ref, err := Verify(base)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for r := range zb {
+					if !zb[r].SplitBackward || count(zb[r], WeightGrad) != m || count(zb[r], Backward) != m {
+						t.Errorf("pp %d, m %d, rank %d: not a split schedule of %d B and %d W: %v", p, m, r, m, m, zb[r].Actions)
+					}
+					if res.PeakLive[r] > ref.PeakLive[0] {
+						t.Errorf("pp %d, m %d, rank %d: %d microbatches alive, more than 1F1B's first stage's %d", p, m, r, res.PeakLive[r], ref.PeakLive[0])
+					}
+				}
+			}
+		}
+	}
+}
+
+func count(s *Schedule, k Kind) int {
+	n := 0
+	for _, a := range s.Actions {
+		if a.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+// TestZeroBubbleH1Defers: stage s of ZB-H1 has s weight gradients
+// pending at each forward of its steady state (none on the first stage,
+// P − 1 on the last), never more, and sends each B's gradient before
+// running any W held back behind it.
+func TestZeroBubbleH1Defers(t *testing.T) {
+	const p, m = 4, 8
+	for s := range p {
+		sched := ZeroBubbleH1(p, s, m, false)
+		b, w, most := 0, 0, 0
+		for i, a := range sched.Actions {
+			switch a.Kind {
+			case Backward:
+				b++
+				if s > 0 && sched.Actions[i+1].Kind == WeightGrad {
+					t.Errorf("stage %d: a W runs before B(m%d)'s gradient is sent: %v", s, a.Microbatch, sched.Actions)
+				}
+			case WeightGrad:
+				w++
+			case Forward:
+				most = max(most, b-w) // W's pending once the last B's gradient went upstream
+			}
+		}
+		if most != s {
+			t.Errorf("stage %d: at most %d W's pending at a forward, want %d:\n%v", s, most, s, sched.Actions)
+		}
+	}
+}
+
+// TestSplitSchedulesRefused: ZB-H1 where it cannot run is refused with the
+// rule and the fix.
+func TestSplitSchedulesRefused(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{PP: 1, Microbatches: 4, Schedule: ScheduleZBH1}, "no pipeline bubble"},
+		{Config{PP: 2, VPP: 2, Microbatches: 4, Schedule: ScheduleZBH1}, "one model chunk per rank"},
+		{Config{PP: 2, Microbatches: 4, Schedule: "zb-h9"}, `"zb-h9"`},
+	} {
+		if _, err := Build(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)
+		}
+	}
+}
+
+// TestSplitSchedulesMatchOneFOneB: the toy pipeline's weight gradients
+// under SplitEachBackward and ZB-H1 equal 1F1B's bit for bit on every
+// rank, over P = 2 and 4 and 4 and 7 microbatches, and each rank's
+// gradient hook runs outside no_sync once, when the gradient is whole.
+func TestSplitSchedulesMatchOneFOneB(t *testing.T) {
+	for _, p := range []int{2, 4} {
+		for _, m := range []int{4, 7} {
+			want := runSplitPipeline(t, p, m, "")
+			for _, sched := range []string{NameSplit, ScheduleZBH1} {
+				got := runSplitPipeline(t, p, m, sched)
+				for r := range want {
+					numtest.SameBits(t, fmt.Sprintf("pp %d, m %d, %s, rank %d: the weight gradient", p, m, sched, r), got[r], want[r])
+				}
+			}
+		}
+	}
+}
+
+// runSplitPipeline runs one iteration of the toy pipeline (its weight a
+// parameter) under schedule sched ("": 1F1B; NameSplit: 1F1B with each
+// backward split) and returns every rank's weight gradient. It fails the
+// test unless each rank's hook ran once outside no_sync, on the whole
+// gradient.
+func runSplitPipeline(t *testing.T, p, m int, sched string) [][]float32 {
+	t.Helper()
+	cfg := execConfig(p)
+	out := make([][]float32, p)
+	err := local.NewWorld(p, comm.Options{Timeout: 20 * time.Second}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
+		chunks, err := cfg.PipelineChunks()
+		if err != nil {
+			return err
+		}
+		c := chunks[g.Rank()][0]
+		shape := []int{cfg.SeqLength, 2, cfg.HiddenSize}
+		model := newToyStage(g.Rank(), shape, c.PreProcess, c.PostProcess)
+		model.w.MarkParameter()
+		noSync, synced := false, 0
+		var atSync []float32
+		model.w.AddGradHook(func(_ context.Context, v *autograd.Var) {
+			if !noSync {
+				synced++
+				atSync = append([]float32(nil), v.Grad.Data()...)
+			}
+		})
+		rc := cfg
+		rc.NoSyncFunc = func() func() { noSync = true; return func() { noSync = false } }
+		comms, err := p2p.New(g, p2p.ConfigFrom(&rc.ModelParallelConfig))
+		if err != nil {
+			return err
+		}
+		tape := autograd.NewTape(ctx)
+		fwd := func(ctx context.Context, s ForwardStep) (*autograd.Var, LossFunc, error) {
+			out := model.forward(tape, s.Microbatch)
+			if !model.last {
+				return out, nil, nil
+			}
+			return out, func(l *autograd.Var) (Loss, error) {
+				return Loss{Value: autograd.Sum(tape, l), NumTokens: int64(l.Value.Len())}, nil
+			}, nil
+		}
+		a := Args{Config: rc, Rank: g.Rank(), Tape: tape, Chunks: []Chunk{model}, ForwardStep: fwd,
+			P2P: P2P{Comm: comms, Shape: shape}, NumMicrobatches: m, Schedule: sched}
+		if sched == NameSplit {
+			s, err := Build(Config{PP: p, Rank: g.Rank(), Microbatches: m})
+			if err != nil {
+				return err
+			}
+			_, err = run(ctx, a, SplitEachBackward(s))
+			if err != nil {
+				return err
+			}
+		} else if _, err := GetForwardBackwardFunc(p, 0)(ctx, a); err != nil {
+			return err
+		}
+		out[g.Rank()] = model.w.Grad.Data()
+		if synced != 1 || !slices.Equal(atSync, out[g.Rank()]) { // NaN-free: equal values are equal bits but for ±0
+			t.Errorf("%s, rank %d: the hook ran %d times outside no_sync (want once, on the whole gradient)", sched, g.Rank(), synced)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
