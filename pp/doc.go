@@ -18,7 +18,9 @@
 // Verify plays every rank's list against the others (each send meets its
 // receive, no deadlock, every forward before its backward) and reports the
 // peak number of live activations; FormatGrid and FormatJSON print them
-// (gotron inspect schedule).
+// (gotron inspect schedule). Simulate plays the same lists with a clock
+// (StageTimes for F, B, W and a message) and reports the makespan and
+// the bubble rate.
 //
 // The executors walk a rank's list: GetForwardBackwardFunc returns the
 // reference's forward_backward_no_pipelining, _without_interleaving or

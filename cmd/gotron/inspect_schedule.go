@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -15,6 +16,7 @@ type scheduleFlags struct {
 	globalBatch, microBatch   int
 	worldSize, tensorParallel int
 	asJSON                    bool
+	stageTimes                []float64
 }
 
 func newInspectScheduleCmd() *cobra.Command {
@@ -31,6 +33,11 @@ actions (one row per rank) with each rank's peak of live activations, or with
 --json {"pp","vpp","microbatches","group_size","ranks":[{"rank","warmup",
 "remaining","order"}]}, where order is the signed compute order (+c forward,
 −c backward of 1-based chunk c).
+
+With --stage-times F,B,W[,C] it also plays the ranks' lists with those
+durations (pp.Simulate) and prints the makespan and the bubble rate
+(makespan − M·V·(F+B+W)) / makespan; --json adds
+"simulated": {"makespan", "bubble_rate"}.
 
 The number of microbatches is --num-microbatches, or
 --global-batch-size / (--micro-batch-size × data-parallel size) with the
@@ -63,10 +70,17 @@ data-parallel size --world-size / (--tensor-model-parallel-size ×
 			if err != nil {
 				return err
 			}
+			sim, err := f.simulate(ss)
+			if err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			if f.asJSON {
 				j, err := pp.FormatJSON(ss)
 				if err != nil {
+					return err
+				}
+				if j, err = withSimulation(j, sim); err != nil {
 					return err
 				}
 				_, err = fmt.Fprintf(out, "%s\n", j)
@@ -80,6 +94,10 @@ data-parallel size --world-size / (--tensor-model-parallel-size ×
 				}
 				fmt.Fprintf(out, "rank %d: %d forwards, %d backwards%s, peak of %d live activations\n",
 					r, count(ss[r], pp.Forward), count(ss[r], pp.Backward), w, n)
+			}
+			if sim != nil {
+				fmt.Fprintf(out, "simulated with F %g, B %g, W %g, comm %g: makespan %g, bubble rate %.4f ((makespan − M·V·(F+B+W)) / makespan)\n",
+					f.stageTimes[0], f.stageTimes[1], f.stageTimes[2], f.stageTimes[3], sim.Makespan, sim.BubbleRate)
 			}
 			return nil
 		},
@@ -99,6 +117,7 @@ data-parallel size --world-size / (--tensor-model-parallel-size ×
 	fl.Bool("no-overlap-p2p-communication", false, "batch pipeline sends and receives instead of overlapping them (interleaved schedule)")
 	fl.BoolVar(&f.cfg.OverlapP2PCommWarmupFlush, "overlap-p2p-communication-warmup-flush", false, "also overlap them in the warmup and cooldown")
 	fl.BoolVar(&f.asJSON, "json", false, "print the ranks' warmup counts and orders as JSON")
+	fl.Float64SliceVar(&f.stageTimes, "stage-times", nil, "F,B,W[,C]: simulate the schedule with these times of a forward, a backward's input gradient, its weight gradients (an unsplit backward takes B+W) and a message, and print the makespan and the bubble rate")
 	return cmd
 }
 
@@ -172,4 +191,33 @@ func count(s *pp.Schedule, k pp.Kind) int {
 		}
 	}
 	return n
+}
+
+// simulate plays the schedules with --stage-times (nil without it).
+func (f *scheduleFlags) simulate(ss []*pp.Schedule) (*pp.Simulation, error) {
+	switch len(f.stageTimes) {
+	case 0:
+		return nil, nil
+	case 3:
+		f.stageTimes = append(f.stageTimes, 0)
+	case 4:
+	default:
+		return nil, fmt.Errorf("--stage-times %v: give F,B,W or F,B,W,C (a forward, a backward's input gradient, its weight gradients, a message)", f.stageTimes)
+	}
+	st := f.stageTimes
+	return pp.Simulate(ss, pp.StageTimes{F: st[0], B: st[1], W: st[2], Comm: st[3]})
+}
+
+// withSimulation adds "simulated": {"makespan", "bubble_rate"} to the
+// schedule's JSON object, when there is a simulation.
+func withSimulation(j []byte, sim *pp.Simulation) ([]byte, error) {
+	if sim == nil {
+		return j, nil
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(j, &obj); err != nil {
+		return nil, err
+	}
+	obj["simulated"] = map[string]float64{"makespan": sim.Makespan, "bubble_rate": sim.BubbleRate}
+	return json.Marshal(obj)
 }

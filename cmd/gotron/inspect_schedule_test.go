@@ -87,3 +87,34 @@ func TestInspectScheduleRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectScheduleSimulated: --stage-times plays the ranks' lists with
+// the given durations: ZB-H1's makespan at P 4, M 8 and equal times is
+// 3M + (P − 1) = 27, 1F1B's 3M + 3(P − 1) = 33; --json carries it.
+func TestInspectScheduleSimulated(t *testing.T) {
+	for _, c := range []struct {
+		schedule string
+		makespan float64
+	}{{"1f1b", 33}, {"zb-h1", 27}} {
+		out, err := run(t, "inspect", "schedule", "--pipeline-model-parallel-size", "4", "--num-microbatches", "8",
+			"--pipeline-schedule", c.schedule, "--stage-times", "1,1,1", "--json")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		var doc struct {
+			Simulated struct {
+				Makespan   float64 `json:"makespan"`
+				BubbleRate float64 `json:"bubble_rate"`
+			} `json:"simulated"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if doc.Simulated.Makespan != c.makespan || doc.Simulated.BubbleRate != (c.makespan-24)/c.makespan {
+			t.Errorf("%s: %+v, want makespan %g", c.schedule, doc.Simulated, c.makespan)
+		}
+	}
+	if _, err := run(t, "inspect", "schedule", "--pipeline-model-parallel-size", "2", "--num-microbatches", "4", "--stage-times", "1,1"); err == nil || !strings.Contains(err.Error(), "--stage-times") {
+		t.Errorf("--stage-times 1,1: %v, want it refused", err)
+	}
+}
