@@ -96,7 +96,7 @@ data-parallel size --world-size / (--tensor-model-parallel-size ×
 					r, count(ss[r], pp.Forward), count(ss[r], pp.Backward), w, n)
 			}
 			if sim != nil {
-				fmt.Fprintf(out, "simulated with F %g, B %g, W %g, comm %g: makespan %g, bubble rate %.4f ((makespan − M·V·(F+B+W)) / makespan)\n",
+				fmt.Fprintf(out, "simulated with F %g, B %g, W %g, comm %g: makespan %.6g, bubble rate %.4f ((makespan − M·V·(F+B+W)) / makespan)\n",
 					f.stageTimes[0], f.stageTimes[1], f.stageTimes[2], f.stageTimes[3], sim.Makespan, sim.BubbleRate)
 			}
 			return nil
