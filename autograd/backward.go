@@ -63,9 +63,17 @@ func Backward(t *Tape, out *Var, grad *tensor.Tensor) error {
 			release(t, n)
 			continue
 		}
-		fn, inputs := n.fn, n.inputs
-		grads, err := fn.Backward(n.ctx, pg.g.Contiguous())
-		release(t, n)
+		fn, inputs, nctx := n.fn, n.inputs, n.ctx
+		queued := t.queued()
+		grads, err := fn.Backward(nctx, pg.g.Contiguous())
+		if t.queued() > queued {
+			// Its weight-gradient work still reads what it saved: the
+			// tape counts it until that work has run.
+			t.wgrad.tasks = append(t.wgrad.tasks, wTask{run: func() { t.mem.forget(nctx) }})
+			releaseKeepingMemory(n)
+		} else {
+			release(t, n)
+		}
 		if err != nil {
 			t.Fail(err)
 			return t.Err()
@@ -142,6 +150,13 @@ func runHooks(ctx context.Context, v *Var) {
 
 func release(t *Tape, n *node) {
 	t.mem.forget(n.ctx)
+	releaseKeepingMemory(n)
+}
+
+// releaseKeepingMemory is release without the activation count: the
+// node's saved tensors stay counted until its queued weight-gradient work
+// has run (BackwardSplit).
+func releaseKeepingMemory(n *node) {
 	n.ctx.saved = nil
 	n.ctx.State = nil
 	// The output Var keeps pointing at its released node (not nil, which

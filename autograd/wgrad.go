@@ -18,7 +18,8 @@ type WeightGrads struct {
 
 // wTask is one contribution to a parameter's gradient, and the Backward
 // call it belongs to (whose bookkeeping decides when the parameter's
-// hooks run).
+// hooks run); a task without a leaf is the tape's bookkeeping (a node's
+// saved tensors leaving the activation count once its work has run).
 type wTask struct {
 	leaf *Var
 	run  func()
@@ -40,7 +41,24 @@ func newBackwardCall() *backwardCall {
 }
 
 // Len returns the number of queued contributions.
-func (w *WeightGrads) Len() int { return len(w.tasks) }
+func (w *WeightGrads) Len() int {
+	n := 0
+	for _, task := range w.tasks {
+		if task.leaf != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// queued returns how many tasks the running split has queued (0 outside
+// one).
+func (t *Tape) queued() int {
+	if t.wgrad == nil {
+		return 0
+	}
+	return len(t.wgrad.tasks)
+}
 
 // Run adds every queued contribution to its parameter's gradient, in
 // order, and runs each parameter's hooks (under ctx) as its last
@@ -53,6 +71,9 @@ func (w *WeightGrads) Run(ctx context.Context) {
 	w.ran = true
 	for _, task := range w.tasks {
 		task.run()
+		if task.leaf == nil {
+			continue // the tape's bookkeeping
+		}
 		c := task.call
 		if c.waiting[task.leaf]--; c.waiting[task.leaf] == 0 && c.parked[task.leaf] {
 			delete(c.parked, task.leaf)
@@ -73,8 +94,9 @@ func (w *WeightGrads) Run(ctx context.Context) {
 // it, bit for bit, the additions being the same and in the same order.
 //
 // The tensors the queued work reads (a layer's input and output
-// gradient) stay alive until it runs; the tape's activation memory no
-// longer counts them once their node is done.
+// gradient) stay alive until it runs; the tape's activation memory counts
+// what their nodes saved until then (their output gradients are not
+// counted, as in an unsplit backward).
 func BackwardSplit(t *Tape, out *Var, grad *tensor.Tensor) (*WeightGrads, error) {
 	w := &WeightGrads{}
 	outer := t.wgrad

@@ -143,3 +143,25 @@ func TestBackwardSplitHalfGrad(t *testing.T) {
 		}
 	}
 }
+
+// TestBackwardSplitMemory: what a node whose weight-gradient work is
+// queued saved stays in the tape's activation count until that work has
+// run; then the count is the unsplit backward's, nothing.
+func TestBackwardSplitMemory(t *testing.T) {
+	m := newSplitModel(3)
+	tape := autograd.NewTape(t.Context())
+	out := m.forward(tape)
+	before := tape.ActivationBytes()
+	w, err := autograd.BackwardSplit(tape, out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The two scaleByFn nodes each saved a 10-element float32 input.
+	if got := tape.ActivationBytes(); got != 80 || before < got {
+		t.Errorf("after B: %d activation bytes (forward %d), want the 80 the queued work reads", got, before)
+	}
+	w.Run(t.Context())
+	if got := tape.ActivationBytes(); got != 0 {
+		t.Errorf("after W: %d activation bytes, want 0", got)
+	}
+}

@@ -117,11 +117,24 @@ func TestSplitSchedulesRefused(t *testing.T) {
 func TestSplitSchedulesMatchOneFOneB(t *testing.T) {
 	for _, p := range []int{2, 4} {
 		for _, m := range []int{4, 7} {
-			want := runSplitPipeline(t, p, m, "")
+			want, peaks := runSplitPipeline(t, p, m, "")
 			for _, sched := range []string{NameSplit, ScheduleZBH1} {
-				got := runSplitPipeline(t, p, m, sched)
+				got, zbPeaks := runSplitPipeline(t, p, m, sched)
 				for r := range want {
 					numtest.SameBits(t, fmt.Sprintf("pp %d, m %d, %s, rank %d: the weight gradient", p, m, sched, r), got[r], want[r])
+				}
+				if sched != ScheduleZBH1 {
+					continue
+				}
+				// The tape counts what deferred W's hold: more than 1F1B
+				// on the last stage, never more than 1F1B's first stage.
+				for r, b := range zbPeaks {
+					if b > peaks[0] {
+						t.Errorf("pp %d, m %d, rank %d: ZB-H1 holds %d activation bytes, above 1F1B's first stage's %d", p, m, r, b, peaks[0])
+					}
+				}
+				if zbPeaks[p-1] <= peaks[p-1] {
+					t.Errorf("pp %d, m %d: the last stage's peak %d under ZB-H1 is not above 1F1B's %d: its deferred W's are not counted", p, m, zbPeaks[p-1], peaks[p-1])
 				}
 			}
 		}
@@ -130,13 +143,14 @@ func TestSplitSchedulesMatchOneFOneB(t *testing.T) {
 
 // runSplitPipeline runs one iteration of the toy pipeline (its weight a
 // parameter) under schedule sched ("": 1F1B; NameSplit: 1F1B with each
-// backward split) and returns every rank's weight gradient. It fails the
-// test unless each rank's hook ran once outside no_sync, on the whole
-// gradient.
-func runSplitPipeline(t *testing.T, p, m int, sched string) [][]float32 {
+// backward split) and returns every rank's weight gradient and peak
+// activation bytes. It fails the test unless each rank's hook ran once
+// outside no_sync, on the whole gradient.
+func runSplitPipeline(t *testing.T, p, m int, sched string) ([][]float32, []int64) {
 	t.Helper()
 	cfg := execConfig(p)
 	out := make([][]float32, p)
+	peaks := make([]int64, p)
 	err := local.NewWorld(p, comm.Options{Timeout: 20 * time.Second}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
 		chunks, err := cfg.PipelineChunks()
 		if err != nil {
@@ -184,7 +198,7 @@ func runSplitPipeline(t *testing.T, p, m int, sched string) [][]float32 {
 		} else if _, err := GetForwardBackwardFunc(p, 0)(ctx, a); err != nil {
 			return err
 		}
-		out[g.Rank()] = model.w.Grad.Data()
+		out[g.Rank()], peaks[g.Rank()] = model.w.Grad.Data(), tape.PeakActivationBytes()
 		if synced != 1 || !slices.Equal(atSync, out[g.Rank()]) { // NaN-free: equal values are equal bits but for ±0
 			t.Errorf("%s, rank %d: the hook ran %d times outside no_sync (want once, on the whole gradient)", sched, g.Rank(), synced)
 		}
@@ -193,5 +207,5 @@ func runSplitPipeline(t *testing.T, p, m int, sched string) [][]float32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return out, peaks
 }
