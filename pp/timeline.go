@@ -212,17 +212,38 @@ func (tl *Timeline) SVG(w io.Writer) error {
 		}
 	}
 	ly := top + rowH*float64(len(tl.Ranks)) + 25
-	for i, l := range []struct{ fill, text string }{
+	legend := []struct{ fill, text string }{
 		{shade([3]int{66, 133, 244}, 0, 1), "forward (number: microbatch; darker: later model chunk)"},
 		{shade([3]int{244, 160, 0}, 0, 1), "backward"},
 		{"#bbbbbb", "send/receive and waits"},
-	} {
-		lx := 10 + 380*float64(i)
+	}
+	if tl.hasWeightGrads() {
+		legend[1].text = "backward: input gradient"
+		legend = append(legend, struct{ fill, text string }{shade([3]int{52, 168, 83}, 0, 1), "weight gradients"})
+	}
+	step := 380.0
+	if len(legend) > 3 {
+		step = 295
+	}
+	for i, l := range legend {
+		lx := 10 + step*float64(i)
 		fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="14" height="14" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n", lx, ly, l.fill, lx+20, ly+11, html.EscapeString(l.text))
 	}
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// hasWeightGrads reports whether a rank ran a split backward's W.
+func (tl *Timeline) hasWeightGrads() bool {
+	for _, spans := range tl.Ranks {
+		for _, sp := range spans {
+			if sp.Kind == WeightGrad {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // shade darkens base for chunk c of v chunks.

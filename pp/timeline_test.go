@@ -95,3 +95,22 @@ func TestGatherTimeline(t *testing.T) {
 		t.Errorf("%d rank rows, want %d", rows, world)
 	}
 }
+
+// TestTimelineWeightGrads: a split backward's W counts as busy time and is
+// drawn (and named in the legend) as weight gradients.
+func TestTimelineWeightGrads(t *testing.T) {
+	tl := &Timeline{PP: 2, VPP: 1, Microbatches: 1, PPRank: []int{0, 1}, Ranks: [][]Span{
+		{{Kind: Forward, Start: 0, End: 1}, {Kind: Backward, Start: 2, End: 3}, {Kind: WeightGrad, Start: 3, End: 4}},
+		{{Kind: Forward, Start: 1, End: 2}, {Kind: Backward, Start: 2, End: 3}},
+	}}
+	if b := tl.Bubbles(); math.Abs(b[0]-0.25) > 1e-12 || math.Abs(b[1]-0.5) > 1e-12 {
+		t.Errorf("bubbles %v, want [0.25 0.5] (W busy)", b)
+	}
+	var sb strings.Builder
+	if err := tl.SVG(&sb); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(sb.String(), ">weight gradients<") || !strings.Contains(sb.String(), "rgb(52,168,83)") {
+		t.Errorf("no weight-gradient box or legend in the drawing:\n%s", sb.String())
+	}
+}
