@@ -69,7 +69,7 @@ func Backward(t *Tape, out *Var, grad *tensor.Tensor) error {
 		if t.queued() > queued {
 			// Its weight-gradient work still reads what it saved: the
 			// tape counts it until that work has run.
-			t.wgrad.tasks = append(t.wgrad.tasks, wTask{run: func() { t.mem.forget(nctx) }})
+			t.wgrad.queue(nil, func() { t.mem.forget(nctx) }, nil)
 			releaseKeepingMemory(n)
 		} else {
 			release(t, n)

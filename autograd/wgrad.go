@@ -2,6 +2,7 @@ package autograd
 
 import (
 	"context"
+	"sync"
 
 	"github.com/gotron/gotron/tensor"
 )
@@ -12,6 +13,8 @@ import (
 // having been computed already. Run does the work, in the order the
 // unsplit Backward would have done it.
 type WeightGrads struct {
+	tape  *Tape // the pass's, whose error Run reports
+	mu    sync.Mutex
 	tasks []wTask
 	ran   bool
 }
@@ -57,16 +60,18 @@ func (t *Tape) queued() int {
 	if t.wgrad == nil {
 		return 0
 	}
+	t.wgrad.mu.Lock()
+	defer t.wgrad.mu.Unlock()
 	return len(t.wgrad.tasks)
 }
 
 // Run adds every queued contribution to its parameter's gradient, in
 // order, and runs each parameter's hooks (under ctx) as its last
-// contribution of the pass lands. It runs once; a second call does
-// nothing.
-func (w *WeightGrads) Run(ctx context.Context) {
+// contribution of the pass lands; it returns the tape's error (a hook's
+// failure, say). It runs once; a second call does nothing.
+func (w *WeightGrads) Run(ctx context.Context) error {
 	if w.ran {
-		return
+		return w.tape.Err()
 	}
 	w.ran = true
 	for _, task := range w.tasks {
@@ -81,6 +86,20 @@ func (w *WeightGrads) Run(ctx context.Context) {
 		}
 	}
 	w.tasks = nil
+	return w.tape.Err()
+}
+
+// queue appends a task for the leaf v of call, counting it as waiting.
+// Functions may accumulate parameters' gradients from several goroutines
+// (a MoE layer's experts): tasks of different parameters may then queue in
+// any order, each parameter's own in its order.
+func (w *WeightGrads) queue(v *Var, run func(), call *backwardCall) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.tasks = append(w.tasks, wTask{leaf: v, run: run, call: call})
+	if v != nil {
+		call.waiting[v]++
+	}
 }
 
 // BackwardSplit is Backward with the parameters' gradients split off:
@@ -98,7 +117,7 @@ func (w *WeightGrads) Run(ctx context.Context) {
 // what their nodes saved until then (their output gradients are not
 // counted, as in an unsplit backward).
 func BackwardSplit(t *Tape, out *Var, grad *tensor.Tensor) (*WeightGrads, error) {
-	w := &WeightGrads{}
+	w := &WeightGrads{tape: t}
 	outer := t.wgrad
 	t.wgrad = w
 	err := Backward(t, out, grad)
@@ -116,9 +135,7 @@ func (c *Ctx) AccumulateParam(v *Var, add func()) {
 		add()
 		return
 	}
-	t := c.tape
-	t.wgrad.tasks = append(t.wgrad.tasks, wTask{leaf: v, run: add, call: t.call})
-	t.call.waiting[v]++
+	c.tape.wgrad.queue(v, add, c.tape.call)
 }
 
 // addLeaf adds g, a gradient Backward computed for the leaf v, now or as
@@ -128,14 +145,19 @@ func (t *Tape) addLeaf(call *backwardCall, v *Var, g *tensor.Tensor) {
 		call.leaves.add(v, g)
 		return
 	}
-	t.wgrad.tasks = append(t.wgrad.tasks, wTask{leaf: v, run: func() { call.leaves.add(v, g) }, call: call})
-	call.waiting[v]++
+	t.wgrad.queue(v, func() { call.leaves.add(v, g) }, call)
 }
 
 // leafDone is called when every use of the leaf v in call has been
 // walked: its hooks run now, or, with contributions still queued, when
-// the last of them lands.
+// the last of them lands. Under a split a parameter's hooks always wait
+// for the weight-gradient work, even when nothing was queued for it (an
+// expert that got no tokens): they must run where the other parameters'
+// run, after the schedule has left no_sync.
 func (t *Tape) leafDone(call *backwardCall, v *Var) {
+	if t.wgrad != nil && v.param && call.waiting[v] == 0 {
+		t.wgrad.queue(v, func() {}, call)
+	}
 	if call.waiting[v] > 0 {
 		call.parked[v] = true
 		return

@@ -98,8 +98,12 @@ func TestBackwardSplit(t *testing.T) {
 		if w.Len() != 4 { // a, b from the Functions; p twice from the engine
 			t.Errorf("%d queued contributions, want 4", w.Len())
 		}
-		w.Run(t.Context())
-		w.Run(t.Context()) // a second run does nothing
+		if err := w.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Run(t.Context()); err != nil { // a second run does nothing
+			t.Fatal(err)
+		}
 	}
 	for _, pair := range [][2]*autograd.Var{{whole.a, split.a}, {whole.b, split.b}, {whole.p, split.p}, {whole.x, split.x}} {
 		for i, v := range pair[0].Grad.Data() {
@@ -163,5 +167,31 @@ func TestBackwardSplitMemory(t *testing.T) {
 	w.Run(t.Context())
 	if got := tape.ActivationBytes(); got != 0 {
 		t.Errorf("after W: %d activation bytes, want 0", got)
+	}
+}
+
+// TestBackwardSplitHooksWaitWithoutGradient: a parameter no gradient
+// reaches in the pass (an expert without tokens) still runs its hooks at
+// W, where every other parameter's run, not during B.
+func TestBackwardSplitHooksWaitWithoutGradient(t *testing.T) {
+	tape := autograd.NewTape(t.Context())
+	q := autograd.NewLeaf(gradcheck.Randn(5, 1, 2, 5), "q", true)
+	q.MarkParameter()
+	ran := 0
+	q.AddGradHook(func(context.Context, *autograd.Var) { ran++ })
+	m := newSplitModel(5)
+	out := autograd.Add(tape, m.forward(tape), autograd.Sum(tape, autograd.Apply(tape, stopFn{}, q)))
+	w, err := autograd.BackwardSplit(tape, out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ran != 0 {
+		t.Fatalf("q's hook ran during B (%d times)", ran)
+	}
+	if err := w.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if ran != 1 {
+		t.Errorf("q's hook ran %d times after W, want once", ran)
 	}
 }

@@ -331,8 +331,7 @@ func (e *executor) weightGrad(ctx context.Context, k key) error {
 		return fmt.Errorf("pp: weight gradients of microbatch %d on chunk %d before its backward", k.mb, k.chunk)
 	}
 	delete(e.wgrads, k)
-	w.Run(ctx)
-	return e.a.Tape.Err()
+	return w.Run(ctx)
 }
 
 // comm runs one exchange.

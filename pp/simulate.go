@@ -30,13 +30,14 @@ type Simulation struct {
 }
 
 // Simulate plays every rank's schedule (already Verified) with the given
-// action durations: each rank runs its actions in order; a send leaves at
-// once and reaches its receiver Comm later; a blocking exchange ends when
-// its last receive has arrived, an asynchronous one at once, its Wait
-// when the awaited message has; a message on a channel (activations or
-// gradients, one direction between two ranks) meets the receives of that
-// channel in order. It is the same action list the executor runs, played
-// with a clock instead of kernels.
+// action durations: each rank runs its actions in order; a send and its
+// receive meet when both have been issued (a rendezvous, as comm's
+// point-to-point ops), and the message arrives Comm later, completing
+// both; a blocking exchange ends when all its ops have completed, an
+// asynchronous one at once, its Waits when their ops have; the messages
+// of a channel (activations or gradients, one direction between two
+// ranks) meet its receives in order. It is the same action list the
+// executor runs, played with a clock instead of kernels.
 func Simulate(schedules []*Schedule, t StageTimes) (*Simulation, error) {
 	if err := checkShapes(schedules); err != nil {
 		return nil, err
@@ -68,31 +69,32 @@ type simClock struct {
 	pc     int
 	now    float64
 	posted bool // the Comm action at pc has been issued
-	// recvs are the issued receives not yet complete: their channel and
-	// place in it.
-	recvs map[Op]slot
+	// ops are the issued ops not yet complete: their channel and place
+	// in it.
+	ops map[Op]slot
 }
 
-// slot is a receive's message: the n-th on channel k.
+// slot is an op's message: the n-th sent or received on channel k.
 type slot struct {
-	k chanKey
-	n int
+	k    chanKey
+	n    int
+	send bool
 }
 
-// sim is a simulation's state: each rank's clock and each channel's sent
-// messages (their arrival times, in send order) and receives taken.
+// sim is a simulation's state: each rank's clock and, for each channel,
+// when its sends and its receives were issued, in order.
 type sim struct {
 	ss    []*Schedule
 	t     StageTimes
 	ranks []simClock
-	sent  map[chanKey][]float64
-	taken map[chanKey]int
+	sends map[chanKey][]float64
+	recvs map[chanKey][]float64
 }
 
 func newSim(ss []*Schedule, t StageTimes) *sim {
-	s := &sim{ss: ss, t: t, ranks: make([]simClock, len(ss)), sent: map[chanKey][]float64{}, taken: map[chanKey]int{}}
+	s := &sim{ss: ss, t: t, ranks: make([]simClock, len(ss)), sends: map[chanKey][]float64{}, recvs: map[chanKey][]float64{}}
 	for r := range s.ranks {
-		s.ranks[r].recvs = map[Op]slot{}
+		s.ranks[r].ops = map[Op]slot{}
 	}
 	return s
 }
@@ -145,24 +147,20 @@ func (s *sim) step(r int) bool {
 		}
 		c.now = end
 	case Wait:
-		if _, send := s.channel(r, a.Op); send {
-			break // a send has left when it was issued
-		}
-		at, ok := s.arrived(r, a.Op)
+		at, ok := s.complete(r, a.Op)
 		if !ok {
 			return false
 		}
-		delete(c.recvs, a.Op)
+		delete(c.ops, a.Op)
 		c.now = max(c.now, at)
 	}
 	c.pc++
 	return true
 }
 
-// post issues rank r's Comm action at pc, once, at the rank's time: its
-// sends leave (an exchange's ops are issued together, so they leave
-// before its receives are met) and its receives take their places in
-// their channels. It reports whether it issued anything.
+// post issues rank r's Comm action at pc, once, at the rank's time: each
+// op takes its place in its channel. It reports whether it issued
+// anything.
 func (s *sim) post(r int) bool {
 	c := &s.ranks[r]
 	acts := s.ss[r].Actions
@@ -172,45 +170,50 @@ func (s *sim) post(r int) bool {
 	c.posted = true
 	for _, o := range acts[c.pc].Ops {
 		k, send := s.channel(r, o)
+		q := s.recvs
 		if send {
-			s.sent[k] = append(s.sent[k], c.now+s.t.Comm)
-			continue
+			q = s.sends
 		}
-		c.recvs[o] = slot{k, s.taken[k]}
-		s.taken[k]++
+		c.ops[o] = slot{k, len(q[k]), send}
+		q[k] = append(q[k], c.now)
 	}
 	return true
 }
 
-// arrived returns when the message of rank r's issued receive o arrives,
-// once it has been sent.
-func (s *sim) arrived(r int, o Op) (float64, bool) {
-	sl, ok := s.ranks[r].recvs[o]
-	if !ok || sl.n >= len(s.sent[sl.k]) {
+// complete returns when rank r's issued op o completes, once its
+// counterpart has been issued: a send and its receive meet when both are
+// issued, and the message arrives Comm later; both complete then.
+func (s *sim) complete(r int, o Op) (float64, bool) {
+	sl, ok := s.ranks[r].ops[o]
+	if !ok {
 		return 0, false
 	}
-	return s.sent[sl.k][sl.n], true
+	mine, theirs := s.recvs[sl.k], s.sends[sl.k]
+	if sl.send {
+		mine, theirs = theirs, mine
+	}
+	if sl.n >= len(theirs) {
+		return 0, false
+	}
+	return max(mine[sl.n], theirs[sl.n]) + s.t.Comm, true
 }
 
-// exchange ends rank r's Comm action a, issued (post), and returns when: at once
-// when async (its receives end at their Waits), else once the last
-// message it receives has arrived, if every one has been sent.
+// exchange ends rank r's Comm action a, issued (post), and returns when:
+// at once when async (its ops end at their Waits), else when its last op
+// completes, if every op's counterpart has been issued.
 func (s *sim) exchange(r int, a Action) (float64, bool) {
 	c := &s.ranks[r]
 	end := c.now
 	if !a.Async {
 		for _, o := range a.Ops {
-			if _, send := s.channel(r, o); send {
-				continue
-			}
-			at, ok := s.arrived(r, o)
+			at, ok := s.complete(r, o)
 			if !ok {
 				return 0, false
 			}
 			end = max(end, at)
 		}
 		for _, o := range a.Ops {
-			delete(c.recvs, o)
+			delete(c.ops, o)
 		}
 	}
 	c.posted = false

@@ -34,15 +34,19 @@ func SplitEachBackward(s *Schedule) *Schedule {
 // in 1F1B's order (WithoutInterleaving, its warmup included), each
 // backward split into B, the input gradient, sent upstream at once, and
 // W, the weight gradients, which stage s puts off by s microbatches: the
-// W of microbatch i runs once the gradient of the B of microbatch i + s
-// has been sent and before the rank waits for its next input (1F1B's
-// send_backward_recv_forward is issued as a send_backward, the W, a
-// recv_forward; on the first stage right after that B), the rest at the
-// end, in microbatch order. The B's so reach the upstream stages
+// W of microbatch i runs while the gradient of the B of microbatch i + s
+// travels upstream and the next input arrives (the exchange that sends
+// that gradient, 1F1B's send_backward_recv_forward or send_backward, is
+// issued asynchronously, then the W, then the exchange's waits; on the
+// first stage, which sends no gradient, right after that B), the rest at
+// the end, in microbatch order. The B's so reach the upstream stages
 // without waiting for W's, and the W's held back fill the later stages'
 // idle tail; every stage holds at most P microbatches' activations, the
 // first stage's 1F1B peak, and with equal F, B and W times the bubble is
 // a third of 1F1B's, (P − 1)(F + B − W) against (P − 1)(F + B + W).
+//
+// Its asynchronous exchanges need an unbatched communicator
+// (p2p.Config.BatchP2PComm false; gotron train sets it so).
 //
 // Without the distributed optimizer's grad_sync_func no_sync is left just
 // before the last W (whose hooks launch the data-parallel reduction); with
@@ -65,14 +69,15 @@ func ZeroBubbleH1(pp, rank, m int, gradSyncFunc bool) *Schedule {
 		case a.Kind == EnableGradSync || a.Kind == GradSync:
 			continue // placed around the last W below
 		case a.Kind == Comm && sendsGradient(a):
-			// The W's go after the gradient has left and before the rank
-			// waits for its next input: 1F1B's send_backward_recv_forward
-			// is issued as its send_backward, the W's, its recv_forward.
-			send, recv := splitGradientSend(a)
-			out.Actions = append(out.Actions, send)
+			// The W's run while the gradient travels upstream and the
+			// next input arrives: the exchange (1F1B's
+			// send_backward_recv_forward, or send_backward) is issued
+			// asynchronously, then the W's, then its waits.
+			a.Async = true
+			out.Actions = append(out.Actions, a)
 			settle()
-			if recv != nil {
-				out.Actions = append(out.Actions, *recv)
+			for _, o := range a.Ops {
+				out.Actions = append(out.Actions, Action{Kind: Wait, Op: o})
 			}
 			continue
 		}
@@ -95,25 +100,6 @@ func ZeroBubbleH1(pp, rank, m int, gradSyncFunc bool) *Schedule {
 		out.Actions = append(out.Actions[:n], append([]Action{{Kind: EnableGradSync}}, out.Actions[n:]...)...)
 	}
 	return emitterOf(&out).done()
-}
-
-// splitGradientSend splits a Comm action that sends an input gradient into
-// that send (send_backward) and the rest of its ops (recv_forward; nil
-// when there are none).
-func splitGradientSend(a Action) (send Action, rest *Action) {
-	send = Action{Kind: Comm, Call: "send_backward"}
-	r := Action{Kind: Comm, Call: "recv_forward"}
-	for _, o := range a.Ops {
-		if o.Dir == SendPrev {
-			send.Ops = append(send.Ops, o)
-		} else {
-			r.Ops = append(r.Ops, o)
-		}
-	}
-	if len(r.Ops) == 0 {
-		return send, nil
-	}
-	return send, &r
 }
 
 // sendsGradient reports whether a Comm action sends an input gradient to

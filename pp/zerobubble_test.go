@@ -170,6 +170,7 @@ func runSplitPipeline(t *testing.T, p, m int, sched string) ([][]float32, []int6
 		})
 		rc := cfg
 		rc.NoSyncFunc = func() func() { noSync = true; return func() { noSync = false } }
+		rc.BatchP2PComm = false // ZB-H1's exchanges are asynchronous
 		comms, err := p2p.New(g, p2p.ConfigFrom(&rc.ModelParallelConfig))
 		if err != nil {
 			return err

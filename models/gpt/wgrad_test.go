@@ -118,6 +118,7 @@ func splitGrads(ctx context.Context, c splitCase, g comm.Group, split bool) (map
 	for micro := range 2 {
 		b := data.MockDataset{Seed: 7, Vocab: cfg.VocabSize, Seq: cfg.SeqLength}.Batch(data.ConstantStep(0, 4), 2*micro, 2)
 		tape := autograd.NewTape(ctx)
+		tape.SetWorkers(2) // the experts' GEMMs run side by side, queueing W's from goroutines
 		losses, err := m.ForwardInputs(tape, gpt.Inputs{IDs: b.InputIDs, Labels: b.Labels, Rows: b.Rows, Seq: b.Seq}, rnd, nil)
 		if err != nil {
 			return nil, err
@@ -133,7 +134,9 @@ func splitGrads(ctx context.Context, c splitCase, g comm.Group, split bool) (map
 		if err != nil {
 			return nil, err
 		}
-		w.Run(ctx)
+		if err := w.Run(ctx); err != nil {
+			return nil, err
+		}
 	}
 	out := map[string][]float32{}
 	for _, p := range m.Parameters() {
