@@ -173,3 +173,46 @@ func TestVerifySharedPairFIFO(t *testing.T) {
 		t.Fatalf("got %v, want a crossing", err)
 	}
 }
+
+// TestVerifyCatchesBrokenSplit: in a split schedule (ZB-H1, PP 2, M 4) a W
+// before its B, a W twice, a missing W, no_sync left before an earlier
+// W, and a W in a schedule whose backward is not split are each refused.
+func TestVerifyCatchesBrokenSplit(t *testing.T) {
+	zb := func() []*Schedule { return mustBuildAll(t, Config{PP: 2, Microbatches: 4, Schedule: ScheduleZBH1}) }
+	isW := func(m int) func(Action) bool {
+		return func(a Action) bool { return a.Kind == WeightGrad && a.Microbatch == m }
+	}
+
+	ss := zb()
+	s := ss[0]
+	i := actionIndex(s, isW(0), false)
+	w := s.Actions[i]
+	s.Actions = slices.Insert(slices.Delete(s.Actions, i, i+1), 1, w) // W0 right after no_sync
+	wantVerifyError(t, ss, "order", "weight gradients of (m0,c0) before its backward")
+
+	ss = zb()
+	s = ss[1]
+	i = actionIndex(s, isW(1), false)
+	s.Actions = slices.Insert(s.Actions, i, s.Actions[i])
+	wantVerifyError(t, ss, "order", "weight gradients of (m1,c0) a second time")
+
+	ss = zb()
+	s = ss[0]
+	i = actionIndex(s, isW(3), false)
+	s.Actions = slices.Delete(s.Actions, i, i+1)
+	wantVerifyError(t, ss, "missing", "3 weight gradients, want one after each of the 4 backwards")
+
+	ss = zb()
+	s = ss[1]
+	sync := actionIndex(s, func(a Action) bool { return a.Kind == EnableGradSync }, false)
+	s.Actions = slices.Delete(s.Actions, sync, sync+1)
+	i = actionIndex(s, isW(0), false)
+	s.Actions = slices.Insert(s.Actions, i, Action{Kind: EnableGradSync})
+	wantVerifyError(t, ss, "sync", "weight gradient 1 of chunk 0's 4")
+
+	ss = mustBuildAll(t, Config{PP: 2, Microbatches: 4})
+	s = ss[0]
+	i = actionIndex(s, func(a Action) bool { return a.Kind == Backward }, false)
+	s.Actions = slices.Insert(s.Actions, i+1, Action{Kind: WeightGrad, Microbatch: 0})
+	wantVerifyError(t, ss, "order", "not split")
+}

@@ -3,6 +3,9 @@ package train
 import (
 	"bytes"
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gotron/gotron/ckpt/safetensors"
@@ -35,7 +38,13 @@ func TestZeroBubbleH1MatchesOneFOneB(t *testing.T) {
 			wantLoss, wantGrads := tpRun(t, base)
 			zb := base
 			zb.PipelineSchedule = "zb-h1"
+			// The timeline of the last iteration proves the W's ran as
+			// actions of their own (the same numbers alone would not).
+			zb.ProfileSchedule = filepath.Join(t.TempDir(), "zb.svg")
 			gotLoss, gotGrads := tpRun(t, zb)
+			if svg, err := os.ReadFile(zb.ProfileSchedule); err != nil || !strings.Contains(string(svg), ">weight gradients<") {
+				t.Errorf("no weight-gradient step in the zb-h1 timeline (%v)", err)
+			}
 			for i := range wantLoss {
 				if math.Float64bits(gotLoss[i]) != math.Float64bits(wantLoss[i]) {
 					t.Fatalf("loss %d: zb-h1 %.9g, 1f1b %.9g", i, gotLoss[i], wantLoss[i])
