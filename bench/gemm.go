@@ -9,7 +9,7 @@ import (
 
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/tensor"
-	"github.com/gotron/gotron/tensor/dnnl"
+	"github.com/gotron/gotron/train"
 )
 
 // gemmShape is one GEMM shape of a benchmark model's iteration.
@@ -80,11 +80,8 @@ func Gemm(ctx context.Context, w io.Writer, o Options) error {
 			return fmt.Errorf("--configs: unknown configuration %q (known: small, medium, medium-llama, medium-moe, long)", name)
 		}
 	}
-	if o.BF16 {
-		// The bf16 plan, as a bf16 run settles it (train.Prepare).
-		if _, err := dnnl.Plan(); err != nil {
-			return fmt.Errorf("invalid environment: %w", err)
-		}
+	if err := train.DecideKernels(o.BF16); err != nil {
+		return err
 	}
 	kernels := tensor.GemmKernels(o.BF16)
 	fmt.Fprintf(w, "gotron bench --gemm: one rank, %d thread(s), %s, GEMM %s, %s\n", threads, precision(o), tensor.GemmLibraries(), time.Now().Format("2006-01-02"))

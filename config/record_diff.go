@@ -15,17 +15,8 @@ import (
 // whether it comes from --add-qkv-bias or from the linear biases.
 func (c TransformerConfig) OptionDiffs(now TransformerConfig) []string {
 	saved := c
-	var d []string
-	value := func(flag, s, n string) {
-		if s != n {
-			d = append(d, fmt.Sprintf("%s %s in the checkpoint, %s in this run", flag, s, n))
-		}
-	}
-	given := func(flag string, s, n bool) {
-		if s != n {
-			d = append(d, either(flagIf(flag, s), flagIf(flag, n)))
-		}
-	}
+	d := &optionDiffs{}
+	value, given := d.value, d.given
 	eps := func(c TransformerConfig) string {
 		return strconv.FormatFloat(float64(c.LayernormEpsilon), 'g', -1, 32)
 	}
@@ -34,7 +25,7 @@ func (c TransformerConfig) OptionDiffs(now TransformerConfig) []string {
 	given("--apply-layernorm-1p", saved.LayernormZeroCenteredGamma, now.LayernormZeroCenteredGamma)
 	given("--qk-layernorm", saved.QKLayernorm, now.QKLayernorm)
 	if s, n := activationFlag(saved), activationFlag(now); s != n {
-		d = append(d, either(s, n))
+		d.add(either(s, n))
 	} else if saved.AddBiasLinear == now.AddBiasLinear && saved.TanhGELU() != now.TanhGELU() {
 		given("--no-bias-gelu-fusion", !saved.BiasActivationFusion, !now.BiasActivationFusion)
 	}
@@ -52,7 +43,7 @@ func (c TransformerConfig) OptionDiffs(now TransformerConfig) []string {
 	}
 	given("--apply-residual-connection-post-layernorm", saved.ApplyResidualConnectionPostLayernorm, now.ApplyResidualConnectionPostLayernorm)
 	given("--untie-embeddings-and-output-weights", !saved.ShareEmbeddingsAndOutputWeights, !now.ShareEmbeddingsAndOutputWeights)
-	return append(d, moeDiffs(saved, now)...)
+	return append(d.list, moeDiffs(saved, now)...)
 }
 
 // moeDiffs is OptionDiffs of the MoE options: the number of experts, and,
@@ -63,7 +54,7 @@ func (c TransformerConfig) OptionDiffs(now TransformerConfig) []string {
 // padding only when both drop tokens. The dispatcher and the grouped GEMM
 // do not change the numbers and are not compared.
 func moeDiffs(saved, now TransformerConfig) []string {
-	var d []string
+	d := &optionDiffs{}
 	if s, n := saved.NumMoEExperts, now.NumMoEExperts; s != n {
 		experts := func(e int) string {
 			if e == 0 {
@@ -76,16 +67,7 @@ func moeDiffs(saved, now TransformerConfig) []string {
 	if saved.NumMoEExperts == 0 {
 		return nil
 	}
-	value := func(flag, s, n string) {
-		if s != n {
-			d = append(d, fmt.Sprintf("%s %s in the checkpoint, %s in this run", flag, s, n))
-		}
-	}
-	given := func(flag string, s, n bool) {
-		if s != n {
-			d = append(d, either(flagIf(flag, s), flagIf(flag, n)))
-		}
-	}
+	value, given := d.value, d.given
 	num := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 	if !sameMoELayers(saved, now, max(saved.NumLayers, now.NumLayers)) {
 		value("--moe-layer-freq", FormatMoELayerFreq(saved.MoELayerFreq), FormatMoELayerFreq(now.MoELayerFreq))
@@ -110,7 +92,26 @@ func moeDiffs(saved, now TransformerConfig) []string {
 		value("--moe-token-drop-policy", saved.MoETokenDropPolicy, now.MoETokenDropPolicy)
 		given("--moe-pad-expert-input-to-capacity", saved.MoEPadExpertInputToCapacity, now.MoEPadExpertInputToCapacity)
 	}
-	return d
+	return d.list
+}
+
+// optionDiffs collects the differences OptionDiffs lists.
+type optionDiffs struct{ list []string }
+
+func (d *optionDiffs) add(s string) { d.list = append(d.list, s) }
+
+// value notes a flag's differing values.
+func (d *optionDiffs) value(flag, s, n string) {
+	if s != n {
+		d.add(fmt.Sprintf("%s %s in the checkpoint, %s in this run", flag, s, n))
+	}
+}
+
+// given notes a flag given to one of the two runs only.
+func (d *optionDiffs) given(flag string, s, n bool) {
+	if s != n {
+		d.add(either(flagIf(flag, s), flagIf(flag, n)))
+	}
 }
 
 // maxComparedLayers bounds the layers sameMoELayers compares: no model

@@ -34,14 +34,15 @@ type Run struct {
 	ZeroBubble bool
 }
 
-// dataParallel is the data-parallel size on world ranks (0 for a model
-// parallel size that is not positive).
-func (a Run) dataParallel(world int) int {
-	mp := a.Model.TensorModelParallelSize * a.Model.PipelineModelParallelSize * a.Model.ContextParallelSize
-	if mp <= 0 {
-		return 0
-	}
-	return world / mp
+// dataParallel is the data-parallel size on world ranks and the expert
+// data-parallel size (config's rules), each at least 1 (an estimate of a
+// world the sizes do not divide, which validation refuses, still gives
+// numbers).
+func (a Run) dataParallel(world int) (dp, edp int) {
+	mp := a.Model.ModelParallelConfig
+	dp, _ = mp.DataParallelSize(world)
+	edp, _ = mp.ExpertDataParallelSize(world)
+	return max(dp, 1), max(edp, 1)
 }
 
 // microBatches is the micro-batches per iteration of each data-parallel
@@ -132,9 +133,10 @@ func machineShare(a Run, world, localRanks int) stateShare {
 	params := parameterCount(a.Model)
 	experts := expertCount(a.Model)
 	etp, ep := max(mp.EffectiveExpertTensorParallelSize(), 1), max(mp.ExpertModelParallelSize, 1)
+	dp, edp := a.dataParallel(world)
 	return stateShare{dense: params - experts, experts: experts,
 		copies: float64(localRanks) / float64(tp*pp), ecopies: float64(localRanks) / float64(etp*ep*pp),
-		dp: float64(max(a.dataParallel(world), 1)), edp: float64(max(world/(etp*ep*pp), 1))}
+		dp: float64(dp), edp: float64(edp)}
 }
 
 // modelState is the weights, gradients and optimizer state the share
@@ -165,7 +167,8 @@ func activationMemory(a Run, world int, copies float64) float64 {
 	tp, pp := max(a.Model.TensorModelParallelSize, 1), max(a.Model.PipelineModelParallelSize, 1)
 	s, b := float64(a.Model.SeqLength), float64(a.MicroBatchSize)
 	h, f, v := float64(a.Model.HiddenSize), widest(a.Model), float64(a.Model.PaddedVocabSize())
-	m := a.microBatches(max(a.dataParallel(world), 1))
+	dp, _ := a.dataParallel(world)
+	m := a.microBatches(dp)
 	inFlight := 0.0
 	for i := 0; i < pp; i++ {
 		if a.ZeroBubble {

@@ -216,7 +216,6 @@ func (e *emitter) add(a Action) { e.s.Actions = append(e.s.Actions, a) }
 
 func (e *emitter) forward(m, c int)  { e.add(Action{Kind: Forward, Microbatch: m, Chunk: c}) }
 func (e *emitter) backward(m, c int) { e.add(Action{Kind: Backward, Microbatch: m, Chunk: c}) }
-func (e *emitter) weight(m, c int)   { e.add(Action{Kind: WeightGrad, Microbatch: m, Chunk: c}) }
 func (e *emitter) wait(o Op)         { e.add(Action{Kind: Wait, Op: o}) }
 func (e *emitter) gradSync(c int)    { e.add(Action{Kind: GradSync, Chunk: c}) }
 func (e *emitter) paramSync(c int)   { e.add(Action{Kind: ParamSync, Chunk: c}) }

@@ -108,18 +108,11 @@ func (s *sim) done() bool {
 	return true
 }
 
-// channel is the channel an op of rank r uses, and whether it sends.
+// channel is the channel an op of rank r uses (route's), and whether it
+// sends.
 func (s *sim) channel(r int, o Op) (chanKey, bool) {
-	p := len(s.ss)
-	switch o.Dir {
-	case SendNext:
-		return chanKey{src: r, dst: (r + 1) % p}, true
-	case RecvPrev:
-		return chanKey{src: (r - 1 + p) % p, dst: r}, false
-	case SendPrev:
-		return chanKey{src: r, dst: (r - 1 + p) % p, grad: true}, true
-	}
-	return chanKey{src: (r + 1) % p, dst: r, grad: true}, false // RecvNext
+	k, _ := route(len(s.ss), r, o, false)
+	return k, o.Dir == SendNext || o.Dir == SendPrev
 }
 
 // step runs rank r's next action if it can; it reports whether it did.

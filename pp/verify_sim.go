@@ -84,9 +84,15 @@ func (w *simWorld) finished() bool {
 func (w *simWorld) opAt(ref opRef) Op { return w.ranks[ref.rank].s.Actions[ref.step].Ops[ref.idx] }
 
 // route returns the channel of an op issued by rank r and the peer rank.
-func (w *simWorld) route(r int, o Op) (chanKey, int) {
-	next, prev := (r+1)%w.p, (r-1+w.p)%w.p
-	grad := !w.shared && (o.Dir == SendPrev || o.Dir == RecvNext)
+func (w *simWorld) route(r int, o Op) (chanKey, int) { return route(w.p, r, o, w.shared) }
+
+// route returns the channel an op issued by rank r of p uses and the peer
+// rank: activations and gradients travel on channels of their own, or, with
+// shared, on one first-in, first-out channel per direction between two
+// ranks. The verifier and the simulator read it.
+func route(p, r int, o Op, shared bool) (chanKey, int) {
+	next, prev := (r+1)%p, (r-1+p)%p
+	grad := !shared && (o.Dir == SendPrev || o.Dir == RecvNext)
 	switch o.Dir {
 	case SendNext:
 		return chanKey{r, next, grad}, next

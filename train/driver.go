@@ -74,7 +74,7 @@ func Prepare(a Args, o Options, pl Placement) (p *Prepared, err error) {
 			return nil, err
 		}
 	}
-	if err := decideKernels(a); err != nil {
+	if err := DecideKernels(a.Model.BF16); err != nil {
 		p.Close()
 		return nil, err
 	}

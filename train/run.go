@@ -97,11 +97,13 @@ func lockSave(a Args, o Options) (*ckpt.Lock, error) {
 	return l, nil
 }
 
-// decideKernels settles, before any rank works, how this process's
-// bfloat16 GEMMs run (dnnl.Plan measures the kernels once, undisturbed by
-// the ranks), and refuses an unusable GOTRON_BF16_GEMM up front.
-func decideKernels(a Args) error {
-	if !a.Model.BF16 {
+// DecideKernels settles, before any rank works, how this process's
+// bfloat16 GEMMs run when bf16 is asked for (dnnl.Plan measures the
+// kernels once, undisturbed by the ranks), and refuses an unusable
+// GOTRON_BF16_GEMM up front. Prepare calls it; so does a program that
+// runs bf16 GEMMs without a run (gotron bench --gemm).
+func DecideKernels(bf16 bool) error {
+	if !bf16 {
 		return nil
 	}
 	if _, err := dnnl.Plan(); err != nil {
