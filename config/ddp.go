@@ -12,10 +12,13 @@ package config
 // the world size are known).
 //
 // BucketSize, NumBuckets and SuggestedCommunicationUnitSize use 0 for the
-// reference's None ("not set"). The FSDP path, NCCL userbuffers and fp8/fp4
-// parameter gathers are present so that configurations carry over; a
-// non-default value is a validation error (DECISIONS.md). Their doc comments
-// say "Not provided".
+// reference's None ("not set"). Megatron-FSDP (version 1) is provided with
+// its four sharding strategies (UseMegatronFSDP,
+// DataParallelShardingStrategy, SuggestedCommunicationUnitSize; package
+// dp's FSDP). Its hybrid sharding, double buffers, NCCL userbuffers and
+// fp8/fp4 parameter gathers are present so that configurations carry over;
+// a non-default value is a validation error (DECISIONS.md). Their doc
+// comments say "Not provided".
 type DDPConfig struct {
 	// GradReduceInFP32 keeps the gradient buffers, and reduces them, in
 	// float32 whatever the parameter type.
@@ -105,20 +108,29 @@ type DDPConfig struct {
 	// false.
 	ReuseGradBufForMXFP8ParamAG bool `json:"reuse_grad_buf_for_mxfp8_param_ag"`
 
-	// UseMegatronFSDP selects the Megatron-FSDP code path. Not provided: must
-	// stay false.
+	// UseMegatronFSDP selects Megatron-FSDP: the parameters, gradients and
+	// optimizer state sharded over the data-parallel ranks as
+	// DataParallelShardingStrategy says. Finalize turns on what the
+	// reference forces with it: the distributed optimizer, and for the
+	// gradient-sharding strategies overlap_grad_reduce (and
+	// overlap_param_gather with optim_grads_params).
 	UseMegatronFSDP bool `json:"use_megatron_fsdp"`
 
-	// MegatronFSDPVersion is the Megatron-FSDP implementation, 1 or 2. Not
-	// provided: must stay 1 (the default).
+	// MegatronFSDPVersion is the Megatron-FSDP implementation, 1 or 2.
+	// Version 2 is not provided: must stay 1 (the default).
 	MegatronFSDPVersion int `json:"megatron_fsdp_version"`
 
-	// UseCustomFSDP is the deprecated name of UseMegatronFSDP. Not provided:
-	// must stay false.
+	// UseCustomFSDP is the deprecated name of UseMegatronFSDP; Finalize
+	// sets each from the other.
 	UseCustomFSDP bool `json:"use_custom_fsdp"`
 
-	// DataParallelShardingStrategy is the FSDP sharding strategy. Not
-	// provided: must stay "no_shard" (the default).
+	// DataParallelShardingStrategy is Megatron-FSDP's sharding strategy:
+	// "no_shard" (plain DDP: everything whole on every rank), "optim"
+	// (ZeRO-1: the optimizer state sharded), "optim_grads" (ZeRO-2: the
+	// gradients too, reduce-scattered after every micro-batch) or
+	// "optim_grads_params" (ZeRO-3: the parameters too, gathered for the
+	// forward and backward of each decoder layer). Anything but "no_shard"
+	// needs UseMegatronFSDP.
 	DataParallelShardingStrategy string `json:"data_parallel_sharding_strategy"`
 
 	// GradientReduceDivFusion fuses the 1/dp division into the reduction
@@ -126,8 +138,11 @@ type DDPConfig struct {
 	// before or in the collective as AverageInCollective says. Default true.
 	GradientReduceDivFusion bool `json:"gradient_reduce_div_fusion"`
 
-	// SuggestedCommunicationUnitSize is the FSDP communication unit, in
-	// elements; 0 means unset. Not provided: must stay 0.
+	// SuggestedCommunicationUnitSize is Megatron-FSDP's communication unit,
+	// in elements: parameter gathers are prefetched ahead of the layer
+	// being computed until the prefetched units hold half of it (at least
+	// one unit). 0 means unset: twice the average unit, a one-unit
+	// prefetch.
 	SuggestedCommunicationUnitSize int `json:"suggested_communication_unit_size,omitempty"`
 
 	// KeepFP8TransposeCache keeps Megatron-FSDP's fp8 transpose cache. Not
@@ -213,14 +228,62 @@ func DefaultDDPConfig() DDPConfig {
 	}
 }
 
-// Finalize applies the reference's one defaulting rule of
-// DistributedDataParallelConfig.__post_init__:
-// megatron_fsdp_max_pool_double_buffer implies fsdp_double_buffer. (Both are
-// Megatron-FSDP settings, which Validate rejects.) The bucket-size defaults
-// the reference's DDP wrapper writes back into the config are computed by
-// EffectiveBucketSize and ResolveBucketSize instead, without mutation.
+// Finalize applies the reference's defaulting rules:
+// megatron_fsdp_max_pool_double_buffer implies fsdp_double_buffer
+// (DistributedDataParallelConfig.__post_init__; Validate rejects both), and
+// Megatron-FSDP's (megatron/training/arguments.py and the FSDP wrapper's
+// constructor): use_custom_fsdp and use_megatron_fsdp name one switch,
+// which turns on the distributed optimizer (the optimizer state sharded:
+// every strategy but no_shard, which stays plain DDP); the gradient-sharding
+// strategies turn on overlap_grad_reduce, and optim_grads_params
+// overlap_param_gather (they reduce and gather unit by unit as the passes
+// reach them). The bucket-size defaults the reference's DDP wrapper writes
+// back into the config are computed by EffectiveBucketSize and
+// ResolveBucketSize instead, without mutation.
 func (c *DDPConfig) Finalize() {
 	if c.MegatronFSDPMaxPoolDoubleBuffer {
 		c.FSDPDoubleBuffer = true
 	}
+	if !c.MegatronFSDP() {
+		return
+	}
+	c.UseMegatronFSDP, c.UseCustomFSDP = true, true
+	if c.DataParallelShardingStrategy != NoShard {
+		c.UseDistributedOptimizer = true
+	}
+	if c.ShardsGradients() {
+		c.OverlapGradReduce = true
+	}
+	if c.ShardsParameters() {
+		c.OverlapParamGather = true
+	}
+}
+
+// Megatron-FSDP's data-parallel sharding strategies
+// (DataParallelShardingStrategy, OuterDPShardingStrategy): DDP, ZeRO-1,
+// ZeRO-2 and ZeRO-3.
+const (
+	NoShard               = "no_shard"
+	ShardOptim            = "optim"
+	ShardOptimGrads       = "optim_grads"
+	ShardOptimGradsParams = "optim_grads_params"
+)
+
+// MegatronFSDP reports whether Megatron-FSDP is on (use_megatron_fsdp or
+// its deprecated name use_custom_fsdp).
+func (c DDPConfig) MegatronFSDP() bool { return c.UseMegatronFSDP || c.UseCustomFSDP }
+
+// ShardsGradients reports whether gradients are sharded between
+// iterations: Megatron-FSDP with optim_grads or optim_grads_params, where
+// each micro-batch's gradients are reduce-scattered into the rank's shard
+// as its backward pass completes them.
+func (c DDPConfig) ShardsGradients() bool {
+	s := c.DataParallelShardingStrategy
+	return c.MegatronFSDP() && (s == ShardOptimGrads || s == ShardOptimGradsParams)
+}
+
+// ShardsParameters reports whether the parameters are sharded between
+// uses: Megatron-FSDP with optim_grads_params (ZeRO-3).
+func (c DDPConfig) ShardsParameters() bool {
+	return c.MegatronFSDP() && c.DataParallelShardingStrategy == ShardOptimGradsParams
 }

@@ -1,6 +1,9 @@
 package config
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Validate checks every rule of the reference's
 // DistributedDataParallelConfig.__post_init__ (docs/SEMANTICS.md
@@ -21,7 +24,7 @@ func (c DDPConfig) Violations() []Violation {
 	// __post_init__ rule 1.
 	if c.MegatronFSDPVersion != 1 && c.MegatronFSDPVersion != 2 {
 		vs.add(fieldList("megatron_fsdp_version"),
-			"megatron_fsdp_version = %d: must be either 1 or 2 (and Megatron-FSDP is not provided: keep 1)", c.MegatronFSDPVersion)
+			"megatron_fsdp_version = %d: must be either 1 or 2 (and only version 1 is provided: keep 1)", c.MegatronFSDPVersion)
 	}
 	// Rule 2.
 	if c.ReuseGradBufForMXFP8ParamAG && !c.FP8ParamGather {
@@ -71,18 +74,60 @@ func (c DDPConfig) Violations() []Violation {
 				"turn one of them off")
 	}
 
-	if c.OverlapParamGather && !c.UseDistributedOptimizer {
+	if c.OverlapParamGather && !c.UseDistributedOptimizer && !c.MegatronFSDP() {
 		vs.add(fieldList("overlap_param_gather", "use_distributed_optimizer"),
-			"overlap_param_gather = true needs use_distributed_optimizer = true (only the distributed optimizer gathers parameters): "+
-				"turn use_distributed_optimizer on or overlap_param_gather off")
+			"overlap_param_gather = true needs use_distributed_optimizer = true or use_megatron_fsdp = true (only they gather parameters): "+
+				"turn one on or overlap_param_gather off")
 	}
 	if c.OverlapParamGather && !c.OverlapGradReduce {
 		vs.add(fieldList("overlap_param_gather", "overlap_grad_reduce"),
 			"overlap_param_gather = true needs overlap_grad_reduce = true: turn overlap_grad_reduce on or overlap_param_gather off")
 	}
 
+	c.checkFSDP(&vs)
 	c.checkNotProvided(&vs)
 	return vs
+}
+
+// checkFSDP checks Megatron-FSDP's settings: the strategies' names, what
+// needs use_megatron_fsdp, the reference's hybrid-sharding rule, and the
+// settings gotron's FSDP refuses to combine with rather than ignore (the
+// reference ignores grad_reduce_in_fp32's neighbours under FSDP).
+func (c DDPConfig) checkFSDP(vs *violationList) {
+	strategies := []string{NoShard, ShardOptim, ShardOptimGrads, ShardOptimGradsParams}
+	s := c.DataParallelShardingStrategy
+	if !slices.Contains(strategies, s) {
+		vs.add(fieldList("data_parallel_sharding_strategy"),
+			"data_parallel_sharding_strategy = %q: must be one of %q", s, strategies)
+	} else if s != NoShard && !c.MegatronFSDP() {
+		vs.add(fieldList("data_parallel_sharding_strategy", "use_megatron_fsdp"),
+			"data_parallel_sharding_strategy = %q needs use_megatron_fsdp = true: turn it on (--use-megatron-fsdp), or use the distributed optimizer (--use-distributed-optimizer) for sharded optimizer state alone", s)
+	}
+	if o := c.OuterDPShardingStrategy; o != NoShard && o != ShardOptim {
+		vs.add(fieldList("outer_dp_sharding_strategy"),
+			"outer_dp_sharding_strategy = %q: must be %q or %q", o, NoShard, ShardOptim)
+	} else if o != NoShard && s != ShardOptimGradsParams {
+		vs.add(fieldList("outer_dp_sharding_strategy", "data_parallel_sharding_strategy"),
+			"outer_dp_sharding_strategy = %q needs data_parallel_sharding_strategy = %q inside each replica (the reference's rule), not %q", o, ShardOptimGradsParams, s)
+	}
+	if n := c.SuggestedCommunicationUnitSize; n < 0 {
+		vs.add(fieldList("suggested_communication_unit_size"),
+			"suggested_communication_unit_size = %d elements: must be greater than 0, or 0 (unset)", n)
+	} else if n > 0 && !c.MegatronFSDP() {
+		vs.add(fieldList("suggested_communication_unit_size", "use_megatron_fsdp"),
+			"suggested_communication_unit_size = %d sizes Megatron-FSDP's parameter gathers, but use_megatron_fsdp is false: turn it on or leave the size 0", n)
+	}
+	if !c.ShardsGradients() {
+		return
+	}
+	if c.ReduceScatterWithFP32Accumulation {
+		vs.add(fieldList("reduce_scatter_with_fp32_accumulation", "data_parallel_sharding_strategy"),
+			"reduce_scatter_with_fp32_accumulation = true with data_parallel_sharding_strategy = %q: Megatron-FSDP reduce-scatters in the gradients' type and accumulates the shards in float32; turn it off", s)
+	}
+	if n := len(c.ParamNamePatternsForFP32LocalAccumulation); n > 0 {
+		vs.add(fieldList("param_name_patterns_for_fp32_local_accumulation", "data_parallel_sharding_strategy"),
+			"param_name_patterns_for_fp32_local_accumulation has %d pattern(s) with data_parallel_sharding_strategy = %q, whose gradient shards accumulate in float32 already: leave it empty", n, s)
+	}
 }
 
 // checkNotProvided reports FSDP, userbuffer and low-precision-gather settings
@@ -93,17 +138,14 @@ func (c DDPConfig) checkNotProvided(vs *violationList) {
 		{"fp8_param_gather", c.FP8ParamGather, true, false, "fp8 parameter all-gather"},
 		{"fp4_param_gather", c.FP4ParamGather, true, false, "fp4 parameter all-gather"},
 		{"reuse_grad_buf_for_mxfp8_param_ag", c.ReuseGradBufForMXFP8ParamAG, true, false, "MXFP8 parameter all-gather"},
-		{"use_megatron_fsdp", c.UseMegatronFSDP, true, false, fsdp},
 		{"megatron_fsdp_version", c.MegatronFSDPVersion == 2, 2, 1, fsdp + " version 2"},
-		{"use_custom_fsdp", c.UseCustomFSDP, true, false, fsdp},
-		{"data_parallel_sharding_strategy", c.DataParallelShardingStrategy != "no_shard", fmt.Sprintf("%q", c.DataParallelShardingStrategy), `"no_shard"`, fsdp + " sharding"},
-		{"suggested_communication_unit_size", c.SuggestedCommunicationUnitSize != 0, c.SuggestedCommunicationUnitSize, "0 (unset)", fsdp + " communication units"},
+		{"num_distributed_optimizer_instances", c.MegatronFSDP() && c.NumDistributedOptimizerInstances > 1, c.NumDistributedOptimizerInstances, 1, "hybrid " + fsdp + " (HSDP, not built yet: issue 29)"},
 		{"keep_fp8_transpose_cache", c.KeepFP8TransposeCache, true, false, fsdp + " fp8 transpose caching"},
 		{"nccl_ub", c.NCCLUB, true, false, "NCCL userbuffer registration"},
 		{"fsdp_double_buffer", c.FSDPDoubleBuffer, true, false, fsdp + " double buffers"},
 		{"fsdp_db_use_persist_buf_on_alloc_fail", c.FSDPDBUsePersistBufOnAllocFail, true, false, fsdp + " persistent buffers"},
 		{"fsdp_all_gather_in_start_param_sync", !c.FSDPAllGatherInStartParamSync, false, true, fsdp + " parameter sync"},
-		{"outer_dp_sharding_strategy", c.OuterDPShardingStrategy != "no_shard", fmt.Sprintf("%q", c.OuterDPShardingStrategy), `"no_shard"`, "hybrid " + fsdp},
+		{"outer_dp_sharding_strategy", c.OuterDPShardingStrategy == ShardOptim, fmt.Sprintf("%q", c.OuterDPShardingStrategy), `"no_shard"`, "hybrid " + fsdp + " (HFSDP, not built yet: issue 29)"},
 		{"disable_symmetric_registration", c.DisableSymmetricRegistration, true, false, "NCCL userbuffer registration"},
 		{"fsdp_manual_registration", c.FSDPManualRegistration, true, false, fsdp + " NCCL userbuffer registration"},
 		{"delay_wgrad_compute", c.DelayWgradCompute, true, false, "delayed weight-gradient GEMMs on CUDA streams"},

@@ -86,21 +86,22 @@ func TestDDPReferenceRules(t *testing.T) {
 
 func TestDDPNotProvided(t *testing.T) {
 	changes := map[string]func(*DDPConfig){
-		"fp8_param_gather":                  func(c *DDPConfig) { c.FP8ParamGather = true },
-		"fp4_param_gather":                  func(c *DDPConfig) { c.FP4ParamGather = true },
-		"use_megatron_fsdp":                 func(c *DDPConfig) { c.UseMegatronFSDP = true },
-		"megatron_fsdp_version":             func(c *DDPConfig) { c.MegatronFSDPVersion = 2 },
-		"use_custom_fsdp":                   func(c *DDPConfig) { c.UseCustomFSDP = true },
-		"data_parallel_sharding_strategy":   func(c *DDPConfig) { c.DataParallelShardingStrategy = "optim_grads_params" },
-		"suggested_communication_unit_size": func(c *DDPConfig) { c.SuggestedCommunicationUnitSize = 1 << 20 },
-		"keep_fp8_transpose_cache":          func(c *DDPConfig) { c.KeepFP8TransposeCache = true },
-		"nccl_ub":                           func(c *DDPConfig) { c.NCCLUB = true },
-		"fsdp_double_buffer":                func(c *DDPConfig) { c.FSDPDoubleBuffer = true },
+		"fp8_param_gather":         func(c *DDPConfig) { c.FP8ParamGather = true },
+		"fp4_param_gather":         func(c *DDPConfig) { c.FP4ParamGather = true },
+		"megatron_fsdp_version":    func(c *DDPConfig) { c.MegatronFSDPVersion = 2 },
+		"keep_fp8_transpose_cache": func(c *DDPConfig) { c.KeepFP8TransposeCache = true },
+		"nccl_ub":                  func(c *DDPConfig) { c.NCCLUB = true },
+		"fsdp_double_buffer":       func(c *DDPConfig) { c.FSDPDoubleBuffer = true },
 		"fsdp_db_use_persist_buf_on_alloc_fail": func(c *DDPConfig) {
 			c.FSDPDBUsePersistBufOnAllocFail = true
 		},
-		"fsdp_all_gather_in_start_param_sync":  func(c *DDPConfig) { c.FSDPAllGatherInStartParamSync = false },
-		"outer_dp_sharding_strategy":           func(c *DDPConfig) { c.OuterDPShardingStrategy = "optim" },
+		"fsdp_all_gather_in_start_param_sync": func(c *DDPConfig) { c.FSDPAllGatherInStartParamSync = false },
+		"outer_dp_sharding_strategy": func(c *DDPConfig) {
+			c.UseMegatronFSDP, c.DataParallelShardingStrategy, c.OuterDPShardingStrategy = true, ShardOptimGradsParams, ShardOptim
+		},
+		"num_distributed_optimizer_instances": func(c *DDPConfig) {
+			c.UseMegatronFSDP, c.UseDistributedOptimizer, c.NumDistributedOptimizerInstances = true, true, 2
+		},
 		"disable_symmetric_registration":       func(c *DDPConfig) { c.DisableSymmetricRegistration = true },
 		"fsdp_manual_registration":             func(c *DDPConfig) { c.FSDPManualRegistration = true },
 		"delay_wgrad_compute":                  func(c *DDPConfig) { c.DelayWgradCompute = true },
@@ -124,6 +125,78 @@ func TestDDPNotProvided(t *testing.T) {
 		[][]string{{"reuse_grad_buf_for_mxfp8_param_ag"}, {"fp8_param_gather"}},
 		[]string{"CPU backend does not provide"}})
 	runDDPCases(t, cases)
+}
+
+// TestDDPFSDPRules covers Megatron-FSDP's settings: the strategies, what
+// needs use_megatron_fsdp, the reference's hybrid rule, and Finalize's
+// implications.
+func TestDDPFSDPRules(t *testing.T) {
+	fsdp := func(s string) func(*DDPConfig) {
+		return func(c *DDPConfig) { c.UseMegatronFSDP, c.DataParallelShardingStrategy = true, s }
+	}
+	runDDPCases(t, []ddpCase{
+		{"every strategy is valid with FSDP: optim_grads_params", fsdp(ShardOptimGradsParams), nil, nil},
+		{"optim_grads", fsdp(ShardOptimGrads), nil, nil},
+		{"optim", fsdp(ShardOptim), nil, nil},
+		{"no_shard", fsdp(NoShard), nil, nil},
+		{"the deprecated name", func(c *DDPConfig) { c.UseCustomFSDP, c.DataParallelShardingStrategy = true, ShardOptimGrads }, nil, nil},
+		{"an unknown strategy", fsdp("zero3"),
+			[][]string{{"data_parallel_sharding_strategy"}}, []string{`"zero3"`, "optim_grads_params"}},
+		{"a strategy without FSDP",
+			func(c *DDPConfig) { c.DataParallelShardingStrategy = ShardOptimGrads },
+			[][]string{{"data_parallel_sharding_strategy", "use_megatron_fsdp"}}, []string{"--use-megatron-fsdp"}},
+		{"an unknown outer strategy",
+			func(c *DDPConfig) { fsdp(ShardOptimGradsParams)(c); c.OuterDPShardingStrategy = "optim_grads" },
+			[][]string{{"outer_dp_sharding_strategy"}}, []string{`"optim_grads"`}},
+		{"an outer strategy without ZeRO-3 inside",
+			func(c *DDPConfig) { fsdp(ShardOptimGrads)(c); c.OuterDPShardingStrategy = ShardOptim },
+			[][]string{{"outer_dp_sharding_strategy", "data_parallel_sharding_strategy"}, {"outer_dp_sharding_strategy"}},
+			[]string{"reference's rule"}},
+		{"a negative unit",
+			func(c *DDPConfig) { fsdp(ShardOptimGradsParams)(c); c.SuggestedCommunicationUnitSize = -1 },
+			[][]string{{"suggested_communication_unit_size"}}, []string{"= -1"}},
+		{"a unit without FSDP",
+			func(c *DDPConfig) { c.SuggestedCommunicationUnitSize = 1 << 20 },
+			[][]string{{"suggested_communication_unit_size", "use_megatron_fsdp"}}, []string{"1048576"}},
+		{"a unit with FSDP is valid",
+			func(c *DDPConfig) { fsdp(ShardOptimGradsParams)(c); c.SuggestedCommunicationUnitSize = 1 << 20 }, nil, nil},
+		{"fp32-accumulating reduce-scatter with sharded gradients",
+			func(c *DDPConfig) { fsdp(ShardOptimGrads)(c); c.ReduceScatterWithFP32Accumulation = true },
+			[][]string{{"reduce_scatter_with_fp32_accumulation", "data_parallel_sharding_strategy"}}, nil},
+		{"fp32 local accumulation with sharded gradients",
+			func(c *DDPConfig) {
+				fsdp(ShardOptimGradsParams)(c)
+				c.ParamNamePatternsForFP32LocalAccumulation = []string{"all"}
+			},
+			[][]string{{"param_name_patterns_for_fp32_local_accumulation", "data_parallel_sharding_strategy"}}, nil},
+		{"overlap_param_gather with FSDP needs no distributed optimizer",
+			func(c *DDPConfig) {
+				fsdp(ShardOptimGradsParams)(c)
+				c.OverlapParamGather, c.OverlapGradReduce = true, true
+			}, nil, nil},
+	})
+	for _, tc := range []struct {
+		strategy                           string
+		distOpt, overlapGrad, overlapParam bool
+	}{
+		{NoShard, false, false, false},
+		{ShardOptim, true, false, false},
+		{ShardOptimGrads, true, true, false},
+		{ShardOptimGradsParams, true, true, true},
+	} {
+		c := DefaultDDPConfig()
+		c.UseCustomFSDP, c.DataParallelShardingStrategy = true, tc.strategy
+		c.Finalize()
+		if !c.UseMegatronFSDP || c.UseDistributedOptimizer != tc.distOpt || c.OverlapGradReduce != tc.overlapGrad || c.OverlapParamGather != tc.overlapParam {
+			t.Errorf("%s: Finalize gives use_megatron_fsdp %v, use_distributed_optimizer %v, overlap_grad_reduce %v, overlap_param_gather %v; want true, %v, %v, %v",
+				tc.strategy, c.UseMegatronFSDP, c.UseDistributedOptimizer, c.OverlapGradReduce, c.OverlapParamGather, tc.distOpt, tc.overlapGrad, tc.overlapParam)
+		}
+	}
+	plain := DefaultDDPConfig()
+	plain.Finalize()
+	if plain.UseDistributedOptimizer || plain.OverlapGradReduce {
+		t.Error("Finalize turned on the distributed optimizer or overlap without FSDP")
+	}
 }
 
 // TestValidateTogether covers the rules that join the model-parallel config,

@@ -3,7 +3,6 @@ package dp
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
@@ -74,8 +73,7 @@ type DDP struct {
 	shardRank     int
 	largest       []float64 // per bucket: the largest local norm seen (check_for_large_grads)
 	syncOff       int       // nesting depth of NoSync
-	mu            sync.Mutex
-	err           error // the first failure in a grad hook
+	hookErr                 // the first failure in a grad hook
 	hookParamSync bool
 	workers       int // Options.Workers
 }
@@ -187,18 +185,6 @@ func checkConfig(cfg config.DDPConfig, o Options) error {
 	return nil
 }
 
-// fail records the first error of a grad hook; FinishGradSync returns it.
-func (d *DDP) fail(err error) {
-	if err == nil {
-		return
-	}
-	d.mu.Lock()
-	if d.err == nil {
-		d.err = err
-	}
-	d.mu.Unlock()
-}
-
 // Config returns the wrapper's DDP config.
 func (d *DDP) Config() config.DDPConfig { return d.cfg }
 
@@ -220,6 +206,35 @@ func (d *DDP) Shards() ([]BucketShard, int, error) {
 	return s, d.shards, err
 }
 
+// NumBuckets returns the number of gradient buckets.
+func (d *DDP) NumBuckets() int { return len(d.Buffer.Buckets) }
+
+// OptimizerShards returns the pieces of this rank's shards under the
+// distributed optimizer (Shards), each in its parameter's Value and Grad.
+func (d *DDP) OptimizerShards() ([]ShardPiece, error) {
+	shards, _, err := d.Shards()
+	if err != nil {
+		return nil, err
+	}
+	var out []ShardPiece
+	for _, bs := range shards {
+		for _, sp := range bs.Params {
+			out = append(out, ShardPiece{Param: d.Buffer.Params[sp.Param], Offset: sp.ParamRange[0], Len: sp.ParamRange[1] - sp.ParamRange[0]})
+		}
+	}
+	return out, nil
+}
+
+// SetParam copies v into p's Value, a view of the buffer (rounded to
+// nearest even for 16-bit parameters).
+func (d *DDP) SetParam(p *nn.Parameter, v *tensor.Tensor) { p.Value.CopyFrom(v) }
+
+// ParamPostHook returns y: the wrapper's parameters stay whole between
+// passes.
+func (d *DDP) ParamPostHook(_ context.Context, _ *autograd.Tape, _ []*nn.Parameter, y *autograd.Var) *autograd.Var {
+	return y
+}
+
 // ZeroGradBuffer zeroes every gradient — the gradient buffer and the
 // float32 local gradients — and prepares the bucket groups for the next
 // iteration (zero_grad_buffer).
@@ -233,7 +248,7 @@ func (d *DDP) ZeroGradBuffer() {
 	for _, bg := range d.groups {
 		bg.reset()
 	}
-	d.err = nil
+	d.reset()
 }
 
 // NoSync suspends gradient reduction until the returned function runs
@@ -270,10 +285,7 @@ func (d *DDP) StartGradSync(ctx context.Context) error {
 // Afterwards every gradient (under the distributed optimizer: every
 // gradient in this rank's shard) holds the data-parallel reduction.
 func (d *DDP) FinishGradSync(ctx context.Context, forceAllReduce bool) error {
-	d.mu.Lock()
-	err := d.err
-	d.mu.Unlock()
-	if err != nil {
+	if err := d.first(); err != nil {
 		return err
 	}
 	for _, g := range d.groups {
@@ -313,6 +325,16 @@ func (d *DDP) StartParamSync(ctx context.Context, forceSync bool) error {
 		}
 	}
 	return nil
+}
+
+// ParamsUpdated all-gathers the updated shards after the distributed
+// optimizer's step, unless overlap_param_gather leaves that to the next
+// forward pass (ParamPreHook).
+func (d *DDP) ParamsUpdated(ctx context.Context) error {
+	if d.cfg.OverlapParamGather {
+		return nil
+	}
+	return d.StartParamSync(ctx, false)
 }
 
 // ParamPreHook is the forward pre-hook of overlap_param_gather: before a

@@ -216,7 +216,7 @@ func TestGradientsMatchSingleRank(t *testing.T) {
 					for it := 0; it < 2; it++ {
 						d.ZeroGradBuffer()
 						accumulate(t, autograd.NewTape(ctx), m, d, g.Rank()*per, per, per)
-						if err := FinalizeModelGrads(ctx, []*DDP{d}, FinalizeOptions{}); err != nil {
+						if err := FinalizeModelGrads(ctx, []Wrapper{d}, FinalizeOptions{}); err != nil {
 							return err
 						}
 						if err := d.AllGatherGrads(ctx); err != nil {

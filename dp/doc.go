@@ -23,6 +23,19 @@
 // overlap_param_gather, bucket by bucket from a forward pre-hook
 // (ParamPreHook) as the next forward pass reaches them.
 //
+// # Megatron-FSDP
+//
+// FSDP is the other owner of a chunk's state, for Megatron-FSDP's
+// optim_grads (ZeRO-2) and optim_grads_params (ZeRO-3) strategies: a unit
+// per decoder layer, each unit's state padded and cut into dp shards;
+// gradients reduce-scattered into float32 shards after every
+// micro-batch, as soon as backward completes a unit; under ZeRO-3 each
+// unit's parameters gathered for the forward and backward parts that use
+// them (the model's PreHook and PostHook, and an autograd function behind
+// each part's output) and released after (tensor.Tensor.Release). The
+// trainer holds both behind Wrapper; the distributed optimizer updates the
+// shards each Wrapper hands it (OptimizerShards).
+//
 // # Precision
 //
 // The parameters are stored in Options.ParamDType — float32, or bfloat16 /

@@ -61,7 +61,7 @@ type FinalizeOptions struct {
 // models and axes gotron does not have. Afterwards every tensor-parallel rank
 // holds identical gradients for the parameters it replicates, and the first
 // and last pipeline stages identical gradients for the tied embedding.
-func FinalizeModelGrads(ctx context.Context, chunks []*DDP, o FinalizeOptions) error {
+func FinalizeModelGrads(ctx context.Context, chunks []Wrapper, o FinalizeOptions) error {
 	for _, d := range chunks {
 		if err := d.FinishGradSync(ctx, o.ForceAllReduce); err != nil {
 			return err
@@ -99,10 +99,10 @@ func FinalizeModelGrads(ctx context.Context, chunks []*DDP, o FinalizeOptions) e
 // reduceOverTP averages the gradients of AverageGradientsAcrossTP
 // parameters over tp and sums those of SumGradientsAcrossTP ones and, when
 // sp, of SequenceParallel ones, each kind in one coalesced all-reduce.
-func reduceOverTP(ctx context.Context, chunks []*DDP, tp comm.Group, sp bool) error {
+func reduceOverTP(ctx context.Context, chunks []Wrapper, tp comm.Group, sp bool) error {
 	var avg, sum []*nn.Parameter
 	for _, d := range chunks {
-		for _, p := range d.Buffer.Params {
+		for _, p := range d.Parameters() {
 			switch {
 			case p.Grad == nil:
 			case p.AverageGradientsAcrossTP:

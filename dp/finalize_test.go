@@ -40,7 +40,7 @@ func TestFinalizeSequenceParallelGrads(t *testing.T) {
 							p.Grad.Data()[i] = grad(g.Rank(), pi, i)
 						}
 					}
-					if err := FinalizeModelGrads(ctx, []*DDP{d}, FinalizeOptions{TP: g, SequenceParallel: sp}); err != nil {
+					if err := FinalizeModelGrads(ctx, []Wrapper{d}, FinalizeOptions{TP: g, SequenceParallel: sp}); err != nil {
 						return err
 					}
 					for pi, p := range ps {

@@ -233,7 +233,7 @@ func TestHalfFinalizeTP(t *testing.T) {
 							p.Grad.View(-1).Set(grad(g.Rank(), pi, i), i)
 						}
 					}
-					if err := FinalizeModelGrads(ctx, []*DDP{d}, FinalizeOptions{TP: rec.wrap(g), SequenceParallel: true}); err != nil {
+					if err := FinalizeModelGrads(ctx, []Wrapper{d}, FinalizeOptions{TP: rec.wrap(g), SequenceParallel: true}); err != nil {
 						return err
 					}
 					// Every gradient enters the TP step in bfloat16: a

@@ -111,7 +111,7 @@ func runHalfCase(t *testing.T, pd tensor.DType, n int, hc halfCase, cfg config.D
 					return err
 				}
 			}
-			if err := FinalizeModelGrads(ctx, []*DDP{d}, FinalizeOptions{}); err != nil {
+			if err := FinalizeModelGrads(ctx, []Wrapper{d}, FinalizeOptions{}); err != nil {
 				return err
 			}
 			want := func(p, i int) float32 { return ref.reduced(it, p, i) }

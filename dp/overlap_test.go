@@ -187,7 +187,7 @@ func TestForceAllReduceAfterHooksScattered(t *testing.T) {
 		for it := 0; it < 2; it++ {
 			d.ZeroGradBuffer()
 			accumulate(t, autograd.NewTape(ctx), m, d, 4*g.Rank(), 4, 4)
-			if err := FinalizeModelGrads(ctx, []*DDP{d}, FinalizeOptions{ForceAllReduce: it == 1}); err != nil {
+			if err := FinalizeModelGrads(ctx, []Wrapper{d}, FinalizeOptions{ForceAllReduce: it == 1}); err != nil {
 				return err
 			}
 		}

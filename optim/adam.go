@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/kernels"
@@ -42,22 +43,46 @@ type Segment struct {
 	// (CopyGradsToMain); nil for a float32 gradient, which the optimizer
 	// reads in place.
 	MainGrad []float32
+	// Model and GradSrc, when set, hold the segment's parameter elements
+	// (in the parameter's type) and its float32 gradient apart from Param,
+	// whose Value and Grad are whole only while a pass uses them
+	// (dp.ShardPiece of an FSDP's shards). The zero Buffers: the elements
+	// are Param's Value and Grad at Offset.
+	Model, GradSrc comm.Buffer
 }
 
-// Value returns the segment's main parameters: Main, or the view of a
-// float32 parameter's values.
+// Value returns the segment's main parameters: Main, or the float32
+// parameter's own elements.
 func (s *Segment) Value() []float32 {
-	if s.Main != nil {
+	switch {
+	case s.Main != nil:
 		return s.Main
+	case s.Model.Len() > 0:
+		return s.Model.Float32s()
 	}
 	return s.Param.Value.Data()[s.Offset : s.Offset+s.Len]
 }
 
+// modelBits returns the 16-bit parameter elements the main parameters
+// are rounded into.
+func (s *Segment) modelBits() []uint16 {
+	if s.Model.Len() > 0 {
+		return s.Model.Uint16s()
+	}
+	return s.Param.Value.Bits()[s.Offset : s.Offset+s.Len]
+}
+
+// HasGrad reports whether the segment has a gradient to update with.
+func (s *Segment) HasGrad() bool { return s.GradSrc.Len() > 0 || s.Param.Grad != nil }
+
 // Grad returns the segment's main gradient: MainGrad, or the view of a
 // float32 gradient.
 func (s *Segment) Grad() []float32 {
-	if s.MainGrad != nil {
+	switch {
+	case s.MainGrad != nil:
 		return s.MainGrad
+	case s.GradSrc.Len() > 0:
+		return s.GradSrc.Float32s()
 	}
 	return s.Param.Grad.Data()[s.Offset : s.Offset+s.Len]
 }
@@ -65,12 +90,12 @@ func (s *Segment) Grad() []float32 {
 // initMain gives a segment of a 16-bit parameter its float32 main
 // parameters: the parameter's values, widened.
 func (s *Segment) initMain() {
-	v := s.Param.Value
-	if !v.DType().IsHalf() {
+	d := s.Param.Value.DType()
+	if !d.IsHalf() {
 		return
 	}
 	s.Main = make([]float32, s.Len)
-	tensor.WidenInto(v.DType(), s.Main, v.Bits()[s.Offset:s.Offset+s.Len])
+	tensor.WidenInto(d, s.Main, s.modelBits())
 }
 
 // Adam is the Adam optimizer over segments of parameters, holding fp32
@@ -143,10 +168,10 @@ func (o *Adam) Step(lr float32) error {
 	for i := range o.Segments {
 		s := &o.Segments[i]
 		p := s.Param
-		if p.Grad == nil {
+		if !s.HasGrad() {
 			continue
 		}
-		if !p.Grad.IsContiguous() || p.Grad.Len() != p.Value.Len() {
+		if s.GradSrc.Len() == 0 && (!p.Grad.IsContiguous() || p.Grad.Len() != p.Value.Len()) {
 			return fmt.Errorf("optim: parameter %q has a gradient of shape %v for a value of shape %v", p.Name, p.Grad.Shape(), p.Value.Shape())
 		}
 		wd := o.Config.WeightDecay
@@ -160,7 +185,7 @@ func (o *Adam) Step(lr float32) error {
 		pd, gd, m, v := s.Value(), s.Grad(), s.ExpAvg, s.ExpAvgSq
 		var model []uint16
 		if s.Main != nil {
-			model = p.Value.Bits()[s.Offset : s.Offset+s.Len]
+			model = s.modelBits()
 		}
 		kernels.ParallelFor(len(pd), max(1, min(o.Config.Workers, len(pd)/minAdamWork)), func(lo, hi int) {
 			kernels.AdamStep(pd[lo:hi], gd[lo:hi], m[lo:hi], v[lo:hi], h)

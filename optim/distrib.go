@@ -22,44 +22,38 @@ import (
 // reaches them (dp.DDP.ParamPreHook).
 type DistributedOptimizer struct {
 	*Adam
-	DDPs []*dp.DDP
+	DDPs []dp.Wrapper
 }
 
 // NewDistributedOptimizer builds the optimizer over this rank's shards of
-// the buffers of ddps (one per model chunk, each built with
-// use_distributed_optimizer). The gradient norm is the Optimizer's
-// (NewDistributed, Options.Norm).
-func NewDistributedOptimizer(ddps []*dp.DDP, cfg AdamConfig) (*DistributedOptimizer, error) {
+// the wrappers' state (one or two per model chunk: dp.DDP built with
+// use_distributed_optimizer, or dp.FSDP). The gradient norm is the
+// Optimizer's (NewDistributed, Options.Norm).
+func NewDistributedOptimizer(ddps []dp.Wrapper, cfg AdamConfig) (*DistributedOptimizer, error) {
 	var segs []Segment
 	for _, d := range ddps {
 		if !d.Config().UseDistributedOptimizer {
 			return nil, fmt.Errorf("optim: the distributed optimizer needs buffers built with use_distributed_optimizer")
 		}
-		shards, _, err := d.Shards()
+		pieces, err := d.OptimizerShards()
 		if err != nil {
 			return nil, err
 		}
-		for _, bs := range shards {
-			for _, sp := range bs.Params {
-				segs = append(segs, Segment{Param: d.Buffer.Params[sp.Param], Offset: sp.ParamRange[0], Len: sp.ParamRange[1] - sp.ParamRange[0]})
-			}
+		for _, sp := range pieces {
+			segs = append(segs, Segment{Param: sp.Param, Offset: sp.Offset, Len: sp.Len, Model: sp.Model, GradSrc: sp.Grad})
 		}
 	}
 	return &DistributedOptimizer{Adam: NewAdamSegments(segs, cfg), DDPs: ddps}, nil
 }
 
-// Step updates this rank's shards with learning rate lr, then, unless
-// overlap_param_gather leaves it to the next forward pass, all-gathers
-// every bucket's parameters.
+// Step updates this rank's shards with learning rate lr, then lets each
+// wrapper bring the update to its parameters (dp.Wrapper.ParamsUpdated).
 func (o *DistributedOptimizer) Step(ctx context.Context, lr float32) error {
 	if err := o.Adam.Step(lr); err != nil {
 		return err
 	}
 	for _, d := range o.DDPs {
-		if d.Config().OverlapParamGather {
-			continue
-		}
-		if err := d.StartParamSync(ctx, false); err != nil {
+		if err := d.ParamsUpdated(ctx); err != nil {
 			return err
 		}
 	}

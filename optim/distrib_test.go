@@ -60,7 +60,7 @@ func testStateSharded(t *testing.T, dtype tensor.DType) {
 				if err != nil {
 					return err
 				}
-				o, err := NewDistributedOptimizer([]*dp.DDP{d}, AdamConfig{})
+				o, err := NewDistributedOptimizer([]dp.Wrapper{d}, AdamConfig{})
 				if err != nil {
 					return err
 				}

@@ -24,7 +24,7 @@ func (o *Adam) CopyGradsToMain() {
 	for i := range o.Segments {
 		s := &o.Segments[i]
 		g := s.Param.Grad
-		if g == nil || !g.DType().IsHalf() {
+		if s.GradSrc.Len() > 0 || g == nil || !g.DType().IsHalf() {
 			s.MainGrad = nil
 			continue
 		}
@@ -39,7 +39,7 @@ func (o *Adam) CopyGradsToMain() {
 func (o *Adam) mainGrads() [][]float32 {
 	out := make([][]float32, 0, len(o.Segments))
 	for i := range o.Segments {
-		if o.Segments[i].Param.Grad != nil {
+		if o.Segments[i].HasGrad() {
 			out = append(out, o.Segments[i].Grad())
 		}
 	}
@@ -60,7 +60,7 @@ func (o *Adam) SumSquares(owned func(*nn.Parameter) bool) float64 {
 	var s float64
 	for i := range o.Segments {
 		seg := &o.Segments[i]
-		if seg.Param.Grad != nil && (owned == nil || owned(seg.Param)) {
+		if seg.HasGrad() && (owned == nil || owned(seg.Param)) {
 			s += kernels.SumSquares(seg.Grad())
 		}
 	}

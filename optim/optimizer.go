@@ -155,7 +155,7 @@ type distributed struct {
 // NewDistributed returns the distributed optimizer over the buffers of
 // ddps (NewDistributedOptimizer), the gradient norm summed as o.Norm
 // says (one part: the optimizer instance's ranks).
-func NewDistributed(ddps []*dp.DDP, cfg AdamConfig, o Options) (Optimizer, error) {
+func NewDistributed(ddps []dp.Wrapper, cfg AdamConfig, o Options) (Optimizer, error) {
 	d, err := NewDistributedOptimizer(ddps, cfg)
 	if err != nil {
 		return nil, err

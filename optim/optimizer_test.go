@@ -90,7 +90,7 @@ func TestDistributedStepMatchesSerial(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					o, err := NewDistributed([]*dp.DDP{d}, toyAdam, Options{ClipGrad: clip, FoundInf: g, Norm: []NormPart{{Group: g}}})
+					o, err := NewDistributed([]dp.Wrapper{d}, toyAdam, Options{ClipGrad: clip, FoundInf: g, Norm: []NormPart{{Group: g}}})
 					if err != nil {
 						return err
 					}

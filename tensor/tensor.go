@@ -257,6 +257,38 @@ func (t *Tensor) Release() { t.buf.data, t.buf.half = nil, nil }
 // Released reports whether t's storage is released.
 func (t *Tensor) Released() bool { return t.buf.released() }
 
+// RestoreWith gives released float32 storage the elements data (not
+// copied; len(data) must be the storage's size), seen by t and every view
+// of it: a sharded owner of parameters (dp.FSDP) binds a gathered
+// parameter this way. It panics on storage that is not released, of a
+// 16-bit type, or of another size: all programmer bugs.
+func (t *Tensor) RestoreWith(data []float32) {
+	t.checkRestore(Float32, len(data))
+	t.buf.data = data
+}
+
+// RestoreWithBits is RestoreWith for bfloat16 and float16 storage.
+func (t *Tensor) RestoreWithBits(bits []uint16) {
+	if t.buf.dtype == Float32 {
+		panic(fmt.Sprintf("tensor: restoring 16-bit storage of a float32 %v tensor", t.shape))
+	}
+	t.checkRestore(t.buf.dtype, len(bits))
+	t.buf.half = bits
+}
+
+// checkRestore panics unless t's storage is released, of type d and n
+// elements long.
+func (t *Tensor) checkRestore(d DType, n int) {
+	switch {
+	case !t.Released():
+		panic(fmt.Sprintf("tensor: restoring the storage of a %v tensor that is not released", t.shape))
+	case t.buf.dtype != d:
+		panic(fmt.Sprintf("tensor: restoring %v storage of a %v %v tensor", d, t.buf.dtype, t.shape))
+	case n != t.buf.n:
+		panic(fmt.Sprintf("tensor: restoring %d elements into storage of %d (tensor %v)", n, t.buf.n, t.shape))
+	}
+}
+
 // Restore gives released storage a new zero-filled allocation of the same
 // size, seen by t and every view of it; storage that is not released is
 // left alone.

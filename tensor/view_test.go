@@ -371,3 +371,49 @@ func TestReleaseRestore(t *testing.T) {
 		t.Fatalf("after Restore: x[1][1] = %v, x[0][0] = %v; want 7 and 0", got, x.At(0, 0))
 	}
 }
+
+// TestRestoreWith binds released storage to given elements, seen through
+// every view, and refuses storage that is not released or of another
+// type or size.
+func TestRestoreWith(t *testing.T) {
+	x := tensor.FromSlice([]float32{1, 2, 3, 4}, 2, 2)
+	v := x.Narrow(0, 1, 1)
+	x.Release()
+	data := []float32{5, 6, 7, 8}
+	v.RestoreWith(data)
+	if got := x.At(1, 0); got != 7 {
+		t.Fatalf("x[1][0] = %v after RestoreWith, want 7", got)
+	}
+	data[3] = 9
+	if got := v.At(0, 1); got != 9 {
+		t.Fatalf("the view reads %v, want the bound elements' 9 (not a copy)", got)
+	}
+	h := tensor.FromBits(tensor.BFloat16, []uint16{1, 2}, 2)
+	h.Release()
+	h.RestoreWithBits([]uint16{3, 4})
+	if got := h.Bits()[1]; got != 4 {
+		t.Fatalf("16-bit RestoreWithBits: %v, want 4", got)
+	}
+	for name, bad := range map[string]func(){
+		"not released": func() { x.RestoreWith(data) },
+		"wrong size": func() {
+			y := tensor.New(3)
+			y.Release()
+			y.RestoreWith(data)
+		},
+		"wrong type": func() {
+			y := tensor.New(2)
+			y.Release()
+			y.RestoreWithBits([]uint16{1, 2})
+		},
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "restoring") {
+					t.Errorf("%s: recovered %v, want a panic about restoring", name, r)
+				}
+			}()
+			bad()
+		}()
+	}
+}

@@ -297,6 +297,35 @@ func (a Args) checkModel(world int, v *violations) {
 		v.add("--num-distributed-optimizer-instances %d with --num-experts: the partial distributed optimizer of expert parameters is not built yet; use one instance for a MoE model", n)
 	}
 	*v = append(*v, a.precisionErrors()...)
+	a.checkFSDP(v)
+}
+
+// checkFSDP: what gotron's Megatron-FSDP does not combine with yet. The
+// gradient- and parameter-sharding strategies shard a dense model over
+// the data-parallel ranks alone; the reference itself builds its FSDP
+// mesh without pipeline stages.
+func (a Args) checkFSDP(v *violations) {
+	if !a.DDP.ShardsGradients() {
+		return
+	}
+	s := a.DDP.DataParallelShardingStrategy
+	m := a.Model
+	for _, c := range []struct {
+		flag string
+		n    int
+	}{
+		{"--tensor-model-parallel-size", m.TensorModelParallelSize},
+		{"--pipeline-model-parallel-size", m.PipelineModelParallelSize},
+		{"--context-parallel-size", m.ContextParallelSize},
+		{"--expert-model-parallel-size", m.ExpertModelParallelSize},
+	} {
+		if c.n > 1 {
+			v.add("--data-parallel-sharding-strategy %s with %s %d: Megatron-FSDP's sharded strategies run over data parallelism alone so far (issue 29); use --use-distributed-optimizer with model parallelism", s, c.flag, c.n)
+		}
+	}
+	if m.NumMoEExperts > 0 {
+		v.add("--data-parallel-sharding-strategy %s with --num-experts: sharding expert parameters is not built yet (issue 29); use --use-distributed-optimizer for a MoE model", s)
+	}
 }
 
 // checkFinite: no NaN or infinity in a floating-point flag.

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gotron/gotron/ckpt"
+	"github.com/gotron/gotron/dp"
 	"github.com/gotron/gotron/models/gpt"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor"
@@ -118,13 +119,23 @@ func (t *trainer) checkCheckpoint(r *ckpt.Reader, loadOptim bool) error {
 func (t *trainer) loadWeights(r *ckpt.Reader) error {
 	whole := gpt.ParameterShapes(t.a.Model)
 	values := map[*nn.Parameter]*tensor.Tensor{}
+	owner := map[*nn.Parameter]dp.Wrapper{}
+	for _, w := range t.allDDPs() {
+		for _, p := range w.Parameters() {
+			owner[p] = w
+		}
+	}
 	for _, p := range t.params {
 		buf := make([]float32, p.Value.Len())
 		if err := r.Load(t.sharded(ckpt.ModelKey+p.Name, p, whole[p.Name], 0, buf)); err != nil {
 			return err
 		}
 		values[p] = tensor.FromSlice(buf, p.Value.Shape()...)
-		p.Value.CopyFrom(values[p])
+		if w := owner[p]; w != nil {
+			w.SetParam(p, values[p])
+		} else {
+			p.Value.CopyFrom(values[p])
+		}
 	}
 	if t.mixedPrecision() {
 		t.setSegments([]segmentField{mainOf}, values)

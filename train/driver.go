@@ -155,7 +155,7 @@ func (r *Rank) CPWait() time.Duration { return time.Duration(r.t.cpWait.Load()) 
 func (r *Rank) Buckets() int {
 	n := 0
 	for _, d := range r.t.allDDPs() {
-		n += len(d.Buffer.Buckets)
+		n += d.NumBuckets()
 	}
 	return n
 }

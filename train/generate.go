@@ -8,6 +8,7 @@ import (
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/cp"
+	"github.com/gotron/gotron/models/gpt"
 	"github.com/gotron/gotron/pp/p2p"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/rng"
@@ -96,7 +97,8 @@ func (t *trainer) logits(ctx context.Context, tape *autograd.Tape, ids []int32) 
 			c.SetInputTensor(autograd.Const(x))
 		}
 		var err error
-		if out, err = c.Forward(tape, ids, nil, 1, s, nil); err != nil {
+		in := gpt.Inputs{IDs: ids, Rows: 1, Seq: s, PreHook: t.paramPreHook(ctx, v), PostHook: t.paramPostHook(ctx, tape, v)}
+		if out, err = c.ForwardInputs(tape, in, nil, nil); err != nil {
 			return nil, err
 		}
 		if !c.Spec.PostProcess {

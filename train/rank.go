@@ -48,8 +48,8 @@ type trainer struct {
 	// ddps their data-parallel wrappers and expertDDPs those of their
 	// expert parameters (nil for a chunk without experts).
 	chunks     []*gpt.Model
-	ddps       []*dp.DDP
-	expertDDPs []*dp.DDP
+	ddps       []dp.Wrapper
+	expertDDPs []dp.Wrapper
 	params     []*nn.Parameter // every chunk's parameters, in chunk order
 	// opt is the optimizer, plain or distributed (use_distributed_optimizer),
 	// with the loss scaler of a 16-bit model (nil: no loss scaling).

@@ -371,13 +371,15 @@ func (r *rankRun) finish(ctx context.Context, rank int) error {
 		}
 	}
 	experts := a.Model.NumMoEExperts > 0 && a.Model.ExpertModelParallelSize*a.Model.EffectiveExpertTensorParallelSize() > 1
-	if a.Sample > 0 && (t.dpRank == 0 || experts) {
+	if a.Sample > 0 && (t.dpRank == 0 || experts || a.DDP.ShardsParameters()) {
 		// The ranks of the first data-parallel replica generate (the
 		// model's forward is a collective over its tensor-parallel group);
 		// the other replicas hold the same weights and need not, unless
 		// the expert grid spans replicas (the MoE layers' dispatch is a
-		// collective over it): then every replica generates the same text.
-		// Rank 0 reports the text.
+		// collective over it) or Megatron-FSDP shards the parameters over
+		// them (each layer's gather is a collective over the
+		// data-parallel group): then every replica generates the same
+		// text. Rank 0 reports the text.
 		s, err := t.generate(ctx, a.SamplePrompt, a.Sample, a.SampleTemperature)
 		if err != nil {
 			return err
@@ -436,6 +438,7 @@ func normalise(a Args, world int) Args {
 			mp.BatchP2PComm = false
 		}
 	}
+	a.DDP.Finalize() // Megatron-FSDP's implied settings
 	if a.AlignParamGather != nil {
 		a.DDP.AlignParamGather = *a.AlignParamGather
 	} else {
@@ -486,6 +489,9 @@ func layoutDesc(a Args, dp int) string {
 			s = "sequence and " + s
 		}
 	}
+	if d := a.DDP; d.MegatronFSDP() {
+		s += fmt.Sprintf(", Megatron-FSDP %s", fsdpNames[d.DataParallelShardingStrategy])
+	}
 	if g := m.RecomputeGranularity; g != "" {
 		s += ", " + g + " recompute"
 	}
@@ -493,6 +499,14 @@ func layoutDesc(a Args, dp int) string {
 		s += fmt.Sprintf(", vocabulary %d padded to %d", m.VocabSize, m.PaddedVocabSize())
 	}
 	return s
+}
+
+// fsdpNames names Megatron-FSDP's strategies for the start-up line.
+var fsdpNames = map[string]string{
+	config.NoShard:               "no_shard (DDP)",
+	config.ShardOptim:            "optim (ZeRO-1: optimizer state sharded)",
+	config.ShardOptimGrads:       "optim_grads (ZeRO-2: optimizer state and gradients sharded)",
+	config.ShardOptimGradsParams: "optim_grads_params (ZeRO-3: optimizer state, gradients and decoder layers' parameters sharded)",
 }
 
 func timeout(a Args) time.Duration {

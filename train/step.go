@@ -117,7 +117,7 @@ func (t *trainer) forwardBackward(ctx context.Context, tape *autograd.Tape, ds d
 		c := t.chunks[s.Chunk]
 		out, err := c.ForwardInputs(tape, gpt.Inputs{IDs: b.InputIDs, Labels: b.Labels, Rows: b.Rows, Seq: b.Seq,
 			PositionIDs: b.PositionIDs, Segments: b.Segments, MoEAuxLossScale: t.moeAuxLossScale(micro),
-			PreHook: t.paramPreHook(ctx, s.Chunk), CPWait: &t.cpWait}, rnd, s.CheckpointActivations)
+			PreHook: t.paramPreHook(ctx, s.Chunk), PostHook: t.paramPostHook(ctx, tape, s.Chunk), CPWait: &t.cpWait}, rnd, s.CheckpointActivations)
 		if err != nil {
 			return nil, nil, fmt.Errorf("micro-batch %d: %w", s.Microbatch, err)
 		}

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 
+	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/dp"
 	"github.com/gotron/gotron/mesh"
@@ -39,12 +40,18 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 		if t.pp.Size() > 1 && c.WordEmbeddings != nil && a.Model.ShareEmbeddingsAndOutputWeights {
 			shared = c.WordEmbeddings
 		}
-		d, err := t.wrap(dense, dp.Options{Group: intra, Inter: inter, DisableBucketing: i > 0, SharedEmbedding: shared}, i, workers)
+		var d dp.Wrapper
+		var err error
+		if ddp.ShardsGradients() {
+			d, err = t.wrapFSDP(dense, c.FSDPUnits(), intra, workers)
+		} else {
+			d, err = t.wrap(dense, dp.Options{Group: intra, Inter: inter, DisableBucketing: i > 0, SharedEmbedding: shared}, i, workers)
+		}
 		if err != nil {
 			return err
 		}
 		t.ddps = append(t.ddps, d)
-		var e *dp.DDP
+		var e dp.Wrapper
 		if len(experts) > 0 {
 			if e, err = t.wrap(experts, dp.Options{Group: eintra, Inter: inter, DisableBucketing: i > 0, AverageOver: t.dpg.Size()}, i, workers); err != nil {
 				return err
@@ -71,23 +78,35 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 }
 
 // paramPreHook returns the forward pre-hook of model chunk i for a pass
-// under ctx (gpt.Inputs.PreHook): under overlap_param_gather, wait for
-// the all-gather of the parameters a part of the pass is about to use,
-// in the chunk's dense and expert wrappers; otherwise none.
+// under ctx (gpt.Inputs.PreHook): the chunk's wrappers' ParamPreHook on
+// the parameters a part of the pass is about to use (under
+// overlap_param_gather or Megatron-FSDP; otherwise none).
 func (t *trainer) paramPreHook(ctx context.Context, i int) func([]*nn.Parameter) error {
-	if !t.a.DDP.OverlapParamGather {
+	if !t.a.DDP.OverlapParamGather && !t.a.DDP.ShardsGradients() {
 		return nil
 	}
 	return func(ps []*nn.Parameter) error {
-		for _, w := range []*dp.DDP{t.ddps[i], t.expertDDPs[i]} {
-			if w == nil {
-				continue
-			}
+		for _, w := range t.chunkDDPs(i) {
 			if err := w.ParamPreHook(ctx, ps); err != nil {
 				return err
 			}
 		}
 		return nil
+	}
+}
+
+// paramPostHook returns the forward post-hook of model chunk i for a pass
+// under ctx (gpt.Inputs.PostHook): the chunk's wrappers' ParamPostHook
+// under Megatron-FSDP's sharded strategies; otherwise none.
+func (t *trainer) paramPostHook(ctx context.Context, tape *autograd.Tape, i int) func([]*nn.Parameter, *autograd.Var) *autograd.Var {
+	if !t.a.DDP.ShardsGradients() {
+		return nil
+	}
+	return func(ps []*nn.Parameter, y *autograd.Var) *autograd.Var {
+		for _, w := range t.chunkDDPs(i) {
+			y = w.ParamPostHook(ctx, tape, ps, y)
+		}
+		return y
 	}
 }
 
@@ -114,7 +133,7 @@ func (t *trainer) normParts() []optim.NormPart {
 
 // wrap builds chunk i's data-parallel wrapper of params with o's groups
 // and the run's DDP config, precision and bucket size.
-func (t *trainer) wrap(params []*nn.Parameter, o dp.Options, i, workers int) (*dp.DDP, error) {
+func (t *trainer) wrap(params []*nn.Parameter, o dp.Options, i, workers int) (dp.Wrapper, error) {
 	a := t.a
 	n := 0
 	for _, p := range params {
@@ -127,10 +146,33 @@ func (t *trainer) wrap(params []*nn.Parameter, o dp.Options, i, workers int) (*d
 	return dp.New(params, a.DDP, o)
 }
 
+// wrapFSDP builds a chunk's Megatron-FSDP wrapper of params over group,
+// its units the chunk's (gpt.Model.FSDPUnits) among params.
+func (t *trainer) wrapFSDP(params []*nn.Parameter, units [][]*nn.Parameter, group comm.Group, workers int) (dp.Wrapper, error) {
+	in := map[*nn.Parameter]bool{}
+	for _, p := range params {
+		in[p] = true
+	}
+	var mine [][]*nn.Parameter
+	for _, u := range units {
+		var keep []*nn.Parameter
+		for _, p := range u {
+			if in[p] {
+				keep = append(keep, p)
+			}
+		}
+		if len(keep) > 0 {
+			mine = append(mine, keep)
+		}
+	}
+	return dp.NewFSDP(params, t.a.DDP, dp.FSDPOptions{Group: group, Units: mine,
+		CalculatePerTokenLoss: t.a.Model.CalculatePerTokenLoss, ParamDType: t.a.ParamDType(), Workers: workers})
+}
+
 // allDDPs returns every data-parallel wrapper of the rank: each chunk's
 // dense one, then each MoE chunk's expert one.
-func (t *trainer) allDDPs() []*dp.DDP {
-	out := append([]*dp.DDP(nil), t.ddps...)
+func (t *trainer) allDDPs() []dp.Wrapper {
+	out := append([]dp.Wrapper(nil), t.ddps...)
 	for _, e := range t.expertDDPs {
 		if e != nil {
 			out = append(out, e)
@@ -141,9 +183,9 @@ func (t *trainer) allDDPs() []*dp.DDP {
 
 // chunkDDPs returns chunk i's wrappers: the dense one and, in a MoE
 // chunk, the expert one.
-func (t *trainer) chunkDDPs(i int) []*dp.DDP {
+func (t *trainer) chunkDDPs(i int) []dp.Wrapper {
 	if e := t.expertDDPs[i]; e != nil {
-		return []*dp.DDP{t.ddps[i], e}
+		return []dp.Wrapper{t.ddps[i], e}
 	}
 	return t.ddps[i : i+1]
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/train"
 )
 
@@ -36,12 +37,25 @@ func addDDPFlags(f *pflag.FlagSet, a *train.Args) {
 	f.Float64Var(&a.MinLossScale, "min-loss-scale", a.MinLossScale, "--fp16 dynamic loss scaler: lowest scale")
 	f.IntVar(&a.LossScaleWindow, "loss-scale-window", a.LossScaleWindow, "--fp16 dynamic loss scaler: iterations without a non-finite gradient before the scale doubles")
 	f.IntVar(&a.Hysteresis, "hysteresis", a.Hysteresis, "--fp16 dynamic loss scaler: non-finite iterations tolerated before the scale halves")
+	f.BoolVar(&d.UseMegatronFSDP, "use-megatron-fsdp", d.UseMegatronFSDP, "Megatron-FSDP: shard the optimizer state, gradients and (by default) parameters over the data-parallel ranks as --data-parallel-sharding-strategy says; turns on the distributed optimizer")
+	f.BoolVar(&d.UseCustomFSDP, "use-custom-fsdp", d.UseCustomFSDP, "the deprecated name of --use-megatron-fsdp")
+	f.StringVar(&d.DataParallelShardingStrategy, "data-parallel-sharding-strategy", d.DataParallelShardingStrategy, "Megatron-FSDP's sharding: no_shard (DDP), optim (ZeRO-1), optim_grads (ZeRO-2) or optim_grads_params (ZeRO-3, the default with --use-megatron-fsdp)")
+	f.StringVar(&d.OuterDPShardingStrategy, "outer-dp-sharding-strategy", d.OuterDPShardingStrategy, "hybrid Megatron-FSDP's sharding across replicas; hybrid sharding is refused, so only no_shard is accepted")
+	f.IntVar(&d.SuggestedCommunicationUnitSize, "suggested-communication-unit-size", d.SuggestedCommunicationUnitSize, "Megatron-FSDP: elements to communicate at once; parameter gathers are prefetched until half of it is in flight (0: twice the average decoder layer)")
+	f.BoolVar(&d.FSDPDoubleBuffer, "fsdp-double-buffer", d.FSDPDoubleBuffer, "Megatron-FSDP's persistent double buffers (not provided: Go's allocator reuses the freed gathers)")
+	f.IntVar(&d.MegatronFSDPVersion, "megatron-fsdp-version", d.MegatronFSDPVersion, "Megatron-FSDP implementation version (only 1 is provided)")
 	f.BoolVar(&d.CheckForLargeGrads, "check-for-large-grads", d.CheckForLargeGrads, "stop when a gradient bucket's norm exceeds 10× the largest it had before")
 }
 
-// ddpFlags reads the paired DDP flags into a.
+// ddpFlags reads the paired DDP flags into a, and applies Megatron's
+// command-line default of Megatron-FSDP's strategy: optim_grads_params
+// when --use-megatron-fsdp is given without one (the config's own default
+// is no_shard).
 func ddpFlags(cmd *cobra.Command, a *train.Args) error {
 	f := cmd.Flags()
+	if a.DDP.MegatronFSDP() && !f.Changed("data-parallel-sharding-strategy") {
+		a.DDP.DataParallelShardingStrategy = config.ShardOptimGradsParams
+	}
 	for _, p := range []struct {
 		on, off string
 		set     func(bool)

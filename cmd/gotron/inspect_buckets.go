@@ -123,6 +123,10 @@ rank's "buckets" runs over every buffer's buckets, buffer by buffer.`,
 func (f *bucketsFlags) report() (bucketsReport, error) {
 	resolved := f.args.ResolvePrecision()
 	m, ddp := resolved.Model, resolved.DDP
+	ddp.Finalize()
+	if ddp.ShardsGradients() {
+		return bucketsReport{}, fmt.Errorf("--data-parallel-sharding-strategy %s: Megatron-FSDP's units (a decoder layer each, padded to lcm(dp, 128) and cut into dp shards) are not printed by inspect buckets yet (issue 29); it shows DDP's and the distributed optimizer's buffers", ddp.DataParallelShardingStrategy)
+	}
 	if s := m.PipelineModelParallelLayout; s != "" && !f.numLayers {
 		if l, err := config.ParsePipelineLayout(s, 1); err == nil {
 			m.NumLayers = l.Count(config.LayerDecoder)

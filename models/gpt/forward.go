@@ -135,6 +135,7 @@ func (m *Model) ForwardInputs(t *autograd.Tape, in Inputs, r *Randomness, checkp
 		if x, err = m.embed(t, ids, in.PositionIDs, b, s, hidden); err != nil {
 			return nil, err
 		}
+		x = postHook(in.PostHook, x, nonNil(m.WordEmbeddings, m.PositionEmbeddings)...)
 	} else {
 		if x = m.input; x == nil {
 			return nil, fmt.Errorf("gpt: the model chunk of decoder layers [%d, %d) has no embedding and no input tensor: call SetInputTensor before Forward", spec.LayerOffset, spec.LayerOffset+spec.NumLayers)
@@ -147,7 +148,7 @@ func (m *Model) ForwardInputs(t *autograd.Tape, in Inputs, r *Randomness, checkp
 		stats.AfterEmbedding = t.ActivationBytes()
 	}
 	ps := &pass{r: r, hidden: hidden, mp: mp, segments: in.Segments, moeScale: in.MoEAuxLossScale,
-		preHook: in.PreHook, cpWait: in.CPWait}
+		preHook: in.PreHook, postHook: in.PostHook, cpWait: in.CPWait}
 	if ps.rope, ps.ropeRows, err = m.rotaryOf(s, b, in.PositionIDs); err != nil {
 		return nil, err
 	}
@@ -155,10 +156,15 @@ func (m *Model) ForwardInputs(t *autograd.Tape, in Inputs, r *Randomness, checkp
 	if err := t.Err(); err != nil || !spec.PostProcess {
 		return x, err
 	}
-	if err := preHook(in.PreHook, nonNil(m.FinalLayernormW, m.FinalLayernormB, m.outputWeight())...); err != nil {
+	headParams := nonNil(m.FinalLayernormW, m.FinalLayernormB, m.outputWeight())
+	if err := preHook(in.PreHook, headParams...); err != nil {
 		return nil, err
 	}
-	return m.head(t, x, labels, b, s, stats)
+	y, err := m.head(t, x, labels, b, s, stats)
+	if err != nil {
+		return nil, err
+	}
+	return postHook(in.PostHook, y, headParams...), t.Err()
 }
 
 // checkInput checks the shape of the hidden states SetInputTensor gave.
@@ -268,14 +274,16 @@ func (m *Model) decoder(t *autograd.Tape, x *autograd.Var, ps *pass, stats *Acti
 		if plain {
 			chunk = 1
 		}
+		var used []*nn.Parameter
 		for _, l := range m.Layers[i : i+chunk] {
-			if err := preHook(ps.preHook, l.parameters()...); err != nil {
-				t.Fail(err)
-				return x
-			}
+			used = append(used, l.parameters()...)
+		}
+		if err := preHook(ps.preHook, used...); err != nil {
+			t.Fail(err)
+			return x
 		}
 		if plain {
-			x = m.Layers[i].forward(t, x, m, ps)
+			x = postHook(ps.postHook, m.Layers[i].forward(t, x, m, ps), used...)
 			record(1)
 			i++
 			continue
@@ -288,10 +296,32 @@ func (m *Model) decoder(t *autograd.Tape, x *autograd.Var, ps *pass, stats *Acti
 			}
 			return y, t.Err()
 		}, m.checkpointOptions(ps.r), x)
+		x = postHook(ps.postHook, x, used...)
 		record(chunk)
 		i += chunk
 	}
 	return x
+}
+
+// postHook runs a pass's post-hook h (Inputs.PostHook), if any, on the
+// part's output y and its parameters ps.
+func postHook(h func([]*nn.Parameter, *autograd.Var) *autograd.Var, y *autograd.Var, ps ...*nn.Parameter) *autograd.Var {
+	if h == nil {
+		return y
+	}
+	return h(ps, y)
+}
+
+// FSDPUnits returns the model's Megatron-FSDP units: each decoder layer's
+// parameters, in layer order (the reference's default fsdp_unit_modules,
+// its transformer layers). The embeddings, the final norm and the output
+// layer belong to no unit.
+func (m *Model) FSDPUnits() [][]*nn.Parameter {
+	out := make([][]*nn.Parameter, len(m.Layers))
+	for i, l := range m.Layers {
+		out[i] = l.parameters()
+	}
+	return out
 }
 
 // preHook runs a pass's pre-hook h (Inputs.PreHook), if any, on ps.
@@ -352,9 +382,10 @@ type pass struct {
 	rope       *kernels.RotaryTable
 	ropeRows   []int32
 	segments   []int32
-	moeScale   float32                     // Inputs.MoEAuxLossScale
-	preHook    func([]*nn.Parameter) error // Inputs.PreHook
-	cpWait     *atomic.Int64               // Inputs.CPWait
+	moeScale   float32                                            // Inputs.MoEAuxLossScale
+	preHook    func([]*nn.Parameter) error                        // Inputs.PreHook
+	postHook   func([]*nn.Parameter, *autograd.Var) *autograd.Var // Inputs.PostHook
+	cpWait     *atomic.Int64                                      // Inputs.CPWait
 }
 
 // forward runs one layer on x ([s, b, h], or [s/tp, b, h] under sequence

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/cp"
 	"github.com/gotron/gotron/nn"
 	"github.com/gotron/gotron/tensor/kernels"
@@ -48,6 +49,12 @@ type Inputs struct {
 	// parameters' all-gather under overlap_param_gather. Its error ends the
 	// forward pass.
 	PreHook func(ps []*nn.Parameter) error
+	// PostHook, when set, runs after each of those parts with the same
+	// parameters and the part's output y, and the pass goes on with what
+	// it returns: the place of Megatron-FSDP's forward post-hook, which
+	// releases a unit's gathered parameters and puts behind y the
+	// autograd function that gathers them again for the part's backward.
+	PostHook func(ps []*nn.Parameter, y *autograd.Var) *autograd.Var
 	// CPWait, when set, accumulates the nanoseconds this pass's ring
 	// attention (context parallelism) spends blocked on receives.
 	CPWait *atomic.Int64

@@ -1,0 +1,305 @@
+package dp
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/gotron/gotron/autograd"
+	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/nn"
+	"github.com/gotron/gotron/tensor"
+)
+
+// FSDPOptions are what NewFSDP needs beyond the parameters and the config.
+type FSDPOptions struct {
+	// Group is the group the state is sharded over: the data-parallel
+	// ranks (dp·cp). Nil for a single rank.
+	Group comm.Group
+	// Units are the FSDP units, in the order a forward pass reaches them:
+	// each a set of parameters gathered, used and released together (the
+	// reference's fsdp_unit_modules, a decoder layer each). The
+	// parameters in no unit (the embeddings, the final norm and output
+	// layer: the reference's non-unit modules) form one more group that
+	// stays whole between passes.
+	Units [][]*nn.Parameter
+	// CalculatePerTokenLoss is the model config's calculate_per_token_loss:
+	// gradients are summed, not averaged (FinalizeModelGrads scales them).
+	CalculatePerTokenLoss bool
+	// ParamDType is the type the parameters are stored and gathered in:
+	// Float32, or BFloat16 / Float16 under --bf16 / --fp16.
+	ParamDType tensor.DType
+	// Workers is the number of goroutines the buffer-wide loops may use.
+	Workers int
+}
+
+// FSDP is Megatron-FSDP's owner of a model chunk's state under the
+// gradient-sharding strategies (DataParallelShardingStrategy optim_grads,
+// ZeRO-2, and optim_grads_params, ZeRO-3): each unit's parameters are one
+// flat buffer, padded to a multiple of the data-parallel size and cut into
+// equal shards; rank r keeps shard r of every unit's parameters (the
+// optimizer's, rounded into the parameters' type) and of its gradient (in
+// float32), and the optimizer updates only those.
+//
+// Gradients. A unit's ParamPostHook puts an autograd function behind the
+// part of the pass that used the unit; its backward gives the unit's
+// parameters zeroed whole gradients (in the gradient type). Once backward
+// has completed every one of them (their grad hooks), the unit is scaled
+// by 1/dp (or averaged in the collective, or summed for the per-token
+// loss), reduce-scattered in the gradient type, added into the float32
+// shard, and the whole gradients dropped — after every micro-batch, so
+// that between passes a rank holds 1/dp of the gradients.
+//
+// Parameters. Under optim_grads every parameter stays whole, all-gathered
+// from the shards after each optimizer step (StartParamSync). Under
+// optim_grads_params a unit's parameters are whole only while a pass uses
+// them: ParamPreHook all-gathers them (or waits for the gather prefetched
+// when the previous unit was gathered) and ParamPostHook releases them
+// (tensor.Tensor.Release: the tape's saved views see the release too);
+// the backward function gathers them again before the unit's backward and
+// releases them once its gradients are reduced. The parameters in no unit
+// stay whole, as under optim_grads. suggested_communication_unit_size
+// sizes the prefetch: the units after the one gathered (before it, in
+// backward) until half of it is in flight, at least one unit.
+type FSDP struct {
+	cfg     config.DDPConfig
+	group   comm.Group // nil for one rank
+	shards  int
+	rank    int
+	units   []*fsdpUnit
+	byParam map[*nn.Parameter]*fsdpUnit
+	params  []*nn.Parameter
+
+	paramDType, gradDType tensor.DType
+	op                    comm.ReduceOp
+	factor                float32 // applied before a Sum reduce-scatter
+	prefetch              int     // elements gathered ahead
+	reduceCap             int     // elements of gradients reduced in flight
+	inflight              []*fsdpUnit
+	workers               int
+	// Where the passes stand, for the prefetch: the last released unit
+	// a forward pass acquired (−1: before the first) and the first a
+	// backward pass did (len(units): after the last).
+	fwdAt, bwdAt int
+
+	hookErr        // the first failure in a grad hook
+	badGrad string // the first non-finite gradient found this iteration
+}
+
+// NewFSDP lays out params (one model chunk's, in registration order) in
+// units as o says, keeps this rank's shards of their values and gradients,
+// replaces each parameter's Value by a view of the unit's whole buffer
+// (released at once under optim_grads_params) and installs the grad
+// hooks. cfg must shard gradients (ShardsGradients).
+func NewFSDP(params []*nn.Parameter, cfg config.DDPConfig, o FSDPOptions) (*FSDP, error) {
+	if err := checkFSDPConfig(cfg, o); err != nil {
+		return nil, err
+	}
+	f := &FSDP{cfg: cfg, shards: 1, byParam: map[*nn.Parameter]*fsdpUnit{}, params: params,
+		paramDType: o.ParamDType, gradDType: GradDTypeFor(o.ParamDType, cfg.GradReduceInFP32),
+		op: comm.Sum, factor: 1, workers: o.Workers}
+	if o.Group != nil && o.Group.Size() > 1 {
+		f.group, f.shards, f.rank = o.Group, o.Group.Size(), o.Group.Rank()
+	}
+	switch {
+	case o.CalculatePerTokenLoss:
+	case cfg.AverageInCollective:
+		f.op = comm.Avg
+	default:
+		f.factor = 1 / float32(f.shards)
+	}
+	groups, err := fsdpGroups(params, o.Units)
+	if err != nil {
+		return nil, err
+	}
+	for i, g := range groups {
+		preserve := !cfg.ShardsParameters() || i == len(o.Units)
+		u := f.newUnit(i, g, preserve)
+		f.units = append(f.units, u)
+		for _, p := range g {
+			f.byParam[p] = u
+		}
+	}
+	f.sizeCommunication()
+	f.fwdAt, f.bwdAt = -1, len(f.units)
+	for _, p := range params {
+		p.AddGradHook(func(ctx context.Context, _ *autograd.Var) { f.gradReady(ctx, p) })
+	}
+	return f, nil
+}
+
+// checkFSDPConfig refuses what NewFSDP cannot do with cfg and o.
+func checkFSDPConfig(cfg config.DDPConfig, o FSDPOptions) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if !cfg.ShardsGradients() {
+		return fmt.Errorf("dp: FSDP needs use_megatron_fsdp with data_parallel_sharding_strategy optim_grads or optim_grads_params, not %q (the others are DDP's: New)", cfg.DataParallelShardingStrategy)
+	}
+	if cfg.AverageInCollective && o.CalculatePerTokenLoss {
+		return fmt.Errorf("dp: average_in_collective with calculate_per_token_loss: the per-token loss is normalised by the global token count, so the collective must sum; turn one off")
+	}
+	if cfg.CheckForLargeGrads {
+		return fmt.Errorf("dp: check_for_large_grads is not built for Megatron-FSDP's sharded gradients yet (issue 29): turn it off")
+	}
+	return checkDType("parameter type", o.ParamDType)
+}
+
+// fsdpGroups returns the units, each checked to hold parameters of params
+// once, then (if any) the parameters in no unit, in registration order.
+func fsdpGroups(params []*nn.Parameter, units [][]*nn.Parameter) ([][]*nn.Parameter, error) {
+	owner := make(map[*nn.Parameter]int, len(params))
+	for _, p := range params {
+		owner[p] = -1
+	}
+	for i, u := range units {
+		if len(u) == 0 {
+			return nil, fmt.Errorf("dp: FSDP unit %d has no parameters", i)
+		}
+		for _, p := range u {
+			switch j, ok := owner[p]; {
+			case !ok:
+				return nil, fmt.Errorf("dp: FSDP unit %d holds %s, which is not among the wrapped parameters", i, p.Name)
+			case j >= 0:
+				return nil, fmt.Errorf("dp: %s is in FSDP units %d and %d: a parameter belongs to one unit", p.Name, j, i)
+			}
+			owner[p] = i
+		}
+	}
+	out := append([][]*nn.Parameter(nil), units...)
+	var rest []*nn.Parameter
+	for _, p := range params {
+		if owner[p] < 0 {
+			rest = append(rest, p)
+		}
+	}
+	if len(rest) > 0 {
+		out = append(out, rest)
+	}
+	return out, nil
+}
+
+// sizeCommunication sets the prefetch and the cap on gradients in flight
+// from suggested_communication_unit_size, or from twice the average unit
+// when it is unset.
+func (f *FSDP) sizeCommunication() {
+	total := 0
+	for _, u := range f.units {
+		total += u.numel
+	}
+	size := 2 * total / max(len(f.units), 1)
+	if n := f.cfg.SuggestedCommunicationUnitSize; n > 0 {
+		size = n
+	}
+	f.prefetch, f.reduceCap = size/2, size
+}
+
+// Config returns the wrapper's DDP config.
+func (f *FSDP) Config() config.DDPConfig { return f.cfg }
+
+// Parameters returns the wrapped parameters in registration order.
+func (f *FSDP) Parameters() []*nn.Parameter { return f.params }
+
+// NumBuckets returns the number of units, the group of parameters in no
+// unit included.
+func (f *FSDP) NumBuckets() int { return len(f.units) }
+
+// Units describes the units: for each, its parameters' names, its padded
+// size and this rank's shard of it [Lo, Hi), and whether it stays whole
+// between passes.
+func (f *FSDP) Units() []FSDPUnit {
+	out := make([]FSDPUnit, len(f.units))
+	for i, u := range f.units {
+		names := make([]string, len(u.params))
+		for k, p := range u.params {
+			names[k] = p.Name
+		}
+		out[i] = FSDPUnit{Params: names, Numel: u.numel, Unpadded: u.unpadded, Lo: u.lo, Hi: u.lo + u.shardLen(), Whole: u.preserve}
+	}
+	return out
+}
+
+// FSDPUnit describes one unit of an FSDP (FSDP.Units).
+type FSDPUnit struct {
+	Params          []string
+	Numel, Unpadded int
+	Lo, Hi          int
+	Whole           bool
+}
+
+// OptimizerShards returns this rank's pieces of every unit's parameters,
+// each with its elements of the unit's parameter and gradient shards.
+func (f *FSDP) OptimizerShards() ([]ShardPiece, error) {
+	var out []ShardPiece
+	for _, u := range f.units {
+		lo, hi := u.lo, u.lo+u.shardLen()
+		for k, p := range u.params {
+			r := u.ranges[k]
+			a, b := max(r.Start, lo), min(r.End, hi)
+			if a >= b {
+				continue
+			}
+			out = append(out, ShardPiece{Param: p, Offset: a - r.Start, Len: b - a,
+				Model: u.paramShard.Slice(a-lo, b-lo), Grad: comm.F32(u.gradShard[a-lo : b-lo])})
+		}
+	}
+	return out, nil
+}
+
+// SetParam sets p's whole value to v: its elements in this rank's shard
+// (rounded to nearest even for 16-bit parameters) and, where the unit
+// stays whole, p's Value.
+func (f *FSDP) SetParam(p *nn.Parameter, v *tensor.Tensor) {
+	u := f.byParam[p]
+	r := u.ranges[slices.Index(u.params, p)]
+	lo, hi := u.lo, u.lo+u.shardLen()
+	if a, b := max(r.Start, lo), min(r.End, hi); a < b {
+		src := v.Contiguous().View(v.Len()).Narrow(0, a-r.Start, b-a)
+		viewOf(u.paramShard, a-lo, b-lo, []int{b - a}).CopyFrom(src)
+	}
+	if u.bound {
+		p.Value.CopyFrom(v)
+	}
+}
+
+// BroadcastParams copies every parameter from the group's rank 0: each
+// unit is gathered whole, broadcast, and every rank keeps its shard.
+func (f *FSDP) BroadcastParams(ctx context.Context) error {
+	if f.group == nil {
+		return nil
+	}
+	for _, u := range f.units {
+		whole := u.full
+		if !u.preserve {
+			whole = newData(f.paramDType, u.numel)
+			if err := f.group.AllGather(ctx, whole, u.paramShard); err != nil {
+				return fmt.Errorf("dp: FSDP parameter all-gather of unit %d over %s: %w", u.index, f.group.Name(), err)
+			}
+		}
+		if err := f.group.Broadcast(ctx, whole, 0); err != nil {
+			return fmt.Errorf("dp: FSDP parameter broadcast of unit %d over %s: %w", u.index, f.group.Name(), err)
+		}
+		u.paramShard.CopyFrom(whole.Slice(u.lo, u.lo+u.shardLen()))
+	}
+	return nil
+}
+
+// AllGatherGrads gives every parameter a whole float32 Grad on every
+// rank, gathered from the reduced shards, until the next ZeroGradBuffer.
+// For inspection (gradient dumps, tests); training does not need it.
+func (f *FSDP) AllGatherGrads(ctx context.Context) error {
+	for _, u := range f.units {
+		whole := newData(tensor.Float32, u.numel)
+		if f.group == nil {
+			whole.CopyFrom(comm.F32(u.gradShard))
+		} else if err := f.group.AllGather(ctx, whole, comm.F32(u.gradShard)); err != nil {
+			return fmt.Errorf("dp: FSDP gradient all-gather of unit %d over %s: %w", u.index, f.group.Name(), err)
+		}
+		for k, p := range u.params {
+			r := u.ranges[k]
+			p.Grad = viewOf(whole, r.Start, r.End, p.Value.Shape())
+		}
+	}
+	return nil
+}

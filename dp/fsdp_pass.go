@@ -1,0 +1,365 @@
+package dp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gotron/gotron/autograd"
+	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/nn"
+	"github.com/gotron/gotron/tensor"
+	"github.com/gotron/gotron/tensor/kernels"
+)
+
+// unitsOf returns the units holding ps, each once, in unit order.
+func (f *FSDP) unitsOf(ps []*nn.Parameter) []*fsdpUnit {
+	var out []*fsdpUnit
+	for _, p := range ps {
+		if u := f.byParam[p]; u != nil && !slices.Contains(out, u) {
+			out = append(out, u)
+		}
+	}
+	slices.SortFunc(out, func(a, b *fsdpUnit) int { return a.index - b.index })
+	return out
+}
+
+// ParamPreHook makes the units holding ps whole for the part of the
+// forward pass about to use them, then prefetches the units after them.
+//
+// The parameters in no unit are used before the first unit (the
+// embeddings) and after the last (the head), so a part using only them
+// prefetches from where the pass stands: before the first unit when the
+// last part used none or the last unit (the next pass's embedding), and
+// nothing after the last unit (the head), which ends the pass.
+func (f *FSDP) ParamPreHook(ctx context.Context, ps []*nn.Parameter) error {
+	us := f.unitsOf(ps)
+	for _, u := range us {
+		if err := u.acquire(ctx); err != nil {
+			return err
+		}
+		if !u.preserve {
+			f.fwdAt = u.index
+		}
+	}
+	if len(us) == 0 {
+		return nil
+	}
+	err := f.prefetchFrom(ctx, f.fwdAt, +1)
+	if f.fwdAt == f.lastReleased() && us[len(us)-1].preserve {
+		f.fwdAt = -1
+	}
+	return err
+}
+
+// lastReleased is the index of the last unit released between passes, or
+// -1 when every unit stays whole.
+func (f *FSDP) lastReleased() int {
+	for i := len(f.units) - 1; i >= 0; i-- {
+		if !f.units[i].preserve {
+			return i
+		}
+	}
+	return -1
+}
+
+// prefetchFrom issues the gathers of the units after unit i (dir +1) or
+// before it (dir −1) that are released, until f.prefetch elements are
+// whole or in flight ahead, at least one unit.
+func (f *FSDP) prefetchFrom(ctx context.Context, i, dir int) error {
+	budget := f.prefetch
+	for j := i + dir; j >= 0 && j < len(f.units); j += dir {
+		u := f.units[j]
+		if u.preserve {
+			continue
+		}
+		if err := u.startGather(ctx); err != nil {
+			return err
+		}
+		if budget -= u.numel; budget <= 0 {
+			break
+		}
+	}
+	return nil
+}
+
+// ParamPostHook releases the units holding ps after the part of the
+// forward pass that used them and, when the pass records for backward,
+// returns y behind an fsdpBackward that prepares them for the part's
+// backward.
+func (f *FSDP) ParamPostHook(_ context.Context, t *autograd.Tape, ps []*nn.Parameter, y *autograd.Var) *autograd.Var {
+	us := f.unitsOf(ps)
+	for _, u := range us {
+		u.release()
+	}
+	if len(us) == 0 || !t.Recording() || t.Err() != nil || !y.RequiresGrad() {
+		return y
+	}
+	return autograd.Apply(t, fsdpBackward{f: f, units: us}, y)
+}
+
+// fsdpBackward is the identity; its backward, which runs before that of
+// the part of the pass it follows, makes the part's units whole again,
+// prefetches the units before them and gives their parameters zeroed
+// whole gradients for this micro-batch.
+type fsdpBackward struct {
+	f     *FSDP
+	units []*fsdpUnit
+}
+
+// Forward implements autograd.Function.
+func (b fsdpBackward) Forward(_ *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
+	return in[0], nil
+}
+
+// Backward implements autograd.Function.
+func (b fsdpBackward) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
+	ctx := c.Context()
+	f := b.f
+	at, own := f.bwdAt, false
+	for _, u := range b.units {
+		if !u.preserve {
+			if err := u.acquire(ctx); err != nil {
+				return nil, err
+			}
+			u.holds++
+			at, own = min(at, u.index), true
+		}
+		if err := u.prepareGrads(ctx); err != nil {
+			return nil, err
+		}
+	}
+	// As in forward (ParamPreHook): a part of the units-less parameters
+	// prefetches the last unit when backward starts there (the head) and
+	// nothing when it ends there (the embeddings).
+	f.bwdAt = at
+	err := f.prefetchFrom(ctx, at, -1)
+	if !own && at <= f.firstReleased() {
+		f.bwdAt = len(f.units)
+	}
+	return []*tensor.Tensor{dy}, err
+}
+
+// firstReleased is the index of the first unit released between passes,
+// or len(units) when every unit stays whole.
+func (f *FSDP) firstReleased() int {
+	for i, u := range f.units {
+		if !u.preserve {
+			return i
+		}
+	}
+	return len(f.units)
+}
+
+// gradReady is a parameter's grad hook: once every parameter of its unit
+// has its gradient of the micro-batch, the unit's reduction starts.
+func (f *FSDP) gradReady(ctx context.Context, p *nn.Parameter) {
+	u := f.byParam[p]
+	if u.gradFull.Len() == 0 {
+		f.fail(fmt.Errorf("dp: FSDP: the gradient of %s was computed outside its unit's backward (the forward pass did not call ParamPostHook for the part using it)", p.Name))
+		return
+	}
+	k := slices.Index(u.params, p)
+	if u.ready[k] {
+		return
+	}
+	u.ready[k] = true
+	if u.nready++; u.nready == len(u.params) {
+		f.fail(f.reduce(ctx, u))
+	}
+}
+
+// reduce scales the unit's whole gradients, checks them, and issues their
+// reduce-scatter (for one rank: adds them into the shard); the parameters
+// the backward pass held are released. At most reduceCap elements stay in
+// flight: the oldest reductions are finished first.
+func (f *FSDP) reduce(ctx context.Context, u *fsdpUnit) error {
+	if f.cfg.CheckForNaNInGrad && f.badGrad == "" {
+		if name := u.nonFinite(); name != "" {
+			f.badGrad = name
+		}
+	}
+	if f.op == comm.Sum && f.factor != 1 {
+		scaleData(u.gradFull, f.factor, f.workers)
+	}
+	for ; u.holds > 0; u.holds-- {
+		u.release()
+	}
+	if f.group == nil {
+		addWidened(u.gradShard, u.gradFull)
+		u.dropGrads()
+		return nil
+	}
+	u.rsOut = ensureData(u.rsOut, f.gradDType, u.shardLen())
+	w, err := f.group.ReduceScatterAsync(ctx, u.rsOut, u.gradFull, f.op)
+	if err != nil {
+		return fmt.Errorf("dp: FSDP gradient reduce-scatter of unit %d over %s: %w", u.index, f.group.Name(), err)
+	}
+	u.rs = w
+	f.inflight = append(f.inflight, u)
+	for n := f.inflightElems(); len(f.inflight) > 1 && n > f.reduceCap; n = f.inflightElems() {
+		if err := f.finishReduce(ctx, f.inflight[0]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inflightElems is the number of gradient elements being reduced.
+func (f *FSDP) inflightElems() int {
+	n := 0
+	for _, u := range f.inflight {
+		n += u.numel
+	}
+	return n
+}
+
+// finishReduce waits for u's reduce-scatter, adds the result into the
+// float32 shard and drops the whole gradients.
+func (f *FSDP) finishReduce(ctx context.Context, u *fsdpUnit) error {
+	w := u.rs
+	u.rs = nil
+	f.inflight = slices.DeleteFunc(f.inflight, func(x *fsdpUnit) bool { return x == u })
+	if err := w.Wait(ctx); err != nil {
+		return fmt.Errorf("dp: FSDP gradient reduce-scatter of unit %d over %s: %w", u.index, f.group.Name(), err)
+	}
+	addWidened(u.gradShard, u.rsOut)
+	u.dropGrads()
+	return nil
+}
+
+// ZeroGradBuffer zeroes every gradient shard and drops what an inspection
+// (AllGatherGrads) left.
+func (f *FSDP) ZeroGradBuffer() {
+	for _, u := range f.units {
+		clear(u.gradShard)
+		if u.rs == nil {
+			u.dropGrads()
+		}
+	}
+	f.reset()
+	f.badGrad = ""
+}
+
+// NoSync returns a no-op: the sharded gradients are reduced after every
+// micro-batch, as the reference's optim_grads and optim_grads_params do.
+func (f *FSDP) NoSync() (resume func()) { return func() {} }
+
+// StartGradSync issues the reduction of every unit whose gradients of the
+// micro-batch are prepared and not yet reduced (the schedules'
+// grad_sync_func, after a chunk's last backward pass).
+func (f *FSDP) StartGradSync(ctx context.Context) error {
+	for _, u := range f.units {
+		if u.gradFull.Len() > 0 && u.rs == nil {
+			if err := f.reduce(ctx, u); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// FinishGradSync reduces what is left, waits for every reduction,
+// releases what backward still held, and, under check_for_nan_in_grad,
+// agrees with the other ranks on whether any gradient was non-finite.
+// forceAllReduce makes every gradient whole on every rank afterwards
+// (AllGatherGrads), as the all-reduce would.
+func (f *FSDP) FinishGradSync(ctx context.Context, forceAllReduce bool) error {
+	if err := f.first(); err != nil {
+		return err
+	}
+	if err := f.StartGradSync(ctx); err != nil {
+		return err
+	}
+	for len(f.inflight) > 0 {
+		if err := f.finishReduce(ctx, f.inflight[0]); err != nil {
+			return err
+		}
+	}
+	for _, u := range f.units {
+		for ; u.holds > 0; u.holds-- {
+			u.release()
+		}
+	}
+	if err := f.agreeFinite(ctx); err != nil {
+		return err
+	}
+	if forceAllReduce {
+		return f.AllGatherGrads(ctx)
+	}
+	return nil
+}
+
+// agreeFinite all-gathers every rank's finding of a non-finite gradient
+// (check_for_nan_in_grad), so that every rank stops, naming the ranks and
+// its own parameter.
+func (f *FSDP) agreeFinite(ctx context.Context) error {
+	if !f.cfg.CheckForNaNInGrad {
+		return nil
+	}
+	mine := float32(0)
+	if f.badGrad != "" {
+		mine = 1
+	}
+	flags := []float32{mine}
+	if f.group != nil {
+		flags = make([]float32, f.shards)
+		if err := f.group.AllGather(ctx, comm.F32(flags), comm.F32([]float32{mine})); err != nil {
+			return fmt.Errorf("dp: FSDP gradient check all-gather over %s: %w", f.group.Name(), err)
+		}
+	}
+	var ranks []string
+	for r, x := range flags {
+		if x != 0 {
+			ranks = append(ranks, fmt.Sprint(r))
+		}
+	}
+	if len(ranks) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("a NaN or infinite gradient on data-parallel rank(s) %s before the reduce-scatter", strings.Join(ranks, ", "))
+	if f.badGrad != "" {
+		msg += fmt.Sprintf(" (here: %s)", f.badGrad)
+	}
+	return &GradError{Msg: msg + "; lower the learning rate or check the data"}
+}
+
+// ScaleGradients multiplies every gradient shard by s.
+func (f *FSDP) ScaleGradients(s float32) {
+	for _, u := range f.units {
+		kernels.Scale(u.gradShard, s)
+	}
+}
+
+// ParamsUpdated is StartParamSync: after the optimizer's step.
+func (f *FSDP) ParamsUpdated(ctx context.Context) error { return f.StartParamSync(ctx, false) }
+
+// StartParamSync brings the optimizer's updated shards to the parameters
+// (after the step): the units that stay whole are all-gathered in place;
+// the others, released, are gathered by the next pass that uses them
+// (anything still gathered or prefetched is stale and dropped). A unit
+// some pass still uses is a programmer error.
+func (f *FSDP) StartParamSync(ctx context.Context, _ bool) error {
+	var errs []error
+	for _, u := range f.units {
+		if u.preserve {
+			if f.group == nil {
+				u.full.CopyFrom(u.paramShard)
+			} else if err := f.group.AllGather(ctx, u.full, u.paramShard); err != nil {
+				errs = append(errs, fmt.Errorf("dp: FSDP parameter all-gather of unit %d over %s: %w", u.index, f.group.Name(), err))
+			}
+			continue
+		}
+		if u.users > 0 {
+			errs = append(errs, fmt.Errorf("dp: FSDP unit %d is still in use by %d pass(es) at the optimizer step", u.index, u.users))
+			continue
+		}
+		errs = append(errs, u.waitGather(ctx))
+		if u.bound || u.full.Len() > 0 {
+			u.unbind()
+		}
+	}
+	return errors.Join(errs...)
+}
