@@ -225,6 +225,16 @@ func (d *DDP) OptimizerShards() ([]ShardPiece, error) {
 	return out, nil
 }
 
+// StateBytes returns the buffer's bytes: the parameters, and the
+// gradients with the float32 local gradients.
+func (d *DDP) StateBytes() (params, grads int64) {
+	grads = int64(d.Buffer.GradData.Bytes())
+	for p := range d.Buffer.fp32Own {
+		grads += int64(4 * p.Grad.Len())
+	}
+	return int64(d.Buffer.ParamData.Bytes()), grads
+}
+
 // SetParam copies v into p's Value, a view of the buffer (rounded to
 // nearest even for 16-bit parameters).
 func (d *DDP) SetParam(p *nn.Parameter, v *tensor.Tensor) { p.Value.CopyFrom(v) }

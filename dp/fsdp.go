@@ -83,8 +83,9 @@ type FSDP struct {
 	// backward pass did (len(units): after the last).
 	fwdAt, bwdAt int
 
-	hookErr        // the first failure in a grad hook
-	badGrad string // the first non-finite gradient found this iteration
+	mem     struct{ params, grads highWater } // gathered parameters and whole gradients
+	hookErr                                   // the first failure in a grad hook
+	badGrad string                            // the first non-finite gradient found this iteration
 }
 
 // NewFSDP lays out params (one model chunk's, in registration order) in
@@ -302,4 +303,46 @@ func (f *FSDP) AllGatherGrads(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// FSDPMemory is what an FSDP holds, in bytes: the state it keeps between
+// passes (the shards, and the whole parameters that stay whole) and the
+// most it held at once in gathered parameters and whole gradients.
+type FSDPMemory struct {
+	// ParamShards, GradShards and Whole are kept between passes: the
+	// parameter shards (the parameters' type), the float32 gradient
+	// shards, and the parameters that stay whole.
+	ParamShards, GradShards, Whole int64
+	// PeakGathered and PeakGrads are the high-water marks of the
+	// gathered units' parameters and of the whole gradients.
+	PeakGathered, PeakGrads int64
+}
+
+// Memory reports what f holds (FSDPMemory).
+func (f *FSDP) Memory() FSDPMemory {
+	m := FSDPMemory{PeakGathered: f.mem.params.peak, PeakGrads: f.mem.grads.peak}
+	for _, u := range f.units {
+		m.ParamShards += int64(u.paramShard.Bytes())
+		m.GradShards += int64(4 * len(u.gradShard))
+		if u.preserve {
+			m.Whole += int64(u.full.Bytes())
+		}
+	}
+	return m
+}
+
+// StateBytes returns the shards, the parameters that stay whole and the
+// peaks of what passes gathered (FSDPMemory).
+func (f *FSDP) StateBytes() (params, grads int64) {
+	m := f.Memory()
+	return m.ParamShards + m.Whole + m.PeakGathered, m.GradShards + m.PeakGrads
+}
+
+// highWater counts bytes held and their most.
+type highWater struct{ now, peak int64 }
+
+// add changes what is held by n bytes.
+func (h *highWater) add(n int) {
+	h.now += int64(n)
+	h.peak = max(h.peak, h.now)
 }

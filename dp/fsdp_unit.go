@@ -85,6 +85,7 @@ func (u *fsdpUnit) startGather(ctx context.Context) error {
 	}
 	f := u.f
 	u.full = newData(f.paramDType, u.numel)
+	f.mem.params.add(u.full.Bytes())
 	if f.group == nil {
 		u.full.CopyFrom(u.paramShard)
 		return nil
@@ -162,6 +163,7 @@ func (u *fsdpUnit) unbind() {
 	for _, p := range u.params {
 		p.Value.Release()
 	}
+	u.f.mem.params.add(-u.full.Bytes())
 	u.full, u.bound = comm.Buffer{}, false
 }
 
@@ -179,6 +181,7 @@ func (u *fsdpUnit) prepareGrads(ctx context.Context) error {
 		return nil
 	}
 	u.gradFull = newData(u.f.gradDType, u.numel)
+	u.f.mem.grads.add(u.gradFull.Bytes())
 	for k, p := range u.params {
 		r := u.ranges[k]
 		p.Grad = viewOf(u.gradFull, r.Start, r.End, p.Value.Shape())
@@ -191,6 +194,7 @@ func (u *fsdpUnit) dropGrads() {
 	for _, p := range u.params {
 		p.Grad = nil
 	}
+	u.f.mem.grads.add(-u.gradFull.Bytes())
 	u.gradFull = comm.Buffer{}
 	clear(u.ready)
 	u.nready = 0

@@ -63,6 +63,10 @@ type Wrapper interface {
 	// AllGatherGrads makes every parameter's Grad whole on every rank
 	// (for inspection: gradient dumps, tests).
 	AllGatherGrads(ctx context.Context) error
+	// StateBytes returns the bytes of parameters and gradients the
+	// wrapper holds at most (buffers, shards, and what is gathered or
+	// whole during a pass).
+	StateBytes() (params, grads int64)
 	// OptimizerShards returns the pieces of the parameters this rank's
 	// distributed optimizer updates.
 	OptimizerShards() ([]ShardPiece, error)

@@ -5,6 +5,7 @@ import (
 	"runtime"
 
 	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/dp"
 	"github.com/gotron/gotron/models/gpt"
 )
 
@@ -103,6 +104,9 @@ func (m Need) Total() float64 {
 //	weights   = P·R/(t·p)·w       w = 4 (float32) or 2 (bf16/fp16)
 //	gradients = P·R/(t·p)·g       g = 4 unless gradients stay 16-bit
 //	optimizer = P·R/(t·p)·(8 + 4·[16-bit])/(dp if distributed optimizer)
+//
+// Megatron-FSDP's sharded strategies keep 1/dp of the weights and of
+// float32 gradients, plus what stays whole or is in flight (fsdpState).
 func Memory(a Run, world, localRanks int) Need {
 	st := machineShare(a, world, localRanks)
 	need := st.modelState(a)
@@ -156,8 +160,60 @@ func (st stateShare) modelState(a Run) Need {
 		o /= st.dp
 		eo /= st.edp
 	}
-	return Need{Weights: st.dense*st.copies*w + st.experts*st.ecopies*w, Gradients: st.dense*st.copies*g + st.experts*st.ecopies*g,
+	need := Need{Weights: st.dense*st.copies*w + st.experts*st.ecopies*w, Gradients: st.dense*st.copies*g + st.experts*st.ecopies*g,
 		Optimizer: st.dense*st.copies*o + st.experts*st.ecopies*eo}
+	if a.DDP.ShardsGradients() {
+		need.Weights, need.Gradients = st.fsdpState(a, w, g)
+	}
+	return need
+}
+
+// fsdpState is the weights and gradients of a dense model's share under
+// Megatron-FSDP's sharded strategies (dp.FSDP), w and g bytes a parameter
+// in the model's and the gradients' types: float32 gradient shards (4/dp
+// a parameter) and the whole gradients of the parameters outside the
+// decoder layers (the embeddings and the head, held through backward)
+// and of the layers fsdpLayers says; the weights whole under
+// optim_grads, else the parameters outside the layers whole and the
+// layers gathered; either way w/dp a parameter of shards.
+func (st stateShare) fsdpState(a Run, w, g float64) (weights, grads float64) {
+	layer := layerCount(a.Model)
+	outside := st.dense - float64(a.Model.NumLayers)*layer
+	gathered, whole := st.fsdpLayers(a, layer)
+	per := st.copies
+	grads = per * (st.dense*4/st.dp + (outside+whole*layer)*g)
+	weights = per * st.dense * w / st.dp
+	if a.DDP.ShardsParameters() {
+		return weights + per*(outside+gathered*layer)*w, grads
+	}
+	return weights + per*st.dense*w, grads
+}
+
+// fsdpLayers is how many decoder layers dp.FSDP holds whole at most: the
+// communication unit u (suggested_communication_unit_size, else twice
+// the average unit: the layers and the group outside them) gives the
+// gathered layers — the one in use and those prefetched until u/2
+// elements are ahead, at least one — and the layers with whole gradients —
+// the one accumulating and those whose reductions fill u, at least one.
+func (st stateShare) fsdpLayers(a Run, layer float64) (gathered, whole float64) {
+	n := float64(max(a.Model.NumLayers, 1))
+	u := float64(a.DDP.SuggestedCommunicationUnitSize)
+	if u <= 0 {
+		u = 2 * st.dense / (n + 1)
+	}
+	pad := float64(dp.BucketEndDivisor(int(st.dp), a.DDP.PadBucketsForHighNCCLBusBW))
+	unit := math.Ceil(layer/pad) * pad // a layer's unit, padded as dp.FSDP pads it
+	gathered = min(1+max(1, math.Ceil(u/2/unit)), n)
+	whole = min(1+max(1, math.Floor(u/unit)), n)
+	return gathered, whole
+}
+
+// layerCount is one decoder layer's parameters.
+func layerCount(c config.TransformerConfig) float64 {
+	c.NumLayers = 1
+	one := float64(gpt.NumParameters(c))
+	c.NumLayers = 2
+	return float64(gpt.NumParameters(c)) - one
 }
 
 // activationMemory is the activations the machine keeps: each rank of a

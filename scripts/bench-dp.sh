@@ -13,8 +13,14 @@
 #	distopt  --use-distributed-optimizer: gradients reduce-scattered after
 #	         backward, each rank's Adam update of its half, the parameters
 #	         all-gathered
+#	zero2    --use-megatron-fsdp --data-parallel-sharding-strategy
+#	         optim_grads: each layer's gradients reduce-scattered into
+#	         shards after every micro-batch as backward completes them
+#	zero3    --use-megatron-fsdp (optim_grads_params): each layer's
+#	         parameters gathered for its forward and backward, the next
+#	         one prefetched, and released after
 #
-# and the same three with --bf16 (bf16-sync, bf16-overlap, bf16-distopt:
+# and the first three with --bf16 (bf16-sync, bf16-overlap, bf16-distopt:
 # bfloat16 parameters, float32 gradients, the parameter all-gather in
 # bfloat16),
 #
@@ -27,6 +33,7 @@
 # nothing: make bench builds bin/gotron-mpi.
 #
 #	scripts/bench-dp.sh [ROUNDS]
+#	SETTINGS=distopt,zero2,zero3 scripts/bench-dp.sh [ROUNDS]   only those
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -41,10 +48,19 @@ settings=(
 	"sync|"
 	"overlap|--overlap-grad-reduce"
 	"distopt|--use-distributed-optimizer"
+	"zero2|--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads"
+	"zero3|--use-megatron-fsdp"
 	"bf16-sync|--bf16"
 	"bf16-overlap|--bf16 --overlap-grad-reduce"
 	"bf16-distopt|--bf16 --use-distributed-optimizer"
 )
+if [ -n "${SETTINGS:-}" ]; then
+	keep=()
+	for s in "${settings[@]}"; do
+		case ",$SETTINGS," in *",${s%%|*},"*) keep+=("$s") ;; esac
+	done
+	settings=("${keep[@]}")
+fi
 for r in $(seq "$rounds"); do
 	for s in "${settings[@]}"; do
 		name=${s%%|*}
@@ -67,8 +83,14 @@ for s in "${settings[@]}"; do
 	printf "%-12s %-26s %-26s %-8s %-24s %s\n" "$name" "$(stat "$name" 9)" "$(stat "$name" 12)" "$b" "$(stat "$name" 17)" "$(stat "$name" 18)"
 done
 for p in "" bf16-; do
+	[ -n "$(med "${p}sync" 9)" ] && [ -n "$(med "${p}overlap" 9)" ] && [ -n "$(med "${p}distopt" 9)" ] || continue
 	awk -v p="$p" -v s="$(med "${p}sync" 9)" -v o="$(med "${p}overlap" 9)" -v a="$(med "${p}sync" 17)" -v da="$(med "${p}distopt" 17)" -v dg="$(med "${p}distopt" 18)" 'BEGIN {
 		printf "%soverlap / %ssync tokens/s (medians): %.1f%%\n", p, p, 100 * o / s
 		printf "%soptimizer step (medians): unsharded Adam %.1f ms; distributed optimizer %.1f ms Adam (%.0f%%) + %.1f ms all-gather = %.1f ms\n", p, a, da, 100 * da / a, dg, da + dg
 	}'
 done
+if [ -n "$(med distopt 9)" ] && [ -n "$(med zero2 9)" ] && [ -n "$(med zero3 9)" ]; then
+	awk -v d="$(med distopt 9)" -v z2="$(med zero2 9)" -v z3="$(med zero3 9)" 'BEGIN {
+		printf "Megatron-FSDP tokens/s over the distributed optimizer'"'"'s (medians): ZeRO-2 %.2f, ZeRO-3 %.2f\n", z2 / d, z3 / d
+	}'
+fi

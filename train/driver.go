@@ -142,6 +142,19 @@ func (r *Rank) Step(ctx context.Context, o StepOptions) (StepReport, error) {
 	return StepReport{Iteration: r.t.iteration, Loss: s.loss, GradNorm: s.gradNorm, Elapsed: s.elapsed, Timeline: tl}, nil
 }
 
+// StateBytes returns the bytes of the rank's model state, measured: the
+// parameters and gradients its data-parallel wrappers hold at most
+// (dp.Wrapper.StateBytes) and the optimizer's moments and float32 main
+// parameters; the memory model's Weights, Gradients and Optimizer
+// (plan.Need) estimate them.
+func (r *Rank) StateBytes() (weights, grads, optimizer int64) {
+	for _, d := range r.t.allDDPs() {
+		p, g := d.StateBytes()
+		weights, grads = weights+p, grads+g
+	}
+	return weights, grads, 4 * int64(r.t.opt.Adam().StateElements())
+}
+
 // Iteration returns the iterations done (those of a loaded checkpoint
 // included).
 func (r *Rank) Iteration() int { return r.t.iteration }

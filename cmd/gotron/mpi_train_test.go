@@ -34,7 +34,9 @@ import (
 // without tensor parallelism, 1e-5 with it (whose sums are split
 // differently). Two bf16 runs with the distributed optimizer (float32 and
 // bfloat16 gradient buffers, the latter reduced in bfloat16 through MPI)
-// follow the one-rank bf16 curve to 1e-4 and 1e-3. Context parallel 2
+// follow the one-rank bf16 curve to 1e-4 and 1e-3. Megatron-FSDP's ZeRO-3
+// over 4 processes follows the one-rank curve to 1e-6, its ZeRO-2 in bf16
+// over 2 the bf16 one to 1e-4. Context parallel 2
 // (the ring) and 4 (a2a+p2p, 2·2) follow it to 1e-6. A MoE model with its
 // experts over 2 processes (each dispatcher), and over 2 × expert TP 2 on
 // 4, follows the one-rank MoE curve to 1e-6. Indexed data with packed
@@ -68,6 +70,12 @@ func TestMPITrainMatchesSingleRank(t *testing.T) {
 			"--overlap-grad-reduce", "--ddp-num-buckets", "4"}, 1e-6, "", ""},
 		{"tp2-pp2-dp2-distopt-overlaps", "8", []string{"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
 			"--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"}, 1e-5, "", ""},
+		// Megatron-FSDP: ZeRO-3 over 4 processes (every layer's gathers
+		// and reduce-scatters through MPI), ZeRO-2 over 2 in bf16.
+		{"dp4-fsdp-optim_grads_params", "4", []string{"--use-megatron-fsdp", "--data-parallel-sharding-strategy", "optim_grads_params"},
+			1e-6, "", "Megatron-FSDP optim_grads_params"},
+		{"bf16-dp2-fsdp-optim_grads", "2", []string{"--bf16", "--use-megatron-fsdp", "--data-parallel-sharding-strategy", "optim_grads"},
+			1e-4, "bf16", "Megatron-FSDP optim_grads"},
 		// Mixed precision: bf16 with float32 gradients (the tolerance of
 		// train's TestMixedPrecisionLayouts), and with bfloat16 gradient
 		// buffers reduced in bfloat16 over MPI.
