@@ -381,7 +381,15 @@ func dataParallelLayout(o Options, dp int) string {
 	if o.DDP != nil {
 		d = *o.DDP
 	}
+	d.Finalize() // Megatron-FSDP's implied settings, as training applies them
 	s := fmt.Sprintf("data parallel %d", dp)
+	if d.ShardsGradients() {
+		s += fmt.Sprintf(", Megatron-FSDP %s: each layer's gradients reduce-scattered into shards as backward completes them", d.DataParallelShardingStrategy)
+		if d.ShardsParameters() {
+			s += ", its parameters gathered for its forward and backward (the next prefetched)"
+		}
+		return s
+	}
 	switch {
 	case d.OverlapGradReduce && d.NumBuckets > 0:
 		s += fmt.Sprintf(", gradient reduction overlapped with backward (%d buckets asked)", d.NumBuckets)

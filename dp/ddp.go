@@ -235,6 +235,9 @@ func (d *DDP) StateBytes() (params, grads int64) {
 	return int64(d.Buffer.ParamData.Bytes()), grads
 }
 
+// GradOf returns p.Grad.
+func (d *DDP) GradOf(p *nn.Parameter) *tensor.Tensor { return p.Grad }
+
 // SetParam copies v into p's Value, a view of the buffer (rounded to
 // nearest even for 16-bit parameters).
 func (d *DDP) SetParam(p *nn.Parameter, v *tensor.Tensor) { p.Value.CopyFrom(v) }

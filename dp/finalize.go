@@ -100,15 +100,16 @@ func FinalizeModelGrads(ctx context.Context, chunks []Wrapper, o FinalizeOptions
 // parameters over tp and sums those of SumGradientsAcrossTP ones and, when
 // sp, of SequenceParallel ones, each kind in one coalesced all-reduce.
 func reduceOverTP(ctx context.Context, chunks []Wrapper, tp comm.Group, sp bool) error {
-	var avg, sum []*nn.Parameter
+	var avg, sum []*tensor.Tensor
 	for _, d := range chunks {
 		for _, p := range d.Parameters() {
+			g := d.GradOf(p)
 			switch {
-			case p.Grad == nil:
+			case g == nil:
 			case p.AverageGradientsAcrossTP:
-				avg = append(avg, p)
+				avg = append(avg, g)
 			case sp && p.SequenceParallel, p.SumGradientsAcrossTP:
-				sum = append(sum, p)
+				sum = append(sum, g)
 			}
 		}
 	}
@@ -118,7 +119,7 @@ func reduceOverTP(ctx context.Context, chunks []Wrapper, tp comm.Group, sp bool)
 		}
 	}
 	if len(sum) > 0 {
-		return allReduceGrads(ctx, sum, tp, fmt.Sprintf("the sequence-parallel gradients (%d parameters)", len(sum)))
+		return reduceGrads(ctx, sum, tp, comm.Sum, fmt.Sprintf("the sequence-parallel gradients (%d parameters)", len(sum)))
 	}
 	return nil
 }
@@ -126,50 +127,54 @@ func reduceOverTP(ctx context.Context, chunks []Wrapper, tp comm.Group, sp bool)
 // allReduceGrads sums the gradients of ps over g in one coalesced
 // all-reduce; what names them in errors.
 func allReduceGrads(ctx context.Context, ps []*nn.Parameter, g comm.Group, what string) error {
-	return reduceGrads(ctx, ps, g, comm.Sum, what)
+	gs := make([]*tensor.Tensor, len(ps))
+	for i, p := range ps {
+		gs[i] = p.Grad
+	}
+	return reduceGrads(ctx, gs, g, comm.Sum, what)
 }
 
-// reduceGrads reduces the gradients of ps over g with op in one coalesced
+// reduceGrads reduces the gradients gs over g with op in one coalesced
 // all-reduce, in the gradients' type (coalescedDType): a 16-bit reduction
 // accumulates in float32 in rank order and rounds once, and a 16-bit
 // gradient coalesced into a float32 buffer is widened into it and rounded
 // back from the result.
-func reduceGrads(ctx context.Context, ps []*nn.Parameter, g comm.Group, op comm.ReduceOp, what string) error {
+func reduceGrads(ctx context.Context, gs []*tensor.Tensor, g comm.Group, op comm.ReduceOp, what string) error {
 	n := 0
-	for _, p := range ps {
-		n += p.Grad.Len()
+	for _, x := range gs {
+		n += x.Len()
 	}
-	buf := newData(coalescedDType(ps), n)
+	buf := newData(coalescedDType(gs), n)
 	off := 0
-	for _, p := range ps {
-		m := p.Grad.Len()
-		viewOf(buf, off, off+m, []int{m}).CopyFrom(p.Grad.View(m))
+	for _, x := range gs {
+		m := x.Len()
+		viewOf(buf, off, off+m, []int{m}).CopyFrom(x.View(m))
 		off += m
 	}
 	if err := g.AllReduce(ctx, buf, op); err != nil {
 		return fmt.Errorf("dp: all-reduce of %s over %s: %w", what, g.Name(), err)
 	}
 	off = 0
-	for _, p := range ps {
-		m := p.Grad.Len()
-		p.Grad.View(m).CopyFrom(viewOf(buf, off, off+m, []int{m}))
+	for _, x := range gs {
+		m := x.Len()
+		x.View(m).CopyFrom(viewOf(buf, off, off+m, []int{m}))
 		off += m
 	}
 	return nil
 }
 
-// coalescedDType is the type of the buffer the gradients of ps are
+// coalescedDType is the type of the buffer the gradients gs are
 // coalesced into: their common type, or float32 when they differ (16-bit
 // gradients beside float32 local ones,
 // param_name_patterns_for_fp32_local_accumulation), as torch's
 // _flatten_dense_tensors promotes mixed types.
-func coalescedDType(ps []*nn.Parameter) tensor.DType {
-	if len(ps) == 0 {
+func coalescedDType(gs []*tensor.Tensor) tensor.DType {
+	if len(gs) == 0 {
 		return tensor.Float32
 	}
-	d := ps[0].Grad.DType()
-	for _, p := range ps[1:] {
-		if p.Grad.DType() != d {
+	d := gs[0].DType()
+	for _, x := range gs[1:] {
+		if x.DType() != d {
 			return tensor.Float32
 		}
 	}

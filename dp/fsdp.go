@@ -62,6 +62,9 @@ type FSDPOptions struct {
 // stay whole, as under optim_grads. suggested_communication_unit_size
 // sizes the prefetch: the units after the one gathered (before it, in
 // backward) until half of it is in flight, at least one unit.
+//
+// The whole buffers (gathers and gradients) are kept for reuse once
+// released (bufPool); Memory reports the state and the high-water marks.
 type FSDP struct {
 	cfg     config.DDPConfig
 	group   comm.Group // nil for one rank
@@ -84,6 +87,7 @@ type FSDP struct {
 	fwdAt, bwdAt int
 
 	mem     struct{ params, grads highWater } // gathered parameters and whole gradients
+	pool    bufPool                           // released whole buffers, for reuse
 	hookErr                                   // the first failure in a grad hook
 	badGrad string                            // the first non-finite gradient found this iteration
 }
@@ -97,7 +101,7 @@ func NewFSDP(params []*nn.Parameter, cfg config.DDPConfig, o FSDPOptions) (*FSDP
 	if err := checkFSDPConfig(cfg, o); err != nil {
 		return nil, err
 	}
-	f := &FSDP{cfg: cfg, shards: 1, byParam: map[*nn.Parameter]*fsdpUnit{}, params: params,
+	f := &FSDP{cfg: cfg, shards: 1, byParam: map[*nn.Parameter]*fsdpUnit{}, params: params, pool: bufPool{},
 		paramDType: o.ParamDType, gradDType: GradDTypeFor(o.ParamDType, cfg.GradReduceInFP32),
 		op: comm.Sum, factor: 1, workers: o.Workers}
 	if o.Group != nil && o.Group.Size() > 1 {
@@ -248,6 +252,19 @@ func (f *FSDP) OptimizerShards() ([]ShardPiece, error) {
 	return out, nil
 }
 
+// GradOf returns p's elements of this rank's gradient shard (a view), or
+// nil when the shard holds none of p.
+func (f *FSDP) GradOf(p *nn.Parameter) *tensor.Tensor {
+	u := f.byParam[p]
+	r := u.ranges[slices.Index(u.params, p)]
+	lo, hi := u.lo, u.lo+u.shardLen()
+	a, b := max(r.Start, lo), min(r.End, hi)
+	if a >= b {
+		return nil
+	}
+	return tensor.FromSlice(u.gradShard[a-lo:b-lo], b-a)
+}
+
 // SetParam sets p's whole value to v: its elements in this rank's shard
 // (rounded to nearest even for 16-bit parameters) and, where the unit
 // stays whole, p's Value.
@@ -310,8 +327,9 @@ func (f *FSDP) AllGatherGrads(ctx context.Context) error {
 // most it held at once in gathered parameters and whole gradients.
 type FSDPMemory struct {
 	// ParamShards, GradShards and Whole are kept between passes: the
-	// parameter shards (the parameters' type), the float32 gradient
-	// shards, and the parameters that stay whole.
+	// parameter shards of the released units (the parameters' type), the
+	// float32 gradient shards, and the parameters that stay whole (whose
+	// shards are slices of them).
 	ParamShards, GradShards, Whole int64
 	// PeakGathered and PeakGrads are the high-water marks of the
 	// gathered units' parameters and of the whole gradients.
@@ -322,10 +340,11 @@ type FSDPMemory struct {
 func (f *FSDP) Memory() FSDPMemory {
 	m := FSDPMemory{PeakGathered: f.mem.params.peak, PeakGrads: f.mem.grads.peak}
 	for _, u := range f.units {
-		m.ParamShards += int64(u.paramShard.Bytes())
 		m.GradShards += int64(4 * len(u.gradShard))
 		if u.preserve {
-			m.Whole += int64(u.full.Bytes())
+			m.Whole += int64(u.full.Bytes()) // the shard is a slice of it
+		} else {
+			m.ParamShards += int64(u.paramShard.Bytes())
 		}
 	}
 	return m

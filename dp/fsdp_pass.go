@@ -333,6 +333,19 @@ func (f *FSDP) ScaleGradients(s float32) {
 	}
 }
 
+// gatherInPlace all-gathers a unit that stays whole from the shards, its
+// own slice of the buffer going in through a copy.
+func (u *fsdpUnit) gatherInPlace(ctx context.Context) error {
+	f := u.f
+	in := f.pool.get(f.paramDType, u.shardLen(), -1)
+	defer f.pool.put(in)
+	in.CopyFrom(u.paramShard)
+	if err := f.group.AllGather(ctx, u.full, in); err != nil {
+		return fmt.Errorf("dp: FSDP parameter all-gather of unit %d over %s: %w", u.index, f.group.Name(), err)
+	}
+	return nil
+}
+
 // ParamsUpdated is StartParamSync: after the optimizer's step.
 func (f *FSDP) ParamsUpdated(ctx context.Context) error { return f.StartParamSync(ctx, false) }
 
@@ -345,10 +358,8 @@ func (f *FSDP) StartParamSync(ctx context.Context, _ bool) error {
 	var errs []error
 	for _, u := range f.units {
 		if u.preserve {
-			if f.group == nil {
-				u.full.CopyFrom(u.paramShard)
-			} else if err := f.group.AllGather(ctx, u.full, u.paramShard); err != nil {
-				errs = append(errs, fmt.Errorf("dp: FSDP parameter all-gather of unit %d over %s: %w", u.index, f.group.Name(), err))
+			if f.group != nil {
+				errs = append(errs, u.gatherInPlace(ctx))
 			}
 			continue
 		}

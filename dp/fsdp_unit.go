@@ -3,6 +3,7 @@ package dp
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/nn"
@@ -22,8 +23,9 @@ type fsdpUnit struct {
 	lo       int
 	preserve bool // whole between passes (optim_grads, or the parameters in no unit)
 
-	// Parameters: the shard (the optimizer's, in the parameters' type),
-	// the whole unit while gathered (zero Buffer when not), the gather in
+	// Parameters: the shard (the optimizer's, in the parameters' type; a
+	// slice of full when the unit stays whole), the whole unit while
+	// gathered (zero Buffer when not), the gather in
 	// flight, whether the parameters' Values are bound to it, and how many
 	// users hold it (forward parts and backward passes).
 	paramShard comm.Buffer
@@ -64,11 +66,14 @@ func (f *FSDP) newUnit(index int, ps []*nn.Parameter, preserve bool) *fsdpUnit {
 		v.CopyFrom(p.Value)
 		p.Value = v
 	}
-	u.paramShard = cloneData(full.Slice(u.lo, u.lo+u.shardLen()))
 	u.gradShard = make([]float32, u.shardLen())
 	if preserve {
+		// The shard of a unit that stays whole is its slice of the whole
+		// buffer, as the distributed optimizer's is of its bucket.
 		u.full, u.bound = full, true
+		u.paramShard = full.Slice(u.lo, u.lo+u.shardLen())
 	} else {
+		u.paramShard = cloneData(full.Slice(u.lo, u.lo+u.shardLen()))
 		u.unbind()
 	}
 	return u
@@ -84,7 +89,7 @@ func (u *fsdpUnit) startGather(ctx context.Context) error {
 		return nil
 	}
 	f := u.f
-	u.full = newData(f.paramDType, u.numel)
+	u.full = f.pool.get(f.paramDType, u.numel, -1)
 	f.mem.params.add(u.full.Bytes())
 	if f.group == nil {
 		u.full.CopyFrom(u.paramShard)
@@ -164,6 +169,7 @@ func (u *fsdpUnit) unbind() {
 		p.Value.Release()
 	}
 	u.f.mem.params.add(-u.full.Bytes())
+	u.f.pool.put(u.full)
 	u.full, u.bound = comm.Buffer{}, false
 }
 
@@ -180,7 +186,7 @@ func (u *fsdpUnit) prepareGrads(ctx context.Context) error {
 	if u.gradFull.Len() > 0 {
 		return nil
 	}
-	u.gradFull = newData(u.f.gradDType, u.numel)
+	u.gradFull = u.f.pool.get(u.f.gradDType, u.numel, u.f.workers)
 	u.f.mem.grads.add(u.gradFull.Bytes())
 	for k, p := range u.params {
 		r := u.ranges[k]
@@ -195,6 +201,7 @@ func (u *fsdpUnit) dropGrads() {
 		p.Grad = nil
 	}
 	u.f.mem.grads.add(-u.gradFull.Bytes())
+	u.f.pool.put(u.gradFull)
 	u.gradFull = comm.Buffer{}
 	clear(u.ready)
 	u.nready = 0
@@ -232,5 +239,69 @@ func addWidened(dst []float32, src comm.Buffer) {
 	}
 	for i, x := range src.Float32s() {
 		dst[i] += x
+	}
+}
+
+// bufPool keeps the whole buffers the units have released, by type and
+// length, for the next gather or micro-batch: the reference's double
+// buffer, holding as many as the passes held at once. Reusing them keeps
+// a unit's gathers and gradients from becoming garbage every micro-batch
+// (hundreds of megabytes an iteration for which Go's collector would grow
+// the heap). Nothing keeps a slice of a released buffer: the parameters'
+// Values are released (tensor.Tensor.Release, which every view and saved
+// copy of them sees) and the gradients dropped before put.
+type bufPool map[poolKey][]comm.Buffer
+
+// poolKey is a buffer's type and length.
+type poolKey struct {
+	d tensor.DType
+	n int
+}
+
+// get returns a buffer of n elements of type d: a released one, zeroed
+// by that many workers unless zeroWorkers is negative (a gather
+// overwrites every element), or a new, zeroed one.
+func (p bufPool) get(d tensor.DType, n int, zeroWorkers int) comm.Buffer {
+	k := poolKey{d, n}
+	free := p[k]
+	if len(free) == 0 {
+		return newData(d, n)
+	}
+	b := free[len(free)-1]
+	p[k] = free[:len(free)-1]
+	if zeroWorkers >= 0 {
+		clearData(b, zeroWorkers)
+	}
+	return b
+}
+
+// put keeps b for a later get.
+func (p bufPool) put(b comm.Buffer) {
+	if b.Len() == 0 {
+		return
+	}
+	k := poolKey{dtypeOf(b), b.Len()}
+	if poisonReleased {
+		poison(b)
+	}
+	p[k] = append(p[k], b)
+}
+
+// poison fills b with NaN: a quiet float32 NaN, or the 16-bit type's.
+func poison(b comm.Buffer) {
+	switch d := dtypeOf(b); d {
+	case tensor.Float32:
+		nan := math.Float32frombits(0x7fc00001)
+		for i, x := 0, b.Float32s(); i < len(x); i++ {
+			x[i] = nan
+		}
+	default:
+		nan := uint16(0x7fc1) // bfloat16
+		if d == tensor.Float16 {
+			nan = 0x7e01
+		}
+		for i, x := 0, b.Uint16s(); i < len(x); i++ {
+			x[i] = nan
+		}
 	}
 }

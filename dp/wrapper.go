@@ -37,6 +37,12 @@ type Wrapper interface {
 	FinishGradSync(ctx context.Context, forceAllReduce bool) error
 	// ScaleGradients multiplies every gradient this rank keeps by s.
 	ScaleGradients(s float32)
+	// GradOf returns the gradient of p this rank keeps once reduced, for
+	// finalize_model_grads' reductions over other groups: p.Grad (DDP),
+	// or the float32 elements of p in this rank's shards as one 1-d
+	// tensor (FSDP; nil when they hold none). Every rank holding the same
+	// shard of the same layout gets the same shapes.
+	GradOf(p *nn.Parameter) *tensor.Tensor
 
 	// StartParamSync brings the updated parameters to where the next
 	// forward pass reads them, after the optimizer step

@@ -178,12 +178,34 @@ func (f *qkvFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, 
 		}
 	})
 	if c.Recording() {
+		// The norms' weights are saved as tensors, not as the slices the
+		// forward read: backward reads them again (qkvState.gammas), so a
+		// weight whose storage is released and gathered again in between
+		// (Megatron-FSDP) is read from its storage of the moment.
 		if q != nil || k != nil {
-			c.Save(x)
+			saved := []*tensor.Tensor{x}
+			if q != nil {
+				saved = append(saved, in[f.qIn])
+			}
+			if k != nil {
+				saved = append(saved, in[f.kIn])
+			}
+			c.Save(saved...)
 		}
 		c.State = qkvState{q: q, k: k}
 	}
 	return y, nil
+}
+
+// gammas sets the norms' scales from the weights forward saved after x.
+func (st qkvState) gammas(saved []*tensor.Tensor) {
+	i := 1
+	for _, n := range []*qkvNorm{st.q, st.k} {
+		if n != nil {
+			n.gamma = gammaOf(saved[i], n.ZeroCentered)
+			i++
+		}
+	}
 }
 
 // checkRotary checks that the rotary table has a row for every token of
@@ -248,6 +270,7 @@ func (f *qkvFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, 
 	var xd []float32
 	if sv := c.Saved(); len(sv) > 0 {
 		xd = sv[0].Data()
+		st.gammas(sv)
 	}
 	dyd, dxd := dy.Contiguous().Data(), dx.Data()
 	nw := split(c, rows, w)

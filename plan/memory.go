@@ -174,24 +174,26 @@ func (st stateShare) modelState(a Run) Need {
 // a parameter) and the whole gradients of the parameters outside the
 // decoder layers (the embeddings and the head, held through backward)
 // and of the layers fsdpLayers says; the weights whole under
-// optim_grads, else the parameters outside the layers whole and the
-// layers gathered; either way w/dp a parameter of shards.
+// optim_grads (the shards are slices of them), else the layers' shards
+// (w/dp a parameter), the parameters outside the layers whole and the
+// layers gathered.
 func (st stateShare) fsdpState(a Run, w, g float64) (weights, grads float64) {
 	layer := layerCount(a.Model)
 	outside := st.dense - float64(a.Model.NumLayers)*layer
-	gathered, whole := st.fsdpLayers(a, layer)
+	gathered, whole := st.fsdpLayers(a, layer/float64(max(a.Model.TensorModelParallelSize, 1)))
 	per := st.copies
 	grads = per * (st.dense*4/st.dp + (outside+whole*layer)*g)
-	weights = per * st.dense * w / st.dp
 	if a.DDP.ShardsParameters() {
-		return weights + per*(outside+gathered*layer)*w, grads
+		layers := st.dense - outside
+		return per * w * (layers/st.dp + outside + gathered*layer), grads
 	}
-	return weights + per*st.dense*w, grads
+	return per * st.dense * w, grads
 }
 
-// fsdpLayers is how many decoder layers dp.FSDP holds whole at most: the
+// fsdpLayers is how many decoder layers dp.FSDP holds whole at most, for
+// a rank's layer of layer parameters (its tensor-parallel share): the
 // communication unit u (suggested_communication_unit_size, else twice
-// the average unit: the layers and the group outside them) gives the
+// the rank's average unit: the layers and the group outside them) gives the
 // gathered layers — the one in use and those prefetched until u/2
 // elements are ahead, at least one — and the layers with whole gradients —
 // the one accumulating and those whose reductions fill u, at least one.
@@ -199,7 +201,7 @@ func (st stateShare) fsdpLayers(a Run, layer float64) (gathered, whole float64) 
 	n := float64(max(a.Model.NumLayers, 1))
 	u := float64(a.DDP.SuggestedCommunicationUnitSize)
 	if u <= 0 {
-		u = 2 * st.dense / (n + 1)
+		u = 2 * st.dense / float64(max(a.Model.TensorModelParallelSize, 1)) / (n + 1)
 	}
 	pad := float64(dp.BucketEndDivisor(int(st.dp), a.DDP.PadBucketsForHighNCCLBusBW))
 	unit := math.Ceil(layer/pad) * pad // a layer's unit, padded as dp.FSDP pads it

@@ -302,8 +302,8 @@ func (a Args) checkModel(world int, v *violations) {
 
 // checkFSDP: what gotron's Megatron-FSDP does not combine with yet. The
 // gradient- and parameter-sharding strategies shard a dense model over
-// the data-parallel ranks alone; the reference itself builds its FSDP
-// mesh without pipeline stages.
+// the data-parallel ranks, with tensor parallelism beside them; the
+// reference itself builds its FSDP mesh without pipeline stages.
 func (a Args) checkFSDP(v *violations) {
 	if !a.DDP.ShardsGradients() {
 		return
@@ -314,13 +314,12 @@ func (a Args) checkFSDP(v *violations) {
 		flag string
 		n    int
 	}{
-		{"--tensor-model-parallel-size", m.TensorModelParallelSize},
 		{"--pipeline-model-parallel-size", m.PipelineModelParallelSize},
 		{"--context-parallel-size", m.ContextParallelSize},
 		{"--expert-model-parallel-size", m.ExpertModelParallelSize},
 	} {
 		if c.n > 1 {
-			v.add("--data-parallel-sharding-strategy %s with %s %d: Megatron-FSDP's sharded strategies run over data parallelism alone so far (issue 29); use --use-distributed-optimizer with model parallelism", s, c.flag, c.n)
+			v.add("--data-parallel-sharding-strategy %s with %s %d: Megatron-FSDP's sharded strategies run over data and tensor parallelism so far (issue 29); use --use-distributed-optimizer there", s, c.flag, c.n)
 		}
 	}
 	if m.NumMoEExperts > 0 {

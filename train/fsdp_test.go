@@ -19,7 +19,9 @@ func fsdpArgs(world int, strategy string) Args {
 }
 
 // TestMegatronFSDPMatchesSingleRank is Megatron-FSDP's layout-equivalence
-// test: every strategy on DP 2, ZeRO-3 on DP 4, with full recompute, with
+// test: every strategy on DP 2, ZeRO-3 on DP 4, TP 2 × DP 2 (with sequence
+// parallelism, and with Llama-class options whose q/k layer norms are
+// summed over TP), with full recompute, with
 // the smallest and the largest prefetch, averaging in the collective, the
 // per-token loss, and with 4 micro-batches of gradient accumulation per
 // rank: the 20-step loss curve and the final validation loss equal the
@@ -55,6 +57,14 @@ func TestMegatronFSDPMatchesSingleRank(t *testing.T) {
 			*a = fsdpArgs(2, config.ShardOptimGradsParams)
 			a.DDP.AverageInCollective = true
 		}},
+		{"tp2-sp-dp2-zero3", func(a *Args) {
+			*a = fsdpArgs(4, config.ShardOptimGradsParams)
+			a.Model.TensorModelParallelSize, a.Model.SequenceParallel = 2, true
+		}},
+		{"tp2-dp2-zero2-selective-recompute", func(a *Args) {
+			*a = fsdpArgs(4, config.ShardOptimGrads)
+			a.Model.TensorModelParallelSize, a.Model.RecomputeGranularity = 2, "selective"
+		}},
 		{"dp2-zero2-grad-reduce-in-fp32", func(a *Args) {
 			*a = fsdpArgs(2, config.ShardOptimGrads)
 			a.DDP.GradReduceInFP32 = true
@@ -67,23 +77,30 @@ func TestMegatronFSDPMatchesSingleRank(t *testing.T) {
 			checkEquivalent(t, losses, grads, wantLoss, wantGrads, 1e-6, 1e-5)
 		})
 	}
-	// Gradient accumulation: 4 micro-batches per rank on DP 2, and the
-	// per-token loss, against the one-rank run of the same global batch.
+	// Against the one-rank run of the same model and batch: 4
+	// micro-batches of accumulation per rank on DP 2, with the per-token
+	// loss; and Llama-class options (RMSNorm, SwiGLU, q/k layer norms
+	// summed over TP) on TP 2 × DP 2 with sequence parallelism.
 	for _, l := range []struct {
-		name string
-		set  func(a *Args)
+		name  string
+		world int
+		set   func(a *Args)
 	}{
-		{"accumulate-4", func(a *Args) {}},
-		{"accumulate-4-per-token-loss", func(a *Args) { a.Model.CalculatePerTokenLoss = true }},
+		{"accumulate-4", 2, func(a *Args) { a.GlobalBatchSize = 16 }},
+		{"accumulate-4-per-token-loss", 2, func(a *Args) { a.GlobalBatchSize, a.Model.CalculatePerTokenLoss = 16, true }},
+		{"tp2-sp-dp2-llama-options", 4, func(a *Args) {
+			a.Model.QKLayernorm, a.Model.GatedLinearUnit, a.Model.Normalization = true, true, "RMSNorm"
+			if a.WorldSize > 1 {
+				a.Model.TensorModelParallelSize, a.Model.SequenceParallel = 2, true
+			}
+		}},
 	} {
 		t.Run(l.name, func(t *testing.T) {
 			one := ppArgs(1, 1, 1)
-			one.GlobalBatchSize = 16
 			l.set(&one)
 			wantLoss, wantGrads := tpRun(t, one)
 			for _, s := range []string{config.ShardOptimGrads, config.ShardOptimGradsParams} {
-				a := fsdpArgs(2, s)
-				a.GlobalBatchSize = 16
+				a := fsdpArgs(l.world, s)
 				l.set(&a)
 				losses, grads := tpRun(t, a)
 				checkEquivalent(t, losses, grads, wantLoss, wantGrads, 1e-6, 1e-5)
@@ -194,7 +211,6 @@ func TestMegatronFSDPRefusals(t *testing.T) {
 		set  func(a *Args)
 		want string
 	}{
-		{"tp2", func(a *Args) { *a = fsdpArgs(2, config.ShardOptimGradsParams); a.Model.TensorModelParallelSize = 2 }, "--tensor-model-parallel-size 2"},
 		{"pp2", func(a *Args) { *a = fsdpArgs(2, config.ShardOptimGrads); a.Model.PipelineModelParallelSize = 2 }, "--pipeline-model-parallel-size 2"},
 		{"moe", func(a *Args) {
 			*a = fsdpArgs(2, config.ShardOptimGradsParams)
@@ -237,6 +253,10 @@ func TestMegatronFSDPMemory(t *testing.T) {
 		{"optim_grads", func(a *Args) { *a = fsdpArgs(4, config.ShardOptimGrads) }},
 		{"optim_grads_params", func(a *Args) { *a = fsdpArgs(4, config.ShardOptimGradsParams) }},
 		{"bf16-optim_grads_params", func(a *Args) { *a = fsdpArgs(4, config.ShardOptimGradsParams); a.Model.BF16 = true }},
+		{"tp2-sp-dp2-optim_grads_params", func(a *Args) {
+			*a = fsdpArgs(4, config.ShardOptimGradsParams)
+			a.Model.TensorModelParallelSize, a.Model.SequenceParallel = 2, true
+		}},
 		{"zero3-unit-1-element", func(a *Args) {
 			*a = fsdpArgs(4, config.ShardOptimGradsParams)
 			a.DDP.SuggestedCommunicationUnitSize = 1

@@ -42,7 +42,7 @@ func addDDPFlags(f *pflag.FlagSet, a *train.Args) {
 	f.StringVar(&d.DataParallelShardingStrategy, "data-parallel-sharding-strategy", d.DataParallelShardingStrategy, "Megatron-FSDP's sharding: no_shard (DDP), optim (ZeRO-1), optim_grads (ZeRO-2) or optim_grads_params (ZeRO-3, the default with --use-megatron-fsdp)")
 	f.StringVar(&d.OuterDPShardingStrategy, "outer-dp-sharding-strategy", d.OuterDPShardingStrategy, "hybrid Megatron-FSDP's sharding across replicas; hybrid sharding is refused, so only no_shard is accepted")
 	f.IntVar(&d.SuggestedCommunicationUnitSize, "suggested-communication-unit-size", d.SuggestedCommunicationUnitSize, "Megatron-FSDP: elements to communicate at once; parameter gathers are prefetched until half of it is in flight (0: twice the average decoder layer)")
-	f.BoolVar(&d.FSDPDoubleBuffer, "fsdp-double-buffer", d.FSDPDoubleBuffer, "Megatron-FSDP's persistent double buffers (not provided: Go's allocator reuses the freed gathers)")
+	f.BoolVar(&d.FSDPDoubleBuffer, "fsdp-double-buffer", d.FSDPDoubleBuffer, "Megatron-FSDP's fixed pair of communication buffers; refused: gotron's FSDP always reuses its released buffers, as many as the units in flight at once")
 	f.IntVar(&d.MegatronFSDPVersion, "megatron-fsdp-version", d.MegatronFSDPVersion, "Megatron-FSDP implementation version (only 1 is provided)")
 	f.BoolVar(&d.CheckForLargeGrads, "check-for-large-grads", d.CheckForLargeGrads, "stop when a gradient bucket's norm exceeds 10× the largest it had before")
 }
