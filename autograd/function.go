@@ -42,6 +42,19 @@ func (c *Ctx) Context() context.Context { return c.tape.ctx }
 // Tape returns the tape the Function runs on.
 func (c *Ctx) Tape() *Tape { return c.tape }
 
+// Pass identifies the Backward (or BackwardSplit) call running the
+// Function's backward: comparable, equal for the Functions of one call and
+// distinct between calls; nil outside a backward. A parameter's hooks run
+// once per call that reached it, in the order of the calls, so an owner of
+// parameters can tell how many passes it still waits for (dp.FSDP under a
+// split backward, whose weight gradients land after later passes began).
+func (c *Ctx) Pass() any {
+	if c.tape.call == nil {
+		return nil
+	}
+	return c.tape.call
+}
+
 // NeedsGrad reports whether input i needs a gradient.
 func (c *Ctx) NeedsGrad(i int) bool { return i < len(c.needsGrad) && c.needsGrad[i] }
 

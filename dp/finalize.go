@@ -3,6 +3,7 @@ package dp
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/nn"
@@ -73,12 +74,12 @@ func FinalizeModelGrads(ctx context.Context, chunks []Wrapper, o FinalizeOptions
 		}
 	}
 	if o.Embedding != nil && o.Embedding.Size() > 1 {
-		if err := allReduceGrads(ctx, o.EmbeddingParams, o.Embedding, "the shared word embedding"); err != nil {
+		if err := sumGrads(ctx, gradsOf(chunks, o.EmbeddingParams), o.Embedding, "the shared word embedding"); err != nil {
 			return err
 		}
 	}
 	if o.PosEmbedding != nil && o.PosEmbedding.Size() > 1 {
-		if err := allReduceGrads(ctx, o.PosEmbeddingParams, o.PosEmbedding, "the position embedding"); err != nil {
+		if err := sumGrads(ctx, gradsOf(chunks, o.PosEmbeddingParams), o.PosEmbedding, "the position embedding"); err != nil {
 			return err
 		}
 	}
@@ -119,19 +120,39 @@ func reduceOverTP(ctx context.Context, chunks []Wrapper, tp comm.Group, sp bool)
 		}
 	}
 	if len(sum) > 0 {
-		return reduceGrads(ctx, sum, tp, comm.Sum, fmt.Sprintf("the sequence-parallel gradients (%d parameters)", len(sum)))
+		return sumGrads(ctx, sum, tp, fmt.Sprintf("the sequence-parallel gradients (%d parameters)", len(sum)))
 	}
 	return nil
 }
 
-// allReduceGrads sums the gradients of ps over g in one coalesced
-// all-reduce; what names them in errors.
-func allReduceGrads(ctx context.Context, ps []*nn.Parameter, g comm.Group, what string) error {
-	gs := make([]*tensor.Tensor, len(ps))
-	for i, p := range ps {
-		gs[i] = p.Grad
+// sumGrads sums the gradients gs over g in one coalesced all-reduce,
+// unless there are none (the ranks of g hold the same layout, so then
+// none of them has any); what names them in errors.
+func sumGrads(ctx context.Context, gs []*tensor.Tensor, g comm.Group, what string) error {
+	if len(gs) == 0 {
+		return nil
 	}
 	return reduceGrads(ctx, gs, g, comm.Sum, what)
+}
+
+// gradsOf returns the gradients of ps as the wrapper holding each keeps
+// them (Wrapper.GradOf), leaving out those it keeps none of on this rank;
+// a parameter in no wrapper gives its Grad.
+func gradsOf(chunks []Wrapper, ps []*nn.Parameter) []*tensor.Tensor {
+	var out []*tensor.Tensor
+	for _, p := range ps {
+		g := p.Grad
+		for _, d := range chunks {
+			if slices.Contains(d.Parameters(), p) {
+				g = d.GradOf(p)
+				break
+			}
+		}
+		if g != nil {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // reduceGrads reduces the gradients gs over g with op in one coalesced

@@ -24,6 +24,12 @@ type FSDPOptions struct {
 	// layer: the reference's non-unit modules) form one more group that
 	// stays whole between passes.
 	Units [][]*nn.Parameter
+	// SharedEmbedding is the word embedding when it is tied across
+	// pipeline stages, else nil: a group of its own (staying whole), so
+	// that the first and the last stage's shards of it line up for the
+	// embedding group's all-reduce, as the distributed optimizer gives it
+	// a bucket of its own.
+	SharedEmbedding *nn.Parameter
 	// CalculatePerTokenLoss is the model config's calculate_per_token_loss:
 	// gradients are summed, not averaged (FinalizeModelGrads scales them).
 	CalculatePerTokenLoss bool
@@ -114,12 +120,12 @@ func NewFSDP(params []*nn.Parameter, cfg config.DDPConfig, o FSDPOptions) (*FSDP
 	default:
 		f.factor = 1 / float32(f.shards)
 	}
-	groups, err := fsdpGroups(params, o.Units)
+	groups, err := fsdpGroups(params, o.Units, o.SharedEmbedding)
 	if err != nil {
 		return nil, err
 	}
 	for i, g := range groups {
-		preserve := !cfg.ShardsParameters() || i == len(o.Units)
+		preserve := !cfg.ShardsParameters() || i >= len(o.Units)
 		u := f.newUnit(i, g, preserve)
 		f.units = append(f.units, u)
 		for _, p := range g {
@@ -152,8 +158,9 @@ func checkFSDPConfig(cfg config.DDPConfig, o FSDPOptions) error {
 }
 
 // fsdpGroups returns the units, each checked to hold parameters of params
-// once, then (if any) the parameters in no unit, in registration order.
-func fsdpGroups(params []*nn.Parameter, units [][]*nn.Parameter) ([][]*nn.Parameter, error) {
+// once, then the shared embedding (if any) alone, then (if any) the
+// parameters in no unit, in registration order.
+func fsdpGroups(params []*nn.Parameter, units [][]*nn.Parameter, shared *nn.Parameter) ([][]*nn.Parameter, error) {
 	owner := make(map[*nn.Parameter]int, len(params))
 	for _, p := range params {
 		owner[p] = -1
@@ -173,6 +180,16 @@ func fsdpGroups(params []*nn.Parameter, units [][]*nn.Parameter) ([][]*nn.Parame
 		}
 	}
 	out := append([][]*nn.Parameter(nil), units...)
+	if shared != nil {
+		switch j, ok := owner[shared]; {
+		case !ok:
+			return nil, fmt.Errorf("dp: the shared embedding %s is not among the wrapped parameters", shared.Name)
+		case j >= 0:
+			return nil, fmt.Errorf("dp: the shared embedding %s is in FSDP unit %d: it belongs to none", shared.Name, j)
+		}
+		owner[shared] = len(units)
+		out = append(out, []*nn.Parameter{shared})
+	}
 	var rest []*nn.Parameter
 	for _, p := range params {
 		if owner[p] < 0 {

@@ -127,7 +127,7 @@ func (b fsdpBackward) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Te
 			u.holds++
 			at, own = min(at, u.index), true
 		}
-		if err := u.prepareGrads(ctx); err != nil {
+		if err := u.prepareGrads(ctx, c.Pass()); err != nil {
 			return nil, err
 		}
 	}
@@ -153,20 +153,24 @@ func (f *FSDP) firstReleased() int {
 	return len(f.units)
 }
 
-// gradReady is a parameter's grad hook: once every parameter of its unit
-// has its gradient of the micro-batch, the unit's reduction starts.
+// gradReady is a parameter's grad hook. A parameter's hooks run once per
+// backward pass, in the order of the passes: once every parameter of the
+// unit has run one beyond the passes completed, the oldest open pass is
+// complete; once no pass is open, the unit's reduction starts.
 func (f *FSDP) gradReady(ctx context.Context, p *nn.Parameter) {
 	u := f.byParam[p]
-	if u.gradFull.Len() == 0 {
+	if u.gradFull.Len() == 0 || len(u.open) == 0 {
 		f.fail(fmt.Errorf("dp: FSDP: the gradient of %s was computed outside its unit's backward (the forward pass did not call ParamPostHook for the part using it)", p.Name))
 		return
 	}
-	k := slices.Index(u.params, p)
-	if u.ready[k] {
-		return
+	u.fired[slices.Index(u.params, p)]++
+	for len(u.open) > 0 && slices.Min(u.fired) > 0 {
+		for i := range u.fired {
+			u.fired[i]--
+		}
+		u.open = u.open[1:]
 	}
-	u.ready[k] = true
-	if u.nready++; u.nready == len(u.params) {
+	if len(u.open) == 0 {
 		f.fail(f.reduce(ctx, u))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/nn"
@@ -35,13 +36,17 @@ type fsdpUnit struct {
 	users      int
 	holds      int // users that are backward passes, released when the gradients are reduced
 
-	// Gradients: the float32 shard, the whole gradient of the current
-	// micro-batch (zero Buffer when not prepared), which parameters have
-	// theirs complete, and the reduce-scatter in flight into rsOut.
+	// Gradients: the float32 shard; the whole gradient of the
+	// micro-batches in flight (zero Buffer when not prepared); the
+	// backward passes that prepared it and have not completed it, oldest
+	// first (autograd.Ctx.Pass: under a split backward a pass's weight
+	// gradients land after later passes began), and per parameter the
+	// hooks run beyond the passes completed; the reduce-scatter in flight
+	// into rsOut.
 	gradShard []float32
 	gradFull  comm.Buffer
-	ready     []bool
-	nready    int
+	open      []any
+	fired     []int
 	rs        comm.Work
 	rsOut     comm.Buffer
 }
@@ -51,7 +56,7 @@ type fsdpUnit struct {
 // rank's shard of it, and makes each parameter's Value a view of the
 // whole buffer — kept under preserve, else released at once.
 func (f *FSDP) newUnit(index int, ps []*nn.Parameter, preserve bool) *fsdpUnit {
-	u := &fsdpUnit{f: f, index: index, params: ps, preserve: preserve, ready: make([]bool, len(ps))}
+	u := &fsdpUnit{f: f, index: index, params: ps, preserve: preserve, fired: make([]int, len(ps))}
 	for _, p := range ps {
 		n := p.Value.Len()
 		u.ranges = append(u.ranges, ParamRange{Start: u.unpadded, End: u.unpadded + n})
@@ -173,15 +178,19 @@ func (u *fsdpUnit) unbind() {
 	u.full, u.bound = comm.Buffer{}, false
 }
 
-// prepareGrads gives the unit's parameters zeroed whole gradients, views
-// of one buffer in the gradient type, unless this micro-batch's are
-// there; a reduction still in flight from the previous micro-batch is
-// finished first.
-func (u *fsdpUnit) prepareGrads(ctx context.Context) error {
+// prepareGrads gives the unit's parameters zeroed whole gradients for
+// backward pass pass, views of one buffer in the gradient type, unless
+// passes still open have them (their gradients and this pass's then
+// accumulate together); a reduction still in flight from an earlier
+// micro-batch is finished first.
+func (u *fsdpUnit) prepareGrads(ctx context.Context, pass any) error {
 	if u.rs != nil {
 		if err := u.f.finishReduce(ctx, u); err != nil {
 			return err
 		}
+	}
+	if !slices.Contains(u.open, pass) {
+		u.open = append(u.open, pass)
 	}
 	if u.gradFull.Len() > 0 {
 		return nil
@@ -203,8 +212,8 @@ func (u *fsdpUnit) dropGrads() {
 	u.f.mem.grads.add(-u.gradFull.Bytes())
 	u.f.pool.put(u.gradFull)
 	u.gradFull = comm.Buffer{}
-	clear(u.ready)
-	u.nready = 0
+	clear(u.fired)
+	u.open = u.open[:0]
 }
 
 // nonFinite returns the name of the first parameter whose whole gradient

@@ -301,26 +301,23 @@ func (a Args) checkModel(world int, v *violations) {
 }
 
 // checkFSDP: what gotron's Megatron-FSDP does not combine with yet. The
-// gradient- and parameter-sharding strategies shard a dense model over
-// the data-parallel ranks, with tensor parallelism beside them; the
-// reference itself builds its FSDP mesh without pipeline stages.
+// gradient- and parameter-sharding strategies shard a dense model's
+// chunks over the data- and context-parallel ranks, with tensor and
+// pipeline parallelism beside them (the reference's own FSDP mesh has
+// no pipeline axis); expert parallelism and MoE models are not built.
+// --align-param-gather is the distributed optimizer's: FSDP gathers
+// layer by layer.
 func (a Args) checkFSDP(v *violations) {
 	if !a.DDP.ShardsGradients() {
 		return
 	}
 	s := a.DDP.DataParallelShardingStrategy
 	m := a.Model
-	for _, c := range []struct {
-		flag string
-		n    int
-	}{
-		{"--pipeline-model-parallel-size", m.PipelineModelParallelSize},
-		{"--context-parallel-size", m.ContextParallelSize},
-		{"--expert-model-parallel-size", m.ExpertModelParallelSize},
-	} {
-		if c.n > 1 {
-			v.add("--data-parallel-sharding-strategy %s with %s %d: Megatron-FSDP's sharded strategies run over data and tensor parallelism so far (issue 29); use --use-distributed-optimizer there", s, c.flag, c.n)
-		}
+	if n := m.ExpertModelParallelSize; n > 1 {
+		v.add("--data-parallel-sharding-strategy %s with --expert-model-parallel-size %d: Megatron-FSDP's sharded strategies do not shard expert parallelism yet (issue 29); use --use-distributed-optimizer there", s, n)
+	}
+	if a.AlignParamGather != nil && *a.AlignParamGather {
+		v.add("--align-param-gather with --data-parallel-sharding-strategy %s: it aligns the distributed optimizer's bucket all-gathers across pipeline stages; Megatron-FSDP gathers each layer as its pass reaches it: drop the flag", s)
 	}
 	if m.NumMoEExperts > 0 {
 		v.add("--data-parallel-sharding-strategy %s with --num-experts: sharding expert parameters is not built yet (issue 29); use --use-distributed-optimizer for a MoE model", s)

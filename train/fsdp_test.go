@@ -9,17 +9,22 @@ import (
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/comm/local"
 	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/pp"
 )
 
 // fsdpArgs is ppArgs(world, 1, 1) under Megatron-FSDP with strategy.
-func fsdpArgs(world int, strategy string) Args {
-	a := ppArgs(world, 1, 1)
+func fsdpArgs(world int, strategy string) Args { return fsdpLayout(world, 1, 1, strategy) }
+
+// fsdpLayout is ppArgs(world, tp, pipe) under Megatron-FSDP with strategy.
+func fsdpLayout(world, tp, pipe int, strategy string) Args {
+	a := ppArgs(world, tp, pipe)
 	a.DDP.UseMegatronFSDP, a.DDP.DataParallelShardingStrategy = true, strategy
 	return a
 }
 
 // TestMegatronFSDPMatchesSingleRank is Megatron-FSDP's layout-equivalence
-// test: every strategy on DP 2, ZeRO-3 on DP 4, TP 2 × DP 2 (with sequence
+// test: every strategy on DP 2, ZeRO-3 on DP 4, PP 2 (with DP 2, virtual
+// stages, ZB-H1, and TP 2 × SP on 8 ranks), TP 2 × DP 2 (with sequence
 // parallelism, and with Llama-class options whose q/k layer norms are
 // summed over TP), with full recompute, with
 // the smallest and the largest prefetch, averaging in the collective, the
@@ -65,6 +70,20 @@ func TestMegatronFSDPMatchesSingleRank(t *testing.T) {
 			*a = fsdpArgs(4, config.ShardOptimGrads)
 			a.Model.TensorModelParallelSize, a.Model.RecomputeGranularity = 2, "selective"
 		}},
+		{"pp2-zero2", func(a *Args) { *a = fsdpLayout(2, 1, 2, config.ShardOptimGrads) }},
+		{"pp2-dp2-zero3", func(a *Args) { *a = fsdpLayout(4, 1, 2, config.ShardOptimGradsParams) }},
+		{"pp2-vpp2-dp2-zero3", func(a *Args) {
+			*a = fsdpLayout(4, 1, 2, config.ShardOptimGradsParams)
+			a.Model.VirtualPipelineModelParallelSize = 2
+		}},
+		{"pp2-dp2-zero3-zb-h1", func(a *Args) {
+			*a = fsdpLayout(4, 1, 2, config.ShardOptimGradsParams)
+			a.PipelineSchedule = pp.ScheduleZBH1
+		}},
+		{"tp2-sp-pp2-dp2-zero3", func(a *Args) {
+			*a = fsdpLayout(8, 2, 2, config.ShardOptimGradsParams)
+			a.Model.SequenceParallel = true
+		}},
 		{"dp2-zero2-grad-reduce-in-fp32", func(a *Args) {
 			*a = fsdpArgs(2, config.ShardOptimGrads)
 			a.DDP.GradReduceInFP32 = true
@@ -105,6 +124,31 @@ func TestMegatronFSDPMatchesSingleRank(t *testing.T) {
 				losses, grads := tpRun(t, a)
 				checkEquivalent(t, losses, grads, wantLoss, wantGrads, 1e-6, 1e-5)
 			}
+		})
+	}
+}
+
+// TestMegatronFSDPContextParallel: the sharded strategies over the
+// data- and context-parallel ranks — CP 2 alone (the state sharded over
+// the two context-parallel ranks), CP 2 × DP 2, and CP 2 × TP 2 with
+// sequence parallelism — equal one rank to 1e-6 (losses) and 1e-5
+// (gradients).
+func TestMegatronFSDPContextParallel(t *testing.T) {
+	wantLoss, wantGrads := tpRun(t, cpLayout{world: 1, cp: 1}.args())
+	for _, c := range []struct {
+		l        cpLayout
+		strategy string
+	}{
+		{cpLayout{world: 2, cp: 2, comm: "p2p"}, config.ShardOptimGradsParams},
+		{cpLayout{world: 4, cp: 2, comm: "p2p"}, config.ShardOptimGradsParams},
+		{cpLayout{world: 4, cp: 2, comm: "a2a"}, config.ShardOptimGrads},
+		{cpLayout{world: 4, cp: 2, tp: 2, comm: "p2p", sp: true}, config.ShardOptimGradsParams},
+	} {
+		t.Run(c.l.String()+"-"+c.strategy, func(t *testing.T) {
+			a := c.l.args()
+			a.DDP.UseMegatronFSDP, a.DDP.DataParallelShardingStrategy = true, c.strategy
+			losses, grads := tpRun(t, a)
+			checkEquivalent(t, losses, grads, wantLoss, wantGrads, 1e-6, 1e-5)
 		})
 	}
 }
@@ -211,7 +255,16 @@ func TestMegatronFSDPRefusals(t *testing.T) {
 		set  func(a *Args)
 		want string
 	}{
-		{"pp2", func(a *Args) { *a = fsdpArgs(2, config.ShardOptimGrads); a.Model.PipelineModelParallelSize = 2 }, "--pipeline-model-parallel-size 2"},
+		{"align-param-gather", func(a *Args) {
+			*a = fsdpLayout(4, 1, 2, config.ShardOptimGradsParams)
+			a.Model.VirtualPipelineModelParallelSize = 2
+			on := true
+			a.AlignParamGather = &on
+		}, "--align-param-gather"},
+		{"ep2", func(a *Args) {
+			*a = fsdpArgs(2, config.ShardOptimGradsParams)
+			a.Model.NumMoEExperts, a.Model.MoERouterTopK, a.Model.ExpertModelParallelSize = 2, 1, 2
+		}, "--expert-model-parallel-size 2"},
 		{"moe", func(a *Args) {
 			*a = fsdpArgs(2, config.ShardOptimGradsParams)
 			a.Model.NumMoEExperts, a.Model.MoERouterTopK = 2, 1

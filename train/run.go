@@ -442,7 +442,8 @@ func normalise(a Args, world int) Args {
 	if a.AlignParamGather != nil {
 		a.DDP.AlignParamGather = *a.AlignParamGather
 	} else {
-		a.DDP.AlignParamGather = a.DDP.OverlapParamGather && mp.Interleaved()
+		// (Megatron-FSDP gathers layer by layer: nothing to align.)
+		a.DDP.AlignParamGather = a.DDP.OverlapParamGather && mp.Interleaved() && !a.DDP.ShardsGradients()
 	}
 	return a
 }

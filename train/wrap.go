@@ -43,7 +43,7 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 		var d dp.Wrapper
 		var err error
 		if ddp.ShardsGradients() {
-			d, err = t.wrapFSDP(dense, c.FSDPUnits(), intra, workers)
+			d, err = t.wrapFSDP(dense, c.FSDPUnits(), shared, intra, workers)
 		} else {
 			d, err = t.wrap(dense, dp.Options{Group: intra, Inter: inter, DisableBucketing: i > 0, SharedEmbedding: shared}, i, workers)
 		}
@@ -147,8 +147,10 @@ func (t *trainer) wrap(params []*nn.Parameter, o dp.Options, i, workers int) (dp
 }
 
 // wrapFSDP builds a chunk's Megatron-FSDP wrapper of params over group,
-// its units the chunk's (gpt.Model.FSDPUnits) among params.
-func (t *trainer) wrapFSDP(params []*nn.Parameter, units [][]*nn.Parameter, group comm.Group, workers int) (dp.Wrapper, error) {
+// its units the chunk's (gpt.Model.FSDPUnits) among params, the word
+// embedding tied across pipeline stages (shared, or nil) in a group of
+// its own.
+func (t *trainer) wrapFSDP(params []*nn.Parameter, units [][]*nn.Parameter, shared *nn.Parameter, group comm.Group, workers int) (dp.Wrapper, error) {
 	in := map[*nn.Parameter]bool{}
 	for _, p := range params {
 		in[p] = true
@@ -165,7 +167,7 @@ func (t *trainer) wrapFSDP(params []*nn.Parameter, units [][]*nn.Parameter, grou
 			mine = append(mine, keep)
 		}
 	}
-	return dp.NewFSDP(params, t.a.DDP, dp.FSDPOptions{Group: group, Units: mine,
+	return dp.NewFSDP(params, t.a.DDP, dp.FSDPOptions{Group: group, Units: mine, SharedEmbedding: shared,
 		CalculatePerTokenLoss: t.a.Model.CalculatePerTokenLoss, ParamDType: t.a.ParamDType(), Workers: workers})
 }
 
