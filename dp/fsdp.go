@@ -33,6 +33,11 @@ type FSDPOptions struct {
 	// CalculatePerTokenLoss is the model config's calculate_per_token_loss:
 	// gradients are summed, not averaged (FinalizeModelGrads scales them).
 	CalculatePerTokenLoss bool
+	// AverageOver is the number of replicas the gradients are averaged
+	// over when it differs from the group's size (0: the group's): the
+	// experts' FSDP shards over the expert data-parallel group but averages
+	// over the dense dp·cp replicas (Options.AverageOver).
+	AverageOver int
 	// ParamDType is the type the parameters are stored and gathered in:
 	// Float32, or BFloat16 / Float16 under --bf16 / --fp16.
 	ParamDType tensor.DType
@@ -82,7 +87,7 @@ type FSDP struct {
 
 	paramDType, gradDType tensor.DType
 	op                    comm.ReduceOp
-	factor                float32 // applied before a Sum reduce-scatter
+	factor                float32 // applied before the reduce-scatter
 	prefetch              int     // elements gathered ahead
 	reduceCap             int     // elements of gradients reduced in flight
 	inflight              []*fsdpUnit
@@ -113,10 +118,14 @@ func NewFSDP(params []*nn.Parameter, cfg config.DDPConfig, o FSDPOptions) (*FSDP
 	if o.Group != nil && o.Group.Size() > 1 {
 		f.group, f.shards, f.rank = o.Group, o.Group.Size(), o.Group.Rank()
 	}
-	switch {
+	switch over := o.AverageOver; {
 	case o.CalculatePerTokenLoss:
+	case cfg.AverageInCollective && over > 0:
+		f.op, f.factor = comm.Avg, float32(f.shards)/float32(over)
 	case cfg.AverageInCollective:
 		f.op = comm.Avg
+	case over > 0:
+		f.factor = 1 / float32(over)
 	default:
 		f.factor = 1 / float32(f.shards)
 	}

@@ -185,7 +185,7 @@ func (f *FSDP) reduce(ctx context.Context, u *fsdpUnit) error {
 			f.badGrad = name
 		}
 	}
-	if f.op == comm.Sum && f.factor != 1 {
+	if f.factor != 1 {
 		scaleData(u.gradFull, f.factor, f.workers)
 	}
 	for ; u.holds > 0; u.holds-- {

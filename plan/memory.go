@@ -178,33 +178,66 @@ func (st stateShare) modelState(a Run) Need {
 // (w/dp a parameter), the parameters outside the layers whole and the
 // layers gathered.
 func (st stateShare) fsdpState(a Run, w, g float64) (weights, grads float64) {
-	layer := layerCount(a.Model)
-	outside := st.dense - float64(a.Model.NumLayers)*layer
-	gathered, whole := st.fsdpLayers(a, layer/float64(max(a.Model.TensorModelParallelSize, 1)))
-	per := st.copies
-	grads = per * (st.dense*4/st.dp + (outside+whole*layer)*g)
+	dense := a.Model
+	dense.NumMoEExperts = 0 // the parameters outside the layers do not depend on the experts
+	outside := float64(gpt.NumParameters(withLayers(dense, 1))) - layerCount(dense)
+	n := float64(max(a.Model.NumLayers, 1))
+	layer := (st.dense - outside) / n // a layer's dense parameters (router and shared experts included)
+	tp := float64(max(a.Model.TensorModelParallelSize, 1))
+	gathered, whole := fsdpLayers(a, layer/tp, st.dense/tp/(n+1), n, st.dp)
+	grads = st.copies * (st.dense*4/st.dp + (outside+whole*layer)*g)
 	if a.DDP.ShardsParameters() {
-		layers := st.dense - outside
-		return per * w * (layers/st.dp + outside + gathered*layer), grads
+		weights = st.copies * w * ((st.dense-outside)/st.dp + outside + gathered*layer)
+	} else {
+		weights = st.copies * st.dense * w
 	}
-	return per * st.dense * w, grads
+	if st.experts == 0 {
+		return weights, grads
+	}
+	// A MoE chunk's experts: their own FSDP over the expert data-parallel
+	// ranks, a unit per MoE layer (the rank's experts of it).
+	m := moeLayers(a.Model)
+	eLayer := st.experts / m
+	eUnit := eLayer / float64(max(a.Model.EffectiveExpertTensorParallelSize(), 1)*max(a.Model.ExpertModelParallelSize, 1))
+	gathered, whole = fsdpLayers(a, eUnit, eUnit, m, st.edp)
+	grads += st.ecopies * (st.experts*4/st.edp + whole*eLayer*g)
+	if a.DDP.ShardsParameters() {
+		return weights + st.ecopies*w*(st.experts/st.edp+gathered*eLayer), grads
+	}
+	return weights + st.ecopies*st.experts*w, grads
 }
 
-// fsdpLayers is how many decoder layers dp.FSDP holds whole at most, for
-// a rank's layer of layer parameters (its tensor-parallel share): the
-// communication unit u (suggested_communication_unit_size, else twice
-// the rank's average unit: the layers and the group outside them) gives the
-// gathered layers — the one in use and those prefetched until u/2
-// elements are ahead, at least one — and the layers with whole gradients —
-// the one accumulating and those whose reductions fill u, at least one.
-func (st stateShare) fsdpLayers(a Run, layer float64) (gathered, whole float64) {
-	n := float64(max(a.Model.NumLayers, 1))
+// withLayers is c with n decoder layers.
+func withLayers(c config.TransformerConfig, n int) config.TransformerConfig {
+	c.NumLayers = n
+	return c
+}
+
+// moeLayers is the number of MoE layers of c, at least 1.
+func moeLayers(c config.TransformerConfig) float64 {
+	n := 0
+	for i := range min(c.NumLayers, 1<<14) {
+		if c.IsMoELayer(i) {
+			n++
+		}
+	}
+	return float64(max(n, 1))
+}
+
+// fsdpLayers is how many of n units of unit elements (a rank's layer),
+// sharded over shards ranks, dp.FSDP holds whole at most: the communication unit u
+// (suggested_communication_unit_size, else twice the average unit avg,
+// the group outside the layers included) gives the gathered units — the
+// one in use and those prefetched until u/2 elements are ahead, at least
+// one — and the units with whole gradients — the one accumulating and
+// those whose reductions fill u, at least one.
+func fsdpLayers(a Run, unit, avg, n, shards float64) (gathered, whole float64) {
 	u := float64(a.DDP.SuggestedCommunicationUnitSize)
 	if u <= 0 {
-		u = 2 * st.dense / float64(max(a.Model.TensorModelParallelSize, 1)) / (n + 1)
+		u = 2 * avg
 	}
-	pad := float64(dp.BucketEndDivisor(int(st.dp), a.DDP.PadBucketsForHighNCCLBusBW))
-	unit := math.Ceil(layer/pad) * pad // a layer's unit, padded as dp.FSDP pads it
+	pad := float64(dp.BucketEndDivisor(int(shards), a.DDP.PadBucketsForHighNCCLBusBW))
+	unit = math.Ceil(unit/pad) * pad // as dp.FSDP pads it
 	gathered = min(1+max(1, math.Ceil(u/2/unit)), n)
 	whole = min(1+max(1, math.Floor(u/unit)), n)
 	return gathered, whole
@@ -212,10 +245,7 @@ func (st stateShare) fsdpLayers(a Run, layer float64) (gathered, whole float64) 
 
 // layerCount is one decoder layer's parameters.
 func layerCount(c config.TransformerConfig) float64 {
-	c.NumLayers = 1
-	one := float64(gpt.NumParameters(c))
-	c.NumLayers = 2
-	return float64(gpt.NumParameters(c)) - one
+	return float64(gpt.NumParameters(withLayers(c, 2))) - float64(gpt.NumParameters(withLayers(c, 1)))
 }
 
 // activationMemory is the activations the machine keeps: each rank of a

@@ -300,27 +300,19 @@ func (a Args) checkModel(world int, v *violations) {
 	a.checkFSDP(v)
 }
 
-// checkFSDP: what gotron's Megatron-FSDP does not combine with yet. The
-// gradient- and parameter-sharding strategies shard a dense model's
-// chunks over the data- and context-parallel ranks, with tensor and
-// pipeline parallelism beside them (the reference's own FSDP mesh has
-// no pipeline axis); expert parallelism and MoE models are not built.
-// --align-param-gather is the distributed optimizer's: FSDP gathers
-// layer by layer.
+// checkFSDP: what gotron's Megatron-FSDP does not combine with. The
+// gradient- and parameter-sharding strategies shard every pipeline
+// chunk's dense parameters over the data- and context-parallel ranks and
+// a MoE chunk's experts over the expert data-parallel ranks, beside
+// tensor, expert and pipeline parallelism (the reference's own FSDP mesh
+// has no pipeline axis). --align-param-gather is the distributed
+// optimizer's: FSDP gathers layer by layer.
 func (a Args) checkFSDP(v *violations) {
 	if !a.DDP.ShardsGradients() {
 		return
 	}
-	s := a.DDP.DataParallelShardingStrategy
-	m := a.Model
-	if n := m.ExpertModelParallelSize; n > 1 {
-		v.add("--data-parallel-sharding-strategy %s with --expert-model-parallel-size %d: Megatron-FSDP's sharded strategies do not shard expert parallelism yet (issue 29); use --use-distributed-optimizer there", s, n)
-	}
 	if a.AlignParamGather != nil && *a.AlignParamGather {
-		v.add("--align-param-gather with --data-parallel-sharding-strategy %s: it aligns the distributed optimizer's bucket all-gathers across pipeline stages; Megatron-FSDP gathers each layer as its pass reaches it: drop the flag", s)
-	}
-	if m.NumMoEExperts > 0 {
-		v.add("--data-parallel-sharding-strategy %s with --num-experts: sharding expert parameters is not built yet (issue 29); use --use-distributed-optimizer for a MoE model", s)
+		v.add("--align-param-gather with --data-parallel-sharding-strategy %s: it aligns the distributed optimizer's bucket all-gathers across pipeline stages; Megatron-FSDP gathers each layer as its pass reaches it: drop the flag", a.DDP.DataParallelShardingStrategy)
 	}
 }
 

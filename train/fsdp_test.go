@@ -153,6 +153,36 @@ func TestMegatronFSDPContextParallel(t *testing.T) {
 	}
 }
 
+// TestMegatronFSDPMoE: a MoE model's experts sharded over the expert
+// data-parallel ranks (averaged over the dense replicas), under ZeRO-2
+// and ZeRO-3 — DP 2, EP 2, EP 2 × DP 2 (both dispatchers, grouped
+// experts, and averaging in the collective), EP 2 × ETP 2, EP 2 × TP 2
+// with SP, EP 2 × PP 2 — equals one rank to 1e-6 (losses) and 1e-5
+// (gradients).
+func TestMegatronFSDPMoE(t *testing.T) {
+	wantLoss, wantGrads := tpRun(t, moeArgs(1))
+	for _, l := range []moeLayout{
+		{world: 2}, {world: 2, ep: 2}, {world: 4, ep: 2, dispatcher: "alltoall"},
+		{world: 4, ep: 2, grouped: true}, {world: 4, ep: 2, etp: 2},
+		{world: 4, tp: 2, sp: true, ep: 2}, {world: 4, ep: 2, pp: 2, dispatcher: "alltoall"},
+	} {
+		for _, s := range []string{config.ShardOptimGrads, config.ShardOptimGradsParams} {
+			t.Run(l.String()+"-"+s, func(t *testing.T) {
+				a := l.args()
+				a.DDP.UseMegatronFSDP, a.DDP.DataParallelShardingStrategy = true, s
+				losses, grads := tpRun(t, a)
+				checkEquivalent(t, losses, grads, wantLoss, wantGrads, 1e-6, 1e-5)
+			})
+		}
+	}
+	t.Run("ep2-dp2-zero3-average-in-collective", func(t *testing.T) {
+		a := moeLayout{world: 4, ep: 2}.args()
+		a.DDP.UseMegatronFSDP, a.DDP.DataParallelShardingStrategy, a.DDP.AverageInCollective = true, config.ShardOptimGradsParams, true
+		losses, grads := tpRun(t, a)
+		checkEquivalent(t, losses, grads, wantLoss, wantGrads, 1e-6, 1e-5)
+	})
+}
+
 // TestMegatronFSDPMixedPrecision: bf16 under ZeRO-2 and ZeRO-3 on DP 2
 // follows the one-rank bf16 run as the distributed optimizer does
 // (TestMixedPrecisionLayouts' 1e-4: the 16-bit parameters round the last
@@ -189,9 +219,10 @@ func TestMegatronFSDPMixedPrecision(t *testing.T) {
 // TestMegatronFSDPResume: a ZeRO-3 run on DP 2 saved at iteration 5
 // resumes bit for bit under the same layout, and with the uninterrupted
 // loss curve to 1e-6 under ZeRO-2 on DP 4, the distributed optimizer on
-// DP 2 and one plain rank; a checkpoint of the distributed optimizer
-// loads under ZeRO-3 likewise. In bf16 the same-layout resume is bit for
-// bit too.
+// DP 2 and one plain rank; one on DP 4 loads under TP 2 × DP 2 with the
+// distributed optimizer (1e-5), one plain rank and PP 2 × DP 2 under
+// ZeRO-3; a checkpoint of the distributed optimizer loads under ZeRO-3
+// likewise. In bf16 the same-layout resume is bit for bit too.
 func TestMegatronFSDPResume(t *testing.T) {
 	zero3 := fsdpArgs(2, config.ShardOptimGradsParams)
 	distOpt := ppArgs(2, 1, 1)
@@ -210,6 +241,14 @@ func TestMegatronFSDPResume(t *testing.T) {
 			func(b *Args) { b.DDP = distOpt.DDP },
 			func(b *Args) { b.WorldSize, b.DDP = 1, config.DefaultDDPConfig() },
 		}, []float64{0, 1e-6, 1e-6, 1e-6}},
+		{"zero3-dp4", fsdpArgs(4, config.ShardOptimGradsParams), []func(b *Args){
+			func(b *Args) {
+				b.Model.TensorModelParallelSize = 2
+				b.DDP = distOpt.DDP
+			},
+			func(b *Args) { b.WorldSize, b.DDP = 1, config.DefaultDDPConfig() },
+			func(b *Args) { b.Model.PipelineModelParallelSize = 2 },
+		}, []float64{1e-5, 1e-6, 1e-6}},
 		{"distopt-into-zero3", distOpt, []func(b *Args){func(b *Args) { b.DDP = zero3.DDP }}, []float64{1e-6}},
 		{"bf16-zero3", bf16, []func(b *Args){func(b *Args) {}}, []float64{0}},
 	} {
@@ -261,14 +300,6 @@ func TestMegatronFSDPRefusals(t *testing.T) {
 			on := true
 			a.AlignParamGather = &on
 		}, "--align-param-gather"},
-		{"ep2", func(a *Args) {
-			*a = fsdpArgs(2, config.ShardOptimGradsParams)
-			a.Model.NumMoEExperts, a.Model.MoERouterTopK, a.Model.ExpertModelParallelSize = 2, 1, 2
-		}, "--expert-model-parallel-size 2"},
-		{"moe", func(a *Args) {
-			*a = fsdpArgs(2, config.ShardOptimGradsParams)
-			a.Model.NumMoEExperts, a.Model.MoERouterTopK = 2, 1
-		}, "--num-experts"},
 		{"a strategy without FSDP", func(a *Args) {
 			*a = ppArgs(2, 1, 1)
 			a.DDP.DataParallelShardingStrategy = config.ShardOptimGrads
@@ -309,6 +340,14 @@ func TestMegatronFSDPMemory(t *testing.T) {
 		{"tp2-sp-dp2-optim_grads_params", func(a *Args) {
 			*a = fsdpArgs(4, config.ShardOptimGradsParams)
 			a.Model.TensorModelParallelSize, a.Model.SequenceParallel = 2, true
+		}},
+		{"moe-ep2-dp2-optim_grads_params", func(a *Args) {
+			*a = moeLayout{world: 4, ep: 2}.args()
+			a.DDP.UseMegatronFSDP, a.DDP.DataParallelShardingStrategy = true, config.ShardOptimGradsParams
+		}},
+		{"moe-ep2-dp2-optim_grads", func(a *Args) {
+			*a = moeLayout{world: 4, ep: 2}.args()
+			a.DDP.UseMegatronFSDP, a.DDP.DataParallelShardingStrategy = true, config.ShardOptimGrads
 		}},
 		{"zero3-unit-1-element", func(a *Args) {
 			*a = fsdpArgs(4, config.ShardOptimGradsParams)

@@ -43,7 +43,7 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 		var d dp.Wrapper
 		var err error
 		if ddp.ShardsGradients() {
-			d, err = t.wrapFSDP(dense, c.FSDPUnits(), shared, intra, workers)
+			d, err = t.wrapFSDP(dense, c.FSDPUnits(), fsdpShape{group: intra, shared: shared}, workers)
 		} else {
 			d, err = t.wrap(dense, dp.Options{Group: intra, Inter: inter, DisableBucketing: i > 0, SharedEmbedding: shared}, i, workers)
 		}
@@ -52,10 +52,15 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 		}
 		t.ddps = append(t.ddps, d)
 		var e dp.Wrapper
-		if len(experts) > 0 {
-			if e, err = t.wrap(experts, dp.Options{Group: eintra, Inter: inter, DisableBucketing: i > 0, AverageOver: t.dpg.Size()}, i, workers); err != nil {
-				return err
-			}
+		switch {
+		case len(experts) == 0:
+		case ddp.ShardsGradients():
+			e, err = t.wrapFSDP(experts, c.FSDPUnits(), fsdpShape{group: eintra, averageOver: t.dpg.Size()}, workers)
+		default:
+			e, err = t.wrap(experts, dp.Options{Group: eintra, Inter: inter, DisableBucketing: i > 0, AverageOver: t.dpg.Size()}, i, workers)
+		}
+		if err != nil {
+			return err
 		}
 		t.expertDDPs = append(t.expertDDPs, e)
 		t.params = append(t.params, c.Parameters()...)
@@ -146,11 +151,21 @@ func (t *trainer) wrap(params []*nn.Parameter, o dp.Options, i, workers int) (dp
 	return dp.New(params, a.DDP, o)
 }
 
-// wrapFSDP builds a chunk's Megatron-FSDP wrapper of params over group,
-// its units the chunk's (gpt.Model.FSDPUnits) among params, the word
-// embedding tied across pipeline stages (shared, or nil) in a group of
-// its own.
-func (t *trainer) wrapFSDP(params []*nn.Parameter, units [][]*nn.Parameter, shared *nn.Parameter, group comm.Group, workers int) (dp.Wrapper, error) {
+// fsdpShape is where a chunk's Megatron-FSDP wrapper shards: the group,
+// the replicas its gradients are averaged over when they are not the
+// group's (0), and the word embedding tied across pipeline stages (nil
+// if none), which gets a group of its own.
+type fsdpShape struct {
+	group       comm.Group
+	averageOver int
+	shared      *nn.Parameter
+}
+
+// wrapFSDP builds a chunk's Megatron-FSDP wrapper of params shaped as s,
+// its units the chunk's (gpt.Model.FSDPUnits) among params: the dense
+// parameters over dp·cp, or a MoE chunk's experts over the expert
+// data-parallel group.
+func (t *trainer) wrapFSDP(params []*nn.Parameter, units [][]*nn.Parameter, s fsdpShape, workers int) (dp.Wrapper, error) {
 	in := map[*nn.Parameter]bool{}
 	for _, p := range params {
 		in[p] = true
@@ -167,7 +182,7 @@ func (t *trainer) wrapFSDP(params []*nn.Parameter, units [][]*nn.Parameter, shar
 			mine = append(mine, keep)
 		}
 	}
-	return dp.NewFSDP(params, t.a.DDP, dp.FSDPOptions{Group: group, Units: mine, SharedEmbedding: shared,
+	return dp.NewFSDP(params, t.a.DDP, dp.FSDPOptions{Group: s.group, Units: mine, SharedEmbedding: s.shared, AverageOver: s.averageOver,
 		CalculatePerTokenLoss: t.a.Model.CalculatePerTokenLoss, ParamDType: t.a.ParamDType(), Workers: workers})
 }
 
