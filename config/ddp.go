@@ -15,8 +15,9 @@ package config
 // reference's None ("not set"). Megatron-FSDP (version 1) is provided with
 // its four sharding strategies (UseMegatronFSDP,
 // DataParallelShardingStrategy, SuggestedCommunicationUnitSize; package
-// dp's FSDP). Its hybrid sharding, double buffers, NCCL userbuffers and
-// fp8/fp4 parameter gathers are present so that configurations carry over;
+// dp's FSDP) and hybrid sharding (HSDP). HFSDP, double buffers, NCCL
+// userbuffers and fp8/fp4 parameter gathers are present so that
+// configurations carry over;
 // a non-default value is a validation error (DECISIONS.md). Their doc
 // comments say "Not provided".
 type DDPConfig struct {
@@ -165,8 +166,10 @@ type DDPConfig struct {
 	// parameter sync. Not provided: must stay true (the default).
 	FSDPAllGatherInStartParamSync bool `json:"fsdp_all_gather_in_start_param_sync"`
 
-	// OuterDPShardingStrategy is the hybrid-FSDP outer strategy. Not
-	// provided: must stay "no_shard" (the default).
+	// OuterDPShardingStrategy is hybrid Megatron-FSDP's strategy across
+	// the NumDistributedOptimizerInstances instances: "no_shard" (the
+	// default; HSDP, the gradient shards all-reduced across them). "optim"
+	// (HFSDP, sharding across them too) is not provided.
 	OuterDPShardingStrategy string `json:"outer_dp_sharding_strategy"`
 
 	// DisableSymmetricRegistration turns off NCCL symmetric userbuffer

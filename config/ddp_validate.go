@@ -139,7 +139,6 @@ func (c DDPConfig) checkNotProvided(vs *violationList) {
 		{"fp4_param_gather", c.FP4ParamGather, true, false, "fp4 parameter all-gather"},
 		{"reuse_grad_buf_for_mxfp8_param_ag", c.ReuseGradBufForMXFP8ParamAG, true, false, "MXFP8 parameter all-gather"},
 		{"megatron_fsdp_version", c.MegatronFSDPVersion == 2, 2, 1, fsdp + " version 2"},
-		{"num_distributed_optimizer_instances", c.MegatronFSDP() && c.NumDistributedOptimizerInstances > 1, c.NumDistributedOptimizerInstances, 1, "hybrid " + fsdp + " (HSDP, not built yet: issue 29)"},
 		{"keep_fp8_transpose_cache", c.KeepFP8TransposeCache, true, false, fsdp + " fp8 transpose caching"},
 		{"nccl_ub", c.NCCLUB, true, false, "NCCL userbuffer registration"},
 		{"fsdp_double_buffer", c.FSDPDoubleBuffer, true, false, fsdp + " double buffers"},

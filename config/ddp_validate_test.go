@@ -99,9 +99,6 @@ func TestDDPNotProvided(t *testing.T) {
 		"outer_dp_sharding_strategy": func(c *DDPConfig) {
 			c.UseMegatronFSDP, c.DataParallelShardingStrategy, c.OuterDPShardingStrategy = true, ShardOptimGradsParams, ShardOptim
 		},
-		"num_distributed_optimizer_instances": func(c *DDPConfig) {
-			c.UseMegatronFSDP, c.UseDistributedOptimizer, c.NumDistributedOptimizerInstances = true, true, 2
-		},
 		"disable_symmetric_registration":       func(c *DDPConfig) { c.DisableSymmetricRegistration = true },
 		"fsdp_manual_registration":             func(c *DDPConfig) { c.FSDPManualRegistration = true },
 		"delay_wgrad_compute":                  func(c *DDPConfig) { c.DelayWgradCompute = true },
@@ -158,6 +155,11 @@ func TestDDPFSDPRules(t *testing.T) {
 		{"a unit without FSDP",
 			func(c *DDPConfig) { c.SuggestedCommunicationUnitSize = 1 << 20 },
 			[][]string{{"suggested_communication_unit_size", "use_megatron_fsdp"}}, []string{"1048576"}},
+		{"hybrid sharding (HSDP) is valid",
+			func(c *DDPConfig) {
+				fsdp(ShardOptimGradsParams)(c)
+				c.UseDistributedOptimizer, c.NumDistributedOptimizerInstances = true, 2
+			}, nil, nil},
 		{"a unit with FSDP is valid",
 			func(c *DDPConfig) { fsdp(ShardOptimGradsParams)(c); c.SuggestedCommunicationUnitSize = 1 << 20 }, nil, nil},
 		{"fp32-accumulating reduce-scatter with sharded gradients",

@@ -15,8 +15,15 @@ import (
 // FSDPOptions are what NewFSDP needs beyond the parameters and the config.
 type FSDPOptions struct {
 	// Group is the group the state is sharded over: the data-parallel
-	// ranks (dp·cp). Nil for a single rank.
+	// ranks (dp·cp), or under hybrid sharding (HSDP,
+	// num_distributed_optimizer_instances > 1) the ranks of this rank's
+	// instance. Nil for a single rank.
 	Group comm.Group
+	// Outer is the group of the ranks holding the same shards in the
+	// other instances under HSDP (outer_dp_sharding_strategy no_shard):
+	// the gradient shards are all-reduced over it once an iteration's
+	// reductions are done. Nil or size 1 without HSDP.
+	Outer comm.Group
 	// Units are the FSDP units, in the order a forward pass reaches them:
 	// each a set of parameters gathered, used and released together (the
 	// reference's fsdp_unit_modules, a decoder layer each). The
@@ -79,6 +86,7 @@ type FSDPOptions struct {
 type FSDP struct {
 	cfg     config.DDPConfig
 	group   comm.Group // nil for one rank
+	outer   comm.Group // HSDP's replicas of the shards, or nil
 	shards  int
 	rank    int
 	units   []*fsdpUnit
@@ -118,6 +126,11 @@ func NewFSDP(params []*nn.Parameter, cfg config.DDPConfig, o FSDPOptions) (*FSDP
 	if o.Group != nil && o.Group.Size() > 1 {
 		f.group, f.shards, f.rank = o.Group, o.Group.Size(), o.Group.Rank()
 	}
+	replicas := f.shards
+	if o.Outer != nil && o.Outer.Size() > 1 {
+		f.outer = o.Outer
+		replicas *= o.Outer.Size()
+	}
 	switch over := o.AverageOver; {
 	case o.CalculatePerTokenLoss:
 	case cfg.AverageInCollective && over > 0:
@@ -127,7 +140,7 @@ func NewFSDP(params []*nn.Parameter, cfg config.DDPConfig, o FSDPOptions) (*FSDP
 	case over > 0:
 		f.factor = 1 / float32(over)
 	default:
-		f.factor = 1 / float32(f.shards)
+		f.factor = 1 / float32(replicas)
 	}
 	groups, err := fsdpGroups(params, o.Units, o.SharedEmbedding)
 	if err != nil {

@@ -287,11 +287,33 @@ func (f *FSDP) FinishGradSync(ctx context.Context, forceAllReduce bool) error {
 			u.release()
 		}
 	}
+	if err := f.reduceAcrossInstances(ctx); err != nil {
+		return err
+	}
 	if err := f.agreeFinite(ctx); err != nil {
 		return err
 	}
 	if forceAllReduce {
 		return f.AllGatherGrads(ctx)
+	}
+	return nil
+}
+
+// reduceAcrossInstances all-reduces every gradient shard over the ranks
+// holding it in the other instances (HSDP), in float32: a sum of the
+// pre-scaled shards, or under average_in_collective an average.
+func (f *FSDP) reduceAcrossInstances(ctx context.Context) error {
+	if f.outer == nil {
+		return nil
+	}
+	op := comm.Sum
+	if f.cfg.AverageInCollective {
+		op = comm.Avg
+	}
+	for _, u := range f.units {
+		if err := f.outer.AllReduce(ctx, comm.F32(u.gradShard), op); err != nil {
+			return fmt.Errorf("dp: FSDP all-reduce of unit %d's gradient shard across instances over %s: %w", u.index, f.outer.Name(), err)
+		}
 	}
 	return nil
 }

@@ -103,7 +103,7 @@ func (m Need) Total() float64 {
 //
 //	weights   = P·R/(t·p)·w       w = 4 (float32) or 2 (bf16/fp16)
 //	gradients = P·R/(t·p)·g       g = 4 unless gradients stay 16-bit
-//	optimizer = P·R/(t·p)·(8 + 4·[16-bit])/(dp if distributed optimizer)
+//	optimizer = P·R/(t·p)·(8 + 4·[16-bit])/(dp/instances if distributed optimizer)
 //
 // Megatron-FSDP's sharded strategies keep 1/dp of the weights and of
 // float32 gradients, plus what stays whole or is in flight (fsdpState).
@@ -127,6 +127,7 @@ type stateShare struct {
 	dense, experts  float64
 	copies, ecopies float64
 	dp, edp         float64
+	shards          float64 // the ranks the dense state is sharded over: dp, or dp/instances
 }
 
 // machineShare returns the machine's share of the state of a's model on a
@@ -140,7 +141,7 @@ func machineShare(a Run, world, localRanks int) stateShare {
 	dp, edp := a.dataParallel(world)
 	return stateShare{dense: params - experts, experts: experts,
 		copies: float64(localRanks) / float64(tp*pp), ecopies: float64(localRanks) / float64(etp*ep*pp),
-		dp: float64(dp), edp: float64(edp)}
+		dp: float64(dp), edp: float64(edp), shards: float64(max(dp/max(a.DDP.NumDistributedOptimizerInstances, 1), 1))}
 }
 
 // modelState is the weights, gradients and optimizer state the share
@@ -157,7 +158,7 @@ func (st stateShare) modelState(a Run) Need {
 	}
 	eo := o
 	if a.DDP.UseDistributedOptimizer {
-		o /= st.dp
+		o /= st.shards
 		eo /= st.edp
 	}
 	need := Need{Weights: st.dense*st.copies*w + st.experts*st.ecopies*w, Gradients: st.dense*st.copies*g + st.experts*st.ecopies*g,
@@ -184,10 +185,10 @@ func (st stateShare) fsdpState(a Run, w, g float64) (weights, grads float64) {
 	n := float64(max(a.Model.NumLayers, 1))
 	layer := (st.dense - outside) / n // a layer's dense parameters (router and shared experts included)
 	tp := float64(max(a.Model.TensorModelParallelSize, 1))
-	gathered, whole := fsdpLayers(a, layer/tp, st.dense/tp/(n+1), n, st.dp)
-	grads = st.copies * (st.dense*4/st.dp + (outside+whole*layer)*g)
+	gathered, whole := fsdpLayers(a, layer/tp, st.dense/tp/(n+1), n, st.shards)
+	grads = st.copies * (st.dense*4/st.shards + (outside+whole*layer)*g)
 	if a.DDP.ShardsParameters() {
-		weights = st.copies * w * ((st.dense-outside)/st.dp + outside + gathered*layer)
+		weights = st.copies * w * ((st.dense-outside)/st.shards + outside + gathered*layer)
 	} else {
 		weights = st.copies * st.dense * w
 	}

@@ -23,7 +23,8 @@ func fsdpLayout(world, tp, pipe int, strategy string) Args {
 }
 
 // TestMegatronFSDPMatchesSingleRank is Megatron-FSDP's layout-equivalence
-// test: every strategy on DP 2, ZeRO-3 on DP 4, PP 2 (with DP 2, virtual
+// test: every strategy on DP 2, ZeRO-3 on DP 4, hybrid sharding (HSDP: 2
+// instances of DP 2, also beside TP 2), PP 2 (with DP 2, virtual
 // stages, ZB-H1, and TP 2 × SP on 8 ranks), TP 2 × DP 2 (with sequence
 // parallelism, and with Llama-class options whose q/k layer norms are
 // summed over TP), with full recompute, with
@@ -83,6 +84,18 @@ func TestMegatronFSDPMatchesSingleRank(t *testing.T) {
 		{"tp2-sp-pp2-dp2-zero3", func(a *Args) {
 			*a = fsdpLayout(8, 2, 2, config.ShardOptimGradsParams)
 			a.Model.SequenceParallel = true
+		}},
+		{"dp4-hsdp-2-instances-zero3", func(a *Args) {
+			*a = fsdpArgs(4, config.ShardOptimGradsParams)
+			a.DDP.NumDistributedOptimizerInstances = 2
+		}},
+		{"dp4-hsdp-2-instances-zero2-average-in-collective", func(a *Args) {
+			*a = fsdpArgs(4, config.ShardOptimGrads)
+			a.DDP.NumDistributedOptimizerInstances, a.DDP.AverageInCollective = 2, true
+		}},
+		{"tp2-dp4-hsdp-2-instances-zero3", func(a *Args) {
+			*a = fsdpLayout(8, 2, 1, config.ShardOptimGradsParams)
+			a.DDP.NumDistributedOptimizerInstances = 2
 		}},
 		{"dp2-zero2-grad-reduce-in-fp32", func(a *Args) {
 			*a = fsdpArgs(2, config.ShardOptimGrads)
@@ -304,10 +317,10 @@ func TestMegatronFSDPRefusals(t *testing.T) {
 			*a = ppArgs(2, 1, 1)
 			a.DDP.DataParallelShardingStrategy = config.ShardOptimGrads
 		}, "use_megatron_fsdp"},
-		{"hybrid", func(a *Args) {
+		{"hybrid across instances", func(a *Args) {
 			*a = fsdpArgs(4, config.ShardOptimGradsParams)
-			a.DDP.NumDistributedOptimizerInstances = 2
-		}, "HSDP"},
+			a.DDP.NumDistributedOptimizerInstances, a.DDP.OuterDPShardingStrategy = 2, config.ShardOptim
+		}, "HFSDP"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var a Args
@@ -348,6 +361,10 @@ func TestMegatronFSDPMemory(t *testing.T) {
 		{"moe-ep2-dp2-optim_grads", func(a *Args) {
 			*a = moeLayout{world: 4, ep: 2}.args()
 			a.DDP.UseMegatronFSDP, a.DDP.DataParallelShardingStrategy = true, config.ShardOptimGrads
+		}},
+		{"hsdp-2-instances-optim_grads_params", func(a *Args) {
+			*a = fsdpArgs(4, config.ShardOptimGradsParams)
+			a.DDP.NumDistributedOptimizerInstances = 2
 		}},
 		{"zero3-unit-1-element", func(a *Args) {
 			*a = fsdpArgs(4, config.ShardOptimGradsParams)

@@ -43,7 +43,7 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 		var d dp.Wrapper
 		var err error
 		if ddp.ShardsGradients() {
-			d, err = t.wrapFSDP(dense, c.FSDPUnits(), fsdpShape{group: intra, shared: shared}, workers)
+			d, err = t.wrapFSDP(dense, c.FSDPUnits(), fsdpShape{group: intra, outer: inter, shared: shared}, workers)
 		} else {
 			d, err = t.wrap(dense, dp.Options{Group: intra, Inter: inter, DisableBucketing: i > 0, SharedEmbedding: shared}, i, workers)
 		}
@@ -152,13 +152,14 @@ func (t *trainer) wrap(params []*nn.Parameter, o dp.Options, i, workers int) (dp
 }
 
 // fsdpShape is where a chunk's Megatron-FSDP wrapper shards: the group,
-// the replicas its gradients are averaged over when they are not the
-// group's (0), and the word embedding tied across pipeline stages (nil
-// if none), which gets a group of its own.
+// under HSDP the group of the other instances, the replicas its
+// gradients are averaged over when they are not the group's (0), and the
+// word embedding tied across pipeline stages (nil if none), which gets a
+// group of its own.
 type fsdpShape struct {
-	group       comm.Group
-	averageOver int
-	shared      *nn.Parameter
+	group, outer comm.Group // outer: HSDP's other instances, or nil
+	averageOver  int
+	shared       *nn.Parameter
 }
 
 // wrapFSDP builds a chunk's Megatron-FSDP wrapper of params shaped as s,
@@ -182,7 +183,7 @@ func (t *trainer) wrapFSDP(params []*nn.Parameter, units [][]*nn.Parameter, s fs
 			mine = append(mine, keep)
 		}
 	}
-	return dp.NewFSDP(params, t.a.DDP, dp.FSDPOptions{Group: s.group, Units: mine, SharedEmbedding: s.shared, AverageOver: s.averageOver,
+	return dp.NewFSDP(params, t.a.DDP, dp.FSDPOptions{Group: s.group, Outer: s.outer, Units: mine, SharedEmbedding: s.shared, AverageOver: s.averageOver,
 		CalculatePerTokenLoss: t.a.Model.CalculatePerTokenLoss, ParamDType: t.a.ParamDType(), Workers: workers})
 }
 
