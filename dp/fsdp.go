@@ -146,9 +146,16 @@ func NewFSDP(params []*nn.Parameter, cfg config.DDPConfig, o FSDPOptions) (*FSDP
 	if err != nil {
 		return nil, err
 	}
+	lps := make([][]LayoutParam, len(groups))
+	for i, g := range groups {
+		for _, p := range g {
+			lps[i] = append(lps[i], LayoutParam{Name: p.Name, Numel: p.Value.Len(), SharedEmbedding: p == o.SharedEmbedding})
+		}
+	}
+	l := FSDPLayout(lps, f.shards, cfg.PadBucketsForHighNCCLBusBW)
 	for i, g := range groups {
 		preserve := !cfg.ShardsParameters() || i >= len(o.Units)
-		u := f.newUnit(i, g, preserve)
+		u := f.newUnit(i, g, l, preserve)
 		f.units = append(f.units, u)
 		for _, p := range g {
 			f.byParam[p] = u
@@ -181,11 +188,13 @@ func checkFSDPConfig(cfg config.DDPConfig, o FSDPOptions) error {
 
 // fsdpGroups returns the units, each checked to hold parameters of params
 // once, then the shared embedding (if any) alone, then (if any) the
-// parameters in no unit, in registration order.
+// parameters in no unit; every group in registration order (the order of
+// params), as the reference's buffers follow named_parameters.
 func fsdpGroups(params []*nn.Parameter, units [][]*nn.Parameter, shared *nn.Parameter) ([][]*nn.Parameter, error) {
 	owner := make(map[*nn.Parameter]int, len(params))
-	for _, p := range params {
-		owner[p] = -1
+	order := make(map[*nn.Parameter]int, len(params))
+	for i, p := range params {
+		owner[p], order[p] = -1, i
 	}
 	for i, u := range units {
 		if len(u) == 0 {
@@ -201,7 +210,11 @@ func fsdpGroups(params []*nn.Parameter, units [][]*nn.Parameter, shared *nn.Para
 			owner[p] = i
 		}
 	}
-	out := append([][]*nn.Parameter(nil), units...)
+	out := make([][]*nn.Parameter, len(units))
+	for i, u := range units {
+		out[i] = slices.Clone(u)
+		slices.SortFunc(out[i], func(a, b *nn.Parameter) int { return order[a] - order[b] })
+	}
 	if shared != nil {
 		switch j, ok := owner[shared]; {
 		case !ok:

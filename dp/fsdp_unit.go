@@ -51,18 +51,19 @@ type fsdpUnit struct {
 	rsOut     comm.Buffer
 }
 
-// newUnit lays out ps, copies each parameter's value into a whole buffer
-// of the parameter type (rounded to nearest even for 16 bits), keeps this
-// rank's shard of it, and makes each parameter's Value a view of the
-// whole buffer — kept under preserve, else released at once.
-func (f *FSDP) newUnit(index int, ps []*nn.Parameter, preserve bool) *fsdpUnit {
+// newUnit lays out ps as bucket index of l (FSDPLayout), copies each
+// parameter's value into a whole buffer of the parameter type (rounded to
+// nearest even for 16 bits), keeps this rank's shard of it, and makes
+// each parameter's Value a view of the whole buffer — kept under
+// preserve, else released at once.
+func (f *FSDP) newUnit(index int, ps []*nn.Parameter, l Layout, preserve bool) *fsdpUnit {
 	u := &fsdpUnit{f: f, index: index, params: ps, preserve: preserve, fired: make([]int, len(ps))}
-	for _, p := range ps {
-		n := p.Value.Len()
-		u.ranges = append(u.ranges, ParamRange{Start: u.unpadded, End: u.unpadded + n})
-		u.unpadded += n
+	bk := l.Buckets[index]
+	for _, i := range bk.Params {
+		r := l.Ranges[i]
+		u.ranges = append(u.ranges, ParamRange{Start: r.Start - bk.Start, End: r.End - bk.Start})
 	}
-	u.numel = padTo(max(u.unpadded, 1), BucketEndDivisor(f.shards, f.cfg.PadBucketsForHighNCCLBusBW))
+	u.numel, u.unpadded = bk.End-bk.Start, bk.NumelUnpadded
 	u.lo = f.rank * u.shardLen()
 	full := newData(f.paramDType, u.numel)
 	for k, p := range ps {

@@ -241,3 +241,26 @@ func ChunkLayout(params []LayoutParam, cfg config.DDPConfig, dpcp, ppRank, chunk
 	}
 	return DistOptLayout(params, size, dpcp/max(cfg.NumDistributedOptimizerInstances, 1), cfg.PadBucketsForHighNCCLBusBW)
 }
+
+// FSDPLayout is Megatron-FSDP's layout (dp.FSDP): a bucket per group — the
+// units, then the groups that stay whole — its parameters back to back in
+// the group's order, its end padded to a multiple of
+// BucketEndDivisor(shards, padForBusBW) so that it cuts into shards equal
+// shards. Params and Ranges follow the groups, flattened.
+func FSDPLayout(groups [][]LayoutParam, shards int, padForBusBW bool) Layout {
+	l := Layout{Shards: shards}
+	div := BucketEndDivisor(shards, padForBusBW)
+	for b, g := range groups {
+		br := BucketRange{Start: l.Numel}
+		for _, p := range g {
+			br.Params = append(br.Params, len(l.Params))
+			l.Params = append(l.Params, p)
+			l.Ranges = append(l.Ranges, ParamRange{Start: l.Numel + br.NumelUnpadded, End: l.Numel + br.NumelUnpadded + p.Numel, Bucket: b})
+			br.NumelUnpadded += p.Numel
+		}
+		br.End = br.Start + padTo(max(br.NumelUnpadded, 1), div)
+		l.Numel, l.NumelUnpadded = br.End, l.NumelUnpadded+br.NumelUnpadded
+		l.Buckets = append(l.Buckets, br)
+	}
+	return l
+}

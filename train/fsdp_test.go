@@ -2,6 +2,8 @@ package train
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,8 @@ import (
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/comm/local"
 	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/dp"
+	"github.com/gotron/gotron/models/gpt"
 	"github.com/gotron/gotron/pp"
 )
 
@@ -423,5 +427,78 @@ func TestMegatronFSDPMemory(t *testing.T) {
 	}
 	if r := float64(measured["optim_grads_params"]) / float64(measured["ddp"]); r > 0.5 {
 		t.Errorf("ZeRO-3 holds %.2f of DDP's state, want at most 0.5", r)
+	}
+}
+
+// TestMegatronFSDPLayoutAsInspected: the units dp.FSDP builds for every
+// chunk of a rank (first and last pipeline stages with the tied
+// embedding, Llama-class options, TP 2) are the buckets `gotron inspect
+// buckets` prints: gpt.FSDPGroups of the chunk's ChunkParamSpecs laid out
+// by dp.FSDPLayout, name for name and element for element.
+func TestMegatronFSDPLayoutAsInspected(t *testing.T) {
+	llama := fsdpLayout(4, 2, 1, config.ShardOptimGradsParams)
+	llama.Model.QKLayernorm, llama.Model.GatedLinearUnit, llama.Model.Normalization = true, true, "RMSNorm"
+	for name, a := range map[string]Args{
+		"dp2":           fsdpArgs(2, config.ShardOptimGradsParams),
+		"pp2-dp2-tied":  fsdpLayout(4, 1, 2, config.ShardOptimGrads),
+		"tp2-dp2-llama": llama,
+		"pp2-vpp2-dp2": func() Args {
+			b := fsdpLayout(4, 1, 2, config.ShardOptimGradsParams)
+			b.Model.VirtualPipelineModelParallelSize = 2
+			return b
+		}(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			a.TrainIters, a.LRWarmupIters, a.EvalIters, a.Sample = 1, 0, 0, 0
+			p, err := Prepare(a, Options{}, Placement{World: a.WorldSize, Machine: a.WorldSize, Process: a.WorldSize})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			err = local.NewWorld(a.WorldSize, comm.Options{Timeout: time.Minute}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
+				r, err := p.NewRank(ctx, g)
+				if err != nil {
+					return err
+				}
+				m := p.Args().Model
+				chunks, err := m.PipelineChunks()
+				if err != nil {
+					return err
+				}
+				dpSize := r.t.dpg.Size()
+				for v, ch := range chunks[r.t.pp.Rank()] {
+					specs, err := gpt.ChunkParamSpecs(m, m.TensorModelParallelSize, gpt.ChunkSpec{PreProcess: ch.PreProcess, PostProcess: ch.PostProcess, LayerOffset: ch.LayerOffset, NumLayers: ch.NumLayers})
+					if err != nil {
+						return err
+					}
+					groups, _ := gpt.FSDPGroups(specs)
+					lps := make([][]dp.LayoutParam, len(groups))
+					for i, gr := range groups {
+						for _, s := range gr {
+							lps[i] = append(lps[i], dp.LayoutParam{Name: s.Name, Numel: s.Numel()})
+						}
+					}
+					want := dp.FSDPLayout(lps, dpSize, false)
+					got := r.t.ddps[v].(*dp.FSDP).Units()
+					if len(got) != len(want.Buckets) {
+						return fmt.Errorf("rank %d chunk %d: %d units, inspect lays out %d buckets", g.Rank(), v, len(got), len(want.Buckets))
+					}
+					for k, u := range got {
+						bk := want.Buckets[k]
+						var names []string
+						for _, i := range bk.Params {
+							names = append(names, want.Params[i].Name)
+						}
+						if u.Numel != bk.End-bk.Start || !slices.Equal(u.Params, names) {
+							return fmt.Errorf("rank %d chunk %d unit %d: %d elements %v; inspect: %d elements %v", g.Rank(), v, k, u.Numel, u.Params, bk.End-bk.Start, names)
+						}
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -34,6 +34,7 @@ type chunkBuffer struct {
 	chunk      config.PipelineChunk
 	bucketSize int
 	layout     dp.Layout
+	units      int // under Megatron-FSDP: the buckets that are decoder layers (the first units)
 }
 
 // bucketsReport is what the command prints: the buffers of one pipeline
@@ -74,6 +75,14 @@ pipelined model gets a bucket of its own. The command prints every
 data-parallel rank's shard of every bucket (world range, and each parameter
 piece's gbuf_local and param_range). Without the distributed optimizer
 there are no shards: the table prints none and the JSON has "shards": [].
+
+With --use-megatron-fsdp and a sharded strategy (optim_grads,
+optim_grads_params) it prints Megatron-FSDP's units instead: a bucket per
+decoder layer, then the word embedding tied across pipeline stages alone,
+then the other parameters, each in registration order, parameters back to
+back, every bucket padded to a multiple of lcm(shards, 128) and split into
+shards = dp·cp / --num-distributed-optimizer-instances equal parts, with
+every rank's shard as above. A MoE model's expert units are not printed.
 
 The data-parallel size is --data-parallel-size, or --world-size /
 (--tensor-model-parallel-size × --pipeline-model-parallel-size ×
@@ -124,8 +133,8 @@ func (f *bucketsFlags) report() (bucketsReport, error) {
 	resolved := f.args.ResolvePrecision()
 	m, ddp := resolved.Model, resolved.DDP
 	ddp.Finalize()
-	if ddp.ShardsGradients() {
-		return bucketsReport{}, fmt.Errorf("--data-parallel-sharding-strategy %s: Megatron-FSDP's units (a decoder layer each, padded to lcm(dp, 128) and cut into dp shards) are not printed by inspect buckets yet (issue 29); it shows DDP's and the distributed optimizer's buffers", ddp.DataParallelShardingStrategy)
+	if ddp.ShardsGradients() && m.NumMoEExperts > 0 {
+		return bucketsReport{}, fmt.Errorf("--data-parallel-sharding-strategy %s with --num-experts: inspect buckets prints a dense model's Megatron-FSDP units; a MoE chunk's experts (an FSDP of their own over expert-DP) are not printed", ddp.DataParallelShardingStrategy)
 	}
 	if s := m.PipelineModelParallelLayout; s != "" && !f.numLayers {
 		if l, err := config.ParsePipelineLayout(s, 1); err == nil {
@@ -171,6 +180,13 @@ func (f *bucketsFlags) report() (bucketsReport, error) {
 		for i, s := range specs {
 			params[i] = dp.LayoutParam{Name: s.Name, Numel: s.Numel(), SharedEmbedding: s.SharedEmbedding}
 			n += s.Numel()
+		}
+		if ddp.ShardsGradients() {
+			groups, units := fsdpLayoutGroups(specs)
+			shards := dpcp / max(ddp.NumDistributedOptimizerInstances, 1)
+			r.buffers = append(r.buffers, chunkBuffer{chunk: ch, bucketSize: config.NoBucketing, units: units,
+				layout: dp.FSDPLayout(groups, shards, ddp.PadBucketsForHighNCCLBusBW)})
+			continue
 		}
 		r.buffers = append(r.buffers, chunkBuffer{
 			chunk:      ch,
@@ -284,4 +300,17 @@ type shardPieceJSON struct {
 // q, q+s, q+2s, … of different instances hold the same shard).
 func shardOf(l dp.Layout, q int) ([]dp.BucketShard, error) {
 	return l.Shard(l.Shards, q%l.Shards)
+}
+
+// fsdpLayoutGroups is gpt.FSDPGroups of a chunk's parameters as
+// dp.FSDPLayout takes them, and the number of units.
+func fsdpLayoutGroups(specs []gpt.ParamSpec) ([][]dp.LayoutParam, int) {
+	groups, units := gpt.FSDPGroups(specs)
+	out := make([][]dp.LayoutParam, len(groups))
+	for i, g := range groups {
+		for _, s := range g {
+			out[i] = append(out[i], dp.LayoutParam{Name: s.Name, Numel: s.Numel(), SharedEmbedding: s.SharedEmbedding})
+		}
+	}
+	return out, units
 }

@@ -67,7 +67,15 @@ func writeBucketsTable(w io.Writer, r bucketsReport) error {
 	}
 	fmt.Fprintf(w, "pipeline rank %d of %d, %d model chunk(s); %s (world size %d)\n",
 		r.pipeRank, r.pipeSize, len(r.buffers), group, r.world)
-	if r.ddp.UseDistributedOptimizer {
+	if d := r.ddp; d.ShardsGradients() {
+		s := r.dp / max(d.NumDistributedOptimizerInstances, 1)
+		kept := "every bucket's parameters stay whole between passes"
+		if d.ShardsParameters() {
+			kept = "a unit's parameters are gathered for the passes that use it and released after; the other buckets stay whole"
+		}
+		fmt.Fprintf(w, "Megatron-FSDP %s: %d instance(s); a bucket per unit (a decoder layer), then the tied embedding and the other parameters; every bucket split into %d shards, parameters back to back, bucket ends on multiples of %d; gradients reduce-scattered into the shards after every micro-batch; %s\n",
+			d.DataParallelShardingStrategy, max(d.NumDistributedOptimizerInstances, 1), s, dp.BucketEndDivisor(s, d.PadBucketsForHighNCCLBusBW), kept)
+	} else if r.ddp.UseDistributedOptimizer {
 		s := r.dp / max(r.ddp.NumDistributedOptimizerInstances, 1)
 		fmt.Fprintf(w, "distributed optimizer: %d instance(s), every bucket split into %d shards; parameters start on multiples of %d, bucket ends on multiples of %d\n",
 			max(r.ddp.NumDistributedOptimizerInstances, 1), s, dp.ParamAlign, dp.BucketEndDivisor(s, r.ddp.PadBucketsForHighNCCLBusBW))
@@ -76,8 +84,12 @@ func writeBucketsTable(w io.Writer, r bucketsReport) error {
 	}
 	for i, b := range r.buffers {
 		l := b.layout
+		note := bucketSizeNote(b.bucketSize, r.ddp.OverlapGradReduce)
+		if r.ddp.ShardsGradients() {
+			note = fmt.Sprintf("units 0-%d (decoder layers), then %d bucket(s) that stay whole", b.units-1, len(l.Buckets)-b.units)
+		}
 		fmt.Fprintf(w, "\nbuffer %d, model chunk %d (%s): %s, numel %d, numel_unpadded %d, %d bucket(s), %s\n",
-			i, i, chunkCell(b.chunk), r.dtype, l.Numel, l.NumelUnpadded, len(l.Buckets), bucketSizeNote(b.bucketSize, r.ddp.OverlapGradReduce))
+			i, i, chunkCell(b.chunk), r.dtype, l.Numel, l.NumelUnpadded, len(l.Buckets), note)
 		tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 		fmt.Fprintln(tw, "bucket\trange\tunpadded\tparameter\trange\tnumel")
 		for k, bk := range l.Buckets {

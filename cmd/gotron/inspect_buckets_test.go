@@ -31,6 +31,10 @@ var bucketsGoldens = []struct {
 	// in 2 optimizer instances of 4 shards, busbw padding.
 	{"pp2_rank1_instances", []string{"--num-layers", "4", "--pipeline-model-parallel-size", "2", "--pipeline-rank", "1", "--world-size", "16",
 		"--use-distributed-optimizer", "--num-distributed-optimizer-instances", "2", "--ddp-pad-buckets-for-high-nccl-busbw"}},
+	// Megatron-FSDP ZeRO-3 on the last of two stages, dp 2: a unit per
+	// layer, then the tied embedding alone, then the final norm.
+	{"fsdp_zero3_pp2_rank1", []string{"--num-layers", "4", "--pipeline-model-parallel-size", "2", "--pipeline-rank", "1", "--world-size", "4",
+		"--use-megatron-fsdp"}},
 	// Two chunks per rank without the distributed optimizer: only chunk 0
 	// is bucketed (7264 elements / 3 buckets), no shards.
 	{"vpp2_plain", []string{"--num-layers", "4", "--pipeline-model-parallel-size", "2", "--virtual-pipeline-model-parallel-size", "2",

@@ -2,6 +2,9 @@ package gpt
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/nn"
@@ -16,6 +19,56 @@ type ParamSpec struct {
 	// pipeline stages (a pipeline of more than one stage, the chunk on the
 	// first or the last stage).
 	SharedEmbedding bool
+}
+
+// LayerOfParam returns the decoder layer a parameter named as
+// ChunkParamSpecs names it belongs to ("decoder.layers.<i>.…"), and
+// whether it belongs to one.
+func LayerOfParam(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "decoder.layers.")
+	if !ok {
+		return 0, false
+	}
+	num, _, ok := strings.Cut(rest, ".")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(num)
+	return i, err == nil && i >= 0
+}
+
+// FSDPGroups groups a chunk's parameters (ChunkParamSpecs, registration
+// order) as Megatron-FSDP's wrapper (dp.FSDP) lays them out: a unit per
+// decoder layer (FSDPUnits), in layer order, then the word embedding tied
+// across pipeline stages alone, then the other parameters; each group in
+// registration order. units is the number of units.
+func FSDPGroups(specs []ParamSpec) (groups [][]ParamSpec, units int) {
+	var layers []int
+	byLayer := map[int][]ParamSpec{}
+	var shared, rest []ParamSpec
+	for _, s := range specs {
+		switch i, ok := LayerOfParam(s.Name); {
+		case ok:
+			if _, seen := byLayer[i]; !seen {
+				layers = append(layers, i)
+			}
+			byLayer[i] = append(byLayer[i], s)
+		case s.SharedEmbedding:
+			shared = append(shared, s)
+		default:
+			rest = append(rest, s)
+		}
+	}
+	slices.Sort(layers)
+	for _, i := range layers {
+		groups = append(groups, byLayer[i])
+	}
+	for _, g := range [][]ParamSpec{shared, rest} {
+		if len(g) > 0 {
+			groups = append(groups, g)
+		}
+	}
+	return groups, len(layers)
 }
 
 // Numel is the number of elements of the partition.
