@@ -15,7 +15,7 @@ package config
 // reference's None ("not set"). Megatron-FSDP (version 1) is provided with
 // its four sharding strategies (UseMegatronFSDP,
 // DataParallelShardingStrategy, SuggestedCommunicationUnitSize; package
-// dp's FSDP) and hybrid sharding (HSDP). HFSDP, double buffers, NCCL
+// dp's FSDP) and hybrid sharding (HSDP, HFSDP). Its double buffers, NCCL
 // userbuffers and fp8/fp4 parameter gathers are present so that
 // configurations carry over;
 // a non-default value is a validation error (DECISIONS.md). Their doc
@@ -168,8 +168,9 @@ type DDPConfig struct {
 
 	// OuterDPShardingStrategy is hybrid Megatron-FSDP's strategy across
 	// the NumDistributedOptimizerInstances instances: "no_shard" (the
-	// default; HSDP, the gradient shards all-reduced across them). "optim"
-	// (HFSDP, sharding across them too) is not provided.
+	// default; HSDP, the gradient shards all-reduced across them) or
+	// "optim" (HFSDP, with optim_grads_params: the optimizer state split
+	// across them too).
 	OuterDPShardingStrategy string `json:"outer_dp_sharding_strategy"`
 
 	// DisableSymmetricRegistration turns off NCCL symmetric userbuffer
@@ -283,6 +284,14 @@ func (c DDPConfig) MegatronFSDP() bool { return c.UseMegatronFSDP || c.UseCustom
 func (c DDPConfig) ShardsGradients() bool {
 	s := c.DataParallelShardingStrategy
 	return c.MegatronFSDP() && (s == ShardOptimGrads || s == ShardOptimGradsParams)
+}
+
+// HybridShardsOptimizer reports whether hybrid Megatron-FSDP shards the
+// optimizer state across its instances too (HFSDP: optim_grads_params
+// inside each instance, outer_dp_sharding_strategy optim, more than one
+// instance): each instance then holds only its pieces of it.
+func (c DDPConfig) HybridShardsOptimizer() bool {
+	return c.ShardsParameters() && c.OuterDPShardingStrategy == ShardOptim && c.NumDistributedOptimizerInstances > 1
 }
 
 // ShardsParameters reports whether the parameters are sharded between

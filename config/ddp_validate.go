@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"slices"
 )
 
@@ -110,6 +109,11 @@ func (c DDPConfig) checkFSDP(vs *violationList) {
 		vs.add(fieldList("outer_dp_sharding_strategy", "data_parallel_sharding_strategy"),
 			"outer_dp_sharding_strategy = %q needs data_parallel_sharding_strategy = %q inside each replica (the reference's rule), not %q", o, ShardOptimGradsParams, s)
 	}
+	if c.OuterDPShardingStrategy == ShardOptim && c.NumDistributedOptimizerInstances < 2 {
+		vs.add(fieldList("outer_dp_sharding_strategy", "num_distributed_optimizer_instances"),
+			"outer_dp_sharding_strategy = %q shards across instances, but num_distributed_optimizer_instances = %d: give 2 or more (hybrid sharding) or leave the outer strategy %q",
+			c.OuterDPShardingStrategy, c.NumDistributedOptimizerInstances, NoShard)
+	}
 	if n := c.SuggestedCommunicationUnitSize; n < 0 {
 		vs.add(fieldList("suggested_communication_unit_size"),
 			"suggested_communication_unit_size = %d elements: must be greater than 0, or 0 (unset)", n)
@@ -144,7 +148,6 @@ func (c DDPConfig) checkNotProvided(vs *violationList) {
 		{"fsdp_double_buffer", c.FSDPDoubleBuffer, true, false, fsdp + " double buffers"},
 		{"fsdp_db_use_persist_buf_on_alloc_fail", c.FSDPDBUsePersistBufOnAllocFail, true, false, fsdp + " persistent buffers"},
 		{"fsdp_all_gather_in_start_param_sync", !c.FSDPAllGatherInStartParamSync, false, true, fsdp + " parameter sync"},
-		{"outer_dp_sharding_strategy", c.OuterDPShardingStrategy == ShardOptim, fmt.Sprintf("%q", c.OuterDPShardingStrategy), `"no_shard"`, "hybrid " + fsdp + " (HFSDP, not built yet: issue 29)"},
 		{"disable_symmetric_registration", c.DisableSymmetricRegistration, true, false, "NCCL userbuffer registration"},
 		{"fsdp_manual_registration", c.FSDPManualRegistration, true, false, fsdp + " NCCL userbuffer registration"},
 		{"delay_wgrad_compute", c.DelayWgradCompute, true, false, "delayed weight-gradient GEMMs on CUDA streams"},

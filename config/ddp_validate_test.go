@@ -95,10 +95,7 @@ func TestDDPNotProvided(t *testing.T) {
 		"fsdp_db_use_persist_buf_on_alloc_fail": func(c *DDPConfig) {
 			c.FSDPDBUsePersistBufOnAllocFail = true
 		},
-		"fsdp_all_gather_in_start_param_sync": func(c *DDPConfig) { c.FSDPAllGatherInStartParamSync = false },
-		"outer_dp_sharding_strategy": func(c *DDPConfig) {
-			c.UseMegatronFSDP, c.DataParallelShardingStrategy, c.OuterDPShardingStrategy = true, ShardOptimGradsParams, ShardOptim
-		},
+		"fsdp_all_gather_in_start_param_sync":  func(c *DDPConfig) { c.FSDPAllGatherInStartParamSync = false },
 		"disable_symmetric_registration":       func(c *DDPConfig) { c.DisableSymmetricRegistration = true },
 		"fsdp_manual_registration":             func(c *DDPConfig) { c.FSDPManualRegistration = true },
 		"delay_wgrad_compute":                  func(c *DDPConfig) { c.DelayWgradCompute = true },
@@ -146,9 +143,20 @@ func TestDDPFSDPRules(t *testing.T) {
 			func(c *DDPConfig) { fsdp(ShardOptimGradsParams)(c); c.OuterDPShardingStrategy = "optim_grads" },
 			[][]string{{"outer_dp_sharding_strategy"}}, []string{`"optim_grads"`}},
 		{"an outer strategy without ZeRO-3 inside",
-			func(c *DDPConfig) { fsdp(ShardOptimGrads)(c); c.OuterDPShardingStrategy = ShardOptim },
-			[][]string{{"outer_dp_sharding_strategy", "data_parallel_sharding_strategy"}, {"outer_dp_sharding_strategy"}},
+			func(c *DDPConfig) {
+				fsdp(ShardOptimGrads)(c)
+				c.OuterDPShardingStrategy, c.UseDistributedOptimizer, c.NumDistributedOptimizerInstances = ShardOptim, true, 2
+			},
+			[][]string{{"outer_dp_sharding_strategy", "data_parallel_sharding_strategy"}},
 			[]string{"reference's rule"}},
+		{"an outer strategy without instances",
+			func(c *DDPConfig) { fsdp(ShardOptimGradsParams)(c); c.OuterDPShardingStrategy = ShardOptim },
+			[][]string{{"outer_dp_sharding_strategy", "num_distributed_optimizer_instances"}}, []string{"2 or more"}},
+		{"HFSDP is valid",
+			func(c *DDPConfig) {
+				fsdp(ShardOptimGradsParams)(c)
+				c.OuterDPShardingStrategy, c.UseDistributedOptimizer, c.NumDistributedOptimizerInstances = ShardOptim, true, 2
+			}, nil, nil},
 		{"a negative unit",
 			func(c *DDPConfig) { fsdp(ShardOptimGradsParams)(c); c.SuggestedCommunicationUnitSize = -1 },
 			[][]string{{"suggested_communication_unit_size"}}, []string{"= -1"}},

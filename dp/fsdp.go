@@ -24,6 +24,9 @@ type FSDPOptions struct {
 	// the gradient shards are all-reduced over it once an iteration's
 	// reductions are done. Nil or size 1 without HSDP.
 	Outer comm.Group
+	// (Under HFSDP, outer_dp_sharding_strategy optim, each shard is cut
+	// again into one piece per instance, and this rank's optimizer keeps
+	// only its piece; the updated pieces are all-gathered over Outer.)
 	// Units are the FSDP units, in the order a forward pass reaches them:
 	// each a set of parameters gathered, used and released together (the
 	// reference's fsdp_unit_modules, a decoder layer each). The
@@ -87,6 +90,7 @@ type FSDP struct {
 	cfg     config.DDPConfig
 	group   comm.Group // nil for one rank
 	outer   comm.Group // HSDP's replicas of the shards, or nil
+	hfsdp   bool       // outer_dp_sharding_strategy optim: the optimizer's pieces split across outer
 	shards  int
 	rank    int
 	units   []*fsdpUnit
@@ -129,6 +133,7 @@ func NewFSDP(params []*nn.Parameter, cfg config.DDPConfig, o FSDPOptions) (*FSDP
 	replicas := f.shards
 	if o.Outer != nil && o.Outer.Size() > 1 {
 		f.outer = o.Outer
+		f.hfsdp = cfg.OuterDPShardingStrategy == config.ShardOptim
 		replicas *= o.Outer.Size()
 	}
 	switch over := o.AverageOver; {
@@ -152,7 +157,7 @@ func NewFSDP(params []*nn.Parameter, cfg config.DDPConfig, o FSDPOptions) (*FSDP
 			lps[i] = append(lps[i], LayoutParam{Name: p.Name, Numel: p.Value.Len(), SharedEmbedding: p == o.SharedEmbedding})
 		}
 	}
-	l := FSDPLayout(lps, f.shards, cfg.PadBucketsForHighNCCLBusBW)
+	l := FSDPLayout(lps, f.shards, f.pieces(), cfg.PadBucketsForHighNCCLBusBW)
 	for i, g := range groups {
 		preserve := !cfg.ShardsParameters() || i >= len(o.Units)
 		u := f.newUnit(i, g, l, preserve)
@@ -167,6 +172,28 @@ func NewFSDP(params []*nn.Parameter, cfg config.DDPConfig, o FSDPOptions) (*FSDP
 		p.AddGradHook(func(ctx context.Context, _ *autograd.Var) { f.gradReady(ctx, p) })
 	}
 	return f, nil
+}
+
+// FSDPShards returns how Megatron-FSDP shards a unit over dpcp
+// data-parallel ranks: over the inner ranks of an instance (dpcp /
+// num_distributed_optimizer_instances), whose shards the optimizer
+// splits again into outer pieces across the instances under HFSDP
+// (outer_dp_sharding_strategy optim; outer is 1 otherwise).
+func FSDPShards(cfg config.DDPConfig, dpcp int) (inner, outer int) {
+	n := max(cfg.NumDistributedOptimizerInstances, 1)
+	if cfg.OuterDPShardingStrategy == config.ShardOptim {
+		return dpcp / n, n
+	}
+	return dpcp / n, 1
+}
+
+// pieces is the number of pieces the optimizer cuts each shard into
+// across instances: their number under HFSDP, else 1.
+func (f *FSDP) pieces() int {
+	if f.hfsdp {
+		return f.outer.Size()
+	}
+	return 1
 }
 
 // checkFSDPConfig refuses what NewFSDP cannot do with cfg and o.
@@ -290,7 +317,7 @@ type FSDPUnit struct {
 func (f *FSDP) OptimizerShards() ([]ShardPiece, error) {
 	var out []ShardPiece
 	for _, u := range f.units {
-		lo, hi := u.lo, u.lo+u.shardLen()
+		lo, hi := u.optimizerRange()
 		for k, p := range u.params {
 			r := u.ranges[k]
 			a, b := max(r.Start, lo), min(r.End, hi)
@@ -298,7 +325,7 @@ func (f *FSDP) OptimizerShards() ([]ShardPiece, error) {
 				continue
 			}
 			out = append(out, ShardPiece{Param: p, Offset: a - r.Start, Len: b - a,
-				Model: u.paramShard.Slice(a-lo, b-lo), Grad: comm.F32(u.gradShard[a-lo : b-lo])})
+				Model: u.paramShard.Slice(a-u.lo, b-u.lo), Grad: comm.F32(u.gradShard[a-u.lo : b-u.lo])})
 		}
 	}
 	return out, nil

@@ -376,13 +376,20 @@ func (u *fsdpUnit) gatherInPlace(ctx context.Context) error {
 func (f *FSDP) ParamsUpdated(ctx context.Context) error { return f.StartParamSync(ctx, false) }
 
 // StartParamSync brings the optimizer's updated shards to the parameters
-// (after the step): the units that stay whole are all-gathered in place;
+// (after the step): under HFSDP each shard is first gathered from the
+// instances' pieces; the units that stay whole are all-gathered in place;
 // the others, released, are gathered by the next pass that uses them
 // (anything still gathered or prefetched is stale and dropped). A unit
 // some pass still uses is a programmer error.
 func (f *FSDP) StartParamSync(ctx context.Context, _ bool) error {
 	var errs []error
 	for _, u := range f.units {
+		if f.hfsdp {
+			if err := u.gatherPieces(ctx); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
 		if u.preserve {
 			if f.group != nil {
 				errs = append(errs, u.gatherInPlace(ctx))

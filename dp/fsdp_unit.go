@@ -88,6 +88,32 @@ func (f *FSDP) newUnit(index int, ps []*nn.Parameter, l Layout, preserve bool) *
 // shardLen is the length of every rank's shard.
 func (u *fsdpUnit) shardLen() int { return u.numel / u.f.shards }
 
+// optimizerRange is the unit's elements this rank's optimizer updates:
+// its shard, or under HFSDP the instance's piece of it.
+func (u *fsdpUnit) optimizerRange() (lo, hi int) {
+	n := u.shardLen() / u.f.pieces()
+	lo = u.lo
+	if u.f.hfsdp {
+		lo += u.f.outer.Rank() * n
+	}
+	return lo, lo + n
+}
+
+// gatherPieces all-gathers the optimizer's updated pieces of the shard
+// across the instances (HFSDP), so that every instance holds the whole
+// updated shard.
+func (u *fsdpUnit) gatherPieces(ctx context.Context) error {
+	f := u.f
+	lo, hi := u.optimizerRange()
+	in := f.pool.get(f.paramDType, hi-lo, -1)
+	defer f.pool.put(in)
+	in.CopyFrom(u.paramShard.Slice(lo-u.lo, hi-u.lo))
+	if err := f.outer.AllGather(ctx, u.paramShard, in); err != nil {
+		return fmt.Errorf("dp: FSDP parameter all-gather of unit %d's shard across instances over %s: %w", u.index, f.outer.Name(), err)
+	}
+	return nil
+}
+
 // startGather issues the all-gather of the unit's parameters from the
 // shards (a copy for one rank) unless they are gathered or in flight.
 func (u *fsdpUnit) startGather(ctx context.Context) error {

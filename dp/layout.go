@@ -245,11 +245,13 @@ func ChunkLayout(params []LayoutParam, cfg config.DDPConfig, dpcp, ppRank, chunk
 // FSDPLayout is Megatron-FSDP's layout (dp.FSDP): a bucket per group — the
 // units, then the groups that stay whole — its parameters back to back in
 // the group's order, its end padded to a multiple of
-// BucketEndDivisor(shards, padForBusBW) so that it cuts into shards equal
-// shards. Params and Ranges follow the groups, flattened.
-func FSDPLayout(groups [][]LayoutParam, shards int, padForBusBW bool) Layout {
+// BucketEndDivisor(shards·outer, padForBusBW) so that it cuts into shards
+// equal shards, each of which cuts again into outer equal pieces (the
+// optimizer's under HFSDP, outer_dp_sharding_strategy optim; outer is 1
+// otherwise). Params and Ranges follow the groups, flattened.
+func FSDPLayout(groups [][]LayoutParam, shards, outer int, padForBusBW bool) Layout {
 	l := Layout{Shards: shards}
-	div := BucketEndDivisor(shards, padForBusBW)
+	div := BucketEndDivisor(shards*max(outer, 1), padForBusBW)
 	for b, g := range groups {
 		br := BucketRange{Start: l.Numel}
 		for _, p := range g {

@@ -157,7 +157,11 @@ func (st stateShare) modelState(a Run) Need {
 		}
 	}
 	eo := o
-	if a.DDP.UseDistributedOptimizer {
+	switch {
+	case a.DDP.HybridShardsOptimizer():
+		o /= st.dp // split across the instances too
+		eo /= st.edp
+	case a.DDP.UseDistributedOptimizer:
 		o /= st.shards
 		eo /= st.edp
 	}
@@ -185,7 +189,11 @@ func (st stateShare) fsdpState(a Run, w, g float64) (weights, grads float64) {
 	n := float64(max(a.Model.NumLayers, 1))
 	layer := (st.dense - outside) / n // a layer's dense parameters (router and shared experts included)
 	tp := float64(max(a.Model.TensorModelParallelSize, 1))
-	gathered, whole := fsdpLayers(a, layer/tp, st.dense/tp/(n+1), n, st.shards)
+	div := st.shards // the padding's: HFSDP pads for the pieces across instances too
+	if a.DDP.HybridShardsOptimizer() {
+		div = st.dp
+	}
+	gathered, whole := fsdpLayers(a, layer/tp, st.dense/tp/(n+1), n, div)
 	grads = st.copies * (st.dense*4/st.shards + (outside+whole*layer)*g)
 	if a.DDP.ShardsParameters() {
 		weights = st.copies * w * ((st.dense-outside)/st.shards + outside + gathered*layer)

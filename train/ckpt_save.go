@@ -201,8 +201,8 @@ func (t *trainer) writesOptimizerState(p *nn.Parameter) bool {
 	if !t.a.DDP.UseDistributedOptimizer {
 		return t.firstReplica(p)
 	}
-	if t.a.DDP.NumDistributedOptimizerInstances <= 1 {
-		return true
+	if t.a.DDP.NumDistributedOptimizerInstances <= 1 || t.a.DDP.HybridShardsOptimizer() {
+		return true // (under HFSDP every instance holds pieces of its own)
 	}
 	inter := t.groups.Get(mesh.GroupInterDistOpt)
 	return inter == nil || inter.Rank() == 0

@@ -27,8 +27,8 @@ func fsdpLayout(world, tp, pipe int, strategy string) Args {
 }
 
 // TestMegatronFSDPMatchesSingleRank is Megatron-FSDP's layout-equivalence
-// test: every strategy on DP 2, ZeRO-3 on DP 4, hybrid sharding (HSDP: 2
-// instances of DP 2, also beside TP 2), PP 2 (with DP 2, virtual
+// test: every strategy on DP 2, ZeRO-3 on DP 4, hybrid sharding (HSDP and
+// HFSDP: 2 instances of DP 2, also beside TP 2), PP 2 (with DP 2, virtual
 // stages, ZB-H1, and TP 2 × SP on 8 ranks), TP 2 × DP 2 (with sequence
 // parallelism, and with Llama-class options whose q/k layer norms are
 // summed over TP), with full recompute, with
@@ -96,6 +96,14 @@ func TestMegatronFSDPMatchesSingleRank(t *testing.T) {
 		{"dp4-hsdp-2-instances-zero2-average-in-collective", func(a *Args) {
 			*a = fsdpArgs(4, config.ShardOptimGrads)
 			a.DDP.NumDistributedOptimizerInstances, a.DDP.AverageInCollective = 2, true
+		}},
+		{"dp4-hfsdp-2-instances", func(a *Args) {
+			*a = fsdpArgs(4, config.ShardOptimGradsParams)
+			a.DDP.NumDistributedOptimizerInstances, a.DDP.OuterDPShardingStrategy = 2, config.ShardOptim
+		}},
+		{"tp2-dp4-hfsdp-2-instances", func(a *Args) {
+			*a = fsdpLayout(8, 2, 1, config.ShardOptimGradsParams)
+			a.DDP.NumDistributedOptimizerInstances, a.DDP.OuterDPShardingStrategy = 2, config.ShardOptim
 		}},
 		{"tp2-dp4-hsdp-2-instances-zero3", func(a *Args) {
 			*a = fsdpLayout(8, 2, 1, config.ShardOptimGradsParams)
@@ -239,13 +247,17 @@ func TestMegatronFSDPMixedPrecision(t *testing.T) {
 // DP 2 and one plain rank; one on DP 4 loads under TP 2 × DP 2 with the
 // distributed optimizer (1e-5), one plain rank and PP 2 × DP 2 under
 // ZeRO-3; a checkpoint of the distributed optimizer loads under ZeRO-3
-// likewise. In bf16 the same-layout resume is bit for bit too.
+// likewise. In bf16 the same-layout resume is bit for bit too, and under
+// HFSDP (every instance writing its pieces of the optimizer state), which
+// also loads under one rank.
 func TestMegatronFSDPResume(t *testing.T) {
 	zero3 := fsdpArgs(2, config.ShardOptimGradsParams)
 	distOpt := ppArgs(2, 1, 1)
 	distOpt.DDP.UseDistributedOptimizer = true
 	bf16 := zero3
 	bf16.Model.BF16 = true
+	hfsdp := fsdpArgs(4, config.ShardOptimGradsParams)
+	hfsdp.DDP.NumDistributedOptimizerInstances, hfsdp.DDP.OuterDPShardingStrategy = 2, config.ShardOptim
 	for _, c := range []struct {
 		name  string
 		saved Args
@@ -268,6 +280,10 @@ func TestMegatronFSDPResume(t *testing.T) {
 		}, []float64{1e-5, 1e-6, 1e-6}},
 		{"distopt-into-zero3", distOpt, []func(b *Args){func(b *Args) { b.DDP = zero3.DDP }}, []float64{1e-6}},
 		{"bf16-zero3", bf16, []func(b *Args){func(b *Args) {}}, []float64{0}},
+		{"hfsdp", hfsdp, []func(b *Args){
+			func(b *Args) {},
+			func(b *Args) { b.WorldSize, b.DDP = 1, config.DefaultDDPConfig() },
+		}, []float64{0, 1e-6}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a := c.saved
@@ -321,10 +337,10 @@ func TestMegatronFSDPRefusals(t *testing.T) {
 			*a = ppArgs(2, 1, 1)
 			a.DDP.DataParallelShardingStrategy = config.ShardOptimGrads
 		}, "use_megatron_fsdp"},
-		{"hybrid across instances", func(a *Args) {
-			*a = fsdpArgs(4, config.ShardOptimGradsParams)
+		{"HFSDP without ZeRO-3 inside", func(a *Args) {
+			*a = fsdpArgs(4, config.ShardOptimGrads)
 			a.DDP.NumDistributedOptimizerInstances, a.DDP.OuterDPShardingStrategy = 2, config.ShardOptim
-		}, "HFSDP"},
+		}, "optim_grads_params"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var a Args
@@ -365,6 +381,15 @@ func TestMegatronFSDPMemory(t *testing.T) {
 		{"moe-ep2-dp2-optim_grads", func(a *Args) {
 			*a = moeLayout{world: 4, ep: 2}.args()
 			a.DDP.UseMegatronFSDP, a.DDP.DataParallelShardingStrategy = true, config.ShardOptimGrads
+		}},
+		{"hfsdp-2-instances", func(a *Args) {
+			*a = fsdpArgs(4, config.ShardOptimGradsParams)
+			a.DDP.NumDistributedOptimizerInstances, a.DDP.OuterDPShardingStrategy = 2, config.ShardOptim
+		}},
+		{"hfsdp-2-instances-bf16", func(a *Args) {
+			*a = fsdpArgs(4, config.ShardOptimGradsParams)
+			a.DDP.NumDistributedOptimizerInstances, a.DDP.OuterDPShardingStrategy = 2, config.ShardOptim
+			a.Model.BF16 = true
 		}},
 		{"hsdp-2-instances-optim_grads_params", func(a *Args) {
 			*a = fsdpArgs(4, config.ShardOptimGradsParams)
@@ -478,7 +503,7 @@ func TestMegatronFSDPLayoutAsInspected(t *testing.T) {
 							lps[i] = append(lps[i], dp.LayoutParam{Name: s.Name, Numel: s.Numel()})
 						}
 					}
-					want := dp.FSDPLayout(lps, dpSize, false)
+					want := dp.FSDPLayout(lps, dpSize, 1, false)
 					got := r.t.ddps[v].(*dp.FSDP).Units()
 					if len(got) != len(want.Buckets) {
 						return fmt.Errorf("rank %d chunk %d: %d units, inspect lays out %d buckets", g.Rank(), v, len(got), len(want.Buckets))

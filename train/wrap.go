@@ -125,6 +125,9 @@ func (t *trainer) paramPostHook(ctx context.Context, tape *autograd.Tape, i int)
 func (t *trainer) normParts() []optim.NormPart {
 	owned := t.normOwned()
 	switch {
+	case t.a.DDP.HybridShardsOptimizer():
+		// HFSDP: an instance holds only its pieces of the optimizer state.
+		return []optim.NormPart{{Group: t.groups.World, Counts: owned}}
 	case t.a.DDP.UseDistributedOptimizer:
 		return []optim.NormPart{{Group: t.groups.Get(mesh.GroupIntraDistOpt), Counts: owned}}
 	case t.a.Model.NumMoEExperts == 0: // (a collective: decided by the config, not by the rank's layers)

@@ -80,7 +80,8 @@ With --use-megatron-fsdp and a sharded strategy (optim_grads,
 optim_grads_params) it prints Megatron-FSDP's units instead: a bucket per
 decoder layer, then the word embedding tied across pipeline stages alone,
 then the other parameters, each in registration order, parameters back to
-back, every bucket padded to a multiple of lcm(shards, 128) and split into
+back, every bucket padded to a multiple of lcm(shards, 128) (of
+lcm(dp·cp, 128) under --outer-dp-sharding-strategy optim) and split into
 shards = dp·cp / --num-distributed-optimizer-instances equal parts, with
 every rank's shard as above. A MoE model's expert units are not printed.
 
@@ -183,9 +184,9 @@ func (f *bucketsFlags) report() (bucketsReport, error) {
 		}
 		if ddp.ShardsGradients() {
 			groups, units := fsdpLayoutGroups(specs)
-			shards := dpcp / max(ddp.NumDistributedOptimizerInstances, 1)
+			inner, outer := dp.FSDPShards(ddp, dpcp)
 			r.buffers = append(r.buffers, chunkBuffer{chunk: ch, bucketSize: config.NoBucketing, units: units,
-				layout: dp.FSDPLayout(groups, shards, ddp.PadBucketsForHighNCCLBusBW)})
+				layout: dp.FSDPLayout(groups, inner, outer, ddp.PadBucketsForHighNCCLBusBW)})
 			continue
 		}
 		r.buffers = append(r.buffers, chunkBuffer{
