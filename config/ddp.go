@@ -140,10 +140,11 @@ type DDPConfig struct {
 	GradientReduceDivFusion bool `json:"gradient_reduce_div_fusion"`
 
 	// SuggestedCommunicationUnitSize is Megatron-FSDP's communication unit,
-	// in elements: parameter gathers are prefetched ahead of the layer
-	// being computed until the prefetched units hold half of it (at least
-	// one unit). 0 means unset: twice the average unit, a one-unit
-	// prefetch.
+	// in elements, under optim_grads and optim_grads_params: parameter
+	// gathers are prefetched ahead of the layer being computed until the
+	// prefetched units hold half of it (at least one unit), and at most
+	// that many gradient elements are reduced in flight. 0 means unset:
+	// twice the average unit.
 	SuggestedCommunicationUnitSize int `json:"suggested_communication_unit_size,omitempty"`
 
 	// KeepFP8TransposeCache keeps Megatron-FSDP's fp8 transpose cache. Not

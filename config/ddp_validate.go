@@ -117,9 +117,10 @@ func (c DDPConfig) checkFSDP(vs *violationList) {
 	if n := c.SuggestedCommunicationUnitSize; n < 0 {
 		vs.add(fieldList("suggested_communication_unit_size"),
 			"suggested_communication_unit_size = %d elements: must be greater than 0, or 0 (unset)", n)
-	} else if n > 0 && !c.MegatronFSDP() {
-		vs.add(fieldList("suggested_communication_unit_size", "use_megatron_fsdp"),
-			"suggested_communication_unit_size = %d sizes Megatron-FSDP's parameter gathers, but use_megatron_fsdp is false: turn it on or leave the size 0", n)
+	} else if n > 0 && !c.ShardsGradients() {
+		vs.add(fieldList("suggested_communication_unit_size", "data_parallel_sharding_strategy"),
+			"suggested_communication_unit_size = %d sizes Megatron-FSDP's per-layer gathers and reductions, which only optim_grads and optim_grads_params make (use_megatron_fsdp = %v, data_parallel_sharding_strategy = %q): choose one of them or leave the size 0",
+			n, c.MegatronFSDP(), s)
 	}
 	if !c.ShardsGradients() {
 		return

@@ -162,7 +162,10 @@ func TestDDPFSDPRules(t *testing.T) {
 			[][]string{{"suggested_communication_unit_size"}}, []string{"= -1"}},
 		{"a unit without FSDP",
 			func(c *DDPConfig) { c.SuggestedCommunicationUnitSize = 1 << 20 },
-			[][]string{{"suggested_communication_unit_size", "use_megatron_fsdp"}}, []string{"1048576"}},
+			[][]string{{"suggested_communication_unit_size", "data_parallel_sharding_strategy"}}, []string{"1048576"}},
+		{"a unit with FSDP's optim strategy, which has no units",
+			func(c *DDPConfig) { fsdp(ShardOptim)(c); c.SuggestedCommunicationUnitSize = 1 << 20 },
+			[][]string{{"suggested_communication_unit_size", "data_parallel_sharding_strategy"}}, []string{`"optim"`}},
 		{"hybrid sharding (HSDP) is valid",
 			func(c *DDPConfig) {
 				fsdp(ShardOptimGradsParams)(c)

@@ -95,6 +95,7 @@ type FSDP struct {
 	rank    int
 	units   []*fsdpUnit
 	byParam map[*nn.Parameter]*fsdpUnit
+	pos     map[*nn.Parameter]int // a parameter's place in a forward pass (fsdpGroups)
 	params  []*nn.Parameter
 
 	paramDType, gradDType tensor.DType
@@ -104,10 +105,6 @@ type FSDP struct {
 	reduceCap             int     // elements of gradients reduced in flight
 	inflight              []*fsdpUnit
 	workers               int
-	// Where the passes stand, for the prefetch: the last released unit
-	// a forward pass acquired (−1: before the first) and the first a
-	// backward pass did (len(units): after the last).
-	fwdAt, bwdAt int
 
 	mem     struct{ params, grads highWater } // gathered parameters and whole gradients
 	pool    bufPool                           // released whole buffers, for reuse
@@ -147,10 +144,11 @@ func NewFSDP(params []*nn.Parameter, cfg config.DDPConfig, o FSDPOptions) (*FSDP
 	default:
 		f.factor = 1 / float32(replicas)
 	}
-	groups, err := fsdpGroups(params, o.Units, o.SharedEmbedding)
+	groups, pos, err := fsdpGroups(params, o.Units, o.SharedEmbedding)
 	if err != nil {
 		return nil, err
 	}
+	f.pos = pos
 	lps := make([][]LayoutParam, len(groups))
 	for i, g := range groups {
 		for _, p := range g {
@@ -167,7 +165,6 @@ func NewFSDP(params []*nn.Parameter, cfg config.DDPConfig, o FSDPOptions) (*FSDP
 		}
 	}
 	f.sizeCommunication()
-	f.fwdAt, f.bwdAt = -1, len(f.units)
 	for _, p := range params {
 		p.AddGradHook(func(ctx context.Context, _ *autograd.Var) { f.gradReady(ctx, p) })
 	}
@@ -216,41 +213,53 @@ func checkFSDPConfig(cfg config.DDPConfig, o FSDPOptions) error {
 // fsdpGroups returns the units, each checked to hold parameters of params
 // once, then the shared embedding (if any) alone, then (if any) the
 // parameters in no unit; every group in registration order (the order of
-// params), as the reference's buffers follow named_parameters.
-func fsdpGroups(params []*nn.Parameter, units [][]*nn.Parameter, shared *nn.Parameter) ([][]*nn.Parameter, error) {
+// params), as the reference's buffers follow named_parameters. pos is
+// each parameter's place in a forward pass (the prefetch reads it): unit
+// i's at i+1, the others at 0 when registered before the units' (the
+// embeddings), else at len(units)+1 (the final norm, the output layer).
+func fsdpGroups(params []*nn.Parameter, units [][]*nn.Parameter, shared *nn.Parameter) (groups [][]*nn.Parameter, pos map[*nn.Parameter]int, err error) {
 	owner := make(map[*nn.Parameter]int, len(params))
 	order := make(map[*nn.Parameter]int, len(params))
 	for i, p := range params {
 		owner[p], order[p] = -1, i
 	}
+	first := len(params) // the first registered parameter of a unit
+	pos = make(map[*nn.Parameter]int, len(params))
 	for i, u := range units {
 		if len(u) == 0 {
-			return nil, fmt.Errorf("dp: FSDP unit %d has no parameters", i)
+			return nil, nil, fmt.Errorf("dp: FSDP unit %d has no parameters", i)
 		}
 		for _, p := range u {
 			switch j, ok := owner[p]; {
 			case !ok:
-				return nil, fmt.Errorf("dp: FSDP unit %d holds %s, which is not among the wrapped parameters", i, p.Name)
+				return nil, nil, fmt.Errorf("dp: FSDP unit %d holds %s, which is not among the wrapped parameters", i, p.Name)
 			case j >= 0:
-				return nil, fmt.Errorf("dp: %s is in FSDP units %d and %d: a parameter belongs to one unit", p.Name, j, i)
+				return nil, nil, fmt.Errorf("dp: %s is in FSDP units %d and %d: a parameter belongs to one unit", p.Name, j, i)
 			}
-			owner[p] = i
+			owner[p], pos[p], first = i, i+1, min(first, order[p])
 		}
+		g := slices.Clone(u)
+		slices.SortFunc(g, func(a, b *nn.Parameter) int { return order[a] - order[b] })
+		groups = append(groups, g)
 	}
-	out := make([][]*nn.Parameter, len(units))
-	for i, u := range units {
-		out[i] = slices.Clone(u)
-		slices.SortFunc(out[i], func(a, b *nn.Parameter) int { return order[a] - order[b] })
+	for _, p := range params {
+		switch {
+		case owner[p] >= 0:
+		case order[p] > first:
+			pos[p] = len(units) + 1
+		default:
+			pos[p] = 0
+		}
 	}
 	if shared != nil {
 		switch j, ok := owner[shared]; {
 		case !ok:
-			return nil, fmt.Errorf("dp: the shared embedding %s is not among the wrapped parameters", shared.Name)
+			return nil, nil, fmt.Errorf("dp: the shared embedding %s is not among the wrapped parameters", shared.Name)
 		case j >= 0:
-			return nil, fmt.Errorf("dp: the shared embedding %s is in FSDP unit %d: it belongs to none", shared.Name, j)
+			return nil, nil, fmt.Errorf("dp: the shared embedding %s is in FSDP unit %d: it belongs to none", shared.Name, j)
 		}
 		owner[shared] = len(units)
-		out = append(out, []*nn.Parameter{shared})
+		groups = append(groups, []*nn.Parameter{shared})
 	}
 	var rest []*nn.Parameter
 	for _, p := range params {
@@ -259,9 +268,9 @@ func fsdpGroups(params []*nn.Parameter, units [][]*nn.Parameter, shared *nn.Para
 		}
 	}
 	if len(rest) > 0 {
-		out = append(out, rest)
+		groups = append(groups, rest)
 	}
-	return out, nil
+	return groups, pos, nil
 }
 
 // sizeCommunication sets the prefetch and the cap on gradients in flight
@@ -360,24 +369,30 @@ func (f *FSDP) SetParam(p *nn.Parameter, v *tensor.Tensor) {
 	}
 }
 
-// BroadcastParams copies every parameter from the group's rank 0: each
-// unit is gathered whole, broadcast, and every rank keeps its shard.
+// BroadcastParams copies every parameter from the group's rank 0 (and,
+// under hybrid sharding, from the first instance) into every rank's copy
+// and shard: the units that stay whole, which rank 0 holds whole. A unit
+// released between passes keeps only each rank's own shard of the values
+// it was built from, so rank 0 no longer has the rest: broadcast the
+// model before wrapping it (an error says so; training builds every
+// replica from the same seed instead).
 func (f *FSDP) BroadcastParams(ctx context.Context) error {
-	if f.group == nil {
-		return nil
+	for _, u := range f.units {
+		if !u.preserve {
+			return fmt.Errorf("dp: FSDP's unit %d keeps only this rank's shard of its parameters (optim_grads_params): broadcast the model's parameters before wrapping it", u.index)
+		}
 	}
 	for _, u := range f.units {
-		whole := u.full
-		if !u.preserve {
-			whole = newData(f.paramDType, u.numel)
-			if err := f.group.AllGather(ctx, whole, u.paramShard); err != nil {
-				return fmt.Errorf("dp: FSDP parameter all-gather of unit %d over %s: %w", u.index, f.group.Name(), err)
+		if f.group != nil {
+			if err := f.group.Broadcast(ctx, u.full, 0); err != nil {
+				return fmt.Errorf("dp: FSDP parameter broadcast of unit %d over %s: %w", u.index, f.group.Name(), err)
 			}
 		}
-		if err := f.group.Broadcast(ctx, whole, 0); err != nil {
-			return fmt.Errorf("dp: FSDP parameter broadcast of unit %d over %s: %w", u.index, f.group.Name(), err)
+		if f.outer != nil {
+			if err := f.outer.Broadcast(ctx, u.full, 0); err != nil {
+				return fmt.Errorf("dp: FSDP parameter broadcast of unit %d over %s: %w", u.index, f.outer.Name(), err)
+			}
 		}
-		u.paramShard.CopyFrom(whole.Slice(u.lo, u.lo+u.shardLen()))
 	}
 	return nil
 }

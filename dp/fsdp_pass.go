@@ -28,51 +28,43 @@ func (f *FSDP) unitsOf(ps []*nn.Parameter) []*fsdpUnit {
 
 // ParamPreHook makes the units holding ps whole for the part of the
 // forward pass about to use them, then prefetches the units after them.
-//
-// The parameters in no unit are used before the first unit (the
-// embeddings) and after the last (the head), so a part using only them
-// prefetches from where the pass stands: before the first unit when the
-// last part used none or the last unit (the next pass's embedding), and
-// nothing after the last unit (the head), which ends the pass.
 func (f *FSDP) ParamPreHook(ctx context.Context, ps []*nn.Parameter) error {
 	us := f.unitsOf(ps)
 	for _, u := range us {
 		if err := u.acquire(ctx); err != nil {
 			return err
 		}
-		if !u.preserve {
-			f.fwdAt = u.index
-		}
 	}
 	if len(us) == 0 {
 		return nil
 	}
-	err := f.prefetchFrom(ctx, f.fwdAt, +1)
-	if f.fwdAt == f.lastReleased() && us[len(us)-1].preserve {
-		f.fwdAt = -1
-	}
-	return err
+	return f.prefetchFrom(ctx, f.lastPos(ps), +1)
 }
 
-// lastReleased is the index of the last unit released between passes, or
-// -1 when every unit stays whole.
-func (f *FSDP) lastReleased() int {
-	for i := len(f.units) - 1; i >= 0; i-- {
-		if !f.units[i].preserve {
-			return i
+// lastPos is where the part of a pass using ps stands: the latest place
+// of its parameters (fsdpGroups), so that the head, which also uses the
+// tied embedding registered first, stands after the layers.
+func (f *FSDP) lastPos(ps []*nn.Parameter) int {
+	p := -1
+	for _, q := range ps {
+		if n, ok := f.pos[q]; ok {
+			p = max(p, n)
 		}
 	}
-	return -1
+	return p
 }
 
-// prefetchFrom issues the gathers of the units after unit i (dir +1) or
-// before it (dir −1) that are released, until f.prefetch elements are
-// whole or in flight ahead, at least one unit.
-func (f *FSDP) prefetchFrom(ctx context.Context, i, dir int) error {
+// prefetchFrom issues the gathers of the released units placed after pos
+// in a forward pass (dir +1) or before it (dir −1), nearest first, until
+// f.prefetch elements are whole or in flight ahead, at least one unit.
+func (f *FSDP) prefetchFrom(ctx context.Context, pos, dir int) error {
 	budget := f.prefetch
-	for j := i + dir; j >= 0 && j < len(f.units); j += dir {
-		u := f.units[j]
-		if u.preserve {
+	for k := range f.units {
+		u := f.units[k]
+		if dir < 0 {
+			u = f.units[len(f.units)-1-k]
+		}
+		if u.preserve || (u.index+1-pos)*dir <= 0 { // unit i stands at i+1
 			continue
 		}
 		if err := u.startGather(ctx); err != nil {
@@ -97,7 +89,7 @@ func (f *FSDP) ParamPostHook(_ context.Context, t *autograd.Tape, ps []*nn.Param
 	if len(us) == 0 || !t.Recording() || t.Err() != nil || !y.RequiresGrad() {
 		return y
 	}
-	return autograd.Apply(t, fsdpBackward{f: f, units: us}, y)
+	return autograd.Apply(t, fsdpBackward{f: f, units: us, params: ps}, y)
 }
 
 // fsdpBackward is the identity; its backward, which runs before that of
@@ -105,8 +97,9 @@ func (f *FSDP) ParamPostHook(_ context.Context, t *autograd.Tape, ps []*nn.Param
 // prefetches the units before them and gives their parameters zeroed
 // whole gradients for this micro-batch.
 type fsdpBackward struct {
-	f     *FSDP
-	units []*fsdpUnit
+	f      *FSDP
+	units  []*fsdpUnit
+	params []*nn.Parameter // the part's
 }
 
 // Forward implements autograd.Function.
@@ -117,40 +110,18 @@ func (b fsdpBackward) Forward(_ *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Te
 // Backward implements autograd.Function.
 func (b fsdpBackward) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
 	ctx := c.Context()
-	f := b.f
-	at, own := f.bwdAt, false
 	for _, u := range b.units {
 		if !u.preserve {
 			if err := u.acquire(ctx); err != nil {
 				return nil, err
 			}
 			u.holds++
-			at, own = min(at, u.index), true
 		}
 		if err := u.prepareGrads(ctx, c.Pass()); err != nil {
 			return nil, err
 		}
 	}
-	// As in forward (ParamPreHook): a part of the units-less parameters
-	// prefetches the last unit when backward starts there (the head) and
-	// nothing when it ends there (the embeddings).
-	f.bwdAt = at
-	err := f.prefetchFrom(ctx, at, -1)
-	if !own && at <= f.firstReleased() {
-		f.bwdAt = len(f.units)
-	}
-	return []*tensor.Tensor{dy}, err
-}
-
-// firstReleased is the index of the first unit released between passes,
-// or len(units) when every unit stays whole.
-func (f *FSDP) firstReleased() int {
-	for i, u := range f.units {
-		if !u.preserve {
-			return i
-		}
-	}
-	return len(f.units)
+	return []*tensor.Tensor{dy}, b.f.prefetchFrom(ctx, b.f.lastPos(b.params), -1)
 }
 
 // gradReady is a parameter's grad hook. A parameter's hooks run once per
@@ -266,11 +237,16 @@ func (f *FSDP) StartGradSync(ctx context.Context) error {
 }
 
 // FinishGradSync reduces what is left, waits for every reduction,
-// releases what backward still held, and, under check_for_nan_in_grad,
+// releases what backward still held, all-reduces the shards across
+// instances under hybrid sharding, and, under check_for_nan_in_grad,
 // agrees with the other ranks on whether any gradient was non-finite.
-// forceAllReduce makes every gradient whole on every rank afterwards
-// (AllGatherGrads), as the all-reduce would.
+// forceAllReduce (whole reduced gradients on every rank) is refused: the
+// gradients stay sharded, and finalize_model_grads works on the shards
+// after this; AllGatherGrads gathers them once it is done.
 func (f *FSDP) FinishGradSync(ctx context.Context, forceAllReduce bool) error {
+	if forceAllReduce {
+		return fmt.Errorf("dp: FSDP keeps its gradients sharded: force_all_reduce is not supported (gather them with AllGatherGrads after finalize_model_grads)")
+	}
 	if err := f.first(); err != nil {
 		return err
 	}
@@ -290,13 +266,7 @@ func (f *FSDP) FinishGradSync(ctx context.Context, forceAllReduce bool) error {
 	if err := f.reduceAcrossInstances(ctx); err != nil {
 		return err
 	}
-	if err := f.agreeFinite(ctx); err != nil {
-		return err
-	}
-	if forceAllReduce {
-		return f.AllGatherGrads(ctx)
-	}
-	return nil
+	return f.agreeFinite(ctx)
 }
 
 // reduceAcrossInstances all-reduces every gradient shard over the ranks
@@ -319,8 +289,9 @@ func (f *FSDP) reduceAcrossInstances(ctx context.Context) error {
 }
 
 // agreeFinite all-gathers every rank's finding of a non-finite gradient
-// (check_for_nan_in_grad), so that every rank stops, naming the ranks and
-// its own parameter.
+// (check_for_nan_in_grad) over the group, and under hybrid sharding
+// all-reduces over the instances whether any was found, so that every
+// rank stops, naming the (world) ranks and its own parameter.
 func (f *FSDP) agreeFinite(ctx context.Context) error {
 	if !f.cfg.CheckForNaNInGrad {
 		return nil
@@ -339,17 +310,42 @@ func (f *FSDP) agreeFinite(ctx context.Context) error {
 	var ranks []string
 	for r, x := range flags {
 		if x != 0 {
-			ranks = append(ranks, fmt.Sprint(r))
+			ranks = append(ranks, fmt.Sprint(f.worldRank(r)))
 		}
 	}
-	if len(ranks) == 0 {
+	anywhere := []float32{float32(min(len(ranks), 1))}
+	if f.outer != nil {
+		if err := f.outer.AllReduce(ctx, comm.F32(anywhere), comm.Max); err != nil {
+			return fmt.Errorf("dp: FSDP gradient check all-reduce over %s: %w", f.outer.Name(), err)
+		}
+	}
+	if anywhere[0] == 0 {
 		return nil
 	}
-	msg := fmt.Sprintf("a NaN or infinite gradient on data-parallel rank(s) %s before the reduce-scatter", strings.Join(ranks, ", "))
+	msg := "a NaN or infinite gradient in another instance (over " + f.outerName() + ") before its reduce-scatter"
+	if len(ranks) > 0 {
+		msg = fmt.Sprintf("a NaN or infinite gradient on rank(s) %s before the reduce-scatter", strings.Join(ranks, ", "))
+	}
 	if f.badGrad != "" {
 		msg += fmt.Sprintf(" (here: %s)", f.badGrad)
 	}
 	return &GradError{Msg: msg + "; lower the learning rate or check the data"}
+}
+
+// worldRank is the world rank of rank r of the group.
+func (f *FSDP) worldRank(r int) int {
+	if f.group == nil {
+		return r
+	}
+	return f.group.GlobalRanks()[r]
+}
+
+// outerName names the group of the other instances.
+func (f *FSDP) outerName() string {
+	if f.outer == nil {
+		return "none"
+	}
+	return f.outer.Name()
 }
 
 // ScaleGradients multiplies every gradient shard by s.

@@ -224,13 +224,7 @@ func TestFSDPOrder(t *testing.T) {
 			return err
 		}
 		m.params[1].AddGradHook(func(context.Context, *autograd.Var) { note("fc1-grad") })
-		tape := autograd.NewTape(ctx)
-		loss, err := m.hookedLoss(ctx, tape, f, g.Rank(), 1, func(part int) { note(fmt.Sprintf("part%d", part)) })
-		if err != nil {
-			return err
-		}
-		note("backward")
-		if err := autograd.Backward(tape, loss, nil); err != nil {
+		if err := m.notedPass(ctx, f, g.Rank(), note); err != nil {
 			return err
 		}
 		if err := f.FinishGradSync(ctx, false); err != nil {
@@ -246,6 +240,172 @@ func TestFSDPOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestFSDPOrderEveryPass: the prefetch follows each pass the same way
+// (it reads where a part stands, not what the last pass left), for a
+// chunk with the embedding and for one without (a middle pipeline stage):
+// three passes of forward and backward issue the same events each.
+func TestFSDPOrderEveryPass(t *testing.T) {
+	for _, middle := range []bool{false, true} {
+		err := local.NewWorld(2, comm.Options{Timeout: time.Minute}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
+			var mu sync.Mutex
+			var log []string
+			note := func(s string) { mu.Lock(); log = append(log, s); mu.Unlock() }
+			m, _ := newToy(3)
+			ps := m.RegisteredParameters()
+			if middle {
+				ps = ps[1:]
+			}
+			f, err := NewFSDP(ps, fsdpConfig(config.ShardOptimGradsParams), FSDPOptions{Group: fsdpRec{Group: g, note: note}, Units: toyUnits(m)})
+			if err != nil {
+				return err
+			}
+			var passes []string
+			for pass := 0; pass < 3; pass++ {
+				mu.Lock()
+				log = nil
+				mu.Unlock()
+				if err := m.notedPass(ctx, f, g.Rank(), note); err != nil {
+					return err
+				}
+				passes = append(passes, strings.Join(log, " "))
+			}
+			for k, p := range passes[1:] {
+				if p != passes[0] {
+					return fmt.Errorf("middle=%v: pass %d issues\n  %s\nthe first pass\n  %s", middle, k+1, p, passes[0])
+				}
+			}
+			return f.FinishGradSync(ctx, false)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFSDPNaNAgreedAcrossInstances: under hybrid sharding (two instances
+// of two ranks) a NaN gradient on one rank stops all four with a
+// GradError, the ranks of the other instance included.
+func TestFSDPNaNAgreedAcrossInstances(t *testing.T) {
+	var mu sync.Mutex
+	got := map[int]error{}
+	err := local.NewWorld(4, comm.Options{Timeout: time.Minute}).Run(context.Background(), func(ctx context.Context, w comm.Group) error {
+		inner, outer, err := hybridGroups(ctx, w)
+		if err != nil {
+			return err
+		}
+		cfg := fsdpConfig(config.ShardOptimGradsParams)
+		cfg.NumDistributedOptimizerInstances, cfg.CheckForNaNInGrad = 2, true
+		m, _ := newToy(3)
+		f, err := NewFSDP(m.RegisteredParameters(), cfg, FSDPOptions{Group: inner, Outer: outer, Units: toyUnits(m)})
+		if err != nil {
+			return err
+		}
+		scale := float32(1)
+		if w.Rank() == 0 {
+			scale = float32(math.NaN())
+		}
+		tape := autograd.NewTape(ctx)
+		loss, err := m.hookedLoss(ctx, tape, f, w.Rank(), scale, nil)
+		if err != nil {
+			return err
+		}
+		if err := autograd.Backward(tape, loss, nil); err != nil {
+			return err
+		}
+		ferr := f.FinishGradSync(ctx, false)
+		mu.Lock()
+		got[w.Rank()] = ferr
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := 0; r < 4; r++ {
+		var ge *GradError
+		if !errors.As(got[r], &ge) {
+			t.Errorf("rank %d: FinishGradSync = %v, want a GradError", r, got[r])
+		}
+	}
+	if msg := fmt.Sprint(got[0]); !strings.Contains(msg, "rank(s) 0") {
+		t.Errorf("rank 0's error %q does not name world rank 0", msg)
+	}
+	if msg := fmt.Sprint(got[2]); !strings.Contains(msg, "another instance") {
+		t.Errorf("rank 2's error %q does not say the NaN was in another instance", msg)
+	}
+}
+
+// TestFSDPBroadcastParams: under ZeRO-2 with hybrid sharding (two
+// instances of two), ranks that start from different weights hold rank
+// 0's after BroadcastParams, in their whole parameters and their shards;
+// under ZeRO-3, where rank 0 keeps only its shard, it refuses.
+func TestFSDPBroadcastParams(t *testing.T) {
+	want, _ := newToy(3)
+	for _, strategy := range []string{config.ShardOptimGrads, config.ShardOptimGradsParams} {
+		err := local.NewWorld(4, comm.Options{Timeout: time.Minute}).Run(context.Background(), func(ctx context.Context, w comm.Group) error {
+			inner, outer, err := hybridGroups(ctx, w)
+			if err != nil {
+				return err
+			}
+			cfg := fsdpConfig(strategy)
+			cfg.NumDistributedOptimizerInstances = 2
+			m, _ := newToy(uint64(3 + w.Rank()))
+			f, err := NewFSDP(m.RegisteredParameters(), cfg, FSDPOptions{Group: inner, Outer: outer, Units: toyUnits(m)})
+			if err != nil {
+				return err
+			}
+			err = f.BroadcastParams(ctx)
+			if strategy == config.ShardOptimGradsParams {
+				if err == nil || !strings.Contains(err.Error(), "before wrapping") {
+					return fmt.Errorf("rank %d: ZeRO-3 broadcast returned %v, want the refusal", w.Rank(), err)
+				}
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			pieces, _ := f.OptimizerShards()
+			for k, p := range m.params {
+				if !slices.Equal(p.Value.Data(), want.params[k].Value.Data()) {
+					return fmt.Errorf("rank %d: %s differs from rank 0's after the broadcast", w.Rank(), p.Name)
+				}
+			}
+			for _, sp := range pieces {
+				if !slices.Equal(sp.Model.Float32s(), sp.Param.Value.Data()[sp.Offset:sp.Offset+sp.Len]) {
+					return fmt.Errorf("rank %d: the shard of %s is not the broadcast value", w.Rank(), sp.Param.Name)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", strategy, err)
+		}
+	}
+}
+
+// notedPass runs one forward and backward pass of row through w's hooks,
+// noting each part as it runs ("partK") and the start of backward.
+func (m *toyModel) notedPass(ctx context.Context, w Wrapper, row int, note func(string)) error {
+	tape := autograd.NewTape(ctx)
+	loss, err := m.hookedLoss(ctx, tape, w, row, 1, func(part int) { note(fmt.Sprintf("part%d", part)) })
+	if err != nil {
+		return err
+	}
+	note("backward")
+	return autograd.Backward(tape, loss, nil)
+}
+
+// hybridGroups splits a world of 4 into two instances of two ranks
+// (inner: {0, 1}, {2, 3}) and the groups across them (outer: {0, 2},
+// {1, 3}).
+func hybridGroups(ctx context.Context, w comm.Group) (inner, outer comm.Group, err error) {
+	if inner, err = w.NewSubgroups(ctx, "intra", [][]int{{0, 1}, {2, 3}}); err != nil {
+		return nil, nil, err
+	}
+	outer, err = w.NewSubgroups(ctx, "inter", [][]int{{0, 2}, {1, 3}})
+	return inner, outer, err
 }
 
 // fsdpRec records the gathers and reduce-scatters issued, named by the

@@ -64,7 +64,9 @@ type Wrapper interface {
 	// SetParam sets p's whole value to v (a checkpoint's, float32, of p's
 	// shape): in p's Value and wherever the wrapper keeps its elements.
 	SetParam(p *nn.Parameter, v *tensor.Tensor)
-	// BroadcastParams copies every parameter from the group's rank 0.
+	// BroadcastParams copies every parameter from the group's rank 0 (an
+	// FSDP that releases its units keeps only shards and refuses:
+	// broadcast before wrapping).
 	BroadcastParams(ctx context.Context) error
 	// AllGatherGrads makes every parameter's Grad whole on every rank
 	// (for inspection: gradient dumps, tests).

@@ -40,7 +40,8 @@ func LayerOfParam(name string) (int, bool) {
 // FSDPGroups groups a chunk's parameters (ChunkParamSpecs, registration
 // order) as Megatron-FSDP's wrapper (dp.FSDP) lays them out: a unit per
 // decoder layer (FSDPUnits), in layer order, then the word embedding tied
-// across pipeline stages alone, then the other parameters; each group in
+// across pipeline stages alone, then the other parameters (the
+// embeddings, the final norm, an untied output layer); each group in
 // registration order. units is the number of units.
 func FSDPGroups(specs []ParamSpec) (groups [][]ParamSpec, units int) {
 	var layers []int
