@@ -58,15 +58,19 @@ type FSDPOptions struct {
 // FSDP is Megatron-FSDP's owner of a model chunk's state under the
 // gradient-sharding strategies (DataParallelShardingStrategy optim_grads,
 // ZeRO-2, and optim_grads_params, ZeRO-3): each unit's parameters are one
-// flat buffer, padded to a multiple of the data-parallel size and cut into
-// equal shards; rank r keeps shard r of every unit's parameters (the
-// optimizer's, rounded into the parameters' type) and of its gradient (in
-// float32), and the optimizer updates only those.
+// flat buffer (FSDPLayout), padded to a multiple of lcm(shards, 128) and
+// cut into equal shards over the group; rank r keeps shard r of every
+// unit's parameters (the optimizer's, rounded into the parameters' type)
+// and of its gradient (in float32), and the optimizer updates only those
+// (under HFSDP only its instance's piece of them). Under hybrid sharding
+// the gradient shards are all-reduced across the instances (Outer).
 //
 // Gradients. A unit's ParamPostHook puts an autograd function behind the
 // part of the pass that used the unit; its backward gives the unit's
 // parameters zeroed whole gradients (in the gradient type). Once backward
-// has completed every one of them (their grad hooks), the unit is scaled
+// has completed every one of them (their grad hooks) for every pass that
+// prepared them (autograd.Ctx.Pass: a split backward's weight gradients
+// land after the next pass began), the unit is scaled
 // by 1/dp (or averaged in the collective, or summed for the per-token
 // loss), reduce-scattered in the gradient type, added into the float32
 // shard, and the whole gradients dropped — after every micro-batch, so
