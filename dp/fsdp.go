@@ -134,7 +134,7 @@ func NewFSDP(params []*nn.Parameter, cfg config.DDPConfig, o FSDPOptions) (*FSDP
 	replicas := f.shards
 	if o.Outer != nil && o.Outer.Size() > 1 {
 		f.outer = o.Outer
-		f.hfsdp = cfg.OuterDPShardingStrategy == config.ShardOptim
+		f.hfsdp = cfg.HybridShardsOptimizer()
 		replicas *= o.Outer.Size()
 	}
 	switch over := o.AverageOver; {
@@ -182,7 +182,7 @@ func NewFSDP(params []*nn.Parameter, cfg config.DDPConfig, o FSDPOptions) (*FSDP
 // (outer_dp_sharding_strategy optim; outer is 1 otherwise).
 func FSDPShards(cfg config.DDPConfig, dpcp int) (inner, outer int) {
 	n := max(cfg.NumDistributedOptimizerInstances, 1)
-	if cfg.OuterDPShardingStrategy == config.ShardOptim {
+	if cfg.HybridShardsOptimizer() {
 		return dpcp / n, n
 	}
 	return dpcp / n, 1
@@ -285,11 +285,21 @@ func (f *FSDP) sizeCommunication() {
 	for _, u := range f.units {
 		total += u.numel
 	}
-	size := 2 * total / max(len(f.units), 1)
-	if n := f.cfg.SuggestedCommunicationUnitSize; n > 0 {
-		size = n
-	}
+	size := int(FSDPCommunicationUnit(f.cfg, float64(total)/float64(max(len(f.units), 1))))
 	f.prefetch, f.reduceCap = size/2, size
+}
+
+// FSDPCommunicationUnit is Megatron-FSDP's communication unit in
+// elements for units of avgUnit elements on average:
+// suggested_communication_unit_size, else twice the average unit. The
+// prefetch runs until half of it is ahead, and at most that many
+// gradient elements are reduced in flight (the memory model, package
+// plan, counts what that holds whole).
+func FSDPCommunicationUnit(cfg config.DDPConfig, avgUnit float64) float64 {
+	if n := cfg.SuggestedCommunicationUnitSize; n > 0 {
+		return float64(n)
+	}
+	return 2 * avgUnit
 }
 
 // Config returns the wrapper's DDP config.

@@ -234,17 +234,14 @@ func moeLayers(c config.TransformerConfig) float64 {
 }
 
 // fsdpLayers is how many of n units of unit elements (a rank's layer),
-// sharded over shards ranks, dp.FSDP holds whole at most: the communication unit u
-// (suggested_communication_unit_size, else twice the average unit avg,
+// sharded over shards ranks, dp.FSDP holds whole at most: its
+// communication unit u (dp.FSDPCommunicationUnit of the average unit avg,
 // the group outside the layers included) gives the gathered units — the
 // one in use and those prefetched until u/2 elements are ahead, at least
 // one — and the units with whole gradients — the one accumulating and
 // those whose reductions fill u, at least one.
 func fsdpLayers(a Run, unit, avg, n, shards float64) (gathered, whole float64) {
-	u := float64(a.DDP.SuggestedCommunicationUnitSize)
-	if u <= 0 {
-		u = 2 * avg
-	}
+	u := dp.FSDPCommunicationUnit(a.DDP, avg)
 	pad := float64(dp.BucketEndDivisor(int(shards), a.DDP.PadBucketsForHighNCCLBusBW))
 	unit = math.Ceil(unit/pad) * pad // as dp.FSDP pads it
 	gathered = min(1+max(1, math.Ceil(u/2/unit)), n)

@@ -450,9 +450,11 @@ func TestMegatronFSDPMemory(t *testing.T) {
 			t.Logf("weights %d, gradients %d, optimizer %d bytes (estimate %.0f, %.0f, %.0f)", w, g, o, need.Weights, need.Gradients, need.Optimizer)
 		})
 	}
-	if r := float64(measured["optim_grads_params"]) / float64(measured["ddp"]); r > 0.5 {
+	r := float64(measured["optim_grads_params"]) / float64(measured["ddp"])
+	if r > 0.5 {
 		t.Errorf("ZeRO-3 holds %.2f of DDP's state, want at most 0.5", r)
 	}
+	t.Logf("ZeRO-3 holds %.2f of DDP's state per rank", r)
 }
 
 // TestMegatronFSDPLayoutAsInspected: the units dp.FSDP builds for every
