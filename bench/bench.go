@@ -58,7 +58,7 @@ type Options struct {
 	// overrides its align_param_gather as Args.AlignParamGather does.
 	DDP              *config.DDPConfig
 	AlignParamGather *bool
-	// PipelineSchedule is --pipeline-schedule ("": 1F1B; "zb-h1").
+	// PipelineSchedule is --pipeline-schedule ("": 1F1B; "zb-h1", "zb-h2").
 	PipelineSchedule string
 	// BF16 and FP16 ask for mixed precision, with Precision's settings
 	// (nil: the defaults), as training does.

@@ -7,6 +7,7 @@ import (
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/dp"
 	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/pp"
 )
 
 // Run is what the memory model reads of a training run.
@@ -29,10 +30,10 @@ type Run struct {
 	// Save says the run writes checkpoints (a copy of the state), in the
 	// background with AsyncSave, with Adam's moments with SaveOptim.
 	Save, AsyncSave, SaveOptim bool
-	// ZeroBubble says the pipeline runs ZB-H1 (--pipeline-schedule zb-h1),
-	// whose stages each hold up to P microbatches, where 1F1B's stage i
-	// holds P − i.
-	ZeroBubble bool
+	// PipelineSchedule is --pipeline-schedule ("" for the reference's):
+	// a zero-bubble schedule holds more microbatches on a stage than 1F1B
+	// (pp.HeldMicrobatches).
+	PipelineSchedule string
 }
 
 // dataParallel is the data-parallel size on world ranks and the expert
@@ -256,20 +257,17 @@ func layerCount(c config.TransformerConfig) float64 {
 
 // activationMemory is the activations the machine keeps: each rank of a
 // pipeline of p stages keeps min(p−i, m) micro-batches of its L/p layers
-// (min(p, m) under ZB-H1).
+// under 1F1B, min(p, m) under ZB-H1, min(2p−1, m) under ZB-H2
+// (pp.HeldMicrobatches).
 func activationMemory(a Run, world int, copies float64) float64 {
-	tp, pp := max(a.Model.TensorModelParallelSize, 1), max(a.Model.PipelineModelParallelSize, 1)
+	tp, stages := max(a.Model.TensorModelParallelSize, 1), max(a.Model.PipelineModelParallelSize, 1)
 	s, b := float64(a.Model.SeqLength), float64(a.MicroBatchSize)
 	h, f, v := float64(a.Model.HiddenSize), widest(a.Model), float64(a.Model.PaddedVocabSize())
 	dp, _ := a.dataParallel(world)
 	m := a.microBatches(dp)
 	inFlight := 0.0
-	for i := 0; i < pp; i++ {
-		if a.ZeroBubble {
-			inFlight += float64(min(pp, m))
-		} else {
-			inFlight += float64(min(pp-i, m))
-		}
+	for i := range stages {
+		inFlight += float64(pp.HeldMicrobatches(a.PipelineSchedule, stages, i, m))
 	}
 	perMicroBatch := math.Inf(1)
 	if s*b*max(h, f, v)*float64(max(a.Model.NumLayers, 1)) < 1<<55 {
@@ -277,7 +275,7 @@ func activationMemory(a Run, world int, copies float64) float64 {
 	}
 	// perMicroBatch covers every layer on one tensor-parallel rank; a
 	// stage holds 1/p of them, and t ranks share each stage.
-	return perMicroBatch / float64(pp) * inFlight * float64(tp) * copies
+	return perMicroBatch / float64(stages) * inFlight * float64(tp) * copies
 }
 
 // attentionScratch is the attention core's per-worker buffers: 8·s² bytes

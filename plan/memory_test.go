@@ -63,15 +63,19 @@ func TestMemoryShares(t *testing.T) {
 }
 
 // TestZeroBubbleInFlight: under ZB-H1 every stage counts P microbatches in
-// flight, where 1F1B's stage i counts P − i: at P = 4 and 8 microbatches
-// 16 against 10 stage-microbatches.
+// flight, under ZB-H2 2P − 1, where 1F1B's stage i counts P − i: at P = 4
+// and 8 microbatches 16 and 28 against 10 stage-microbatches.
 func TestZeroBubbleInFlight(t *testing.T) {
 	r := Run{Model: config.DefaultTransformerConfig(), DDP: config.DefaultDDPConfig(), MicroBatchSize: 1, GlobalBatchSize: 8}
 	r.Model.NumLayers, r.Model.HiddenSize, r.Model.NumAttentionHeads, r.Model.SeqLength, r.Model.VocabSize = 4, 64, 4, 32, 128
 	r.Model.MaxPositionEmbeddings, r.Model.PipelineModelParallelSize = 32, 4
 	one := Memory(r, 4, 4).Activations
-	r.ZeroBubble = true
+	r.PipelineSchedule = "zb-h1"
 	if zb := Memory(r, 4, 4).Activations; math.Abs(zb/one-16.0/10) > 1e-12 {
 		t.Errorf("ZB-H1 activations %g, 1F1B %g: ratio %g, want 1.6", zb, one, zb/one)
+	}
+	r.PipelineSchedule = "zb-h2"
+	if zb := Memory(r, 4, 4).Activations; math.Abs(zb/one-28.0/10) > 1e-12 {
+		t.Errorf("ZB-H2 activations %g, 1F1B %g: ratio %g, want 2.8", zb, one, zb/one)
 	}
 }

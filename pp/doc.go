@@ -10,8 +10,9 @@
 // exchange of activations or gradients with the neighbouring stages, a
 // wait for an overlapped exchange, entering or leaving no_sync — for the
 // reference's three schedules (no pipelining, 1F1B, interleaved 1F1B) and
-// for ZB-H1 (ZeroBubbleH1, Config.Schedule "zb-h1"), whose backward is
-// split (Schedule.SplitBackward): a Backward action computes the input
+// for the zero-bubble ZB-H1 and ZB-H2 (ZeroBubbleH1, ZeroBubbleH2,
+// Config.Schedule "zb-h1", "zb-h2"), whose backward is split
+// (Schedule.SplitBackward): a Backward action computes the input
 // gradient (autograd.BackwardSplit) and a later WeightGrad action ("W")
 // the parameters' gradients, which the verifier checks come once, after
 // their backward, with no_sync left only for the last.
@@ -19,8 +20,9 @@
 // receive, no deadlock, every forward before its backward) and reports the
 // peak number of live activations; FormatGrid and FormatJSON print them
 // (gotron inspect schedule). Simulate plays the same lists with a clock
-// (StageTimes for F, B, W and a message) and reports the makespan and
-// the bubble rate.
+// (StageTimes for F, B, W and a message) and reports the makespan (the
+// longest stage's time from its first computation, the zero-bubble
+// paper's cost) and the bubble rate.
 //
 // The executors walk a rank's list: GetForwardBackwardFunc returns the
 // reference's forward_backward_no_pipelining, _without_interleaving or
@@ -34,7 +36,8 @@
 // output is released once sent.
 //
 // A 1F1B rank r of P keeps at most min(P − r, M) microbatches' activations,
-// whatever M (TestOneFOneBActivationsBounded); the pipeline bubble is
+// whatever M (TestOneFOneBActivationsBounded), under ZB-H1 min(P, M) and
+// under ZB-H2 min(2P − 1, M) (HeldMicrobatches); 1F1B's pipeline bubble is
 // (P − 1)/(V·M + P − 1) of the iteration (Narayanan et al. 2021, arXiv
 // 2104.04473 §2.2). A Recorder's Record, given as Args.Trace, records what each
 // rank executed; GatherTimeline brings every rank's record to rank 0 as a

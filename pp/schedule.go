@@ -77,7 +77,7 @@ type Config struct {
 	GradSyncFunc, ParamSyncFunc bool
 	// Schedule names a pipeline schedule other than the reference's
 	// choice (--pipeline-schedule): "" or ScheduleOneFOneB for it,
-	// ScheduleZBH1 for ZeroBubbleH1.
+	// ScheduleZBH1 for ZeroBubbleH1, ScheduleZBH2 for ZeroBubbleH2.
 	Schedule string
 }
 
@@ -87,16 +87,17 @@ func (c Config) CheckSchedule() error {
 	switch c.Schedule {
 	case "", ScheduleOneFOneB:
 		return nil
-	case ScheduleZBH1:
-		return checkZBH1(c)
+	case ScheduleZBH1, ScheduleZBH2:
+		return checkOneChunkSplit(c, c.Schedule)
 	}
-	return fmt.Errorf("--pipeline-schedule %q: choose %s (the reference's 1F1B, or interleaved with virtual stages) or %s", c.Schedule, ScheduleOneFOneB, ScheduleZBH1)
+	return fmt.Errorf("--pipeline-schedule %q: choose %s (the reference's 1F1B, or interleaved with virtual stages), %s or %s", c.Schedule, ScheduleOneFOneB, ScheduleZBH1, ScheduleZBH2)
 }
 
 // The values of Config.Schedule.
 const (
 	ScheduleOneFOneB = "1f1b"
 	ScheduleZBH1     = "zb-h1"
+	ScheduleZBH2     = "zb-h2"
 )
 
 // Interleaved reports whether the config selects the interleaved schedule.
@@ -135,8 +136,12 @@ func Build(cfg Config) (*Schedule, error) {
 	if err := cfg.CheckSchedule(); err != nil {
 		return nil, err
 	}
-	if cfg.Schedule == ScheduleZBH1 && !cfg.ForwardOnly {
+	switch {
+	case cfg.ForwardOnly:
+	case cfg.Schedule == ScheduleZBH1:
 		return ZeroBubbleH1(cfg.PP, cfg.Rank, cfg.Microbatches, cfg.GradSyncFunc), nil
+	case cfg.Schedule == ScheduleZBH2:
+		return ZeroBubbleH2(cfg.PP, cfg.Rank, cfg.Microbatches, cfg.GradSyncFunc), nil
 	}
 	switch {
 	case cfg.PP == 1:

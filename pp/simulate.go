@@ -16,9 +16,16 @@ type StageTimes struct {
 
 // Simulation is what Simulate reports.
 type Simulation struct {
-	// Makespan is the time from the first action of any rank to the end of
-	// the last.
+	// Makespan is the longest stage's time, from its first computation
+	// to the end of its last action: Qi et al. 2024's cost, the time the
+	// iteration takes once pipelines follow each other. A stage that
+	// starts later (the first input reaches stage s after s forwards)
+	// counts from its start; in 1F1B and the interleaved schedule the
+	// first stage starts first and ends last, and it is End.
 	Makespan float64
+	// End is the time from the first action of any rank to the end of
+	// the last.
+	End float64
 	// Busy is each rank's compute time, M·V·(F + B + W).
 	Busy []float64
 	// Idle is each rank's idle fraction of the makespan.
@@ -68,6 +75,8 @@ func Simulate(schedules []*Schedule, t StageTimes) (*Simulation, error) {
 type simClock struct {
 	pc     int
 	now    float64
+	start  float64 // when the first computation began
+	began  bool
 	posted bool // the Comm action at pc has been issued
 	// ops are the issued ops not yet complete: their channel and place
 	// in it.
@@ -123,6 +132,9 @@ func (s *sim) step(r int) bool {
 		return false
 	}
 	a := acts[c.pc]
+	if !c.began && (a.Kind == Forward || a.Kind == Backward || a.Kind == WeightGrad) {
+		c.start, c.began = c.now, true
+	}
 	switch a.Kind {
 	case Forward:
 		c.now += s.t.F
@@ -216,7 +228,8 @@ func (s *sim) exchange(r int, a Action) (float64, bool) {
 func (s *sim) result() *Simulation {
 	res := &Simulation{}
 	for _, c := range s.ranks {
-		res.Makespan = max(res.Makespan, c.now)
+		res.End = max(res.End, c.now)
+		res.Makespan = max(res.Makespan, c.now-c.start)
 	}
 	sc := s.ss[0]
 	work := float64(sc.Microbatches*max(sc.VPP, 1)) * (s.t.F + s.t.B + s.t.W)

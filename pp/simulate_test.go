@@ -74,3 +74,33 @@ func TestSimulateInterleaved(t *testing.T) {
 		t.Errorf("1F1B with a message time of 0.5: makespan %g, want above the 15 without", slow.Makespan)
 	}
 }
+
+// TestSimulateZeroBubbleH2: at equal F, B and W and no communication time
+// every stage of ZB-H2 computes without a gap from its first forward to
+// its last W, so the makespan is the work, M·(F+B+W), and the bubble rate
+// 0 (Qi et al. 2024, §2.2, Table 1's (P−1)(F+B−2W)), once there are enough
+// microbatches to fill the warmup (M ≥ 2P − 1); the last stage starts
+// P − 1 forwards late and so ends P − 1 after the first.
+func TestSimulateZeroBubbleH2(t *testing.T) {
+	st := StageTimes{F: 1, B: 1, W: 1}
+	for _, p := range []int{2, 3, 4, 8} {
+		for _, m := range []int{2*p - 1, 2 * p, 3*p + 1} {
+			zb := simulate(t, Config{PP: p, Microbatches: m, Schedule: ScheduleZBH2}, st)
+			if want := float64(3 * m); zb.Makespan != want || zb.BubbleRate != 0 {
+				t.Errorf("ZB-H2, P %d, M %d: makespan %g, bubble rate %g, want %g and 0", p, m, zb.Makespan, zb.BubbleRate, want)
+			}
+			if want := float64(3*m + p - 1); zb.End != want {
+				t.Errorf("ZB-H2, P %d, M %d: ends at %g, want %g", p, m, zb.End, want)
+			}
+		}
+	}
+	// With F+B > 2W the bubble is (P−1)(F+B−2W).
+	st = StageTimes{F: 1, B: 1.5, W: 0.5}
+	for _, p := range []int{2, 4} {
+		m := 3 * p
+		zb := simulate(t, Config{PP: p, Microbatches: m, Schedule: ScheduleZBH2}, st)
+		if want := float64(m)*3 + float64(p-1)*(1+1.5-1); math.Abs(zb.Makespan-want) > 1e-9 {
+			t.Errorf("ZB-H2, P %d, M %d, F 1 B 1.5 W 0.5: makespan %g, want %g", p, m, zb.Makespan, want)
+		}
+	}
+}

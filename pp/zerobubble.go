@@ -9,6 +9,8 @@ const (
 	NameSplit = "split_backward"
 	// NameZBH1 is the zero-bubble ZB-H1 schedule (ZeroBubbleH1).
 	NameZBH1 = "zero_bubble_h1"
+	// NameZBH2 is the zero-bubble ZB-H2 schedule (ZeroBubbleH2).
+	NameZBH2 = "zero_bubble_h2"
 )
 
 // SplitEachBackward returns s with its backward split (SplitBackward):
@@ -102,6 +104,62 @@ func ZeroBubbleH1(pp, rank, m int, gradSyncFunc bool) *Schedule {
 	return emitterOf(&out).done()
 }
 
+// lane is one kind of tensor a stage receives before a computation and
+// sends after it (activations for forwards, gradients for backwards) in
+// withAsyncExchanges.
+type lane struct {
+	recv, send         Dir
+	recvCall, sendCall string
+	recvs, sends       bool // whether the stage receives, sends this kind
+	sent               *Op  // the send not waited for yet
+}
+
+// post posts the receive of microbatch x, if the stage receives and x < m.
+func (l *lane) post(e *emitter, x, m int) {
+	e.comm(l.recvCall, true, op(l.recvs && x < m, l.recv, x, 0))
+}
+
+// around emits the computation of microbatch x: the wait for its input
+// and the receive of the next posted before, the send of its result
+// after, once the previous send has been waited for.
+func (l *lane) around(e *emitter, x, m int, compute func()) {
+	if l.recvs {
+		e.wait(Op{Dir: l.recv, Microbatch: x})
+		l.post(e, x+1, m)
+	}
+	compute()
+	if l.sends {
+		if l.sent != nil {
+			e.wait(*l.sent)
+		}
+		l.sent = op(true, l.send, x, 0)
+		e.comm(l.sendCall, true, l.sent)
+	}
+}
+
+// ZeroBubble reports whether the schedule named (Config.Schedule) is a
+// zero-bubble one: its backward split, its exchanges asynchronous (it
+// needs an unbatched communicator, p2p.Config.BatchP2PComm false).
+func ZeroBubble(schedule string) bool {
+	return schedule == ScheduleZBH1 || schedule == ScheduleZBH2
+}
+
+// HeldMicrobatches returns the most microbatches pipeline rank r of p
+// holds activations for at once, over m microbatches, under the one-chunk
+// schedule named ("" or ScheduleOneFOneB, ScheduleZBH1, ScheduleZBH2), a
+// forward's held until its backward, or its weight gradients where they
+// are deferred: 1F1B's P − r, ZB-H1's P, ZB-H2's 2P − 1, at most m
+// (Verify's PeakLive). The memory estimate reads it.
+func HeldMicrobatches(schedule string, p, r, m int) int {
+	switch schedule {
+	case ScheduleZBH1:
+		return min(p, m)
+	case ScheduleZBH2:
+		return min(2*p-1, m)
+	}
+	return min(p-r, m)
+}
+
 // sendsGradient reports whether a Comm action sends an input gradient to
 // the previous stage.
 func sendsGradient(a Action) bool {
@@ -116,16 +174,102 @@ func sendsGradient(a Action) bool {
 // emitterOf wraps a built schedule for emitter.done.
 func emitterOf(s *Schedule) *emitter { return &emitter{s: s} }
 
-// checkZBH1 refuses ZB-H1 where it cannot run: it pipelines one model
-// chunk per rank over at least two stages.
-func checkZBH1(c Config) error {
+// checkOneChunkSplit refuses ZB-H1 or ZB-H2 (name) where it cannot run:
+// it pipelines one model chunk per rank over at least two stages.
+func checkOneChunkSplit(c Config, name string) error {
 	switch {
 	case c.PP < 2:
-		return fmt.Errorf("--pipeline-schedule %s: pipeline_model_parallel_size = %d has no pipeline bubble to fill: use it with %s ≥ 2, or drop the flag", ScheduleZBH1, c.PP, flagPP)
+		return fmt.Errorf("--pipeline-schedule %s: pipeline_model_parallel_size = %d has no pipeline bubble to fill: use it with %s ≥ 2, or drop the flag", name, c.PP, flagPP)
 	case c.Interleaved():
-		return fmt.Errorf("--pipeline-schedule %s runs one model chunk per rank, but virtual_pipeline_model_parallel_size = %d: unset %s (and a layout's chunks), or choose %s", ScheduleZBH1, c.VPP, flagVPP, ScheduleOneFOneB)
+		return fmt.Errorf("--pipeline-schedule %s runs one model chunk per rank, but virtual_pipeline_model_parallel_size = %d: unset %s (and a layout's chunks), or choose %s", name, c.VPP, flagVPP, ScheduleOneFOneB)
 	case c.OverlapP2PComm:
-		return fmt.Errorf("--pipeline-schedule %s exchanges tensors without overlap: turn --overlap-p2p-communication off", ScheduleZBH1)
+		return fmt.Errorf("--pipeline-schedule %s exchanges tensors without overlap: turn --overlap-p2p-communication off", name)
 	}
 	return nil
+}
+
+// ZeroBubbleH2 returns rank's ZB-H2 schedule (Qi et al. 2024, §2.2) for P
+// = pp stages and M = m microbatches: zero bubble at equal F, B and W
+// times, for up to 2P − 1 microbatches' activations on a stage, about
+// twice 1F1B's. Stage s runs M + 2(P − 1) steps; step x runs, each where
+// its microbatch exists (0 ≤ i < M), the forward of x, the backward (B)
+// of x − 2(P − 1 − s) and the weight gradients (W) of x − 2(P − 1): a
+// warmup of 2(P − 1 − s) forwards alone, 2s forwards with a B, the steady
+// F B W, then 2(P − 1 − s) B's with a W and 2s W's alone. Each stage's
+// warmup forwards, 2(P − s) − 1 before its first B, fill the time the
+// first gradient takes to come back, and its tail of W's the time the
+// later stages' last B's take; every stage's work is so packed into
+// M·(F + B + W) from its first forward on, a parallelogram where 1F1B's
+// is a trapezoid.
+//
+// The exchanges are asynchronous (an unbatched communicator): each
+// receive is posted one microbatch ahead and waited for just before its
+// F or B, each send posted right after its F or B and waited for before
+// the next send of its kind, so no rank waits on a send and a message
+// travels while the rank computes. no_sync is left as ZeroBubbleH1 leaves
+// it. It panics as WithoutInterleaving.
+func ZeroBubbleH2(pp, rank, m int, gradSyncFunc bool) *Schedule {
+	if pp < 1 || rank < 0 || rank >= pp || m < 1 {
+		panic(fmt.Sprintf("pp.ZeroBubbleH2: rank %d of %d with %d microbatches", rank, pp, m))
+	}
+	warmup := min(2*(pp-rank)-1, m)
+	s := &Schedule{Name: NameZBH2, PP: pp, VPP: 1, Microbatches: m, GroupSize: pp, Rank: rank,
+		Warmup: warmup, Remaining: m - warmup, AllWarmup: warmup == m, SplitBackward: true}
+	var order []Action
+	in := func(i int) bool { return i >= 0 && i < m }
+	for x := range m + 2*(pp-1) {
+		if in(x) {
+			order = append(order, Action{Kind: Forward, Microbatch: x})
+		}
+		if b := x - 2*(pp-1-rank); in(b) {
+			order = append(order, Action{Kind: Backward, Microbatch: b})
+		}
+		if w := x - 2*(pp-1); in(w) {
+			order = append(order, Action{Kind: WeightGrad, Microbatch: w})
+		}
+	}
+	return withAsyncExchanges(s, order, gradSyncFunc)
+}
+
+// withAsyncExchanges fills s's actions from a one-chunk compute order of
+// F, B and W: every receive asynchronous and posted one ahead, every send
+// asynchronous, waited for before the next of its kind (ZeroBubbleH2).
+func withAsyncExchanges(s *Schedule, order []Action, gradSyncFunc bool) *Schedule {
+	e := newEmitter(s)
+	first, last, m := s.Rank == 0, s.Rank == s.PP-1, s.Microbatches
+	fwd := &lane{recv: RecvPrev, send: SendNext, recvCall: "recv_forward", sendCall: "send_forward", recvs: !first, sends: !last}
+	bwd := &lane{recv: RecvNext, send: SendPrev, recvCall: "recv_backward", sendCall: "send_backward", recvs: !last, sends: !first}
+	e.disableGradSync()
+	fwd.post(e, 0, m)
+	bwd.post(e, 0, m)
+	lastW := len(order) - 1
+	for lastW >= 0 && order[lastW].Kind != WeightGrad {
+		lastW--
+	}
+	for i, a := range order {
+		x := a.Microbatch
+		switch a.Kind {
+		case Forward:
+			fwd.around(e, x, m, func() { e.forward(x, 0) })
+		case Backward:
+			bwd.around(e, x, m, func() { e.backward(x, 0) })
+		case WeightGrad:
+			if i == lastW && (!gradSyncFunc || first) {
+				e.enableGradSync()
+			}
+			e.add(a)
+		}
+	}
+	for _, l := range []*lane{fwd, bwd} {
+		if l.sent != nil {
+			e.wait(*l.sent)
+		}
+	}
+	if e.noSync {
+		e.enableGradSync()
+		if gradSyncFunc {
+			e.gradSync(0)
+		}
+	}
+	return e.done()
 }

@@ -102,6 +102,8 @@ func TestSplitSchedulesRefused(t *testing.T) {
 	}{
 		{Config{PP: 1, Microbatches: 4, Schedule: ScheduleZBH1}, "no pipeline bubble"},
 		{Config{PP: 2, VPP: 2, Microbatches: 4, Schedule: ScheduleZBH1}, "one model chunk per rank"},
+		{Config{PP: 1, Microbatches: 4, Schedule: ScheduleZBH2}, "zb-h2: pipeline_model_parallel_size = 1"},
+		{Config{PP: 2, VPP: 2, Microbatches: 4, Schedule: ScheduleZBH2}, "zb-h2 runs one model chunk per rank"},
 		{Config{PP: 2, Microbatches: 4, Schedule: "zb-h9"}, `"zb-h9"`},
 	} {
 		if _, err := Build(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -111,17 +113,26 @@ func TestSplitSchedulesRefused(t *testing.T) {
 }
 
 // TestSplitSchedulesMatchOneFOneB: the toy pipeline's weight gradients
-// under SplitEachBackward and ZB-H1 equal 1F1B's bit for bit on every
+// under SplitEachBackward, ZB-H1 and ZB-H2 equal 1F1B's bit for bit on every
 // rank, over P = 2 and 4 and 4 and 7 microbatches, and each rank's
 // gradient hook runs outside no_sync once, when the gradient is whole.
 func TestSplitSchedulesMatchOneFOneB(t *testing.T) {
 	for _, p := range []int{2, 4} {
 		for _, m := range []int{4, 7} {
 			want, peaks := runSplitPipeline(t, p, m, "")
-			for _, sched := range []string{NameSplit, ScheduleZBH1} {
+			for _, sched := range []string{NameSplit, ScheduleZBH1, ScheduleZBH2} {
 				got, zbPeaks := runSplitPipeline(t, p, m, sched)
 				for r := range want {
 					numtest.SameBits(t, fmt.Sprintf("pp %d, m %d, %s, rank %d: the weight gradient", p, m, sched, r), got[r], want[r])
+				}
+				if sched == ScheduleZBH2 {
+					// Up to 2P − 1 microbatches: under twice 1F1B's first
+					// stage, the first stage's 2P − 1 forwards above it.
+					for r, b := range zbPeaks {
+						if b >= 2*peaks[0] || (r == 0 && m >= 2*p-1 && b <= peaks[0]) {
+							t.Errorf("pp %d, m %d, rank %d: ZB-H2 holds %d activation bytes, want under twice 1F1B's first stage's %d (and above it on the first stage)", p, m, r, b, peaks[0])
+						}
+					}
 				}
 				if sched != ScheduleZBH1 {
 					continue
@@ -209,4 +220,83 @@ func runSplitPipeline(t *testing.T, p, m int, sched string) ([][]float32, []int6
 		t.Fatal(err)
 	}
 	return out, peaks
+}
+
+// TestZeroBubbleH2Verifies: every rank's ZB-H2 list plays against the
+// others, runs each W once after its B, and every stage holds min(2P − 1,
+// M) microbatches alive (a forward until its W), under twice 1F1B's first
+// stage's P: the paper's memory claim.
+func TestZeroBubbleH2Verifies(t *testing.T) {
+	for p := 2; p <= 5; p++ {
+		for m := 1; m <= 12; m++ {
+			for _, gs := range []bool{false, true} {
+				zb, err := BuildAll(Config{PP: p, Microbatches: m, GradSyncFunc: gs, Schedule: ScheduleZBH2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := Verify(zb)
+				if err != nil {
+					t.Fatalf("pp %d, %d microbatches, grad_sync_func %v: %v", p, m, gs, err)
+				}
+				if _, err := VerifyWith(zb, VerifyOptions{SharedPairFIFO: true}); err != nil {
+					t.Fatalf("pp %d, m %d, one queue per pair of ranks: %v", p, m, err)
+				}
+				for r := range zb {
+					if !zb[r].SplitBackward || count(zb[r], WeightGrad) != m || count(zb[r], Backward) != m {
+						t.Errorf("pp %d, m %d, rank %d: not a split schedule of %d B and %d W: %v", p, m, r, m, m, zb[r].Actions)
+					}
+					if want := min(2*p-1, m); res.PeakLive[r] != want {
+						t.Errorf("pp %d, m %d, rank %d: %d microbatches alive, want %d", p, m, r, res.PeakLive[r], want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestZeroBubbleH2Order: ZB-H2's compute order at P = 2, M = 4, by
+// hand from the paper's rule (stage s's step x: F(x), B(x − 2(P−1−s)),
+// W(x − 2(P−1))): the first stage runs 2P − 1 = 3 forwards before its
+// first B, the last stage a B right after each forward and its W's two
+// steps behind, ending in W's alone.
+func TestZeroBubbleH2Order(t *testing.T) {
+	want := [][]string{
+		{"F0", "F1", "F2", "B0", "W0", "F3", "B1", "W1", "B2", "W2", "B3", "W3"},
+		{"F0", "B0", "F1", "B1", "F2", "B2", "W0", "F3", "B3", "W1", "W2", "W3"},
+	}
+	for s, w := range want {
+		var got []string
+		for _, a := range ZeroBubbleH2(2, s, 4, false).Actions {
+			if a.Kind == Forward || a.Kind == Backward || a.Kind == WeightGrad {
+				got = append(got, fmt.Sprintf("%v%d", a.Kind, a.Microbatch))
+			}
+		}
+		if !slices.Equal(got, w) {
+			t.Errorf("stage %d: %v, want %v", s, got, w)
+		}
+	}
+}
+
+// TestHeldMicrobatches: the memory estimate's count of live microbatches
+// is what Verify finds in each schedule.
+func TestHeldMicrobatches(t *testing.T) {
+	for _, sched := range []string{"", ScheduleZBH1, ScheduleZBH2} {
+		for p := 2; p <= 5; p++ {
+			for m := 1; m <= 10; m++ {
+				ss, err := BuildAll(Config{PP: p, Microbatches: m, Schedule: sched})
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := Verify(ss)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for r := range p {
+					if got := HeldMicrobatches(sched, p, r, m); got != res.PeakLive[r] {
+						t.Errorf("%q, pp %d, m %d, rank %d: %d, Verify finds %d", sched, p, m, r, got, res.PeakLive[r])
+					}
+				}
+			}
+		}
+	}
 }

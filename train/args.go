@@ -116,7 +116,8 @@ type Args struct {
 	LogJSON   string // --log-json: one JSON object per iteration
 	// PipelineSchedule is --pipeline-schedule: "" or "1f1b" for the
 	// reference's choice (1F1B, interleaved with virtual stages), "zb-h1"
-	// for the zero-bubble ZB-H1 schedule (pp.ZeroBubbleH1).
+	// and "zb-h2" for the zero-bubble schedules (pp.ZeroBubbleH1,
+	// pp.ZeroBubbleH2).
 	PipelineSchedule string
 	// ProfileSchedule, when set, is an SVG file that receives the measured
 	// schedule timeline of the last iteration, every rank (--profile-schedule).

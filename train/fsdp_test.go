@@ -85,6 +85,10 @@ func TestMegatronFSDPMatchesSingleRank(t *testing.T) {
 			*a = fsdpLayout(4, 1, 2, config.ShardOptimGradsParams)
 			a.PipelineSchedule = pp.ScheduleZBH1
 		}},
+		{"pp2-dp2-zero3-zb-h2", func(a *Args) {
+			*a = fsdpLayout(4, 1, 2, config.ShardOptimGradsParams)
+			a.PipelineSchedule = pp.ScheduleZBH2
+		}},
 		{"tp2-sp-pp2-dp2-zero3", func(a *Args) {
 			*a = fsdpLayout(8, 2, 2, config.ShardOptimGradsParams)
 			a.Model.SequenceParallel = true

@@ -12,7 +12,6 @@ import (
 
 	"github.com/gotron/gotron/internal/sysmem"
 	"github.com/gotron/gotron/plan"
-	"github.com/gotron/gotron/pp"
 )
 
 // memoryRun is what the memory model (package plan) reads of the run.
@@ -20,7 +19,7 @@ func (a Args) memoryRun() plan.Run {
 	return plan.Run{Model: a.Model, DDP: a.DDP, GradReduceInBF16: a.GradReduceInBF16,
 		MicroBatchSize: a.MicroBatchSize, GlobalBatchSize: a.GlobalBatchSize, Threads: a.Threads,
 		Save: a.Save != "", AsyncSave: a.AsyncSave, SaveOptim: !a.NoSaveOptim,
-		ZeroBubble: a.PipelineSchedule == pp.ScheduleZBH1}
+		PipelineSchedule: a.PipelineSchedule}
 }
 
 // estimateMemory is the memory localRanks of the world's ranks need

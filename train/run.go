@@ -432,9 +432,9 @@ func normalise(a Args, world int) Args {
 		}
 		mp.BatchP2PComm = !mp.OverlapP2PComm
 		mp.DeallocatePipelineOutputs = true
-		if a.PipelineSchedule == pp.ScheduleZBH1 {
-			// ZB-H1 issues its gradient exchanges asynchronously, which
-			// the communicator does unbatched.
+		if pp.ZeroBubble(a.PipelineSchedule) {
+			// The zero-bubble schedules issue exchanges asynchronously,
+			// which the communicator does unbatched.
 			mp.BatchP2PComm = false
 		}
 	}

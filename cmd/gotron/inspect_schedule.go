@@ -26,8 +26,8 @@ func newInspectScheduleCmd() *cobra.Command {
 		Short: "Print every pipeline rank's schedule: warmup counts, compute order, sends, receives and waits",
 		Long: `schedule builds each pipeline rank's forward-backward schedule as the
 reference's get_forward_backward_func would run it (no pipelining, 1F1B, or
-interleaved 1F1B with --virtual-pipeline-model-parallel-size), or ZB-H1 with
---pipeline-schedule zb-h1 (W: a split backward's weight gradients), plays the ranks
+interleaved 1F1B with --virtual-pipeline-model-parallel-size), or ZB-H1 and ZB-H2
+with --pipeline-schedule zb-h1 or zb-h2 (W: a split backward's weight gradients), plays the ranks
 against each other to check that it completes, and prints a grid of the
 actions (one row per rank) with each rank's peak of live activations, or with
 --json {"pp","vpp","microbatches","group_size","ranks":[{"rank","warmup",
@@ -35,7 +35,8 @@ actions (one row per rank) with each rank's peak of live activations, or with
 −c backward of 1-based chunk c).
 
 With --stage-times F,B,W[,C] it also plays the ranks' lists with those
-durations (pp.Simulate) and prints the makespan and the bubble rate
+durations (pp.Simulate) and prints the makespan, the longest stage's time from
+its first computation to its end, and the bubble rate
 (makespan − M·V·(F+B+W)) / makespan; --json adds
 "simulated": {"makespan", "bubble_rate"}.
 
@@ -111,7 +112,7 @@ data-parallel size --world-size / (--tensor-model-parallel-size ×
 	fl.IntVar(&f.microBatch, "micro-batch-size", 1, "rows of a microbatch")
 	fl.IntVar(&f.worldSize, "world-size", 0, "number of ranks (0: tensor × pipeline size, data-parallel size 1)")
 	fl.IntVar(&f.tensorParallel, "tensor-model-parallel-size", 1, "tensor-parallel size")
-	fl.StringVar(&f.cfg.Schedule, "pipeline-schedule", "", "1f1b (the default) or zb-h1 (zero-bubble: each backward split, its weight gradients deferred into the bubble)")
+	fl.StringVar(&f.cfg.Schedule, "pipeline-schedule", "", "1f1b (the default), zb-h1 or zb-h2 (zero-bubble: each backward split, its weight gradients deferred into the bubble; zb-h2 with 2P-1 microbatches in flight)")
 	fl.BoolVar(&f.cfg.ForwardOnly, "forward-only", false, "forward passes only (evaluation)")
 	fl.BoolVar(&f.cfg.OverlapP2PComm, "overlap-p2p-communication", false, "overlap pipeline sends and receives with compute (interleaved schedule; the default there, as in gotron train)")
 	fl.Bool("no-overlap-p2p-communication", false, "batch pipeline sends and receives instead of overlapping them (interleaved schedule)")

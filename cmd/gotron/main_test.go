@@ -77,6 +77,8 @@ func TestTrainFlagErrors(t *testing.T) {
 		{"--pipeline-schedule", "zb-h9", "--world-size", "2", "--pipeline-model-parallel-size", "2", "--num-layers", "2"},
 		{"--pipeline-schedule", "zb-h1", "--world-size", "2", "--pipeline-model-parallel-size", "2", "--num-layers", "4",
 			"--virtual-pipeline-model-parallel-size", "2"},
+		{"--pipeline-schedule", "zb-h2", "--world-size", "2", "--pipeline-model-parallel-size", "2", "--num-layers", "4",
+			"--virtual-pipeline-model-parallel-size", "2"},
 	} {
 		args := append([]string{"train", "--mock-data", "--train-iters", "1", "--vocab-size", "64", "--hidden-size", "32",
 			"--num-attention-heads", "4", "--seq-length", "8", "--global-batch-size", "4"}, c...)

@@ -29,7 +29,8 @@ import (
 // virtual stages per pipeline rank (interleaved 1F1B) over 4, DP 2 with the
 // distributed optimizer and both overlaps, DP 4 with two distributed
 // optimizer instances and overlapped reduction over 4, and TP 2 × PP 2 ×
-// DP 2 with the distributed optimizer and both overlaps over 8 — and compares
+// DP 2 with the distributed optimizer and both overlaps over 8, ZB-H2 over
+// four pipeline stages and ZB-H1 beside DP 2 over 4 — and compares
 // each loss curve with a single in-process rank's: equal to 1e-6 relative
 // without tensor parallelism, 1e-5 with it (whose sums are split
 // differently). Two bf16 runs with the distributed optimizer (float32 and
@@ -70,6 +71,13 @@ func TestMPITrainMatchesSingleRank(t *testing.T) {
 			"--overlap-grad-reduce", "--ddp-num-buckets", "4"}, 1e-6, "", ""},
 		{"tp2-pp2-dp2-distopt-overlaps", "8", []string{"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
 			"--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"}, 1e-5, "", ""},
+		// Zero-bubble schedules: ZB-H2 over a four-stage pipeline (the
+		// embedding and the loss stages of their own), ZB-H1 beside DP 2
+		// with the distributed optimizer's overlapped reduction.
+		{"pp4-layout-zb-h2", "4", []string{"--pipeline-model-parallel-size", "4", "--pipeline-model-parallel-layout", "E|t|t|L",
+			"--pipeline-schedule", "zb-h2"}, 1e-6, "", ""},
+		{"pp2-dp2-distopt-zb-h1", "4", []string{"--pipeline-model-parallel-size", "2", "--pipeline-schedule", "zb-h1",
+			"--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"}, 1e-6, "", ""},
 		// Megatron-FSDP: ZeRO-3 over 4 processes (every layer's gathers
 		// and reduce-scatters through MPI), ZeRO-2 over 2 in bf16.
 		{"dp4-fsdp-optim_grads_params", "4", []string{"--use-megatron-fsdp", "--data-parallel-sharding-strategy", "optim_grads_params"},

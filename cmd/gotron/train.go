@@ -108,7 +108,7 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 	model = addModelFlags(f, &a.Model)
 	addRecomputeFlags(f, &a.Model)
 	addParallelFlags(f, &a)
-	f.StringVar(&a.PipelineSchedule, "pipeline-schedule", "", "pipeline schedule: 1f1b (the default: 1F1B, interleaved with --virtual-pipeline-model-parallel-size) or zb-h1 (zero-bubble ZB-H1: each backward split into the input gradient, sent upstream at once, and the weight gradients, deferred to fill the bubble; the same numbers as 1f1b bit for bit)")
+	f.StringVar(&a.PipelineSchedule, "pipeline-schedule", "", "pipeline schedule: 1f1b (the default: 1F1B, interleaved with --virtual-pipeline-model-parallel-size) zb-h1 (zero-bubble ZB-H1: each backward split into the input gradient, sent upstream at once, and the weight gradients, deferred to fill the bubble; 1F1B's memory) or zb-h2 (ZB-H2: no bubble at equal forward, input- and weight-gradient times, for up to 2P-1 microbatches' activations per stage); both give the same numbers as 1f1b bit for bit")
 	f.StringVar(&a.ProfileSchedule, "profile-schedule", "", "write the measured pipeline schedule of the last iteration, every rank, as an SVG timeline to this file")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) here (with --backend mpi, one per process: FILE.rankN)")
 	f.Bool("overlap-p2p-communication", false, "overlap pipeline sends and receives with computation (interleaved schedule; the default there)")
