@@ -14,9 +14,17 @@ import (
 // unsplit Backward would have done it.
 type WeightGrads struct {
 	tape  *Tape // the pass's, whose error Run reports
+	only  map[*Var]bool
 	mu    sync.Mutex
 	tasks []wTask
 	ran   bool
+}
+
+// defers reports whether the split defers the gradient of the leaf v:
+// every parameter's, or under BackwardSplitOnly the listed ones'. A nil
+// w (no split) defers nothing.
+func (w *WeightGrads) defers(v *Var) bool {
+	return w != nil && v.param && (w.only == nil || w.only[v])
 }
 
 // wTask is one contribution to a parameter's gradient, and the Backward
@@ -117,7 +125,23 @@ func (w *WeightGrads) queue(v *Var, run func(), call *backwardCall) {
 // what their nodes saved until then (their output gradients are not
 // counted, as in an unsplit backward).
 func BackwardSplit(t *Tape, out *Var, grad *tensor.Tensor) (*WeightGrads, error) {
-	w := &WeightGrads{tape: t}
+	return backwardSplit(t, out, grad, &WeightGrads{tape: t})
+}
+
+// BackwardSplitOnly is BackwardSplit with only the listed parameters'
+// gradients split off; the others' are added now, as Backward adds them.
+// A pipeline's last stage defers its output layer's weight gradients so
+// (defer_embedding_wgrad_compute). The listed parameters get, once the
+// work has run, exactly Backward's gradients, bit for bit.
+func BackwardSplitOnly(t *Tape, out *Var, grad *tensor.Tensor, params ...*Var) (*WeightGrads, error) {
+	w := &WeightGrads{tape: t, only: map[*Var]bool{}}
+	for _, p := range params {
+		w.only[p] = true
+	}
+	return backwardSplit(t, out, grad, w)
+}
+
+func backwardSplit(t *Tape, out *Var, grad *tensor.Tensor, w *WeightGrads) (*WeightGrads, error) {
 	outer := t.wgrad
 	t.wgrad = w
 	err := Backward(t, out, grad)
@@ -131,7 +155,7 @@ func BackwardSplit(t *Tape, out *Var, grad *tensor.Tensor) (*WeightGrads, error)
 // accumulate their parameters' gradients directly call it (through
 // nn.AccumulateGrad). A nil c adds at once.
 func (c *Ctx) AccumulateParam(v *Var, add func()) {
-	if c == nil || c.tape == nil || c.tape.wgrad == nil || !v.param || c.tape.call == nil {
+	if c == nil || c.tape == nil || !c.tape.wgrad.defers(v) || c.tape.call == nil {
 		add()
 		return
 	}
@@ -141,7 +165,7 @@ func (c *Ctx) AccumulateParam(v *Var, add func()) {
 // addLeaf adds g, a gradient Backward computed for the leaf v, now or as
 // queued work (AccumulateParam's rule).
 func (t *Tape) addLeaf(call *backwardCall, v *Var, g *tensor.Tensor) {
-	if t.wgrad == nil || !v.param {
+	if !t.wgrad.defers(v) {
 		call.leaves.add(v, g)
 		return
 	}
@@ -155,7 +179,7 @@ func (t *Tape) addLeaf(call *backwardCall, v *Var, g *tensor.Tensor) {
 // expert that got no tokens): they must run where the other parameters'
 // run, after the schedule has left no_sync.
 func (t *Tape) leafDone(call *backwardCall, v *Var) {
-	if t.wgrad != nil && v.param && call.waiting[v] == 0 {
+	if t.wgrad.defers(v) && call.waiting[v] == 0 {
 		t.wgrad.queue(v, func() {}, call)
 	}
 	if call.waiting[v] > 0 {

@@ -70,6 +70,28 @@ func (m *splitModel) forward(tape *autograd.Tape) *autograd.Var {
 	return autograd.Add(tape, autograd.WeightedSum(tape, y, c), autograd.WeightedSum(tape, m.p, c))
 }
 
+// backward runs an unsplit backward pass of m.
+func (m *splitModel) backward(t *testing.T) {
+	t.Helper()
+	tape := autograd.NewTape(t.Context())
+	if err := autograd.Backward(tape, m.forward(tape), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sameGrads fails unless every gradient of split equals whole's bit for
+// bit.
+func sameGrads(t *testing.T, whole, split *splitModel) {
+	t.Helper()
+	for _, pair := range [][2]*autograd.Var{{whole.a, split.a}, {whole.b, split.b}, {whole.p, split.p}, {whole.x, split.x}} {
+		for i, v := range pair[0].Grad.Data() {
+			if math.Float32bits(v) != math.Float32bits(pair[1].Grad.Data()[i]) {
+				t.Fatalf("%s[%d]: split %v, unsplit %v", pair[0].Name, i, pair[1].Grad.Data()[i], v)
+			}
+		}
+	}
+}
+
 // TestBackwardSplit: a split backward gives the inputs their gradients at
 // once and holds the parameters' back (their hooks too) until the queued
 // work runs; then every gradient, over two accumulated passes, equals the
@@ -77,10 +99,7 @@ func (m *splitModel) forward(tape *autograd.Tape) *autograd.Var {
 func TestBackwardSplit(t *testing.T) {
 	whole, split := newSplitModel(1), newSplitModel(1)
 	for pass := range 2 {
-		tw := autograd.NewTape(t.Context())
-		if err := autograd.Backward(tw, whole.forward(tw), nil); err != nil {
-			t.Fatal(err)
-		}
+		whole.backward(t)
 		ts := autograd.NewTape(t.Context())
 		w, err := autograd.BackwardSplit(ts, split.forward(ts), nil)
 		if err != nil {
@@ -105,13 +124,7 @@ func TestBackwardSplit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, pair := range [][2]*autograd.Var{{whole.a, split.a}, {whole.b, split.b}, {whole.p, split.p}, {whole.x, split.x}} {
-		for i, v := range pair[0].Grad.Data() {
-			if math.Float32bits(v) != math.Float32bits(pair[1].Grad.Data()[i]) {
-				t.Fatalf("%s[%d]: split %v, unsplit %v", pair[0].Name, i, pair[1].Grad.Data()[i], v)
-			}
-		}
-	}
+	sameGrads(t, whole, split)
 	for _, n := range []string{"a", "b", "p", "x"} {
 		if split.hooks[n] != 2 || whole.hooks[n] != 2 {
 			t.Errorf("%s: hooks ran %d (split) and %d (unsplit) times over two passes, want 2", n, split.hooks[n], whole.hooks[n])
@@ -194,4 +207,32 @@ func TestBackwardSplitHooksWaitWithoutGradient(t *testing.T) {
 	if ran != 1 {
 		t.Errorf("q's hook ran %d times after W, want once", ran)
 	}
+}
+
+// TestBackwardSplitOnly: only the listed parameter's contributions wait
+// for the weight work, the others land with the backward, hooks
+// included; after the work every gradient is the unsplit one bit for bit.
+func TestBackwardSplitOnly(t *testing.T) {
+	whole, split := newSplitModel(1), newSplitModel(1)
+	for pass := range 2 {
+		whole.backward(t)
+		ts := autograd.NewTape(t.Context())
+		w, err := autograd.BackwardSplitOnly(ts, split.forward(ts), nil, split.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if split.hooks["a"] != pass+1 || split.hooks["b"] != pass+1 || split.hooks["p"] != pass {
+			t.Fatalf("pass %d: hooks %v, want a and b run, p waiting", pass, split.hooks)
+		}
+		if w.Len() != 2 { // p twice from the engine
+			t.Errorf("%d queued contributions, want 2", w.Len())
+		}
+		if err := w.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if split.hooks["p"] != pass+1 {
+			t.Fatalf("pass %d: p's hook did not run with its work", pass)
+		}
+	}
+	sameGrads(t, whole, split)
 }

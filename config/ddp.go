@@ -182,8 +182,9 @@ type DDPConfig struct {
 	// provided: must stay false.
 	FSDPManualRegistration bool `json:"fsdp_manual_registration"`
 
-	// DelayWgradCompute delays weight-gradient GEMMs (CUDA streams). Not
-	// provided: must stay false.
+	// DelayWgradCompute has DDP's hooks wait for weight gradients that
+	// ModelParallelConfig.DelayWgradCompute delays. Not provided: must stay
+	// false.
 	DelayWgradCompute bool `json:"delay_wgrad_compute"`
 
 	// MegatronFSDPMainParamsDType is Megatron-FSDP's main-parameter type.

@@ -151,7 +151,7 @@ func (c DDPConfig) checkNotProvided(vs *violationList) {
 		{"fsdp_all_gather_in_start_param_sync", !c.FSDPAllGatherInStartParamSync, false, true, fsdp + " parameter sync"},
 		{"disable_symmetric_registration", c.DisableSymmetricRegistration, true, false, "NCCL userbuffer registration"},
 		{"fsdp_manual_registration", c.FSDPManualRegistration, true, false, fsdp + " NCCL userbuffer registration"},
-		{"delay_wgrad_compute", c.DelayWgradCompute, true, false, "delayed weight-gradient GEMMs on CUDA streams"},
+		{"delay_wgrad_compute", c.DelayWgradCompute, true, false, "delayed weight gradients for the expert-parallel all-to-all overlap (the reference requires overlap_moe_expert_parallel_comm; --pipeline-schedule zb-h1 or zb-h2 defers every weight gradient instead)"},
 		{"megatron_fsdp_main_params_dtype", c.MegatronFSDPMainParamsDType != Float32, c.MegatronFSDPMainParamsDType, Float32, fsdp + " main parameters"},
 		{"megatron_fsdp_main_grads_dtype", c.MegatronFSDPMainGradsDType != DTypeNone, c.MegatronFSDPMainGradsDType, "none", fsdp + " main gradients"},
 		{"megatron_fsdp_grad_comm_dtype", c.MegatronFSDPGradCommDType != DTypeNone, c.MegatronFSDPGradCommDType, "none", fsdp + " gradient communication"},

@@ -280,8 +280,11 @@ type ModelParallelConfig struct {
 	// provided: must stay false.
 	OverlapMoEExpertParallelComm bool `json:"overlap_moe_expert_parallel_comm"`
 
-	// DelayWgradCompute delays weight-gradient GEMMs to overlap them with
-	// communication (CUDA streams). Not provided: must stay false.
+	// DelayWgradCompute delays each layer's weight-gradient GEMMs behind
+	// the expert-parallel all-to-all of another microbatch; the reference
+	// requires OverlapMoEExpertParallelComm for it. Not provided (neither
+	// is that overlap): must stay false; the zero-bubble schedules
+	// (--pipeline-schedule zb-h1, zb-h2) defer every weight gradient.
 	DelayWgradCompute bool `json:"delay_wgrad_compute"`
 
 	// OverlapDispatchBackwardWithExpertsWgrad delays TE grouped-GEMM expert
@@ -328,14 +331,18 @@ type ModelParallelConfig struct {
 	// false (the training layer turns it on).
 	DeallocatePipelineOutputs bool `json:"deallocate_pipeline_outputs"`
 
-	// DeferEmbeddingWgradCompute defers the output-layer weight-gradient GEMMs
-	// to the pipeline flush. It requires GradientAccumulationFusion and pp > 1.
-	// Not provided: must stay false.
+	// DeferEmbeddingWgradCompute defers the last stage's output-layer
+	// weight-gradient GEMMs to the pipeline flush, where the last stage
+	// waits for the earlier stages' last backwards (pp.DeferEmbeddingWgrad).
+	// It requires GradientAccumulationFusion and pp > 1, and is refused
+	// with a zero-bubble schedule, which defers every weight gradient.
 	DeferEmbeddingWgradCompute bool `json:"defer_embedding_wgrad_compute"`
 
 	// WgradDeferralLimit is how many microbatches DeferEmbeddingWgradCompute
-	// defers (0: all). Only read with DeferEmbeddingWgradCompute, which
-	// requires it to be ≥ 0.
+	// defers (0: all): gotron defers the last ones, where the reference
+	// defers the first, so that the gradient still sums its microbatches
+	// in order. Only read with DeferEmbeddingWgradCompute, which requires
+	// it to be ≥ 0.
 	WgradDeferralLimit int `json:"wgrad_deferral_limit"`
 
 	// OverlapP2PCommWarmupFlush also overlaps pipeline communication in the

@@ -127,24 +127,26 @@ func TestModelParallelReferenceRules(t *testing.T) {
 			[][]string{{"cross_entropy_fusion_impl"}}, []string{`"fast"`}},
 		{"rule 7: deferred embedding wgrad without pipeline parallel",
 			func(c *ModelParallelConfig) { c.DeferEmbeddingWgradCompute, c.GradientAccumulationFusion = true, true },
-			[][]string{{"defer_embedding_wgrad_compute", "pipeline_model_parallel_size"},
-				{"defer_embedding_wgrad_compute"}},
+			[][]string{{"defer_embedding_wgrad_compute", "pipeline_model_parallel_size"}},
 			[]string{"pipeline_model_parallel_size = 1"}},
 		{"rule 8: deferred embedding wgrad without gradient accumulation fusion",
 			func(c *ModelParallelConfig) { c.DeferEmbeddingWgradCompute = true; withPP(c, 2) },
-			[][]string{{"defer_embedding_wgrad_compute", "gradient_accumulation_fusion"},
-				{"defer_embedding_wgrad_compute"}},
+			[][]string{{"defer_embedding_wgrad_compute", "gradient_accumulation_fusion"}},
 			nil},
 		{"rule 9: negative wgrad deferral limit",
 			func(c *ModelParallelConfig) {
 				c.DeferEmbeddingWgradCompute, c.GradientAccumulationFusion, c.WgradDeferralLimit = true, true, -1
 				withPP(c, 2)
 			},
-			[][]string{{"wgrad_deferral_limit", "defer_embedding_wgrad_compute"},
-				{"defer_embedding_wgrad_compute"}},
+			[][]string{{"wgrad_deferral_limit", "defer_embedding_wgrad_compute"}},
 			[]string{"= -1"}},
 		{"rule 9: wgrad deferral limit is not read without deferral",
 			func(c *ModelParallelConfig) { c.WgradDeferralLimit = -1 }, nil, nil},
+		{"deferred embedding wgrad with pipeline parallel and fusion",
+			func(c *ModelParallelConfig) {
+				c.DeferEmbeddingWgradCompute, c.GradientAccumulationFusion, c.WgradDeferralLimit = true, true, 3
+				withPP(c, 2)
+			}, nil, nil},
 		{"rule 12: warmup/flush overlap without overlap_p2p_comm",
 			func(c *ModelParallelConfig) { c.OverlapP2PCommWarmupFlush, c.BatchP2PComm = true, false },
 			[][]string{{"overlap_p2p_comm_warmup_flush", "overlap_p2p_comm", "batch_p2p_comm"}},

@@ -269,13 +269,33 @@ func activationMemory(a Run, world int, copies float64) float64 {
 	for i := range stages {
 		inFlight += float64(pp.HeldMicrobatches(a.PipelineSchedule, stages, i, m))
 	}
-	perMicroBatch := math.Inf(1)
+	perMicroBatch, head := math.Inf(1), math.Inf(1)
 	if s*b*max(h, f, v)*float64(max(a.Model.NumLayers, 1)) < 1<<55 {
-		perMicroBatch = float64(gpt.EstimateActivations(a.Model, a.MicroBatchSize).Total)
+		e := gpt.EstimateActivations(a.Model, a.MicroBatchSize)
+		perMicroBatch, head = float64(e.Total), float64(e.Head)
 	}
 	// perMicroBatch covers every layer on one tensor-parallel rank; a
-	// stage holds 1/p of them, and t ranks share each stage.
-	return perMicroBatch / float64(stages) * inFlight * float64(tp) * copies
+	// stage holds 1/p of them, and t ranks share each stage. The last
+	// stage keeps, for each microbatch whose output-layer weight
+	// gradients defer_embedding_wgrad_compute defers to the flush, that
+	// layer's input and output gradient: about its head's activations.
+	held := perMicroBatch / float64(stages) * inFlight
+	if n := deferredEmbeddingWgrads(a.Model.ModelParallelConfig, m); n > 0 {
+		held += float64(n) * head
+	}
+	return held * float64(tp) * copies
+}
+
+// deferredEmbeddingWgrads is how many of m microbatches have their
+// output-layer weight gradients deferred (pp.DeferEmbeddingWgrad).
+func deferredEmbeddingWgrads(mp config.ModelParallelConfig, m int) int {
+	switch {
+	case !mp.DeferEmbeddingWgradCompute || mp.PipelineModelParallelSize < 2:
+		return 0
+	case mp.WgradDeferralLimit > 0:
+		return min(mp.WgradDeferralLimit, m)
+	}
+	return m
 }
 
 // attentionScratch is the attention core's per-worker buffers: 8·s² bytes

@@ -79,3 +79,20 @@ func TestZeroBubbleInFlight(t *testing.T) {
 		t.Errorf("ZB-H2 activations %g, 1F1B %g: ratio %g, want 2.8", zb, one, zb/one)
 	}
 }
+
+// TestDeferEmbeddingWgradMemory: defer_embedding_wgrad_compute adds one
+// head's activations per deferred microbatch (all 8, or the limit's 3).
+func TestDeferEmbeddingWgradMemory(t *testing.T) {
+	r := Run{Model: config.DefaultTransformerConfig(), DDP: config.DefaultDDPConfig(), MicroBatchSize: 1, GlobalBatchSize: 8}
+	r.Model.NumLayers, r.Model.HiddenSize, r.Model.NumAttentionHeads, r.Model.SeqLength, r.Model.VocabSize = 4, 64, 4, 32, 128
+	r.Model.MaxPositionEmbeddings, r.Model.PipelineModelParallelSize = 32, 4
+	head := float64(gpt.EstimateActivations(r.Model, 1).Head)
+	base := Memory(r, 4, 4).Activations
+	r.Model.DeferEmbeddingWgradCompute = true
+	for _, c := range []struct{ limit, n int }{{0, 8}, {3, 3}, {20, 8}} {
+		r.Model.WgradDeferralLimit = c.limit
+		if got := Memory(r, 4, 4).Activations - base; math.Abs(got-float64(c.n)*head) > 1e-6*head {
+			t.Errorf("limit %d: %g bytes more, want %d heads of %g", c.limit, got, c.n, head)
+		}
+	}
+}

@@ -36,9 +36,21 @@ const (
 	// (Schedule.SplitBackward): its Backward computed the input gradient
 	// only (autograd.BackwardSplit).
 	WeightGrad
+	// EmbeddingWgrad runs, on the last stage under
+	// defer_embedding_wgrad_compute, the output layer's weight-gradient
+	// GEMMs that the backwards of Chunk's last microbatches deferred
+	// (Schedule.DeferredEmbeddingWgrads), in microbatch order: the
+	// reference's drain_embedding_wgrad_compute, in the pipeline flush.
+	EmbeddingWgrad
 )
 
-var kindNames = [...]string{"F", "B", "comm", "wait", "no_sync", "sync", "grad_sync", "param_sync", "W"}
+var kindNames = [...]string{"F", "B", "comm", "wait", "no_sync", "sync", "grad_sync", "param_sync", "W", "emb_wgrad"}
+
+// computes reports whether actions of the kind run the model: a forward,
+// a backward or (part of) its weight gradients.
+func (k Kind) computes() bool {
+	return k == Forward || k == Backward || k == WeightGrad || k == EmbeddingWgrad
+}
 
 // String returns a short name of the kind.
 func (k Kind) String() string {
@@ -136,7 +148,7 @@ func (a Action) String() string {
 		return s
 	case Wait:
 		return fmt.Sprintf("wait(%v)", a.Op)
-	case GradSync, ParamSync:
+	case GradSync, ParamSync, EmbeddingWgrad:
 		return fmt.Sprintf("%v(c%d)", a.Kind, a.Chunk)
 	}
 	return a.Kind.String()

@@ -15,7 +15,10 @@
 // (Schedule.SplitBackward): a Backward action computes the input
 // gradient (autograd.BackwardSplit) and a later WeightGrad action ("W")
 // the parameters' gradients, which the verifier checks come once, after
-// their backward, with no_sync left only for the last.
+// their backward, with no_sync left only for the last. Under
+// defer_embedding_wgrad_compute (DeferEmbeddingWgrad) the last stage's
+// backwards leave the output layer's weight gradients to one
+// EmbeddingWgrad action in the flush.
 // Verify plays every rank's list against the others (each send meets its
 // receive, no deadlock, every forward before its backward) and reports the
 // peak number of live activations; FormatGrid and FormatJSON print them

@@ -63,6 +63,11 @@ type Args struct {
 	// Schedule names a schedule other than the reference's choice
 	// (Config.Schedule: ScheduleZBH1), "" for the reference's.
 	Schedule string
+	// OutputWeight is the last stage's output-layer weight (tied to the
+	// embedding or not), whose weight gradients
+	// defer_embedding_wgrad_compute defers (Config's
+	// DeferEmbeddingWgradCompute); nil elsewhere.
+	OutputWeight *autograd.Var
 }
 
 // Event is one executed action, for timelines (gotron train
@@ -102,10 +107,13 @@ type executor struct {
 	resume  func() // leaves no_sync; nil when not inside it
 	// wgrads holds, in a split schedule, each backward's parameter
 	// gradients until its WeightGrad action runs them.
-	wgrads   map[key]*autograd.WeightGrads
-	res      Result
-	forwards int // forward steps run so far
-	firstMB  map[int]bool
+	wgrads map[key]*autograd.WeightGrads
+	// embWgrads holds the output layer's deferred weight gradients, in
+	// microbatch order, until the EmbeddingWgrad action runs them.
+	embWgrads []*autograd.WeightGrads
+	res       Result
+	forwards  int // forward steps run so far
+	firstMB   map[int]bool
 }
 
 // run walks the schedule's actions, then finishes the iteration: every
@@ -180,6 +188,11 @@ func (e *executor) do(ctx context.Context, act Action) error {
 		t.Start(false)
 		defer t.Stop(false)
 		return e.weightGrad(ctx, key{act.Microbatch, act.Chunk})
+	case EmbeddingWgrad:
+		t := timer(cfg, "backward-weight-compute", 2)
+		t.Start(false)
+		defer t.Stop(false)
+		return e.embeddingWgrad(ctx)
 	case Comm:
 		return e.comm(ctx, act)
 	case Wait:
@@ -302,14 +315,29 @@ func (e *executor) backward(k key) error {
 			out = autograd.Scale(e.a.Tape, out, s)
 		}
 	}
-	if e.s.SplitBackward {
+	switch {
+	case e.s.SplitBackward:
 		w, err := autograd.BackwardSplit(e.a.Tape, out, grad)
 		if err != nil {
 			return err
 		}
 		e.wgrads[k] = w
-	} else if err := autograd.Backward(e.a.Tape, out, grad); err != nil {
-		return err
+	case e.s.DefersEmbedding(k.mb, k.chunk):
+		if e.a.OutputWeight == nil {
+			return fmt.Errorf("pp: defer_embedding_wgrad_compute on a last stage whose output-layer weight is not given (Args.OutputWeight)")
+		}
+		w, err := autograd.BackwardSplitOnly(e.a.Tape, out, grad, e.a.OutputWeight)
+		if err != nil {
+			return err
+		}
+		if w.Len() == 0 {
+			return fmt.Errorf("pp: defer_embedding_wgrad_compute: the backward of microbatch %d gave the output-layer weight %q no gradient to defer: Args.OutputWeight is not the weight the forward used", k.mb, e.a.OutputWeight.Name)
+		}
+		e.embWgrads = append(e.embWgrads, w)
+	default:
+		if err := autograd.Backward(e.a.Tape, out, grad); err != nil {
+			return err
+		}
 	}
 	e.a.Tape.Unhold(e.outputs[k].Value)
 	delete(e.outputs, k)
@@ -332,6 +360,32 @@ func (e *executor) weightGrad(ctx context.Context, k key) error {
 	}
 	delete(e.wgrads, k)
 	return w.Run(ctx)
+}
+
+// embeddingWgrad runs the output layer's deferred weight gradients in
+// microbatch order (drain_embedding_wgrad_compute). Outside no_sync the
+// work of every microbatch but the last runs inside it, so the weight's
+// hooks reduce its gradient once, whole.
+func (e *executor) embeddingWgrad(ctx context.Context) error {
+	ws := e.embWgrads
+	e.embWgrads = nil
+	var resume func()
+	if e.resume == nil && e.a.Config.NoSyncFunc != nil && len(ws) > 1 {
+		resume = e.a.Config.NoSyncFunc()
+	}
+	for i, w := range ws {
+		if i == len(ws)-1 && resume != nil {
+			resume()
+			resume = nil
+		}
+		if err := w.Run(ctx); err != nil {
+			if resume != nil {
+				resume()
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // comm runs one exchange.
@@ -438,8 +492,8 @@ func (e *executor) finish(ctx context.Context) error {
 	if e.a.ForwardOnly {
 		return nil
 	}
-	if len(e.wgrads) > 0 {
-		return fmt.Errorf("pp: %d backwards' weight gradients never ran: the schedule has no WeightGrad action for them", len(e.wgrads))
+	if n := len(e.wgrads) + len(e.embWgrads); n > 0 {
+		return fmt.Errorf("pp: %d backwards' weight gradients never ran: the schedule has no WeightGrad or EmbeddingWgrad action for them", n)
 	}
 	cfg := e.a.Config
 	if cfg.FinalizeModelGradsFunc != nil {

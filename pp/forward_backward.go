@@ -60,7 +60,7 @@ func buildAndRun(ctx context.Context, a Args, vpp int) (*Result, error) {
 		OverlapP2PCommWarmupFlush: mp.OverlapP2PCommWarmupFlush, BatchP2PComm: mp.BatchP2PComm,
 		DeallocatePipelineOutputs: mp.DeallocatePipelineOutputs,
 		GradSyncFunc:              mp.GradSyncFunc != nil, ParamSyncFunc: mp.ParamSyncFunc != nil,
-		Schedule: a.Schedule,
+		Schedule: a.Schedule, DeferEmbeddingWgrad: mp.DeferEmbeddingWgradCompute, WgradDeferralLimit: mp.WgradDeferralLimit,
 	})
 	if err != nil {
 		return nil, err

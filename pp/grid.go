@@ -57,6 +57,9 @@ func FormatGrid(schedules []*Schedule) string {
 	if len(schedules) > 0 && schedules[0].SplitBackward {
 		compute += ", W m.c a split backward's weight gradients"
 	}
+	if n := len(schedules); n > 0 && schedules[n-1].DeferredEmbeddingWgrads > 0 {
+		compute += ", Ec the deferred output-layer weight gradients of chunk c"
+	}
 	b.WriteString("legend: " + compute + "; [ ] blocking and { } async comm of sn send_next, rp recv_prev, sp send_prev, rn recv_next; w: wait; nosync/sync enter/leave no_sync; gs/ps grad/param sync of a chunk\n")
 	lines := strings.Split(b.String(), "\n")
 	for i, l := range lines {
@@ -98,6 +101,8 @@ func gridCell(a Action, chunks bool) string {
 		return fmt.Sprintf("gs%d", a.Chunk)
 	case ParamSync:
 		return fmt.Sprintf("ps%d", a.Chunk)
+	case EmbeddingWgrad:
+		return fmt.Sprintf("E%d", a.Chunk)
 	}
 	return a.String()
 }

@@ -32,6 +32,11 @@ type Schedule struct {
 	// gradient only and a later WeightGrad action of the same microbatch
 	// and chunk the parameters' gradients (zero-bubble schedules).
 	SplitBackward bool
+	// DeferredEmbeddingWgrads is, on the last rank under
+	// defer_embedding_wgrad_compute, how many of the last chunk's
+	// microbatches, the last ones, have their backward leave the output
+	// layer's weight gradients to the EmbeddingWgrad action (0: none).
+	DeferredEmbeddingWgrads int
 	// Order is the rank's compute order as signed 1-based chunk ids: a
 	// forward of chunk c is c+1, a backward −(c+1) (ConvertScheduleTableToOrder's
 	// convention; for one chunk +1 and −1).
@@ -79,11 +84,19 @@ type Config struct {
 	// choice (--pipeline-schedule): "" or ScheduleOneFOneB for it,
 	// ScheduleZBH1 for ZeroBubbleH1, ScheduleZBH2 for ZeroBubbleH2.
 	Schedule string
+	// DeferEmbeddingWgrad and WgradDeferralLimit are
+	// ModelParallelConfig's defer_embedding_wgrad_compute and
+	// wgrad_deferral_limit (DeferEmbeddingWgrad).
+	DeferEmbeddingWgrad bool
+	WgradDeferralLimit  int
 }
 
 // CheckSchedule refuses a Schedule that is unknown or cannot run with the
 // rest of the config.
 func (c Config) CheckSchedule() error {
+	if err := c.checkDeferEmbedding(); err != nil {
+		return err
+	}
 	switch c.Schedule {
 	case "", ScheduleOneFOneB:
 		return nil
@@ -136,6 +149,15 @@ func Build(cfg Config) (*Schedule, error) {
 	if err := cfg.CheckSchedule(); err != nil {
 		return nil, err
 	}
+	s, err := build(cfg)
+	if err != nil || !cfg.DeferEmbeddingWgrad || cfg.ForwardOnly || cfg.Rank != cfg.PP-1 {
+		return s, err
+	}
+	return DeferEmbeddingWgrad(s, cfg.WgradDeferralLimit), nil
+}
+
+// build is Build before defer_embedding_wgrad_compute.
+func build(cfg Config) (*Schedule, error) {
 	switch {
 	case cfg.ForwardOnly:
 	case cfg.Schedule == ScheduleZBH1:

@@ -111,7 +111,7 @@ func (tl *Timeline) Bubbles() []float64 {
 	for r, spans := range tl.Ranks {
 		var busy int64
 		for _, s := range spans {
-			if s.Kind == Forward || s.Kind == Backward || s.Kind == WeightGrad {
+			if s.Kind.computes() {
 				busy += s.End - s.Start
 			}
 		}
@@ -196,6 +196,8 @@ func (tl *Timeline) SVG(w io.Writer) error {
 				fill, label = shade([3]int{244, 160, 0}, s.Chunk, tl.VPP), fmt.Sprint(s.Microbatch)
 			case WeightGrad:
 				fill, label = shade([3]int{52, 168, 83}, s.Chunk, tl.VPP), fmt.Sprint(s.Microbatch)
+			case EmbeddingWgrad:
+				fill, label = embFill, "emb"
 			case Comm, Wait:
 				fill = "#bbbbbb"
 			default:
@@ -217,9 +219,12 @@ func (tl *Timeline) SVG(w io.Writer) error {
 		{shade([3]int{244, 160, 0}, 0, 1), "backward"},
 		{"#bbbbbb", "send/receive and waits"},
 	}
-	if tl.hasWeightGrads() {
+	if tl.has(WeightGrad) {
 		legend[1].text = "backward: input gradient"
 		legend = append(legend, struct{ fill, text string }{shade([3]int{52, 168, 83}, 0, 1), "weight gradients"})
+	}
+	if tl.has(EmbeddingWgrad) {
+		legend = append(legend, struct{ fill, text string }{embFill, "deferred output-layer weight gradients"})
 	}
 	step := 380.0
 	if len(legend) > 3 {
@@ -234,11 +239,14 @@ func (tl *Timeline) SVG(w io.Writer) error {
 	return err
 }
 
-// hasWeightGrads reports whether a rank ran a split backward's W.
-func (tl *Timeline) hasWeightGrads() bool {
+// embFill is the colour of the deferred output-layer weight gradients.
+const embFill = "#0b7a75"
+
+// has reports whether a rank ran an action of kind k.
+func (tl *Timeline) has(k Kind) bool {
 	for _, spans := range tl.Ranks {
 		for _, sp := range spans {
-			if sp.Kind == WeightGrad {
+			if sp.Kind == k {
 				return true
 			}
 		}

@@ -46,7 +46,10 @@ func (e *VerifyError) Error() string { return "pp: verify: " + e.Kind + ": " + e
 //     outside no_sync is its chunk's last; each chunk's gradients are
 //     synchronised exactly once (that backward, or GradSync after it), and
 //     no_sync is left at the end (training schedules); ParamSync of a chunk
-//     comes at most once and before its first forward.
+//     comes at most once and before its first forward; under
+//     defer_embedding_wgrad_compute the last chunk's deferred output-layer
+//     weight gradients run once, after its last backward, and are reduced
+//     (EmbeddingWgrad outside no_sync, or GradSync after it).
 //
 // It reports a deadlock (each blocked rank, its step and what it waits
 // for), a receive that meets the wrong tensor, ops left unmatched or
@@ -174,6 +177,9 @@ func (rs *rankState) endCheck(w *simWorld, r int) error {
 	}
 	if rs.noSync {
 		return fail("sync", "the schedule ends inside no_sync: the last microbatch's gradients would never be reduced")
+	}
+	if rs.s.DeferredEmbeddingWgrads > 0 && !rs.embSynced {
+		return fail("sync", "the deferred output-layer weight gradients are never run and reduced (emb_wgrad outside no_sync, or grad_sync after it)")
 	}
 	for c, n := range rs.synced {
 		if n != 1 {

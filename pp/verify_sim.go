@@ -51,6 +51,9 @@ type rankState struct {
 	noSync  bool
 	live    int
 	peak    int
+	// embDone and embSynced: the deferred output-layer weight gradients
+	// (EmbeddingWgrad) have run, and have been reduced.
+	embDone, embSynced bool
 }
 
 // simWorld is a run of all ranks' schedules: their states and the
@@ -168,6 +171,10 @@ func (w *simWorld) step(rs *rankState) (bool, error) {
 		if kind, err := rs.weightGrad(w, x); err != "" {
 			return false, fail(kind, "%s", err)
 		}
+	case EmbeddingWgrad:
+		if kind, err := rs.embeddingWgrad(w, x.c); err != "" {
+			return false, fail(kind, "%s", err)
+		}
 	case Comm:
 		if !rs.posted {
 			if w.p == 1 {
@@ -225,6 +232,12 @@ func (w *simWorld) step(rs *rankState) (bool, error) {
 		if a.Kind == GradSync {
 			if done := rs.gradsDone(x.c); done != w.m && !rs.s.ForwardOnly {
 				return false, fail("sync", "grad_sync of chunk %d after %d of its %d backwards: it would reduce partial gradients", x.c, done, w.m)
+			}
+			if rs.s.DefersEmbedding(w.m-1, x.c) {
+				if !rs.embDone {
+					return false, fail("sync", "grad_sync of chunk %d before its deferred output-layer weight gradients (emb_wgrad): it would reduce partial gradients", x.c)
+				}
+				rs.embSynced = true
 			}
 			rs.synced[x.c]++
 		} else {
@@ -312,6 +325,23 @@ func (rs *rankState) weightGrad(w *simWorld, x mc) (kind, reason string) {
 		}
 		rs.synced[x.c]++
 	}
+	return "", ""
+}
+
+// embeddingWgrad runs the deferred output-layer weight gradients of chunk
+// c: on the chunk that defers them, once, after its last backward; outside
+// no_sync their hooks reduce them.
+func (rs *rankState) embeddingWgrad(w *simWorld, c int) (kind, reason string) {
+	switch {
+	case !rs.s.DefersEmbedding(w.m-1, c):
+		return "order", fmt.Sprintf("chunk %d defers no output-layer weight gradients", c)
+	case rs.embDone:
+		return "order", "the deferred output-layer weight gradients a second time"
+	case rs.bwdN[c] != w.m:
+		return "order", fmt.Sprintf("the deferred output-layer weight gradients after %d of chunk %d's %d backwards", rs.bwdN[c], c, w.m)
+	}
+	rs.embDone = true
+	rs.embSynced = !rs.noSync
 	return "", ""
 }
 

@@ -119,9 +119,9 @@ func TestSplitSchedulesRefused(t *testing.T) {
 func TestSplitSchedulesMatchOneFOneB(t *testing.T) {
 	for _, p := range []int{2, 4} {
 		for _, m := range []int{4, 7} {
-			want, peaks := runSplitPipeline(t, p, m, "")
+			want, peaks := runSplitPipeline(t, p, m, "", toyOpts{})
 			for _, sched := range []string{NameSplit, ScheduleZBH1, ScheduleZBH2} {
-				got, zbPeaks := runSplitPipeline(t, p, m, sched)
+				got, zbPeaks := runSplitPipeline(t, p, m, sched, toyOpts{})
 				for r := range want {
 					numtest.SameBits(t, fmt.Sprintf("pp %d, m %d, %s, rank %d: the weight gradient", p, m, sched, r), got[r], want[r])
 				}
@@ -152,12 +152,24 @@ func TestSplitSchedulesMatchOneFOneB(t *testing.T) {
 	}
 }
 
+// toyOpts are runSplitPipeline's settings beyond the schedule.
+type toyOpts struct {
+	// defers turns defer_embedding_wgrad_compute on, with
+	// wgrad_deferral_limit deferLimit; the last stage's weight stands
+	// for its output layer's.
+	defers     bool
+	deferLimit int
+	// gradSync gives the config a grad_sync_func, which then reduces.
+	gradSync bool
+}
+
 // runSplitPipeline runs one iteration of the toy pipeline (its weight a
 // parameter) under schedule sched ("": 1F1B; NameSplit: 1F1B with each
 // backward split) and returns every rank's weight gradient and peak
-// activation bytes. It fails the test unless each rank's hook ran once
-// outside no_sync, on the whole gradient.
-func runSplitPipeline(t *testing.T, p, m int, sched string) ([][]float32, []int64) {
+// activation bytes. It fails the test unless each rank's gradient was
+// reduced once, whole: by its hook outside no_sync, or with o.gradSync by
+// grad_sync_func and never by the hook.
+func runSplitPipeline(t *testing.T, p, m int, sched string, o toyOpts) ([][]float32, []int64) {
 	t.Helper()
 	cfg := execConfig(p)
 	out := make([][]float32, p)
@@ -182,6 +194,14 @@ func runSplitPipeline(t *testing.T, p, m int, sched string) ([][]float32, []int6
 		rc := cfg
 		rc.NoSyncFunc = func() func() { noSync = true; return func() { noSync = false } }
 		rc.BatchP2PComm = false // ZB-H1's exchanges are asynchronous
+		rc.DeferEmbeddingWgradCompute, rc.WgradDeferralLimit = o.defers, o.deferLimit
+		if o.gradSync {
+			rc.GradSyncFunc = func(context.Context, int) error {
+				synced++
+				atSync = append([]float32(nil), model.w.Grad.Data()...)
+				return nil
+			}
+		}
 		comms, err := p2p.New(g, p2p.ConfigFrom(&rc.ModelParallelConfig))
 		if err != nil {
 			return err
@@ -198,6 +218,9 @@ func runSplitPipeline(t *testing.T, p, m int, sched string) ([][]float32, []int6
 		}
 		a := Args{Config: rc, Rank: g.Rank(), Tape: tape, Chunks: []Chunk{model}, ForwardStep: fwd,
 			P2P: P2P{Comm: comms, Shape: shape}, NumMicrobatches: m, Schedule: sched}
+		if model.last {
+			a.OutputWeight = model.w
+		}
 		if sched == NameSplit {
 			s, err := Build(Config{PP: p, Rank: g.Rank(), Microbatches: m})
 			if err != nil {

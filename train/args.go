@@ -369,12 +369,16 @@ func (a Args) checkBatch(world int, v *violations) {
 	}
 }
 
-// checkProfile: --pipeline-schedule must suit the pipeline;
+// checkProfile: --pipeline-schedule must suit the pipeline (and
+// defer_embedding_wgrad_compute);
 // --profile-schedule needs a pipeline and a directory.
 func (a Args) checkProfile(_ int, v *violations) {
 	mp := a.Model.ModelParallelConfig
+	// The config's own rules refuse defer_embedding_wgrad_compute with
+	// one stage or a negative limit; here only its schedule is checked.
+	deferEmb := mp.DeferEmbeddingWgradCompute && mp.PipelineModelParallelSize > 1 && mp.WgradDeferralLimit >= 0
 	if err := (pp.Config{PP: mp.PipelineModelParallelSize, VPP: mp.VirtualPipelineModelParallelSize,
-		OverlapP2PComm: mp.OverlapP2PComm, Schedule: a.PipelineSchedule}).CheckSchedule(); err != nil {
+		OverlapP2PComm: mp.OverlapP2PComm, Schedule: a.PipelineSchedule, DeferEmbeddingWgrad: deferEmb}).CheckSchedule(); err != nil {
 		v.addErr(err)
 	}
 	p := a.ProfileSchedule

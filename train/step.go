@@ -136,6 +136,9 @@ func (t *trainer) forwardBackward(ctx context.Context, tape *autograd.Tape, ds d
 		NumMicrobatches: micro, ForwardOnly: forwardOnly, ContextParallelSize: cfg.ContextParallelSize,
 		Schedule: a.PipelineSchedule,
 	}
+	if last := t.chunks[len(t.chunks)-1]; last.Spec.PostProcess {
+		args.OutputWeight = last.OutputLayerWeight().Var
+	}
 	vpp := 0
 	if cfg.VirtualPipelineModelParallelSize > 0 {
 		vpp = len(t.chunks)

@@ -86,4 +86,26 @@ func TestTrainFlagErrors(t *testing.T) {
 			t.Errorf("%v: %v, want one line naming --pipeline-schedule", c, err)
 		}
 	}
+	// The weight-gradient flags: --delay-wgrad-compute is refused with the
+	// reference's reason, --defer-embedding-wgrad-compute beside a
+	// zero-bubble schedule names both.
+	for _, c := range []struct {
+		flags []string
+		want  []string
+	}{
+		{[]string{"--delay-wgrad-compute", "--num-layers", "2"}, []string{"delay_wgrad_compute", "overlap_moe_expert_parallel_comm"}},
+		{[]string{"--defer-embedding-wgrad-compute", "--pipeline-schedule", "zb-h2", "--world-size", "2", "--pipeline-model-parallel-size", "2", "--num-layers", "2"},
+			[]string{"--defer-embedding-wgrad-compute", "zb-h2"}},
+		{[]string{"--defer-embedding-wgrad-compute", "--wgrad-deferral-limit", "-2", "--world-size", "2", "--pipeline-model-parallel-size", "2", "--num-layers", "2"},
+			[]string{"wgrad_deferral_limit = -2"}},
+	} {
+		args := append([]string{"train", "--mock-data", "--train-iters", "1", "--vocab-size", "64", "--hidden-size", "32",
+			"--num-attention-heads", "4", "--seq-length", "8", "--global-batch-size", "4"}, c.flags...)
+		_, err := run(t, args...)
+		for _, w := range c.want {
+			if err == nil || !strings.Contains(err.Error(), w) || strings.Count(err.Error(), "\n") > 0 {
+				t.Errorf("%v: %v, want one line naming %q", c.flags, err, w)
+			}
+		}
+	}
 }

@@ -30,7 +30,8 @@ import (
 // distributed optimizer and both overlaps, DP 4 with two distributed
 // optimizer instances and overlapped reduction over 4, and TP 2 × PP 2 ×
 // DP 2 with the distributed optimizer and both overlaps over 8, ZB-H2 over
-// four pipeline stages and ZB-H1 beside DP 2 over 4 — and compares
+// four pipeline stages and ZB-H1 beside DP 2 over 4, PP 2 with the output
+// layer's weight gradients deferred to the flush over 2 — and compares
 // each loss curve with a single in-process rank's: equal to 1e-6 relative
 // without tensor parallelism, 1e-5 with it (whose sums are split
 // differently). Two bf16 runs with the distributed optimizer (float32 and
@@ -78,6 +79,8 @@ func TestMPITrainMatchesSingleRank(t *testing.T) {
 			"--pipeline-schedule", "zb-h2"}, 1e-6, "", ""},
 		{"pp2-dp2-distopt-zb-h1", "4", []string{"--pipeline-model-parallel-size", "2", "--pipeline-schedule", "zb-h1",
 			"--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"}, 1e-6, "", ""},
+		{"pp2-defer-embedding-wgrad", "2", []string{"--pipeline-model-parallel-size", "2", "--defer-embedding-wgrad-compute",
+			"--wgrad-deferral-limit", "3"}, 1e-6, "", ""},
 		// Megatron-FSDP: ZeRO-3 over 4 processes (every layer's gathers
 		// and reduce-scatters through MPI), ZeRO-2 over 2 in bf16.
 		{"dp4-fsdp-optim_grads_params", "4", []string{"--use-megatron-fsdp", "--data-parallel-sharding-strategy", "optim_grads_params"},

@@ -267,6 +267,9 @@ func addPipelineFlags(f *pflag.FlagSet, m *config.TransformerConfig) {
 	f.IntVar(&m.NumLayersInLastPipelineStage, "decoder-last-pipeline-num-layers", m.NumLayersInLastPipelineStage, "decoder layers on the last pipeline stage (0: even split)")
 	f.BoolVar(&m.AccountForEmbeddingInPipelineSplit, "account-for-embedding-in-pipeline-split", m.AccountForEmbeddingInPipelineSplit, "count the embedding as a layer when splitting layers evenly over stages")
 	f.BoolVar(&m.AccountForLossInPipelineSplit, "account-for-loss-in-pipeline-split", m.AccountForLossInPipelineSplit, "count the loss as a layer when splitting layers evenly over stages")
+	f.BoolVar(&m.DeferEmbeddingWgradCompute, "defer-embedding-wgrad-compute", m.DeferEmbeddingWgradCompute, "defer the last stage's output-layer weight-gradient GEMMs to the pipeline flush (1F1B and interleaved; the same numbers bit for bit)")
+	f.IntVar(&m.WgradDeferralLimit, "wgrad-deferral-limit", m.WgradDeferralLimit, "with --defer-embedding-wgrad-compute, defer the last this many microbatches (0: all)")
+	f.BoolVar(&m.DelayWgradCompute, "delay-wgrad-compute", m.DelayWgradCompute, "refused: Megatron delays weight gradients behind the expert-parallel all-to-all overlap, which gotron does not build (--pipeline-schedule zb-h1 or zb-h2 defers every weight gradient instead)")
 }
 
 // overlapFlags reads --overlap-p2p-communication and

@@ -156,7 +156,7 @@ func (m *Model) ForwardInputs(t *autograd.Tape, in Inputs, r *Randomness, checkp
 	if err := t.Err(); err != nil || !spec.PostProcess {
 		return x, err
 	}
-	headParams := nonNil(m.FinalLayernormW, m.FinalLayernormB, m.outputWeight())
+	headParams := nonNil(m.FinalLayernormW, m.FinalLayernormB, m.OutputLayerWeight())
 	if err := preHook(in.PreHook, headParams...); err != nil {
 		return nil, err
 	}

@@ -61,9 +61,10 @@ func (l *Layer) qkvOptions(m *Model, ps *pass) nn.QKVOptions {
 	return o
 }
 
-// outputWeight is the output layer's weight: its own when untied, else the
-// word embedding.
-func (m *Model) outputWeight() *nn.Parameter {
+// OutputLayerWeight is the output layer's weight: its own when untied,
+// else the word embedding (on a pipeline's last stage, its copy there).
+// defer_embedding_wgrad_compute defers its weight gradients.
+func (m *Model) OutputLayerWeight() *nn.Parameter {
 	if m.OutputWeight != nil {
 		return m.OutputWeight
 	}
