@@ -60,6 +60,10 @@ type Options struct {
 	AlignParamGather *bool
 	// PipelineSchedule is --pipeline-schedule ("": 1F1B; "zb-h1", "zb-h2").
 	PipelineSchedule string
+	// DeferEmbeddingWgrad and WgradDeferralLimit are
+	// --defer-embedding-wgrad-compute and --wgrad-deferral-limit.
+	DeferEmbeddingWgrad bool
+	WgradDeferralLimit  int
 	// BF16 and FP16 ask for mixed precision, with Precision's settings
 	// (nil: the defaults), as training does.
 	BF16, FP16 bool
@@ -275,6 +279,7 @@ func argsFor(c Config, o Options, n int) train.Args {
 	}
 	a.AlignParamGather = o.AlignParamGather
 	a.PipelineSchedule = o.PipelineSchedule
+	a.Model.DeferEmbeddingWgradCompute, a.Model.WgradDeferralLimit = o.DeferEmbeddingWgrad, o.WgradDeferralLimit
 	a.MicroBatchSize = c.MicroBatch
 	if dp := a.DataParallelSize(n); dp > 0 {
 		a.GlobalBatchSize = c.MicroBatch * max(o.Microbatches, 1) * dp
@@ -362,6 +367,9 @@ func layoutDesc(o Options, dp int) string {
 		}
 		if o.PipelineSchedule != "" {
 			s += " (" + o.PipelineSchedule + ")"
+		}
+		if o.DeferEmbeddingWgrad {
+			s += fmt.Sprintf(", output-layer weight gradients deferred (limit %d)", o.WgradDeferralLimit)
 		}
 		parts = append(parts, s)
 	}

@@ -9,7 +9,9 @@ import (
 // pipeline rank: a forward F, a backward B (the input gradient only when
 // the backward is split; B + W when it is not) and its weight gradients W,
 // of one microbatch on one model chunk, and Comm, the time a message takes
-// from its send to its receiver. Every other action takes no time.
+// from its send to its receiver. Every other action takes no time, the
+// deferred output-layer weight gradients (EmbeddingWgrad) included: the
+// times have no part for the output layer alone.
 type StageTimes struct {
 	F, B, W, Comm float64
 }
@@ -34,6 +36,9 @@ type Simulation struct {
 	// fraction of a rank whose compute fills the whole iteration but its
 	// bubble (Qi et al. 2024's definition).
 	BubbleRate float64
+	// Timeline is the simulated iteration, one time unit a millisecond,
+	// for drawing (Timeline.SVG).
+	Timeline *Timeline
 }
 
 // Simulate plays every rank's schedule (already Verified) with the given
@@ -77,6 +82,7 @@ type simClock struct {
 	now    float64
 	start  float64 // when the first computation began
 	began  bool
+	spans  []Span
 	posted bool // the Comm action at pc has been issued
 	// ops are the issued ops not yet complete: their channel and place
 	// in it.
@@ -132,9 +138,10 @@ func (s *sim) step(r int) bool {
 		return false
 	}
 	a := acts[c.pc]
-	if !c.began && (a.Kind == Forward || a.Kind == Backward || a.Kind == WeightGrad) {
+	if !c.began && a.Kind.computes() {
 		c.start, c.began = c.now, true
 	}
+	from := c.now
 	switch a.Kind {
 	case Forward:
 		c.now += s.t.F
@@ -159,9 +166,16 @@ func (s *sim) step(r int) bool {
 		delete(c.ops, a.Op)
 		c.now = max(c.now, at)
 	}
+	if a.Kind.computes() || a.Kind == Comm || a.Kind == Wait {
+		c.spans = append(c.spans, Span{Kind: a.Kind, Microbatch: a.Microbatch, Chunk: a.Chunk, Start: simNanos(from), End: simNanos(c.now)})
+	}
 	c.pc++
 	return true
 }
+
+// simNanos is a simulated time in Span's nanoseconds, a unit a
+// millisecond.
+func simNanos(t float64) int64 { return int64(math.Round(t * 1e6)) }
 
 // post issues rank r's Comm action at pc, once, at the rank's time: each
 // op takes its place in its channel. It reports whether it issued
@@ -226,12 +240,14 @@ func (s *sim) exchange(r int, a Action) (float64, bool) {
 }
 
 func (s *sim) result() *Simulation {
-	res := &Simulation{}
-	for _, c := range s.ranks {
+	sc := s.ss[0]
+	res := &Simulation{Timeline: &Timeline{PP: len(s.ss), VPP: max(sc.VPP, 1), Microbatches: sc.Microbatches, Simulated: &s.t}}
+	for r, c := range s.ranks {
+		res.Timeline.Ranks = append(res.Timeline.Ranks, c.spans)
+		res.Timeline.PPRank = append(res.Timeline.PPRank, r)
 		res.End = max(res.End, c.now)
 		res.Makespan = max(res.Makespan, c.now-c.start)
 	}
-	sc := s.ss[0]
 	work := float64(sc.Microbatches*max(sc.VPP, 1)) * (s.t.F + s.t.B + s.t.W)
 	if sc.ForwardOnly {
 		work = float64(sc.Microbatches*max(sc.VPP, 1)) * s.t.F

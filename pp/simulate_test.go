@@ -2,6 +2,7 @@ package pp
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -102,5 +103,36 @@ func TestSimulateZeroBubbleH2(t *testing.T) {
 		if want := float64(m)*3 + float64(p-1)*(1+1.5-1); math.Abs(zb.Makespan-want) > 1e-9 {
 			t.Errorf("ZB-H2, P %d, M %d, F 1 B 1.5 W 0.5: makespan %g, want %g", p, m, zb.Makespan, want)
 		}
+	}
+}
+
+// TestSimulateTimeline: the simulation's timeline holds every rank's
+// computations, a unit a millisecond: ZB-H2's ranks at P 4, M 8 and equal
+// times each compute 24 units, and the drawing says it is simulated.
+func TestSimulateTimeline(t *testing.T) {
+	sim := simulate(t, Config{PP: 4, Microbatches: 8, Schedule: ScheduleZBH2}, StageTimes{F: 1, B: 1, W: 1})
+	tl := sim.Timeline
+	if tl == nil || len(tl.Ranks) != 4 || tl.Simulated == nil {
+		t.Fatalf("timeline %+v", tl)
+	}
+	for r, spans := range tl.Ranks {
+		var busy int64
+		n := 0
+		for _, s := range spans {
+			if s.Kind.computes() {
+				busy += s.End - s.Start
+				n++
+			}
+		}
+		if busy != 24e6 || n != 24 {
+			t.Errorf("rank %d: %d computations for %d ns, want 24 for 24e6", r, n, busy)
+		}
+	}
+	var b strings.Builder
+	if err := tl.SVG(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "simulated") || !strings.Contains(b.String(), ">weight gradients<") {
+		t.Errorf("the drawing does not say it is simulated, or has no W:\n%.400s", b.String())
 	}
 }

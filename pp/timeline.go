@@ -28,6 +28,9 @@ type Timeline struct {
 	PP, VPP, Microbatches int
 	Ranks                 [][]Span // by global rank
 	PPRank                []int    // each global rank's pipeline rank
+	// Simulated, when set, says the timeline is Simulate's with these
+	// times (a unit a millisecond), not a measurement.
+	Simulated *StageTimes
 }
 
 // Recorder collects one rank's spans while a traced iteration runs: its
@@ -178,10 +181,9 @@ func (tl *Timeline) SVG(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	title := fmt.Sprintf("pipeline schedule, one iteration: PP %d, %d model chunk(s) per rank, %d microbatches, %.1f ms", tl.PP, tl.VPP, tl.Microbatches, span/1e6)
+	title, sub := tl.headings(span, bub)
 	fmt.Fprintf(&b, `<text x="10" y="20" font-size="14">%s</text>`+"\n", html.EscapeString(title))
-	fmt.Fprintf(&b, `<text x="10" y="40">measured bubble %.1f%% (the busiest rank's idle time), theoretical (P−1)/(V·M+P−1) = %.1f%%; mean idle time of the ranks %.1f%% (the rest is load imbalance between stages)</text>`+"\n",
-		100*Bubble(bub), 100*TheoreticalBubble(tl.PP, tl.VPP, tl.Microbatches), 100*MeanBubble(bub))
+	fmt.Fprintf(&b, `<text x="10" y="40">%s</text>`+"\n", html.EscapeString(sub))
 	for r, spans := range tl.Ranks {
 		y := top + rowH*float64(r)
 		fmt.Fprintf(&b, `<text x="10" y="%.0f">rank %d (pp %d): idle %.1f%%</text>`+"\n", y+rowH/2+4, r, tl.PPRank[r], 100*bub[r])
@@ -237,6 +239,19 @@ func (tl *Timeline) SVG(w io.Writer) error {
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// headings are the drawing's title and the line under it: what was
+// measured, or what was simulated.
+func (tl *Timeline) headings(span float64, bub []float64) (string, string) {
+	shape := fmt.Sprintf("PP %d, %d model chunk(s) per rank, %d microbatches", tl.PP, tl.VPP, tl.Microbatches)
+	theory := fmt.Sprintf("theoretical (P−1)/(V·M+P−1) = %.1f%%", 100*TheoreticalBubble(tl.PP, tl.VPP, tl.Microbatches))
+	if t := tl.Simulated; t != nil {
+		return fmt.Sprintf("pipeline schedule, simulated: %s, F %g, B %g, W %g, message %g: %g time units", shape, t.F, t.B, t.W, t.Comm, span/1e6),
+			fmt.Sprintf("the busiest rank idle %.1f%% of the iteration, 1F1B's %s; mean idle time of the ranks %.1f%%", 100*Bubble(bub), theory, 100*MeanBubble(bub))
+	}
+	return fmt.Sprintf("pipeline schedule, one iteration: %s, %.1f ms", shape, span/1e6),
+		fmt.Sprintf("measured bubble %.1f%% (the busiest rank's idle time), %s; mean idle time of the ranks %.1f%% (the rest is load imbalance between stages)", 100*Bubble(bub), theory, 100*MeanBubble(bub))
 }
 
 // embFill is the colour of the deferred output-layer weight gradients.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench-pipeline.sh measures pipeline parallelism against one rank on the
 # same global batch of 8 microbatches: one rank using both cores, PP 2
-# (1F1B), PP 2 under the zero-bubble ZB-H1 and ZB-H2 schedules, and PP 2 with 2 model
+# (1F1B), PP 2 under the zero-bubble ZB-H1 and ZB-H2 schedules, PP 2 under 1F1B with
+# the output layer's weight gradients deferred to the flush, and PP 2 with 2 model
 # chunks per stage (interleaved 1F1B, small model: its 4 layers split into
 # 4 chunks), each as in-process ranks with one core each, interleaved over
 # ROUNDS rounds (default 3). It prints every
@@ -22,6 +23,7 @@ layouts=(
 	"pp2|--pipeline-model-parallel-size 2 --num-microbatches 8"
 	"pp2-zbh1|--pipeline-model-parallel-size 2 --num-microbatches 8 --pipeline-schedule zb-h1"
 	"pp2-zbh2|--pipeline-model-parallel-size 2 --num-microbatches 8 --pipeline-schedule zb-h2"
+	"pp2-defer|--pipeline-model-parallel-size 2 --num-microbatches 8 --defer-embedding-wgrad-compute"
 	"pp2-vpp2|--pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2 --num-microbatches 8"
 )
 for r in $(seq "$rounds"); do

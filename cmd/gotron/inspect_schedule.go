@@ -17,6 +17,7 @@ type scheduleFlags struct {
 	worldSize, tensorParallel int
 	asJSON                    bool
 	stageTimes                []float64
+	svg                       string
 }
 
 func newInspectScheduleCmd() *cobra.Command {
@@ -38,7 +39,9 @@ With --stage-times F,B,W[,C] it also plays the ranks' lists with those
 durations (pp.Simulate) and prints the makespan, the longest stage's time from
 its first computation to its end, and the bubble rate
 (makespan − M·V·(F+B+W)) / makespan; --json adds
-"simulated": {"makespan", "bubble_rate"}.
+"simulated": {"makespan", "bubble_rate"}. --svg FILE draws the simulated
+iteration, one row per rank, as gotron train --profile-schedule draws a
+measured one.
 
 The number of microbatches is --num-microbatches, or
 --global-batch-size / (--micro-batch-size × data-parallel size) with the
@@ -77,6 +80,11 @@ data-parallel size --world-size / (--tensor-model-parallel-size ×
 			}
 			out := cmd.OutOrStdout()
 			if f.asJSON {
+				if f.svg != "" {
+					if err := sim.Timeline.WriteSVG(f.svg); err != nil {
+						return err
+					}
+				}
 				j, err := pp.FormatJSON(ss)
 				if err != nil {
 					return err
@@ -100,6 +108,12 @@ data-parallel size --world-size / (--tensor-model-parallel-size ×
 				fmt.Fprintf(out, "simulated with F %g, B %g, W %g, comm %g: makespan %.6g, bubble rate %.4f ((makespan − M·V·(F+B+W)) / makespan)\n",
 					f.stageTimes[0], f.stageTimes[1], f.stageTimes[2], f.stageTimes[3], sim.Makespan, sim.BubbleRate)
 			}
+			if f.svg != "" {
+				if err := sim.Timeline.WriteSVG(f.svg); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "drew the simulated iteration in %s\n", f.svg)
+			}
 			return nil
 		},
 	}
@@ -118,6 +132,9 @@ data-parallel size --world-size / (--tensor-model-parallel-size ×
 	fl.Bool("no-overlap-p2p-communication", false, "batch pipeline sends and receives instead of overlapping them (interleaved schedule)")
 	fl.BoolVar(&f.cfg.OverlapP2PCommWarmupFlush, "overlap-p2p-communication-warmup-flush", false, "also overlap them in the warmup and cooldown")
 	fl.BoolVar(&f.asJSON, "json", false, "print the ranks' warmup counts and orders as JSON")
+	fl.StringVar(&f.svg, "svg", "", "draw the simulated iteration (--stage-times) into this SVG file, as gotron train --profile-schedule draws a measured one")
+	fl.BoolVar(&f.cfg.DeferEmbeddingWgrad, "defer-embedding-wgrad-compute", false, "defer the last stage's output-layer weight gradients to the flush (an emb_wgrad action, E in the grid)")
+	fl.IntVar(&f.cfg.WgradDeferralLimit, "wgrad-deferral-limit", 0, "with --defer-embedding-wgrad-compute, defer the last this many microbatches (0: all)")
 	fl.Float64SliceVar(&f.stageTimes, "stage-times", nil, "F,B,W[,C]: simulate the schedule with these times of a forward, a backward's input gradient, its weight gradients (an unsplit backward takes B+W) and a message, and print the makespan and the bubble rate")
 	return cmd
 }
@@ -198,6 +215,9 @@ func count(s *pp.Schedule, k pp.Kind) int {
 func (f *scheduleFlags) simulate(ss []*pp.Schedule) (*pp.Simulation, error) {
 	switch len(f.stageTimes) {
 	case 0:
+		if f.svg != "" {
+			return nil, fmt.Errorf("--svg %s draws the simulated iteration: give --stage-times F,B,W[,C] too", f.svg)
+		}
 		return nil, nil
 	case 3:
 		f.stageTimes = append(f.stageTimes, 0)

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -117,5 +119,30 @@ func TestInspectScheduleSimulated(t *testing.T) {
 	}
 	if _, err := run(t, "inspect", "schedule", "--pipeline-model-parallel-size", "2", "--num-microbatches", "4", "--stage-times", "1,1"); err == nil || !strings.Contains(err.Error(), "--stage-times") {
 		t.Errorf("--stage-times 1,1: %v, want it refused", err)
+	}
+}
+
+// TestInspectScheduleSVG: --svg draws the simulated iteration, W's and
+// the deferred output-layer step included; without --stage-times it is
+// refused.
+func TestInspectScheduleSVG(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "zb.svg")
+	if out, err := run(t, "inspect", "schedule", "--pipeline-model-parallel-size", "4", "--num-microbatches", "8",
+		"--pipeline-schedule", "zb-h2", "--stage-times", "1,1.4,0.6", "--svg", path); err != nil || !strings.Contains(out, path) {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	svg, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(svg), "simulated") || !strings.Contains(string(svg), ">weight gradients<") {
+		t.Errorf("the drawing (%v) is not a simulated zero-bubble iteration:\n%.300s", err, svg)
+	}
+	if _, err := run(t, "inspect", "schedule", "--pipeline-model-parallel-size", "2", "--num-microbatches", "4",
+		"--defer-embedding-wgrad-compute", "--stage-times", "1,1,1", "--svg", path); err != nil {
+		t.Fatal(err)
+	}
+	if svg, _ := os.ReadFile(path); !strings.Contains(string(svg), ">deferred output-layer weight gradients<") {
+		t.Errorf("the drawing has no deferred output-layer step")
+	}
+	if _, err := run(t, "inspect", "schedule", "--pipeline-model-parallel-size", "2", "--num-microbatches", "4", "--svg", path); err == nil || !strings.Contains(err.Error(), "--stage-times") {
+		t.Errorf("--svg without --stage-times: %v, want it refused naming --stage-times", err)
 	}
 }
