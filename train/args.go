@@ -114,6 +114,8 @@ type Args struct {
 	LoadInit  string // --load-init: initial weights (safetensors)
 	DumpGrads string // --dump-grads: first step's gradients (safetensors)
 	LogJSON   string // --log-json: one JSON object per iteration
+	// TensorBoard is --tensorboard-dir and its family.
+	TensorBoard TensorBoard
 	// PipelineSchedule is --pipeline-schedule: "" or "1f1b" for the
 	// reference's choice (1F1B, interleaved with virtual stages), "zb-h1"
 	// and "zb-h2" for the zero-bubble schedules (pp.ZeroBubbleH1,
@@ -185,6 +187,7 @@ func DefaultArgs() Args {
 		SampleTemperature:         0.8,
 		SamplePrompt:              "func ",
 		Precision:                 DefaultPrecision(),
+		TensorBoard:               defaultTensorBoard(),
 	}
 }
 
@@ -245,7 +248,7 @@ func (a Args) Validate(world int) error {
 	for _, check := range []func(Args, int, *violations){
 		Args.checkModel, Args.checkFinite, Args.checkBatch, Args.checkProfile,
 		Args.checkCounts, Args.checkCheckpointFlags, Args.checkLength,
-		Args.checkSchedule, Args.checkOptimizer, Args.checkDataAndSample,
+		Args.checkSchedule, Args.checkOptimizer, Args.checkDataAndSample, Args.checkTensorBoard,
 	} {
 		check(a, world, &v)
 	}
@@ -480,6 +483,9 @@ func (a Args) checkLength(_ int, v *violations) {
 		v.add("--skip-train evaluates a loaded model, and --load is not given: pass --load DIR")
 	}
 }
+
+// checkTensorBoard: --tensorboard-dir's settings.
+func (a Args) checkTensorBoard(_ int, v *violations) { a.TensorBoard.check(v) }
 
 // checkSchedule: logging, evaluation and saving intervals, and the
 // learning-rate schedule itself.

@@ -17,8 +17,10 @@ type logger struct {
 	out   io.Writer
 	json  *os.File
 	enc   *json.Encoder
+	tb    *tbLog // --tensorboard-dir; nil without
 	bar   *progressbar.ProgressBar
 	start time.Time
+	first int // the run's first iteration
 
 	// Accumulated since the last printed line.
 	sumLoss float64
@@ -60,15 +62,24 @@ type Record struct {
 	MoE *moe.Metrics `json:"moe,omitempty"`
 }
 
-func newLogger(out io.Writer, progress io.Writer, jsonPath string, total int) (*logger, error) {
-	l := &logger{out: out, start: time.Now()}
-	if jsonPath != "" {
-		f, err := os.Create(jsonPath)
+func newLogger(out io.Writer, progress io.Writer, a Args, world int) (*logger, error) {
+	l := &logger{out: out, start: time.Now(), first: -1}
+	if a.LogJSON != "" {
+		f, err := os.Create(a.LogJSON)
 		if err != nil {
 			return nil, fmt.Errorf("--log-json: %w", err)
 		}
 		l.json, l.enc = f, json.NewEncoder(f)
 	}
+	if a.TensorBoard.Dir != "" {
+		tb, err := newTBLog(a.TensorBoard, world)
+		if err != nil {
+			l.close()
+			return nil, err
+		}
+		l.tb = tb
+	}
+	total := a.TrainIters
 	if progress != nil {
 		l.bar = progressbar.NewOptions(total,
 			progressbar.OptionSetWriter(progress),
@@ -97,6 +108,14 @@ func (l *logger) iteration(a Args, it int, r stepResult, metrics *moe.Metrics, i
 	if l.enc != nil {
 		if err := l.enc.Encode(rec); err != nil {
 			return fmt.Errorf("--log-json: %w", err)
+		}
+	}
+	if l.first < 0 {
+		l.first = it
+	}
+	if l.tb != nil {
+		if err := l.tb.iteration(it, r, metrics, it == l.first); err != nil {
+			return fmt.Errorf("--tensorboard-dir: %w", err)
 		}
 	}
 	l.accumulate(a, r, metrics)
@@ -174,8 +193,9 @@ func (l *logger) printInterval(a Args, it int, r stepResult) {
 	l.sumLoss, l.sumTime, l.sumTokens, l.count, l.skipped, l.sumMoE = 0, 0, 0, 0, 0, nil
 }
 
-// validation prints Megatron's validation line.
-func (l *logger) validation(it int, loss float64) error {
+// validation prints Megatron's validation line (consumed: the samples
+// trained on so far).
+func (l *logger) validation(it int, loss float64, consumed int64) error {
 	l.printf("-----------------------------------------------------------------------------------------\n")
 	l.printf(" validation loss at iteration %d | lm loss value: %.6E | lm loss PPL: %.6E |\n", it, loss, math.Exp(loss))
 	l.printf("-----------------------------------------------------------------------------------------\n")
@@ -188,6 +208,9 @@ func (l *logger) validation(it int, loss float64) error {
 			return fmt.Errorf("--log-json: %w", err)
 		}
 	}
+	if l.tb != nil {
+		return l.tb.validation(it, loss, consumed)
+	}
 	return nil
 }
 
@@ -195,8 +218,14 @@ func (l *logger) close() error {
 	if l.bar != nil {
 		l.bar.Finish()
 	}
-	if l.json != nil {
-		return l.json.Close()
+	var err error
+	if l.tb != nil {
+		err = l.tb.close()
 	}
-	return nil
+	if l.json != nil {
+		if jerr := l.json.Close(); err == nil {
+			err = jerr
+		}
+	}
+	return err
 }

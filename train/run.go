@@ -149,7 +149,7 @@ func RunRank(ctx context.Context, world comm.Group, a Args, o Options, localRank
 }
 
 // runRank runs one rank of the prepared run.
-func runRank(ctx context.Context, world comm.Group, p *Prepared, o Options) (*Result, error) {
+func runRank(ctx context.Context, world comm.Group, p *Prepared, o Options) (_ *Result, err error) {
 	a := p.a
 	r := &rankRun{a: a, o: o, started: time.Now()}
 	if world.Rank() == 0 {
@@ -157,11 +157,14 @@ func runRank(ctx context.Context, world comm.Group, p *Prepared, o Options) (*Re
 		if out == nil {
 			out = io.Discard
 		}
-		var err error
-		if r.log, err = newLogger(out, o.Progress, a.LogJSON, a.TrainIters); err != nil {
+		if r.log, err = newLogger(out, o.Progress, a, world.Size()); err != nil {
 			return nil, err
 		}
-		defer r.log.close()
+		defer func() {
+			if cerr := r.log.close(); err == nil && cerr != nil {
+				err = cerr
+			}
+		}()
 	}
 	t, err := newTrainer(ctx, world, a, p.data, p.place.Machine)
 	if err != nil {
@@ -236,7 +239,7 @@ func (r *rankRun) validate(ctx context.Context) error {
 	}
 	r.res.ValidLoss = v
 	if r.log != nil && !math.IsNaN(v) {
-		return r.log.validation(r.t.iteration, v)
+		return r.log.validation(r.t.iteration, v, r.t.consumed)
 	}
 	return nil
 }

@@ -47,6 +47,9 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 				}
 				a.RampupBatchSize = data.Ramp{Start: rampup[0], Increment: rampup[1], Samples: rampup[2]}
 			}
+			if err := tensorBoardFlags(cmd, &a); err != nil {
+				return err
+			}
 			if err := overlapFlags(cmd, &a); err != nil {
 				return err
 			}
@@ -168,6 +171,7 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 	f.StringVar(&a.LoadInit, "load-init", "", "initial weights (safetensors, Megatron names)")
 	f.StringVar(&a.DumpGrads, "dump-grads", "", "write the first iteration's gradients (safetensors, whole tensors) here; every rank writes its pieces to FILE.parts first (under mpirun across machines, on a shared file system)")
 	f.StringVar(&a.LogJSON, "log-json", "", "write one JSON object per iteration here")
+	addTensorBoardFlags(f, &a.TensorBoard)
 	f.IntVar(&a.Threads, "threads", 0, "cores to use (0: all)")
 	f.IntVar(&a.Sample, "sample", 0, "after training, generate this many tokens of text (bytes of byte-level text)")
 	f.StringVar(&a.SamplePrompt, "sample-prompt", a.SamplePrompt, "text the sample starts from")
@@ -289,5 +293,34 @@ func overlapFlags(cmd *cobra.Command, a *train.Args) error {
 		v = !v
 		a.OverlapP2PComm = &v
 	}
+	return nil
+}
+
+// addTensorBoardFlags adds --tensorboard-dir and its family, Megatron's
+// names and defaults.
+func addTensorBoardFlags(f *pflag.FlagSet, tb *train.TensorBoard) {
+	f.StringVar(&tb.Dir, "tensorboard-dir", "", "write TensorBoard event files here (Megatron's scalars: lm loss, learning-rate, grad-norm, loss-scale, batch-size, validation loss, …)")
+	f.IntVar(&tb.LogInterval, "tensorboard-log-interval", tb.LogInterval, "write the iteration scalars every this many iterations")
+	f.IntVar(&tb.QueueSize, "tensorboard-queue-size", tb.QueueSize, "events kept in memory before the event file is flushed")
+	f.BoolVar(&tb.LogTimers, "log-timers-to-tensorboard", false, "also write iteration-time (seconds)")
+	f.BoolVar(&tb.LogValidationPPL, "log-validation-ppl-to-tensorboard", false, "also write the validation perplexity")
+	f.BoolVar(&tb.LogMemory, "log-memory-to-tensorboard", false, "also write the process's memory: the live heap, what Go's runtime holds, the peak resident set, the live heap objects")
+	f.BoolVar(&tb.LogWorldSize, "log-world-size-to-tensorboard", false, "also write world-size")
+	f.BoolVar(&tb.LogLossScale, "log-loss-scale-to-tensorboard", tb.LogLossScale, "write loss-scale (on by default)")
+	f.Bool("no-log-loss-scale-to-tensorboard", false, "do not write loss-scale")
+}
+
+// tensorBoardFlags reads --no-log-loss-scale-to-tensorboard into
+// a.TensorBoard, refusing it beside --log-loss-scale-to-tensorboard.
+func tensorBoardFlags(cmd *cobra.Command, a *train.Args) error {
+	f := cmd.Flags()
+	if !f.Changed("no-log-loss-scale-to-tensorboard") {
+		return nil
+	}
+	if f.Changed("log-loss-scale-to-tensorboard") {
+		return fmt.Errorf("--log-loss-scale-to-tensorboard and --no-log-loss-scale-to-tensorboard contradict each other: give one")
+	}
+	off, _ := f.GetBool("no-log-loss-scale-to-tensorboard")
+	a.TensorBoard.LogLossScale = !off
 	return nil
 }
