@@ -12,8 +12,10 @@ export GOEXPERIMENT := simd
 # sources once into an indexed dataset (one document per file, each ended by
 # the end-of-document token), and training reads it as Megatron's GPTDataset
 # (documents split 969,30,1 into train, valid and test, samples shuffled).
+# TRAIN_FLAGS are appended to the defaults and override them, one flag at
+# a time (the last value of a flag wins): make train TRAIN_FLAGS="--train-iters 1000".
 TRAIN_DATA  ?= out/data/gostdlib
-TRAIN_FLAGS ?= --data-path $(TRAIN_DATA)_text_document --split 969,30,1 \
+TRAIN_BASE_FLAGS ?= --data-path $(TRAIN_DATA)_text_document --split 969,30,1 \
 	--tokenizer-type ByteLevelTokenizer \
 	--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 128 \
 	--micro-batch-size 16 --global-batch-size 32 --train-iters 200 \
@@ -38,7 +40,7 @@ build-mpi: deps
 	$(GO) build -tags mpi -o bin/gotron-mpi ./cmd/gotron
 
 train: build $(TRAIN_DATA)_text_document.idx
-	$(BIN) train $(TRAIN_FLAGS)
+	$(BIN) train $(TRAIN_BASE_FLAGS) $(TRAIN_FLAGS)
 
 $(TRAIN_DATA)_text_document.idx: | build
 	$(BIN) preprocess --input "$$($(GO) env GOROOT)/src" --input-extensions go \
@@ -48,7 +50,7 @@ $(TRAIN_DATA)_text_document.idx: | build
 # bf16 must stay within 2% of float32 at every logged iteration (about
 # five minutes on two cores).
 precision: build $(TRAIN_DATA)_text_document.idx
-	scripts/precision-curve.sh $(TRAIN_FLAGS)
+	scripts/precision-curve.sh $(TRAIN_BASE_FLAGS) $(TRAIN_FLAGS)
 
 test: test-go test-mpi
 

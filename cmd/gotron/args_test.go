@@ -17,6 +17,13 @@ func TestMegatronArgs(t *testing.T) {
 		{"train --rampup-batch-size=4,4,8", "[train --rampup-batch-size=4,4,8]"},
 		{"train --rampup-batch-size 2 x 10", "[train --rampup-batch-size=2,x,10]"},
 		{"train --rampup-batch-size -1 2 3 -4", "[train --rampup-batch-size=-1,2,3 -4]"},
+		// A negative weight is a word of the blend (the blend refuses it).
+		{"train --data-path -0.3 A 0.7 B --lr 1", "[train --data-path=-0.3,A,0.7,B --lr 1]"},
+		// Given again, a multi-word flag replaces what it was given, as in
+		// argparse: make train's TRAIN_FLAGS after its defaults.
+		{"train --data-path A --lr 1 --data-path 0.5 B 0.5 C", "[train --lr 1 --data-path=0.5,B,0.5,C]"},
+		{"train --data-path 0.5 B 0.5 C --data-path A", "[train --data-path A]"},
+		{"train --data-path=A --data-path=B --split 1,0,0", "[train --data-path=B --split 1,0,0]"},
 	} {
 		if got := fmt.Sprint(megatronArgs(strings.Fields(c.in))); got != c.want {
 			t.Errorf("%s: %s, want %s", c.in, got, c.want)

@@ -74,8 +74,11 @@ var multiValueFlags = map[string]int{"--rampup-batch-size": 3, "--data-path": 1 
 // "--rampup-batch-size 16 16 100000", into the comma-separated single
 // word the flag parser reads ("--rampup-batch-size=16,16,100000"). It
 // joins the words that follow, up to the flag's count, that are numbers
-// or do not look like flags (the parser then names a word that is not a
-// number); a single word is left as it is, for the flag's own errors.
+// (negative ones too, for the flag's own errors) or do not look like
+// flags (the parser then names a word that is not a number); a single
+// word is left as it is, for the flag's own errors. As in argparse, a
+// multi-word flag given again replaces what it was given before
+// (lastOccurrences), where the flag parser would add to it.
 func megatronArgs(args []string) []string {
 	out := make([]string, 0, len(args))
 	for i := 0; i < len(args); i++ {
@@ -86,7 +89,7 @@ func megatronArgs(args []string) []string {
 		}
 		j := i + 1
 		for j < len(args) && j-i-1 < n {
-			if _, err := strconv.Atoi(args[j]); err != nil && strings.HasPrefix(args[j], "-") {
+			if _, err := strconv.ParseFloat(args[j], 64); err != nil && strings.HasPrefix(args[j], "-") {
 				break
 			}
 			j++
@@ -98,5 +101,51 @@ func megatronArgs(args []string) []string {
 		out = append(out, args[i]+"="+strings.Join(args[i+1:j], ","))
 		i = j - 1
 	}
+	return lastOccurrences(out)
+}
+
+// lastOccurrences drops every occurrence of a multi-word flag but its
+// last: "--flag=V" and "--flag V" (V a word that does not look like a
+// flag, or a number).
+func lastOccurrences(args []string) []string {
+	type span struct{ at, n int }
+	seen := map[string][]span{}
+	for i := 0; i < len(args); i++ {
+		name, _, eq := strings.Cut(args[i], "=")
+		if _, ok := multiValueFlags[name]; !ok {
+			continue
+		}
+		n := 1
+		if _, err := strconv.ParseFloat(safeAt(args, i+1), 64); !eq && i+1 < len(args) && (err == nil || !strings.HasPrefix(args[i+1], "-")) {
+			n = 2
+		}
+		seen[name] = append(seen[name], span{i, n})
+		i += n - 1
+	}
+	drop := map[int]bool{}
+	for _, spans := range seen {
+		for _, sp := range spans[:len(spans)-1] {
+			for k := range sp.n {
+				drop[sp.at+k] = true
+			}
+		}
+	}
+	if len(drop) == 0 {
+		return args
+	}
+	out := make([]string, 0, len(args)-len(drop))
+	for i, a := range args {
+		if !drop[i] {
+			out = append(out, a)
+		}
+	}
 	return out
+}
+
+// safeAt is args[i], or "" past the end.
+func safeAt(args []string, i int) string {
+	if i < len(args) {
+		return args[i]
+	}
+	return ""
 }
