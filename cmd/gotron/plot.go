@@ -10,7 +10,7 @@ import (
 // newPlotCmd is `gotron plot`: pictures of a run's --log-json log.
 func newPlotCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "plot", Short: "Draw pictures of a training run from its --log-json log"}
-	cmd.AddCommand(newPlotExpertLoadCmd())
+	cmd.AddCommand(newPlotExpertLoadCmd(), newPlotLossCmd())
 	return cmd
 }
 
