@@ -29,6 +29,9 @@ type Options struct {
 	// Stop, if set, lets a signal handler end the run after the current
 	// iteration (with a save when --save is given); see Stop.
 	Stop *Stop
+	// Notes are lines rank 0 prints after its start-up line (the command
+	// line's, such as the Megatron flags it accepted and ignores).
+	Notes []string
 }
 
 // Result is what a run reports (rank 0's view).
@@ -209,6 +212,9 @@ func (r *rankRun) startup(world int, data string) {
 	}
 	log.printf("gotron: %d parameters%s, %s; world %d (%s, %s); %s; GEMM %s, %d thread(s) per rank\n",
 		gpt.NumParameters(a.Model), shape, t.precisionDesc(), world, layoutDesc(a, t.dp), batchDesc(a, t.dp), data, tensor.GemmLibraries(), t.workers)
+	for _, n := range r.o.Notes {
+		log.printf("gotron: %s\n", n)
+	}
 	if p, err := dnnl.Plan(); err == nil && a.Model.BF16 {
 		log.printf("gotron: %s\n", p)
 	}

@@ -29,8 +29,11 @@ func main() {
 	blas.Load()
 	ctx, in := watchSignals()
 	root := newRoot()
-	root.SetArgs(megatronArgs(os.Args[1:]))
-	err := root.ExecuteContext(ctx)
+	args, err := commandArgs(root, os.Args[1:])
+	if err == nil {
+		root.SetArgs(args)
+		err = root.ExecuteContext(ctx)
+	}
 	if err == nil {
 		return
 	}

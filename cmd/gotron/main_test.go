@@ -14,8 +14,12 @@ func run(t *testing.T, args ...string) (string, error) {
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&out)
-	root.SetArgs(megatronArgs(args))
-	err := root.Execute()
+	args, err := commandArgs(root, args)
+	if err != nil {
+		return "", err
+	}
+	root.SetArgs(args)
+	err = root.Execute()
 	return out.String(), err
 }
 

@@ -71,6 +71,9 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 			}
 			defer stop()
 			o := train.Options{Out: os.Stdout, Stop: &train.Stop{}}
+			if n := cmd.Annotations[noOpNote]; n != "" {
+				o.Notes = append(o.Notes, n)
+			}
 			if in := interruptsFrom(cmd.Context()); in != nil {
 				note := "finishing the iteration, then exiting; nothing is saved without --save"
 				if a.Save != "" {
