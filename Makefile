@@ -31,13 +31,18 @@ all: build
 deps:
 	@scripts/deps.sh blas dnnl
 
+# The commit goes into the binary for gotron --version, also where the
+# environment turns the go command's own stamping off (-buildvcs=false).
+COMMIT := $(shell git describe --always --dirty --abbrev=12 2>/dev/null)
+LDFLAGS := -X main.buildCommit=$(COMMIT)
+
 build: deps
-	$(GO) build -o $(BIN) ./cmd/gotron
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/gotron
 
 # bin/gotron-mpi runs under mpirun: mpirun -np N bin/gotron-mpi train --backend mpi ...
 build-mpi: deps
 	@scripts/deps.sh mpi
-	$(GO) build -tags mpi -o bin/gotron-mpi ./cmd/gotron
+	$(GO) build -tags mpi -ldflags "$(LDFLAGS)" -o bin/gotron-mpi ./cmd/gotron
 
 train: build $(TRAIN_DATA)_text_document.idx
 	$(BIN) train $(TRAIN_BASE_FLAGS) $(TRAIN_FLAGS)

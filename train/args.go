@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/gotron/gotron/config"
@@ -144,7 +145,7 @@ type Args struct {
 	Threads int
 
 	// Sample is the number of bytes of text to generate after training (0:
-	// none); SamplePrompt starts it; SampleTemperature scales the logits.
+	// none); SamplePrompt starts it; SampleTemperature scales the logits (0: greedy).
 	Sample            int
 	SamplePrompt      string
 	SampleTemperature float64
@@ -415,6 +416,9 @@ func (a Args) checkCounts(_ int, v *violations) {
 	if a.CkptStep < 0 {
 		v.add("--ckpt-step %d: must be a saved iteration (1 or more; 0: the latest)", a.CkptStep)
 	}
+	if n := runtime.NumCPU(); a.Threads > n {
+		v.add("--threads %d: this machine gives the process %d core(s): give at most %d, or 0 for all of them", a.Threads, n, n)
+	}
 }
 
 // checkCheckpointFlags: flags that say how to load or save need --load
@@ -525,8 +529,8 @@ func (a Args) checkDataAndSample(_ int, v *violations) {
 	if a.DistributedTimeoutMinutes <= 0 {
 		v.add("--distributed-timeout-minutes %g: must be positive", a.DistributedTimeoutMinutes)
 	}
-	if a.Sample < 0 || a.SampleTemperature <= 0 {
-		v.add("--sample %d, --sample-temperature %g: the sample length must not be negative and the temperature must be positive", a.Sample, a.SampleTemperature)
+	if a.Sample < 0 || a.SampleTemperature < 0 {
+		v.add("--sample %d, --sample-temperature %g: the sample length must not be negative and the temperature must be at least 0 (0: greedy, the likeliest token each time)", a.Sample, a.SampleTemperature)
 	}
 	if n := a.Model.VocabSize; a.Sample > 0 && n > 0 && a.Tokenizer.Type == "" {
 		for i := 0; i < len(a.SamplePrompt); i++ {

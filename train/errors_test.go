@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -313,5 +314,32 @@ func TestNoInitialization(t *testing.T) {
 	}
 	if fmt.Sprint(losses[0]) != fmt.Sprint(losses[1]) || len(losses[0]) != 2 {
 		t.Errorf("resumed losses %v with initialisation, %v without", losses[0], losses[1])
+	}
+}
+
+// TestSmallRefusalsAndFixes: --threads beyond the machine's cores is
+// refused with the count; --log-json into a directory that does not exist
+// yet makes it; a run whose checkpoint is already at --train-iters says
+// there is nothing to train.
+func TestSmallRefusalsAndFixes(t *testing.T) {
+	a := ppArgs(1, 1, 1)
+	a.Threads = runtime.NumCPU() + 1
+	if err := a.Validate(1); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("--threads %d: this machine gives the process %d core(s)", a.Threads, runtime.NumCPU())) {
+		t.Errorf("--threads beyond the cores: %v", err)
+	}
+	dir := t.TempDir()
+	a = ppArgs(1, 1, 1)
+	a.TrainIters, a.LogJSON, a.Save, a.EvalIters = 4, filepath.Join(dir, "logs", "run", "log.jsonl"), filepath.Join(dir, "ckpt"), 0
+	mustRun(t, a)
+	if _, err := os.Stat(a.LogJSON); err != nil {
+		t.Errorf("--log-json into a new directory: %v", err)
+	}
+	a.Load = a.Save
+	var out strings.Builder
+	if _, err := Run(t.Context(), a, Options{Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "nothing to train: the checkpoint is at iteration 4 and --train-iters is 4") {
+		t.Errorf("a finished run resumed says:\n%s", out.String())
 	}
 }

@@ -133,8 +133,12 @@ func (t *trainer) gatherLogits(ctx context.Context, out *autograd.Var, s int) (*
 	return autograd.Const(whole), nil
 }
 
-// sample draws an index from softmax(logits/temp).
+// sample draws an index from softmax(logits/temp), or at temp 0 takes
+// the largest logit (greedy decoding).
 func sample(logits []float32, probs []float64, temp float64, g *rng.RNG) int32 {
+	if temp == 0 {
+		return argmax(logits)
+	}
 	m := math.Inf(-1)
 	for _, x := range logits {
 		m = math.Max(m, float64(x))
@@ -152,4 +156,16 @@ func sample(logits []float32, probs []float64, temp float64, g *rng.RNG) int32 {
 		}
 	}
 	return int32(len(probs) - 1)
+}
+
+// argmax is the index of the largest logit (the first of equals): the
+// greedy choice, a temperature of 0.
+func argmax(logits []float32) int32 {
+	best := 0
+	for i, x := range logits {
+		if x > logits[best] {
+			best = i
+		}
+	}
+	return int32(best)
 }

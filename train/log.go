@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/gotron/gotron/moe"
@@ -65,6 +66,9 @@ type Record struct {
 func newLogger(out io.Writer, progress io.Writer, a Args, world int) (*logger, error) {
 	l := &logger{out: out, start: time.Now(), first: -1}
 	if a.LogJSON != "" {
+		if err := os.MkdirAll(filepath.Dir(a.LogJSON), 0o755); err != nil {
+			return nil, fmt.Errorf("--log-json: %w", err)
+		}
 		f, err := os.Create(a.LogJSON)
 		if err != nil {
 			return nil, fmt.Errorf("--log-json: %w", err)

@@ -214,3 +214,24 @@ func TestSampleAfterOverlappedParamGather(t *testing.T) {
 		t.Errorf("sample with the overlapped parameter all-gather %q, without %q", got, want)
 	}
 }
+
+// TestSampleGreedy: --sample-temperature 0 takes the likeliest token each
+// time, through the pipeline as on one rank, the first of equal logits.
+func TestSampleGreedy(t *testing.T) {
+	greedy := func(a Args) string {
+		t.Helper()
+		a.Model.VocabSize, a.TrainIters, a.LRWarmupIters, a.Sample, a.SampleTemperature = 256, 2, 0, 16, 0
+		res, err := Run(context.Background(), a, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Sample
+	}
+	want := greedy(ppArgs(1, 1, 1))
+	if got := greedy(ppArgs(2, 1, 2)); got != want || len(want) == 0 {
+		t.Errorf("PP 2: greedy sample %q, one rank %q", got, want)
+	}
+	if got := argmax([]float32{1, 3, 3, 2}); got != 1 {
+		t.Errorf("argmax %d, want 1", got)
+	}
+}

@@ -177,6 +177,9 @@ func runRank(ctx context.Context, world comm.Group, p *Prepared, o Options) (_ *
 	r.t, r.res = t, &Result{ValidLoss: math.NaN(), StartIteration: t.iteration}
 	r.startup(world.Size(), p.data.Desc)
 	t.onSaved = r.saved
+	if t.iteration >= a.TrainIters && !a.SkipTrain && r.log != nil {
+		r.log.printf("gotron: nothing to train: the checkpoint is at iteration %d and --train-iters is %d; raise --train-iters to train on\n", t.iteration, a.TrainIters)
+	}
 	for t.iteration < a.TrainIters && !a.SkipTrain {
 		if err := ctx.Err(); err != nil {
 			return r.res, err
@@ -457,6 +460,14 @@ func normalise(a Args, world int) Args {
 	return a
 }
 
+// count is "1 thing" or "n things".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
 // batchDesc describes the micro-batches per iteration: "4 micro-batches
 // of 2 per rank per iteration", or the ramp's range of them.
 func batchDesc(a Args, dp int) string {
@@ -465,7 +476,7 @@ func batchDesc(a Args, dp int) string {
 		return fmt.Sprintf("global batch ramping from %d by %d to %d over %d samples: %d to %d micro-batches of %d per rank per iteration",
 			r.Start, r.Increment, a.GlobalBatchSize, r.Samples, r.Start/rows, a.GlobalBatchSize/rows, a.MicroBatchSize)
 	}
-	return fmt.Sprintf("%d micro-batches of %d per rank per iteration", a.GlobalBatchSize/rows, a.MicroBatchSize)
+	return fmt.Sprintf("%s of %d per rank per iteration", count(a.GlobalBatchSize/rows, "micro-batch", "micro-batches"), a.MicroBatchSize)
 }
 
 // cpTypes lists the context-parallel attention types the layers use, each

@@ -254,11 +254,11 @@ hold that iteration, nor be SRC.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if toWhole == fromWhole {
-				return fmt.Errorf("gotron ckpt convert: pass exactly one of --to-whole (SRC distributed, DST whole-tensor) and --from-whole (SRC whole-tensor, DST distributed)")
+				return fmt.Errorf("ckpt convert: pass exactly one of --to-whole (SRC distributed, DST whole-tensor) and --from-whole (SRC whole-tensor, DST distributed)")
 			}
 			src, dst := args[0], args[1]
 			if sameDir(src, dst) {
-				return fmt.Errorf("gotron ckpt convert: SRC and DST are both %s: converting in place would replace the iteration it converts; pass another DST", src)
+				return fmt.Errorf("ckpt convert: SRC and DST are both %s: converting in place would replace the iteration it converts; pass another DST", src)
 			}
 			if toWhole {
 				return convertToWhole(cmd.OutOrStdout(), src, dst)
@@ -289,7 +289,7 @@ func sameDir(a, b string) bool {
 // would replace it).
 func refuseExisting(dst string, it int) error {
 	if _, err := os.Stat(ckpt.IterDir(dst, it)); err == nil {
-		return fmt.Errorf("gotron ckpt convert: %s already exists: DST holds iteration %d; pass a new or empty DST, or remove it", ckpt.IterDir(dst, it), it)
+		return fmt.Errorf("ckpt convert: %s already exists: DST holds iteration %d; pass a new or empty DST, or remove it", ckpt.IterDir(dst, it), it)
 	}
 	return nil
 }
@@ -302,7 +302,7 @@ func convertToWhole(w io.Writer, src, dst string) error {
 		if _, e := os.Stat(filepath.Join(src, ckpt.TrackerFile)); e == nil {
 			if it, e := ckpt.Latest(src); e == nil {
 				if _, e := os.Stat(filepath.Join(ckpt.IterDir(src, it), "state.json")); e == nil {
-					return fmt.Errorf("gotron ckpt convert --to-whole: %s holds a whole-tensor checkpoint already: use --from-whole to convert it to the distributed form", src)
+					return fmt.Errorf("ckpt convert --to-whole: %s holds a whole-tensor checkpoint already: use --from-whole to convert it to the distributed form", src)
 				}
 			}
 		}
@@ -331,7 +331,7 @@ func convertFromWhole(w io.Writer, src, dst string) error {
 	if err != nil {
 		if it, e := ckpt.Latest(src); e == nil {
 			if _, e := os.Stat(filepath.Join(ckpt.IterDir(src, it), ckpt.ManifestFile)); e == nil {
-				return fmt.Errorf("gotron ckpt convert --from-whole: %s holds a distributed checkpoint: use --to-whole to convert it to the whole-tensor form", src)
+				return fmt.Errorf("ckpt convert --from-whole: %s holds a distributed checkpoint: use --to-whole to convert it to the whole-tensor form", src)
 			}
 		}
 		return err

@@ -355,7 +355,7 @@ func TestPreprocessRoundTrip(t *testing.T) {
 			t.Fatalf("--workers %s: status %d\n%s%s", workers, code, stdout, stderr)
 		}
 		prefix := out + "_text_document"
-		for _, w := range []string{"preprocessed 3 files, " + strconv.Itoa(len(docs)) + " documents", "(" + workers + " workers)",
+		for _, w := range []string{"preprocessed 3 files, " + strconv.Itoa(len(docs)) + " documents", map[string]string{"1": "(1 worker)", "2": "(2 workers)"}[workers],
 			"wrote " + prefix + ".bin and " + prefix + ".idx: train with --data-path " + prefix} {
 			if !strings.Contains(stdout, w) {
 				t.Errorf("--workers %s: stdout lacks %q:\n%s", workers, w, stdout)

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
@@ -61,7 +62,9 @@ func newRoot() *cobra.Command {
 		Short:         "Megatron-Core's parallel training of GPT models, in Go, on CPUs",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version(),
 	}
+	root.SetVersionTemplate("gotron {{.Version}}\n")
 	root.AddCommand(newTrainCmd(), newInspectCmd(), newBenchCmd())
 	root.AddCommand(newCkptCmd())
 	root.AddCommand(newPlotCmd())
@@ -151,4 +154,37 @@ func safeAt(args []string, i int) string {
 		return args[i]
 	}
 	return ""
+}
+
+// buildCommit is the commit make build stamps in (git describe: with
+// -dirty when the tree had changes); empty for a plain go build.
+var buildCommit string
+
+// version is the build's: the commit it was built from (and whether the
+// tree had changes), the commit's time, the Go version, from the build
+// information the go command records, or from make build's stamp where
+// the go command's is off.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(no build information)"
+	}
+	s := map[string]string{}
+	for _, kv := range bi.Settings {
+		s[kv.Key] = kv.Value
+	}
+	v := bi.Main.Version
+	if buildCommit != "" {
+		v = buildCommit
+	}
+	if rev := s["vcs.revision"]; rev != "" {
+		v = rev[:min(12, len(rev))]
+		if s["vcs.modified"] == "true" {
+			v += " with local changes"
+		}
+		if t := s["vcs.time"]; t != "" {
+			v += ", committed " + t
+		}
+	}
+	return v + ", " + bi.GoVersion
 }

@@ -113,3 +113,11 @@ func TestTrainFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestVersion: gotron --version names the build.
+func TestVersion(t *testing.T) {
+	out, err := run(t, "--version")
+	if err != nil || !strings.HasPrefix(out, "gotron ") || !strings.Contains(out, "go1.") {
+		t.Errorf("%q, %v", out, err)
+	}
+}

@@ -61,8 +61,8 @@ an error or Ctrl-C leaves no file behind.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "preprocessed %d files, %d documents, %.1f MB with %s into %d tokens in %.2fs: %.2f MB/s, %.0f tokens/s (%d workers)\n",
-				res.Files, res.Documents, float64(res.Bytes)/1e6, tok.Name(), res.Tokens, res.Elapsed.Seconds(), res.MBPerSecond(), res.TokensPerSecond(), o.Workers)
+			fmt.Fprintf(out, "preprocessed %s, %s, %.1f MB with %s into %d tokens in %.2fs: %.2f MB/s, %.0f tokens/s (%s)\n",
+				plural(res.Files, "file", "files"), plural(res.Documents, "document", "documents"), float64(res.Bytes)/1e6, tok.Name(), res.Tokens, res.Elapsed.Seconds(), res.MBPerSecond(), res.TokensPerSecond(), plural(o.Workers, "worker", "workers"))
 			if res.BadLines+res.Binary > 0 {
 				fmt.Fprintf(out, "skipped %d unreadable JSON lines (--skip-bad-lines) and %d binary files\n", res.BadLines, res.Binary)
 			}
@@ -87,4 +87,12 @@ an error or Ctrl-C leaves no file behind.`,
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) here")
 	f.IntVar(&o.LogInterval, "log-interval", 0, "print a progress line every this many documents (when stderr is not a terminal; a terminal shows a progress bar)")
 	return cmd
+}
+
+// plural is "1 file" or "n files".
+func plural[T ~int | ~int64](n T, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

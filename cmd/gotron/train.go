@@ -178,7 +178,7 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 	f.IntVar(&a.Threads, "threads", 0, "cores to use (0: all)")
 	f.IntVar(&a.Sample, "sample", 0, "after training, generate this many tokens of text (bytes of byte-level text)")
 	f.StringVar(&a.SamplePrompt, "sample-prompt", a.SamplePrompt, "text the sample starts from")
-	f.Float64Var(&a.SampleTemperature, "sample-temperature", a.SampleTemperature, "sampling temperature")
+	f.Float64Var(&a.SampleTemperature, "sample-temperature", a.SampleTemperature, "sampling temperature (0: greedy, the likeliest token each time)")
 	return cmd
 }
 
