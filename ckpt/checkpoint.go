@@ -258,6 +258,9 @@ func RemoveStale(dir string) {
 // ErrNoCheckpoint; one with iterations but no tracker is an error that
 // says how to choose one.
 func Latest(dir string) (int, error) {
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return 0, fmt.Errorf("%s is a file, not a checkpoint directory: pass the directory given to --save (the one holding %s and the iter_* directories)", dir, TrackerFile)
+	}
 	b, err := os.ReadFile(filepath.Join(dir, TrackerFile))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {

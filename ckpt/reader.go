@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 )
 
 // Reader reads the tensors of one saved iteration, box by box, opening
@@ -44,8 +46,10 @@ func OpenIteration(dir string, it int) (*Reader, error) {
 				return nil, fmt.Errorf("%s: iteration %d is in the whole-tensor format: convert it with `gotron ckpt convert --from-whole %s DIR` and load DIR", dir, it, dir)
 			}
 			if _, e := os.Stat(d); e != nil {
-				return nil, fmt.Errorf("%s: no iteration %d (%s): pass an iteration the directory holds", dir, it, filepath.Base(d))
+				return nil, fmt.Errorf("%s: no iteration %d (%s): pass an iteration the directory holds%s", dir, it, filepath.Base(d), heldIterations(dir))
 			}
+			return nil, fmt.Errorf("%s: iteration %d has no %s: its save was cut off, or the directory was copied in part; load another iteration with --ckpt-step%s, or save again",
+				dir, it, ManifestFile, heldIterations(dir))
 		}
 		return nil, fmt.Errorf("%s: iteration %d: %w", dir, it, err)
 	}
@@ -168,4 +172,24 @@ func span(shape []int, b Box) (int64, int64) {
 		hi = hi*int64(shape[d]) + int64(b.Offset[d]+b.Shape[d]-1)
 	}
 	return lo, hi + 1
+}
+
+// heldIterations is ": it holds iterations 2, 4" for the complete
+// iteration directories (with a manifest) under dir, or "".
+func heldIterations(dir string) string {
+	dirs, _ := filepath.Glob(filepath.Join(dir, "iter_[0-9]*"))
+	var its []string
+	for _, d := range dirs {
+		n, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), "iter_"))
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, ManifestFile)); err == nil {
+			its = append(its, strconv.Itoa(n))
+		}
+	}
+	if len(its) == 0 {
+		return ""
+	}
+	return " (it holds iteration(s) " + strings.Join(its, ", ") + ")"
 }

@@ -429,6 +429,10 @@ func TestPreprocessRefuses(t *testing.T) {
 	if err := os.WriteFile(in, []byte(`{"text": "Hello world"}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	empty := filepath.Join(root, "empty.jsonl")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out := filepath.Join(root, "out", "corpus")
 	for _, c := range []struct {
 		args []string
@@ -436,6 +440,8 @@ func TestPreprocessRefuses(t *testing.T) {
 	}{
 		{preprocessArgs(in, out, "--split-sentences"), "gotron: --split-sentences: "},
 		{[]string{"preprocess", "--input", in, "--output-prefix", out, "--append-eod"}, "gotron: --tokenizer-type is required"},
+		{preprocessArgs(in, out, "--vocab-size", "100"), "gotron: --vocab-size sets the NullTokenizer's number of ids"},
+		{preprocessArgs(empty, out), "gotron: --input: 1 file(s) and no document in them"},
 	} {
 		stdout, stderr, code := runMain(t, c.args...)
 		msg := strings.TrimSuffix(stderr, "\n")

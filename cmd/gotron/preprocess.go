@@ -37,6 +37,9 @@ an error or Ctrl-C leaves no file behind.`,
 			if splitSentences {
 				return fmt.Errorf("--split-sentences: sentence splitting (NLTK's punkt in the reference) is not provided by gotron; GPT datasets are built from whole documents: drop the flag")
 			}
+			if cmd.Flags().Changed("vocab-size") && tokFlags.o.Type != tokenizer.TypeNull {
+				return fmt.Errorf("--vocab-size sets the %s's number of ids, and --tokenizer-type is %q, which has a vocabulary of its own: drop --vocab-size", tokenizer.TypeNull, tokFlags.o.Type)
+			}
 			tok, err := tokFlags.build(vocabSize)
 			if err != nil {
 				return err

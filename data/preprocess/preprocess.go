@@ -115,6 +115,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		abort()
 		return Result{}, err
 	}
+	if res.Documents == 0 {
+		abort()
+		return Result{}, fmt.Errorf("--input: %d file(s) and no document in them (empty files, or no line with the --json-keys %s): nothing to write; give files with text", len(files), strings.Join(o.JSONKeys, ", "))
+	}
 	for i, w := range writers {
 		if err := w.Finish(); err != nil {
 			abort()
