@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 )
 
 // ModelArgsKey is the key of the model options within a checkpoint's
@@ -15,6 +16,14 @@ const ModelArgsKey = "model"
 // DataArgsKey is the key of the data settings within a checkpoint's
 // arguments (Args.Data).
 const DataArgsKey = "data"
+
+// SchedulerArgsKey is the key of the learning-rate and weight-decay
+// schedule within a checkpoint's arguments (Args.Scheduler), Megatron's
+// opt_param_scheduler.
+const SchedulerArgsKey = "opt_param_scheduler"
+
+// textArgKeys are the arguments held as objects of strings.
+var textArgKeys = []string{ModelArgsKey, DataArgsKey, SchedulerArgsKey}
 
 // Args is what a checkpoint records of the run's settings, for the checks
 // on resume and for --use-checkpoint-args. Its JSON form is one object:
@@ -37,12 +46,22 @@ type Args struct {
 	// ("tokenizer_type", "data_path", "split", "seed"); absent in
 	// checkpoints that predate them.
 	Data map[string]string
+	// Scheduler holds the learning-rate and weight-decay schedule as text
+	// ("max_lr", "lr_decay_steps", …), checked on resume as Megatron's
+	// OptimizerParamScheduler checks its state; absent in checkpoints
+	// that predate it.
+	Scheduler map[string]string
+}
+
+// text returns a's maps of strings, in textArgKeys' order.
+func (a *Args) text() []*map[string]string {
+	return []*map[string]string{&a.Model, &a.Data, &a.Scheduler}
 }
 
 // MarshalJSON writes a as one object (null when a holds nothing, as the
 // arguments of a manifest without any).
 func (a Args) MarshalJSON() ([]byte, error) {
-	if a.Ints == nil && a.Model == nil && a.Data == nil {
+	if a.Ints == nil && a.Model == nil && a.Data == nil && a.Scheduler == nil {
 		return []byte("null"), nil
 	}
 	return json.Marshal(wholeArgs(a))
@@ -61,11 +80,8 @@ func (a *Args) UnmarshalJSON(b []byte) error {
 	}
 	a.Ints = make(map[string]int, len(raw))
 	for k, v := range raw {
-		if k == ModelArgsKey || k == DataArgsKey {
-			dst := &a.Model
-			if k == DataArgsKey {
-				dst = &a.Data
-			}
+		if i := slices.Index(textArgKeys, k); i >= 0 {
+			dst := a.text()[i]
 			if err := json.Unmarshal(v, dst); err != nil {
 				return fmt.Errorf("args: %q is not an object of strings (%v)", k, err)
 			}
@@ -84,18 +100,17 @@ func (a *Args) UnmarshalJSON(b []byte) error {
 // (State.Args): the integers, and "model" as an object of strings. nil
 // when a holds nothing.
 func wholeArgs(a Args) map[string]any {
-	if len(a.Ints) == 0 && len(a.Model) == 0 && len(a.Data) == 0 {
+	if len(a.Ints) == 0 && len(a.Model) == 0 && len(a.Data) == 0 && len(a.Scheduler) == 0 {
 		return nil
 	}
-	out := make(map[string]any, len(a.Ints)+2)
+	out := make(map[string]any, len(a.Ints)+len(textArgKeys))
 	for k, v := range a.Ints {
 		out[k] = v
 	}
-	if len(a.Model) > 0 {
-		out[ModelArgsKey] = maps.Clone(a.Model)
-	}
-	if len(a.Data) > 0 {
-		out[DataArgsKey] = maps.Clone(a.Data)
+	for i, m := range a.text() {
+		if len(*m) > 0 {
+			out[textArgKeys[i]] = maps.Clone(*m)
+		}
 	}
 	return out
 }
@@ -104,8 +119,8 @@ func wholeArgs(a Args) map[string]any {
 // every one an integer, but "model", an object of strings.
 func manifestArgs(in map[string]any) (Args, error) {
 	rest := in
-	var text [2]map[string]string
-	for i, key := range []string{ModelArgsKey, DataArgsKey} {
+	var text [3]map[string]string
+	for i, key := range textArgKeys {
 		if v, ok := in[key]; ok {
 			var err error
 			if text[i], err = stringArgs(key, v); err != nil {
@@ -119,7 +134,7 @@ func manifestArgs(in map[string]any) (Args, error) {
 	if err != nil {
 		return Args{}, err
 	}
-	return Args{Ints: ints, Model: text[0], Data: text[1]}, nil
+	return Args{Ints: ints, Model: text[0], Data: text[1], Scheduler: text[2]}, nil
 }
 
 // stringArgs reads the whole-tensor form's "model" or "data" argument

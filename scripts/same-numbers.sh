@@ -31,7 +31,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 base=(--mock-data --vocab-size 256 --num-layers 4 --hidden-size 64 --num-attention-heads 4
-	--seq-length 64 --micro-batch-size 4 --global-batch-size 16 --train-iters 4 --lr 2e-3
+	--seq-length 64 --micro-batch-size 4 --global-batch-size 16 --train-iters 4 --lr 2e-3 --lr-decay-iters 4
 	--log-interval 1 --hidden-dropout 0 --attention-dropout 0)
 cases=(
 	""

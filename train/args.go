@@ -90,7 +90,13 @@ type Args struct {
 	// position embedding, untied output layer, …: those a checkpoint
 	// records) from the checkpoint.
 	NoSaveOptim, NoSaveRNG, NoLoadOptim, NoLoadRNG, Finetune, UseCheckpointArgs bool
-	CkptStep                                                                    int
+	// OverrideOptParamScheduler and UseCheckpointOptParamScheduler decide,
+	// on resume, between this run's learning-rate schedule and the
+	// checkpoint's when they differ (--override-opt_param-scheduler,
+	// --use-checkpoint-opt_param-scheduler): without either a difference
+	// is refused, as Megatron refuses it.
+	OverrideOptParamScheduler, UseCheckpointOptParamScheduler bool
+	CkptStep                                                  int
 	// AsyncSave is --async-save: a save blocks training only while the
 	// pieces are copied; the shards are written in the background and the
 	// iteration is installed at the end of a later iteration, once every
@@ -429,11 +435,15 @@ func (a Args) checkCheckpointFlags(world int, v *violations) {
 			flag string
 			on   bool
 		}{{"--ckpt-step", a.CkptStep > 0}, {"--finetune", a.Finetune}, {"--no-load-optim", a.NoLoadOptim},
-			{"--no-load-rng", a.NoLoadRNG}, {"--use-checkpoint-args", a.UseCheckpointArgs}} {
+			{"--no-load-rng", a.NoLoadRNG}, {"--use-checkpoint-args", a.UseCheckpointArgs},
+			{"--override-opt_param-scheduler", a.OverrideOptParamScheduler}, {"--use-checkpoint-opt_param-scheduler", a.UseCheckpointOptParamScheduler}} {
 			if x.on {
 				v.add("%s says how to load a checkpoint, and --load is not given: pass --load DIR or drop %s", x.flag, x.flag)
 			}
 		}
+	}
+	if a.OverrideOptParamScheduler && a.UseCheckpointOptParamScheduler {
+		v.add("--override-opt_param-scheduler keeps this run's learning-rate schedule and --use-checkpoint-opt_param-scheduler takes the checkpoint's: give one")
 	}
 	if !a.Model.PerformInitialization && a.Load == "" {
 		v.add("--no-initialization draws no initial weights, and --load is not given: the model would train from zeros: pass --load DIR or drop --no-initialization")

@@ -65,7 +65,13 @@ func argsRecord(a Args, world int) ckpt.Args {
 		// states belong to.
 		r["context_parallel_size"] = m.ContextParallelSize
 	}
-	return ckpt.Args{Ints: r, Model: m.Record(), Data: dataRecord(a)}
+	args := ckpt.Args{Ints: r, Model: m.Record(), Data: dataRecord(a)}
+	if !a.NoSaveOptim {
+		// The schedule's state goes with the optimizer's, as Megatron
+		// saves opt_param_scheduler only with the optimizer.
+		args.Scheduler = schedulerRecord(a)
+	}
+	return args
 }
 
 // dataRecord is what a checkpoint records of the run's data: the
@@ -207,6 +213,11 @@ func checkLoad(a Args) (Args, error) {
 		if err := compareArgs(a, r.Manifest.Args, true); err != nil {
 			return a, fmt.Errorf("%s: %w", where, err)
 		}
+	}
+	if a, err = resumeScheduler(a, r.Manifest.Args.Scheduler); err != nil {
+		return a, fmt.Errorf("%s: %w", where, err)
+	}
+	if !a.UseCheckpointArgs {
 		return a, nil
 	}
 	m := &a.Model

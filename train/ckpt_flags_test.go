@@ -62,6 +62,7 @@ func TestCheckpointFlags(t *testing.T) {
 
 	use := mockArgs(6)
 	use.Load, use.UseCheckpointArgs = dir, true
+	use.OverrideOptParamScheduler = true              // the decay follows --train-iters
 	use.Model.NumLayers, use.Model.HiddenSize = 7, 48 // overridden
 	res, err = run(use)
 	if err != nil || res.StartIteration != 4 {

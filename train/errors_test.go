@@ -220,6 +220,7 @@ func TestDamagedShardIsOneLine(t *testing.T) {
 		}
 		r := a
 		r.Save, r.Load, r.TrainIters = "", a.Save, 4
+		r.OverrideOptParamScheduler = true // the decay follows --train-iters
 		var out strings.Builder
 		_, err = Run(context.Background(), r, Options{Out: &out})
 		if strings.Contains(out.String(), "resumed from") {
@@ -306,6 +307,7 @@ func TestNoInitialization(t *testing.T) {
 	for i, init := range []bool{true, false} {
 		r := mockArgs(5)
 		r.Load, r.Model.PerformInitialization = saved.Save, init
+		r.OverrideOptParamScheduler = true // the decay follows --train-iters
 		res, err := Run(context.Background(), r, Options{})
 		if err != nil {
 			t.Fatal(err)

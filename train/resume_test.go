@@ -24,7 +24,7 @@ func TestSaveAndLoadSameEmptyDirStartsFromScratch(t *testing.T) {
 	if res.StartIteration != 0 || !strings.Contains(out.String(), "holds no checkpoint yet (it is also --save): starting from scratch") {
 		t.Fatalf("start %d, log:\n%s", res.StartIteration, out.String())
 	}
-	a.TrainIters = 4
+	a.TrainIters, a.OverrideOptParamScheduler = 4, true // the decay follows --train-iters
 	res, err = Run(context.Background(), a, Options{})
 	if err != nil || res.StartIteration != 3 {
 		t.Fatalf("second run: start %v, %v; want a resume at 3", res, err)

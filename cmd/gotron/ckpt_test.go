@@ -25,6 +25,7 @@ func ckptArgs() train.Args {
 	a.Model.HiddenDropout, a.Model.AttentionDropout = 0, 0
 	a.MicroBatchSize, a.GlobalBatchSize, a.TrainIters = 1, 8, 3
 	a.LR, a.LRWarmupIters, a.LRDecayStyle, a.MinLR = 3e-3, 2, "cosine", 3e-4
+	a.LRDecayIters = 10 // fixed, so that a resume may train longer (the schedule is checked)
 	a.MockData = true
 	a.EvalIters = 0
 	a.WorldSize = 2

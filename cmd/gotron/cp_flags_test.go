@@ -19,7 +19,7 @@ import (
 // width 32, 4 heads, 2 iterations of 8 micro-batches of 1.
 var cpModel = []string{"train", "--mock-data", "--vocab-size", "64", "--num-layers", "2", "--hidden-size", "32",
 	"--num-attention-heads", "4", "--micro-batch-size", "1", "--global-batch-size", "8", "--train-iters", "2",
-	"--eval-iters", "0", "--hidden-dropout", "0", "--attention-dropout", "0"}
+	"--eval-iters", "0", "--hidden-dropout", "0", "--attention-dropout", "0", "--lr-decay-iters", "10"}
 
 // runMain runs gotron's main with args (Megatron's spelling, as a shell
 // passes it) in a child process and returns its stdout, stderr and exit

@@ -41,7 +41,7 @@ func TestMPIStartErrorsOnce(t *testing.T) {
 		args := []string{"--allow-run-as-root", "--oversubscribe", "-np", "2", bin, "train", "--backend", "mpi",
 			"--mock-data", "--vocab-size", "64", "--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4",
 			"--seq-length", "16", "--micro-batch-size", "1", "--global-batch-size", "4", "--tensor-model-parallel-size", "2",
-			"--lr", "3e-3", "--eval-iters", "0", "--log-interval", "1", "--train-iters", "2"}
+			"--lr", "3e-3", "--lr-decay-iters", "10", "--eval-iters", "0", "--log-interval", "1", "--train-iters", "2"}
 		cmd := exec.CommandContext(ctx, "mpirun", append(args, extra...)...)
 		var o, e strings.Builder
 		cmd.Stdout, cmd.Stderr = &o, &e

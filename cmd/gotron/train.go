@@ -149,6 +149,8 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 	f.BoolVar(&a.AsyncSave, "async-save", false, "write checkpoint shards in the background while training goes on (training waits only while the state is copied)")
 	f.BoolVar(&a.NoSaveOptim, "no-save-optim", false, "leave the optimizer state out of checkpoints")
 	f.BoolVar(&a.NoSaveRNG, "no-save-rng", false, "leave the generators' states out of checkpoints")
+	f.BoolVar(&a.OverrideOptParamScheduler, "override-opt_param-scheduler", false, "with --load: train on with this run's learning-rate schedule (--lr, --min-lr, warmup, decay, --weight-decay) where it differs from the checkpoint's")
+	f.BoolVar(&a.UseCheckpointOptParamScheduler, "use-checkpoint-opt_param-scheduler", false, "with --load: take the learning-rate schedule from the checkpoint instead of the flags")
 	f.BoolVar(&a.NoLoadOptim, "no-load-optim", false, "with --load: start Adam afresh (zero moments, step 0) instead of loading its state")
 	f.BoolVar(&a.NoLoadRNG, "no-load-rng", false, "with --load: start the generators from --seed instead of the saved states")
 	f.BoolVar(&a.Finetune, "finetune", false, "with --load: load the weights only and start at iteration 0 with a fresh optimizer")

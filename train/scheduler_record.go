@@ -1,0 +1,120 @@
+package train
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gotron/gotron/ckpt"
+)
+
+// schedulerRecord is what a checkpoint records of the run's learning-rate
+// and weight-decay schedule (ckpt.Args.Scheduler), the values
+// Megatron's OptimizerParamScheduler keeps in its state: the peak and
+// least learning rate, the decay style, the warmup and decay lengths as
+// the schedule counts them (iterations, or samples with --train-samples),
+// and the weight decay.
+func schedulerRecord(a Args) map[string]string {
+	s := a.Schedule()
+	unit := "iterations"
+	if s.Samples {
+		unit = "samples"
+	}
+	f := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	return map[string]string{
+		"max_lr": f(s.MaxLR), "min_lr": f(s.MinLR), "lr_decay_style": s.Style,
+		"lr_warmup_steps": strconv.Itoa(s.WarmupIters), "lr_decay_steps": strconv.Itoa(s.DecayIters),
+		"lr_steps_unit": unit, "weight_decay": f(a.WeightDecay),
+	}
+}
+
+// schedulerFlags are the flags that set each recorded schedule value.
+var schedulerFlags = map[string]string{
+	"max_lr": "--lr", "min_lr": "--min-lr", "lr_decay_style": "--lr-decay-style",
+	"lr_warmup_steps": "--lr-warmup-iters/--lr-warmup-samples/--lr-warmup-fraction",
+	"lr_decay_steps":  "--lr-decay-iters/--lr-decay-samples", "lr_steps_unit": "--train-iters/--train-samples",
+	"weight_decay": "--weight-decay",
+}
+
+// resumeScheduler applies the checkpoint's schedule record (rec; nil for
+// a checkpoint that predates it) on resume, as Megatron's
+// OptimizerParamScheduler does when it loads its state: a schedule that
+// differs from this run's is refused, unless
+// --override-opt_param-scheduler keeps this run's or
+// --use-checkpoint-opt_param-scheduler takes the checkpoint's. A resume
+// that does not load the optimizer (--finetune, --no-load-optim) starts
+// the schedule afresh and checks nothing.
+func resumeScheduler(a Args, rec map[string]string) (Args, error) {
+	if rec == nil || a.Finetune || a.NoLoadOptim || a.OverrideOptParamScheduler {
+		return a, nil
+	}
+	if a.UseCheckpointOptParamScheduler {
+		return applySchedulerRecord(a, rec)
+	}
+	now := schedulerRecord(a)
+	var diffs []string
+	for k, v := range rec {
+		if w, ok := now[k]; ok && w != v {
+			diffs = append(diffs, fmt.Sprintf("%s %s in the checkpoint, %s in this run (%s)", k, v, w, schedulerFlags[k]))
+		}
+	}
+	if len(diffs) == 0 {
+		return a, nil
+	}
+	sort.Strings(diffs)
+	return a, fmt.Errorf("the learning-rate schedule differs from the checkpoint's: %s: pass the checkpoint's values, or --override-opt_param-scheduler to train on with this run's, or --use-checkpoint-opt_param-scheduler to take the checkpoint's",
+		strings.Join(diffs, "; "))
+}
+
+// applySchedulerRecord sets a's schedule to the record's
+// (--use-checkpoint-opt_param-scheduler).
+func applySchedulerRecord(a Args, rec map[string]string) (Args, error) {
+	bad := func(k string) error {
+		return fmt.Errorf("--use-checkpoint-opt_param-scheduler: the checkpoint's %s record %q is damaged", ckpt.SchedulerArgsKey, k)
+	}
+	num := func(k string, dst *float64) error {
+		v, err := strconv.ParseFloat(rec[k], 64)
+		if err != nil {
+			return bad(k)
+		}
+		*dst = v
+		return nil
+	}
+	count := func(k string) (int, error) {
+		n, err := strconv.Atoi(rec[k])
+		if err != nil || n < 0 {
+			return 0, bad(k)
+		}
+		return n, nil
+	}
+	for k, dst := range map[string]*float64{"max_lr": &a.LR, "min_lr": &a.MinLR, "weight_decay": &a.WeightDecay} {
+		if err := num(k, dst); err != nil {
+			return a, err
+		}
+	}
+	warm, err := count("lr_warmup_steps")
+	if err != nil {
+		return a, err
+	}
+	decay, err := count("lr_decay_steps")
+	if err != nil {
+		return a, err
+	}
+	a.LRDecayStyle, a.LRWarmupFraction = rec["lr_decay_style"], 0
+	switch rec["lr_steps_unit"] {
+	case "iterations":
+		if a.TrainSamples > 0 {
+			return a, fmt.Errorf("--use-checkpoint-opt_param-scheduler: the checkpoint's schedule counts iterations, and this run --train-samples: use --train-iters")
+		}
+		a.LRWarmupIters, a.LRDecayIters = warm, decay
+	case "samples":
+		if a.TrainSamples == 0 {
+			return a, fmt.Errorf("--use-checkpoint-opt_param-scheduler: the checkpoint's schedule counts samples, and this run iterations: use --train-samples")
+		}
+		a.LRWarmupSamples, a.LRDecaySamples = warm, decay
+	default:
+		return a, bad("lr_steps_unit")
+	}
+	return a, nil
+}
