@@ -268,6 +268,22 @@ type violations []string
 // add appends one violation, built by fmt.Sprintf.
 func (v *violations) add(format string, args ...any) { *v = append(*v, fmt.Sprintf(format, args...)) }
 
+// flagValue is a flag and the number it was given.
+type flagValue struct {
+	flag  string
+	value float64
+}
+
+// notNegative adds a violation for each of the flags given a negative
+// number, naming it alone.
+func (v *violations) notNegative(flags ...flagValue) {
+	for _, f := range flags {
+		if f.value < 0 {
+			v.add("%s %g: must not be negative", f.flag, f.value)
+		}
+	}
+}
+
 // addErr appends err: each violation of a *config.ValidationError, or
 // its text.
 func (v *violations) addErr(err error) {
@@ -487,11 +503,14 @@ func (a Args) checkLength(_ int, v *violations) {
 	if a.TrainSamples == 0 && (a.LRWarmupSamples != 0 || a.LRDecaySamples != 0) {
 		v.add("--lr-warmup-samples/--lr-decay-samples need --train-samples (the schedule counts iterations otherwise): use --lr-warmup-iters/--lr-decay-iters")
 	}
-	if a.LRWarmupSamples < 0 || a.LRDecaySamples < 0 {
-		v.add("--lr-warmup-samples %d, --lr-decay-samples %d: must not be negative", a.LRWarmupSamples, a.LRDecaySamples)
+	v.notNegative(flagValue{"--lr-warmup-samples", float64(a.LRWarmupSamples)}, flagValue{"--lr-decay-samples", float64(a.LRDecaySamples)})
+	if f := a.LRWarmupFraction; f != 0 && (f < 0 || f > 1) {
+		v.add("--lr-warmup-fraction %g: must lie in [0, 1]", f)
 	}
-	if a.LRWarmupFraction != 0 && (a.LRWarmupFraction < 0 || a.LRWarmupFraction > 1 || a.LRWarmupIters != 0 || a.LRWarmupSamples != 0) {
-		v.add("--lr-warmup-fraction %g: must lie in [0, 1] and replaces --lr-warmup-iters/--lr-warmup-samples (give one)", a.LRWarmupFraction)
+	for _, w := range []flagValue{{"--lr-warmup-iters", float64(a.LRWarmupIters)}, {"--lr-warmup-samples", float64(a.LRWarmupSamples)}} {
+		if a.LRWarmupFraction != 0 && w.value != 0 {
+			v.add("--lr-warmup-fraction %g and %s %g both set the warmup: give one", a.LRWarmupFraction, w.flag, w.value)
+		}
 	}
 	if a.SkipTrain && a.Load == "" {
 		v.add("--skip-train evaluates a loaded model, and --load is not given: pass --load DIR")
@@ -507,9 +526,8 @@ func (a Args) checkSchedule(_ int, v *violations) {
 	if a.LogInterval <= 0 {
 		v.add("--log-interval %d: must be at least 1", a.LogInterval)
 	}
-	if a.EvalIters < 0 || a.EvalInterval < 0 || a.SaveInterval < 0 {
-		v.add("--eval-iters %d, --eval-interval %d, --save-interval %d: must not be negative", a.EvalIters, a.EvalInterval, a.SaveInterval)
-	}
+	v.notNegative(flagValue{"--eval-iters", float64(a.EvalIters)}, flagValue{"--eval-interval", float64(a.EvalInterval)},
+		flagValue{"--save-interval", float64(a.SaveInterval)})
 	if a.SaveInterval > 0 && a.Save == "" {
 		v.add("--save-interval %d without --save: pass the checkpoint directory with --save", a.SaveInterval)
 	}
@@ -518,15 +536,15 @@ func (a Args) checkSchedule(_ int, v *violations) {
 
 // checkOptimizer: Adam's and the clipping's ranges.
 func (a Args) checkOptimizer(_ int, v *violations) {
-	if a.AdamBeta1 < 0 || a.AdamBeta1 >= 1 || a.AdamBeta2 < 0 || a.AdamBeta2 >= 1 {
-		v.add("--adam-beta1 %g, --adam-beta2 %g: each must lie in [0, 1)", a.AdamBeta1, a.AdamBeta2)
+	for _, b := range []flagValue{{"--adam-beta1", a.AdamBeta1}, {"--adam-beta2", a.AdamBeta2}} {
+		if b.value < 0 || b.value >= 1 {
+			v.add("%s %g: must lie in [0, 1)", b.flag, b.value)
+		}
 	}
 	if a.AdamEps <= 0 {
 		v.add("--adam-eps %g: must be positive", a.AdamEps)
 	}
-	if a.WeightDecay < 0 || a.ClipGrad < 0 {
-		v.add("--weight-decay %g, --clip-grad %g: must not be negative", a.WeightDecay, a.ClipGrad)
-	}
+	v.notNegative(flagValue{"--weight-decay", a.WeightDecay}, flagValue{"--clip-grad", a.ClipGrad})
 }
 
 // checkDataAndSample: the data flags, the held-out split, the timeout,

@@ -167,7 +167,11 @@ func compareArgs(a Args, saved ckpt.Args, early bool) error {
 			continue // no position embedding table: the sequence may grow
 		}
 		if want := now[k.key]; v != want {
-			diffs = append(diffs, fmt.Sprintf("%s %d in the checkpoint, %d in this run", k.flag, v, want))
+			d := fmt.Sprintf("%s %d in the checkpoint, %d in this run", k.flag, v, want)
+			if k.key == "max_position_embeddings" && a.Model.MaxPositionEmbeddings == 0 {
+				d += fmt.Sprintf(" (not given, it follows --seq-length; the checkpoint's position table has %d rows: pass --max-position-embeddings %d and a --seq-length of at most %d)", v, v, v)
+			}
+			diffs = append(diffs, d)
 		}
 	}
 	model := savedModel.OptionDiffs(a.Model)

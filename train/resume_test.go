@@ -62,3 +62,18 @@ func TestResumeRefusesEveryDifferentSetting(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeLongerSequenceSaysWhy: a longer --seq-length on resume, with
+// --max-position-embeddings not given, is refused naming the position
+// table's size and the flags that keep it.
+func TestResumeLongerSequenceSaysWhy(t *testing.T) {
+	a := mockArgs(3)
+	a.Save = t.TempDir()
+	mustRun(t, a)
+	b := mockArgs(3)
+	b.Load, b.Model.SeqLength = a.Save, 32
+	_, err := Run(context.Background(), b, Options{})
+	if err == nil || !strings.Contains(err.Error(), "the checkpoint's position table has 16 rows: pass --max-position-embeddings 16 and a --seq-length of at most 16") {
+		t.Errorf("a longer sequence: %v", err)
+	}
+}

@@ -42,7 +42,7 @@ func TestTrainSamplesSchedule(t *testing.T) {
 	}{
 		{func(a *Args) { a.TrainSamples = 24; a.TrainIters = 0; a.LRDecayIters = 5 }, "use --lr-warmup-samples/--lr-decay-samples"},
 		{func(a *Args) { a.LRDecaySamples = 5 }, "need --train-samples"},
-		{func(a *Args) { a.LRWarmupFraction = 0.5 }, "replaces --lr-warmup-iters"},
+		{func(a *Args) { a.LRWarmupFraction = 0.5 }, "--lr-warmup-fraction 0.5 and --lr-warmup-iters 2 both set the warmup: give one"},
 		{func(a *Args) { a.TrainSamples = 4; a.TrainIters = 0; a.LRWarmupIters = 0 }, "less than the first global batch (8): raise --train-samples to at least 8"},
 		{func(a *Args) { a.SkipTrain = true }, "--skip-train evaluates a loaded model"},
 	} {

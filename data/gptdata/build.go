@@ -94,6 +94,23 @@ type builder struct {
 // errNoDocuments marks a split whose share of a dataset holds no documents.
 var errNoDocuments = errors.New("no documents")
 
+// blendMemberFix adds the ways on to a blend member's split i that holds
+// no documents (each member's share is taken by --split from its own
+// documents, and a blend cannot draw from an empty one).
+func blendMemberFix(err error, i int) error {
+	if !errors.Is(err, errNoDocuments) {
+		return err
+	}
+	fix := "give the split a larger share with --split, or leave the dataset out of the blend"
+	switch i {
+	case 1:
+		fix += ", or pass --valid-data-path with a blend of its own, or --eval-iters 0 for no validation"
+	case 2:
+		fix += ", or drop the test split's share from --split"
+	}
+	return fmt.Errorf("%w: each dataset of a blend gives every split its own share of its documents: %s", err, fix)
+}
+
 // check validates the options, the counts and a blend.
 func (b *builder) check(numSamples [3]int, bl Blend) error {
 	if b.cfg.SeqLength < 2 {
@@ -166,7 +183,7 @@ func (b *builder) split(bl Blend, be bookend, n, i int, single bool) (Dataset, e
 			target := math.Ceil(float64(n) * w[k])
 			var err error
 			if parts[k], err = b.gpt(p, be, int(math.Ceil(target*(1+surplus))), i); err != nil {
-				return nil, err
+				return nil, blendMemberFix(err, i)
 			}
 			size += int(target)
 		}
@@ -177,7 +194,7 @@ func (b *builder) split(bl Blend, be bookend, n, i int, single bool) (Dataset, e
 		for k, p := range bl.Prefixes {
 			var err error
 			if parts[k], err = b.gpt(p, be, -1, i); err != nil {
-				return nil, err
+				return nil, blendMemberFix(err, i)
 			}
 			if parts[k].Len() == 0 {
 				return nil, fmt.Errorf("gptdata: the %s split of %s holds no whole sample, so it has no weight in the blend", splitNames[i], p)

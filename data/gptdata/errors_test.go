@@ -27,7 +27,7 @@ func TestBuildErrors(t *testing.T) {
 		"open":      {nil, Blend{Prefixes: []string{"missing"}}, [3]int{10, 0, 0}, "no dataset missing"},
 		"too short": {nil, Blend{Prefixes: []string{"corpus_a", "corpus_b"}}, [3]int{100000, 0, 0}, "the run needs 100000"},
 		"empty blend part": {func(c *Config) { c.Split = "969,30,1" }, Blend{Prefixes: []string{"corpus_a", "corpus_b"}}, [3]int{0, 0, 5},
-			"the test split of corpus_b (documents [150, 150) of 150): no documents"},
+			"the test split of corpus_b (documents [150, 150) of 150): no documents: each dataset of a blend gives every split its own share of its documents: give the split a larger share with --split, or leave the dataset out of the blend, or drop the test split's share from --split"},
 	} {
 		cfg := ok
 		if c.cfg != nil {
