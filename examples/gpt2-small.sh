@@ -3,7 +3,8 @@
 # 12 heads, sequence 1024: about 124M parameters with GPT-2's vocabulary)
 # with Megatron's flags for that shape: LayerNorm, GELU (tanh form, fused
 # with linear_fc1's bias), learned absolute positions, biases, tied
-# embeddings. gotron's defaults are this shape; the flags are spelled out.
+# embeddings. The options are Megatron's (and gotron's) defaults, spelled
+# out; the shape has no default and must be given, as in Megatron.
 #
 #	examples/gpt2-small.sh                          # mock data (vocabulary 50257)
 #	examples/gpt2-small.sh --data-path data/corpus_text_document --tokenizer-type GPT2BPETokenizer
