@@ -208,36 +208,40 @@ func checkLoad(a Args) (Args, error) {
 	}
 	defer r.Close()
 	where := fmt.Sprintf("--load %s (iteration %d)", a.Load, r.Manifest.Iteration)
+	if a.UseCheckpointArgs {
+		if a, err = useCheckpointArgs(a, r.Manifest.Args); err != nil {
+			return a, fmt.Errorf("--use-checkpoint-args: %s: %w", where, err)
+		}
+	} else if err := compareArgs(a, r.Manifest.Args, true); err != nil {
+		return a, fmt.Errorf("%s: %w", where, err)
+	}
+	// The data's changes are told once the checkpoint's shape is taken
+	// (its sequence length among them).
 	note, err := dataChanges(a, r.Manifest.Args)
 	if err != nil {
 		return a, fmt.Errorf("%s: %w", where, err)
 	}
 	a.dataNote = note
-	if !a.UseCheckpointArgs {
-		if err := compareArgs(a, r.Manifest.Args, true); err != nil {
-			return a, fmt.Errorf("%s: %w", where, err)
-		}
-	}
 	if a, err = resumeScheduler(a, r.Manifest.Args.Scheduler); err != nil {
 		return a, fmt.Errorf("%s: %w", where, err)
 	}
-	if !a.UseCheckpointArgs {
-		return a, nil
-	}
+	return a, nil
+}
+
+// useCheckpointArgs takes the model's shape and options from the
+// checkpoint's record (--use-checkpoint-args).
+func useCheckpointArgs(a Args, saved ckpt.Args) (Args, error) {
 	m := &a.Model
 	for key, field := range map[string]*int{
 		"num_layers": &m.NumLayers, "hidden_size": &m.HiddenSize, "num_attention_heads": &m.NumAttentionHeads,
 		"ffn_hidden_size": &m.FFNHiddenSize, "seq_length": &m.SeqLength, "max_position_embeddings": &m.MaxPositionEmbeddings,
 		"vocab_size": &m.VocabSize,
 	} {
-		if v, ok := r.Manifest.Args.Ints[key]; ok {
+		if v, ok := saved.Ints[key]; ok {
 			*field = v
 		}
 	}
-	if err := applyModelRecord(m, r.Manifest.Args.Model); err != nil {
-		return a, fmt.Errorf("--use-checkpoint-args: %s: %w", where, err)
-	}
-	return a, nil
+	return a, applyModelRecord(m, saved.Model)
 }
 
 // applyModelRecord sets m's model options from a checkpoint's record

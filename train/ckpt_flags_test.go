@@ -80,3 +80,22 @@ func TestCheckpointFlags(t *testing.T) {
 		t.Fatalf("--async-save and --no-save-rng without --save: %v", err)
 	}
 }
+
+// TestUseCheckpointArgsTellsNoFalseDataChange: --use-checkpoint-args takes
+// the sequence length from the checkpoint before the data settings are
+// compared, so the start-up line tells no change of it.
+func TestUseCheckpointArgsTellsNoFalseDataChange(t *testing.T) {
+	a := mockArgs(2)
+	a.Save, a.LRWarmupIters = t.TempDir(), 0
+	mustRun(t, a)
+	b := mockArgs(2)
+	b.Load, b.UseCheckpointArgs, b.LRWarmupIters = a.Save, true, 0
+	b.Model.SeqLength, b.Model.NumLayers = 0, 0 // from the checkpoint
+	var out strings.Builder
+	if _, err := Run(context.Background(), b, Options{Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "data settings differ") {
+		t.Errorf("a change of the data told:\n%s", out.String())
+	}
+}
