@@ -20,7 +20,8 @@ import (
 // TestMPISignalStopsEveryRank sends SIGTERM to one process (rank 2) of an
 // `mpirun -np 4` run (TP 2 × DP 2, dropout on) with --exit-signal-handler:
 // every rank finishes the same iteration, the checkpoint is saved and
-// mpirun exits 0. Resumed under mpirun, the next 5 iterations equal, bit
+// mpirun exits 0; rank 2 does not acknowledge the signal itself (the first
+// rank speaks for all, as mpirun signals every rank at once). Resumed under mpirun, the next 5 iterations equal, bit
 // for bit, those of an mpirun run that never stopped.
 func TestMPISignalStopsEveryRank(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -71,6 +72,11 @@ func TestMPISignalStopsEveryRank(t *testing.T) {
 	k, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || !strings.Contains(log.String(), "exiting after iteration "+strconv.Itoa(k)+" (SIGTERM)") {
 		t.Fatalf("checkpoint at %q, log:\n%s", b, log.String())
+	}
+	// Only the first rank acknowledges a signal: mpirun forwards one to
+	// every rank, and one line says it for all (rank 2's is silent).
+	if n := strings.Count(stderr.String(), "finishing the iteration"); n != 0 {
+		t.Errorf("rank 2 acknowledged the signal itself (%d lines):\n%s", n, stderr.String())
 	}
 
 	resumed, whole := filepath.Join(dir, "resumed.jsonl"), filepath.Join(dir, "whole.jsonl")

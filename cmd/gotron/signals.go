@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync"
 	"syscall"
 
@@ -25,6 +26,7 @@ type interrupts struct {
 	cancel context.CancelFunc
 	stop   *train.Stop // set while training: stop after the iteration
 	note   string      // what the first signal does, while training
+	quiet  bool        // another process says it (an MPI rank but the first)
 	first  syscall.Signal
 }
 
@@ -59,24 +61,30 @@ func (in *interrupts) handle(s syscall.Signal) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.first != 0 {
-		fmt.Fprintf(os.Stderr, "%sgotron: %s again: exiting at once; nothing after the last saved checkpoint is kept\n", lineStart(), name(s))
+		if !in.quiet {
+			fmt.Fprintf(os.Stderr, "%sgotron: %s again: exiting at once; nothing after the last saved checkpoint is kept\n", lineStart(), name(s))
+		}
 		os.Exit(128 + int(s))
 	}
 	in.first = s
 	if in.stop != nil {
 		in.stop.Request(s)
-		fmt.Fprintf(os.Stderr, "%sgotron: %s: %s; send it again to exit at once\n", lineStart(), name(s), in.note)
+		if !in.quiet {
+			fmt.Fprintf(os.Stderr, "%sgotron: %s: %s; send it again to exit at once\n", lineStart(), name(s), in.note)
+		}
 		return
 	}
 	in.cancel()
 }
 
 // training switches the handler to stopping the ranks through stop; note
-// says what that does ("finishing the iteration and saving to D").
-func (in *interrupts) training(stop *train.Stop, note string) {
+// says what that does ("finishing the iteration and saving to D"). quiet
+// leaves the saying to another process: mpirun signals every rank, and
+// the first says it for all.
+func (in *interrupts) training(stop *train.Stop, note string, quiet bool) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.stop, in.note = stop, note
+	in.stop, in.note, in.quiet = stop, note, quiet
 	if in.first != 0 {
 		stop.Request(in.first) // a signal that came during start-up
 	}
@@ -108,3 +116,16 @@ type exitError struct {
 }
 
 func (e *exitError) Error() string { return e.msg }
+
+// launcherRank is this process's rank in an mpirun job (Open MPI's
+// OMPI_COMM_WORLD_RANK, or PMIx's PMIX_RANK), or -1 outside one.
+func launcherRank() int {
+	for _, k := range []string{"OMPI_COMM_WORLD_RANK", "PMIX_RANK"} {
+		if v := os.Getenv(k); v != "" {
+			if r, err := strconv.Atoi(v); err == nil {
+				return r
+			}
+		}
+	}
+	return -1
+}

@@ -79,7 +79,7 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 				if a.Save != "" {
 					note = "finishing the iteration and saving to " + a.Save + ", then exiting"
 				}
-				in.training(o.Stop, note)
+				in.training(o.Stop, note, backend == "mpi" && launcherRank() > 0)
 			}
 			if term.IsTerminal(int(os.Stderr.Fd())) {
 				o.Progress = os.Stderr
