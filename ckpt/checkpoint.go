@@ -246,11 +246,18 @@ var ErrNoCheckpoint = errors.New("holds no gotron checkpoint")
 // saves killed mid-way left under dir (NAME.tmp-*). It is called at the
 // start of every save, when no other save into dir runs.
 func RemoveStale(dir string) {
-	stale, _ := filepath.Glob(filepath.Join(dir, "iter_*"+tmpMarker+"*"))
-	trackers, _ := filepath.Glob(filepath.Join(dir, TrackerFile+tmpMarker+"*"))
-	for _, p := range append(stale, trackers...) {
+	for _, p := range Stale(dir) {
 		os.RemoveAll(p)
 	}
+}
+
+// Stale returns what saves killed mid-way left under dir: temporary
+// iteration directories and tracker files (NAME.tmp-*), which the next
+// save removes.
+func Stale(dir string) []string {
+	stale, _ := filepath.Glob(filepath.Join(dir, "iter_*"+tmpMarker+"*"))
+	trackers, _ := filepath.Glob(filepath.Join(dir, TrackerFile+tmpMarker+"*"))
+	return append(stale, trackers...)
 }
 
 // Latest returns the iteration named by dir's tracker file. A directory

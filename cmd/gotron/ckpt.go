@@ -63,6 +63,10 @@ damage, one line each (shard, tensor, piece).`,
 			}
 			if !asJSON {
 				fmt.Fprintf(out, "all %d blocks of %d shards verified\n", rep.Blocks, len(rep.Shards))
+				if stale := ckpt.Stale(args[0]); len(stale) > 0 {
+					fmt.Fprintf(out, "note: interrupted saves left %s; not part of any checkpoint, the next save into %s removes them (or delete them)\n",
+						strings.Join(baseNames(stale), ", "), args[0])
+				}
 			}
 			return nil
 		},
@@ -172,6 +176,9 @@ type inspectJSON struct {
 	Dir      string         `json:"dir"`
 	Manifest *ckpt.Manifest `json:"manifest"`
 	Verify   verifyJSON     `json:"verify"`
+	// Stale names what interrupted saves left in the directory (absent:
+	// nothing).
+	Stale []string `json:"stale,omitempty"`
 }
 
 // verifyJSON is the verification's result: OK when nothing is damaged,
@@ -185,7 +192,8 @@ type verifyJSON struct {
 
 // writeInspectJSON prints r's manifest and the verification as JSON.
 func writeInspectJSON(w io.Writer, r *ckpt.Reader, rep ckpt.VerifyReport, verr error) error {
-	doc := inspectJSON{Dir: r.Dir, Manifest: r.Manifest, Verify: verifyJSON{OK: verr == nil, Damage: damageLines(verr), VerifyReport: rep}}
+	doc := inspectJSON{Dir: r.Dir, Manifest: r.Manifest, Verify: verifyJSON{OK: verr == nil, Damage: damageLines(verr), VerifyReport: rep},
+		Stale: baseNames(ckpt.Stale(filepath.Dir(r.Dir)))}
 	if doc.Verify.Damage == nil {
 		doc.Verify.Damage = []string{}
 	}
@@ -353,4 +361,13 @@ func convertFromWhole(w io.Writer, src, dst string) error {
 	fmt.Fprintf(w, "converted iteration %d of %s (%d tensors) into a distributed checkpoint with one shard in %s (layout world %d: tp %d, pp %d, vpp %d; %s)\n",
 		c.State.Iteration, src, len(c.Model)+len(c.Optimizer), dst, l.World, l.TP, l.PP, l.VPP, how)
 	return nil
+}
+
+// baseNames returns each path's last element.
+func baseNames(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = filepath.Base(p)
+	}
+	return out
 }

@@ -293,3 +293,25 @@ func TestCkptInspectAndConvert(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestCkptInspectNamesStaleSaves: what an interrupted save left beside
+// the checkpoint is named, with what becomes of it, in text and JSON.
+func TestCkptInspectNamesStaleSaves(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	a := ckptArgs()
+	a.Save = dir
+	if _, err := train.Run(context.Background(), a, train.Options{Out: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "iter_0000009.tmp-00ff"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "ckpt", "inspect", dir)
+	if err != nil || !strings.Contains(out, "note: interrupted saves left iter_0000009.tmp-00ff; not part of any checkpoint, the next save into") {
+		t.Errorf("text: %v\n%s", err, out)
+	}
+	out, err = run(t, "ckpt", "inspect", dir, "--json")
+	if err != nil || !strings.Contains(out, `"stale": [`) {
+		t.Errorf("JSON: %v\n%s", err, out)
+	}
+}
