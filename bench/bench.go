@@ -16,6 +16,7 @@ import (
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/comm/local"
 	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/models/gpt"
 	"github.com/gotron/gotron/pp"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/dnnl"
@@ -130,28 +131,12 @@ var configs = map[string]Config{
 	"long": {Name: "long", Layers: 4, Hidden: 256, Heads: 8, Seq: 4096, Vocab: 1024, MicroBatch: 1},
 }
 
-// FLOPs returns the training FLOPs of one iteration over T tokens:
-// 6·T·(L·W + V·h) + 12·L·n·d·s·T (Narayanan et al. 2021, arXiv
-// 2104.04473, with the logit layer and the full s×s attention square; the
-// causal attention computes about half of it), where W is a layer's GEMM
-// weights, h·(n + 2g)·d + n·d·h + h·f₁ + f·h (12h² for the GPT-2 shape,
-// f₁ = 2f for a gated MLP). A MoE layer counts its active weights only:
-// the router's E·h and k experts' h·f₁ + f·h.
+// FLOPs returns the model FLOPs of one training iteration over tokens
+// tokens (gpt.TrainingFLOPs of the configuration's model).
 func (c Config) FLOPs(tokens int) float64 {
 	m := config.DefaultTransformerConfig()
 	c.model(&m)
-	T, L, h, s, V := float64(tokens), float64(c.Layers), float64(c.Hidden), float64(c.Seq), float64(c.Vocab)
-	nd := float64(m.AttentionWidth())
-	W := h*float64(m.QKVWidth()) + nd*h + h*float64(m.FC1Width()) + float64(m.FFN())*h
-	if c.Experts > 0 {
-		f := float64(c.ExpertFFN)
-		f1 := f
-		if m.GatedLinearUnit {
-			f1 = 2 * f
-		}
-		W = h*float64(m.QKVWidth()) + nd*h + float64(c.Experts)*h + float64(c.TopK)*(h*f1+f*h)
-	}
-	return 6*T*(L*W+V*h) + 12*L*nd*s*T
+	return gpt.TrainingFLOPs(m, tokens)
 }
 
 // Result is one configuration's measurement.

@@ -23,10 +23,12 @@ import (
 // global batch, or the batches' sum under a batch-size ramp.
 type Schedule struct {
 	MaxLR, MinLR float64
-	Style        string // constant, linear, cosine, inverse-square-root
-	WarmupIters  int
-	DecayIters   int
-	Samples      bool
+	// InitLR is where the warmup starts (--lr-warmup-init, 0).
+	InitLR      float64
+	Style       string // constant, linear, cosine, inverse-square-root
+	WarmupIters int
+	DecayIters  int
+	Samples     bool
 }
 
 // Validate checks the schedule's settings, naming the flags.
@@ -35,6 +37,9 @@ func (s Schedule) Validate() error {
 	case "constant", "linear", "cosine", "inverse-square-root":
 	default:
 		return fmt.Errorf("--lr-decay-style %q is not one of constant, linear, cosine, inverse-square-root", s.Style)
+	}
+	if s.InitLR < 0 || math.IsNaN(s.InitLR) || math.IsInf(s.InitLR, 0) {
+		return fmt.Errorf("--lr-warmup-init %g: must be a finite number ≥ 0", s.InitLR)
 	}
 	if s.MaxLR < 0 || s.MinLR < 0 || s.MinLR > s.MaxLR {
 		return fmt.Errorf("--lr %g and --min-lr %g: need 0 ≤ min-lr ≤ lr", s.MaxLR, s.MinLR)
@@ -53,7 +58,7 @@ func (s Schedule) Validate() error {
 // after optimizer steps that consumed step samples).
 func (s Schedule) LR(step int) float64 {
 	if s.WarmupIters > 0 && step <= s.WarmupIters {
-		return s.MaxLR * float64(step) / float64(s.WarmupIters)
+		return s.InitLR + (s.MaxLR-s.InitLR)*float64(step)/float64(s.WarmupIters)
 	}
 	switch s.Style {
 	case "constant":

@@ -57,6 +57,7 @@ type Args struct {
 	MinLR         float64 // --min-lr
 	LRDecayStyle  string  // --lr-decay-style
 	LRWarmupIters int     // --lr-warmup-iters
+	LRWarmupInit  float64 // --lr-warmup-init: where the warmup starts (0)
 	LRDecayIters  int     // --lr-decay-iters (0: TrainIters)
 	// LRWarmupFraction is --lr-warmup-fraction: the warmup as a fraction
 	// of the decay (iterations or samples), instead of --lr-warmup-iters.
@@ -90,6 +91,10 @@ type Args struct {
 	// position embedding, untied output layer, …: those a checkpoint
 	// records) from the checkpoint.
 	NoSaveOptim, NoSaveRNG, NoLoadOptim, NoLoadRNG, Finetune, UseCheckpointArgs bool
+	// ExitOnMissingCheckpoint refuses a --load that holds no checkpoint
+	// where gotron would otherwise start from scratch (--load that is
+	// also --save; --exit-on-missing-checkpoint).
+	ExitOnMissingCheckpoint bool
 	// OverrideOptParamScheduler and UseCheckpointOptParamScheduler decide,
 	// on resume, between this run's learning-rate schedule and the
 	// checkpoint's when they differ (--override-opt_param-scheduler,
@@ -121,6 +126,9 @@ type Args struct {
 	LoadInit  string // --load-init: initial weights (safetensors)
 	DumpGrads string // --dump-grads: first step's gradients (safetensors)
 	LogJSON   string // --log-json: one JSON object per iteration
+	// LogThroughput adds the model TFLOP/s per rank to the iteration
+	// line (--log-throughput, Megatron's per-GPU throughput).
+	LogThroughput bool
 	// TensorBoard is --tensorboard-dir and its family.
 	TensorBoard TensorBoard
 	// PipelineSchedule is --pipeline-schedule: "" or "1f1b" for the
@@ -227,7 +235,7 @@ func (a Args) NumMicroBatches(dp int) int { return a.GlobalBatchSize / (a.MicroB
 // sample-based schedule); --lr-warmup-fraction sets the warmup to that
 // fraction of the decay, in either unit.
 func (a Args) Schedule() optim.Schedule {
-	s := optim.Schedule{MaxLR: a.LR, MinLR: a.MinLR, Style: a.LRDecayStyle, WarmupIters: a.LRWarmupIters, DecayIters: a.LRDecayIters}
+	s := optim.Schedule{MaxLR: a.LR, MinLR: a.MinLR, InitLR: a.LRWarmupInit, Style: a.LRDecayStyle, WarmupIters: a.LRWarmupIters, DecayIters: a.LRDecayIters}
 	if s.DecayIters == 0 {
 		s.DecayIters = a.TrainIters
 	}
@@ -349,7 +357,7 @@ func (a Args) checkFinite(_ int, v *violations) {
 		flag string
 		x    float64
 	}{
-		{"--lr", a.LR}, {"--min-lr", a.MinLR}, {"--weight-decay", a.WeightDecay}, {"--clip-grad", a.ClipGrad},
+		{"--lr", a.LR}, {"--min-lr", a.MinLR}, {"--lr-warmup-init", a.LRWarmupInit}, {"--weight-decay", a.WeightDecay}, {"--clip-grad", a.ClipGrad},
 		{"--adam-beta1", a.AdamBeta1}, {"--adam-beta2", a.AdamBeta2}, {"--adam-eps", a.AdamEps},
 		{"--init-method-std", a.Model.InitMethodStd}, {"--hidden-dropout", float64(a.Model.HiddenDropout)},
 		{"--attention-dropout", float64(a.Model.AttentionDropout)}, {"--norm-epsilon", float64(a.Model.LayernormEpsilon)},
@@ -452,7 +460,8 @@ func (a Args) checkCheckpointFlags(world int, v *violations) {
 			on   bool
 		}{{"--ckpt-step", a.CkptStep > 0}, {"--finetune", a.Finetune}, {"--no-load-optim", a.NoLoadOptim},
 			{"--no-load-rng", a.NoLoadRNG}, {"--use-checkpoint-args", a.UseCheckpointArgs},
-			{"--override-opt_param-scheduler", a.OverrideOptParamScheduler}, {"--use-checkpoint-opt_param-scheduler", a.UseCheckpointOptParamScheduler}} {
+			{"--override-opt_param-scheduler", a.OverrideOptParamScheduler}, {"--use-checkpoint-opt_param-scheduler", a.UseCheckpointOptParamScheduler},
+			{"--exit-on-missing-checkpoint", a.ExitOnMissingCheckpoint}} {
 			if x.on {
 				v.add("%s says how to load a checkpoint, and --load is not given: pass --load DIR or drop %s", x.flag, x.flag)
 			}

@@ -198,6 +198,9 @@ func checkLoad(a Args) (Args, error) {
 	}
 	r, err := openCheckpoint(a)
 	if errors.Is(err, ckpt.ErrNoCheckpoint) && a.Save != "" && filepath.Clean(a.Save) == filepath.Clean(a.Load) && !a.UseCheckpointArgs {
+		if a.ExitOnMissingCheckpoint {
+			return a, fmt.Errorf("--exit-on-missing-checkpoint: %w: it is also --save, and would start from scratch; drop the flag to start so", err)
+		}
 		return a, nil
 	}
 	if err != nil {

@@ -99,3 +99,19 @@ func TestUseCheckpointArgsTellsNoFalseDataChange(t *testing.T) {
 		t.Errorf("a change of the data told:\n%s", out.String())
 	}
 }
+
+// TestExitOnMissingCheckpoint: with --exit-on-missing-checkpoint a --load
+// that is also --save and holds no checkpoint is refused, where it would
+// start from scratch.
+func TestExitOnMissingCheckpoint(t *testing.T) {
+	a := mockArgs(2)
+	a.Save, a.LRWarmupIters = t.TempDir(), 0
+	a.Load, a.ExitOnMissingCheckpoint = a.Save, true
+	if _, err := Run(context.Background(), a, Options{}); err == nil || !strings.Contains(err.Error(), "--exit-on-missing-checkpoint") {
+		t.Errorf("an empty --load: %v", err)
+	}
+	a.ExitOnMissingCheckpoint = false
+	if _, err := Run(context.Background(), a, Options{}); err != nil {
+		t.Errorf("without the flag: %v", err)
+	}
+}

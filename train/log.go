@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/gotron/gotron/models/gpt"
 	"github.com/gotron/gotron/moe"
 	"github.com/schollz/progressbar/v3"
 )
@@ -22,6 +23,7 @@ type logger struct {
 	bar   *progressbar.ProgressBar
 	start time.Time
 	first int // the run's first iteration
+	world int
 
 	// Accumulated since the last printed line.
 	sumLoss float64
@@ -64,7 +66,7 @@ type Record struct {
 }
 
 func newLogger(out io.Writer, progress io.Writer, a Args, world int) (*logger, error) {
-	l := &logger{out: out, start: time.Now(), first: -1}
+	l := &logger{out: out, start: time.Now(), first: -1, world: world}
 	if a.LogJSON != "" {
 		if err := os.MkdirAll(filepath.Dir(a.LogJSON), 0o755); err != nil {
 			return nil, fmt.Errorf("--log-json: %w", err)
@@ -118,7 +120,11 @@ func (l *logger) iteration(a Args, it int, r stepResult, metrics *moe.Metrics, i
 		l.first = it
 	}
 	if l.tb != nil {
-		if err := l.tb.iteration(it, r, metrics, it == l.first); err != nil {
+		tflops := math.NaN()
+		if a.LogThroughput && r.elapsed > 0 {
+			tflops = gpt.TrainingFLOPs(a.Model, r.globalBatch*a.Model.SeqLength) / r.elapsed.Seconds() / float64(max(l.world, 1)) / 1e12
+		}
+		if err := l.tb.iteration(it, r, metrics, it == l.first, tflops); err != nil {
 			return fmt.Errorf("--tensorboard-dir: %w", err)
 		}
 	}
@@ -190,11 +196,25 @@ func (l *logger) printInterval(a Args, it int, r stepResult) {
 	for _, m := range l.sumMoE {
 		moeLosses += fmt.Sprintf("%s: %.6E | ", m.Name, m.Value/float64(l.count))
 	}
-	l.printf(" [%s] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | throughput (tokens/s): %.0f | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | %s%s%s%selapsed: %s |\n",
+	// --log-throughput: Megatron's model TFLOP/s per device, here per rank.
+	var tflops string
+	if a.LogThroughput {
+		tflops = fmt.Sprintf("throughput per rank (TFLOP/s/rank): %.3f | ", l.tflopsPerRank(a))
+	}
+	l.printf(" [%s] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | %sthroughput (tokens/s): %.0f | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | %s%s%s%selapsed: %s |\n",
 		time.Now().Format("2006-01-02 15:04:05"), it, a.TrainIters, r.consumed,
-		float64(avg.Microseconds())/1000, l.sumTokens/l.sumTime.Seconds(), r.lr, r.globalBatch,
+		float64(avg.Microseconds())/1000, tflops, l.sumTokens/l.sumTime.Seconds(), r.lr, r.globalBatch,
 		l.sumLoss/float64(l.count), moeLosses, scale, norm, skipped, time.Since(l.start).Round(time.Second))
 	l.sumLoss, l.sumTime, l.sumTokens, l.count, l.skipped, l.sumMoE = 0, 0, 0, 0, 0, nil
+}
+
+// tflopsPerRank is the interval's model FLOPs (gpt.TrainingFLOPs) per
+// second per rank, in TFLOP/s: Megatron's "throughput per GPU".
+func (l *logger) tflopsPerRank(a Args) float64 {
+	if l.sumTime <= 0 {
+		return 0
+	}
+	return gpt.TrainingFLOPs(a.Model, int(l.sumTokens)) / l.sumTime.Seconds() / float64(max(l.world, 1)) / 1e12
 }
 
 // validation prints Megatron's validation line (consumed: the samples

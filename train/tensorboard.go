@@ -89,8 +89,10 @@ func (l *tbLog) scalar(tag string, v float64, step int, samples int64) {
 
 // iteration writes iteration it's scalars, every LogInterval iterations;
 // first says it is the run's first (its time holds the start-up, which
-// Megatron keeps out of iteration-time).
-func (l *tbLog) iteration(it int, r stepResult, metrics *moe.Metrics, first bool) error {
+// Megatron keeps out of iteration-time); tflops is the iteration's model
+// TFLOP/s per rank with --log-throughput (NaN without), written as
+// throughput with LogTimers, as Megatron writes it.
+func (l *tbLog) iteration(it int, r stepResult, metrics *moe.Metrics, first bool, tflops float64) error {
 	if it%l.cfg.LogInterval != 0 {
 		return nil
 	}
@@ -121,6 +123,9 @@ func (l *tbLog) iteration(it int, r stepResult, metrics *moe.Metrics, first bool
 	}
 	if l.cfg.LogTimers && !first {
 		l.scalar("iteration-time", r.elapsed.Seconds(), it, -1)
+		if !math.IsNaN(tflops) {
+			l.scalar("throughput", tflops, it, -1)
+		}
 	}
 	return l.err
 }

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,14 +15,16 @@ import (
 // from the event file: lm loss, grad-norm, learning-rate, batch-size and
 // their "vs samples" twins every --tensorboard-log-interval iterations,
 // the loss each iteration's Result loss as a float32, loss-scale 1 without
-// a scaler, world-size, iteration-time from the second iteration on, the
-// memory tags, and the validation loss and perplexity.
+// a scaler, world-size, iteration-time and (with --log-throughput)
+// throughput from the second iteration on, the memory tags, and the
+// validation loss and perplexity.
 func TestTensorBoard(t *testing.T) {
 	a := ppArgs(2, 1, 2)
 	a.TrainIters, a.EvalInterval, a.EvalIters = 6, 3, 1
 	a.TensorBoard.Dir = filepath.Join(t.TempDir(), "tb")
 	a.TensorBoard.LogInterval = 2
 	a.TensorBoard.LogTimers, a.TensorBoard.LogValidationPPL, a.TensorBoard.LogMemory, a.TensorBoard.LogWorldSize = true, true, true, true
+	a.LogThroughput = true
 	res := mustRun(t, a)
 	files, err := filepath.Glob(filepath.Join(a.TensorBoard.Dir, "events.out.tfevents.*"))
 	if err != nil || len(files) != 1 {
@@ -51,7 +54,7 @@ func TestTensorBoard(t *testing.T) {
 		}
 	}
 	for tag, n := range map[string]int{"lm loss": 3, "learning-rate": 3, "batch-size": 3, "loss-scale": 3, "world-size": 3,
-		"grad-norm vs samples": 3, "iteration-time": 3, "mem-allocated-bytes": 3, "mem-max-allocated-bytes": 3,
+		"grad-norm vs samples": 3, "iteration-time": 3, "throughput": 3, "mem-allocated-bytes": 3, "mem-max-allocated-bytes": 3,
 		"lm loss validation": 2, "lm loss validation ppl": 2, "lm loss validation vs samples": 2} {
 		if steps(tag) != n {
 			t.Errorf("%s at %d steps %v, want %d", tag, steps(tag), got[tag], n)
@@ -81,5 +84,21 @@ func TestTensorBoardRefused(t *testing.T) {
 	a.TrainIters, a.TensorBoard.Dir = 4, file
 	if _, err := Run(t.Context(), a, Options{}); err == nil || !strings.Contains(err.Error(), "give a directory") {
 		t.Errorf("--tensorboard-dir naming a file: %v", err)
+	}
+}
+
+// TestLogThroughput: --log-throughput adds the model TFLOP/s per rank to
+// the iteration line, a positive number.
+func TestLogThroughput(t *testing.T) {
+	a := mockArgs(2)
+	a.LogThroughput, a.LogInterval, a.LRWarmupIters = true, 1, 0
+	var out strings.Builder
+	if _, err := Run(t.Context(), a, Options{Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(out.String(), "throughput per rank (TFLOP/s/rank): ")
+	var v float64
+	if _, err := fmt.Sscan(rest, &v); !ok || err != nil || !(v > 0) {
+		t.Errorf("no positive TFLOP/s in the line:\n%s", out.String())
 	}
 }

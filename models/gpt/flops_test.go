@@ -1,0 +1,26 @@
+package gpt
+
+import (
+	"testing"
+
+	"github.com/gotron/gotron/config"
+)
+
+// TestTrainingFLOPs: the GPT-2 shape gives 6·T·(12·L·h² + V·h) +
+// 12·L·h·s·T exactly; a MoE layer counts k of its experts and the router.
+func TestTrainingFLOPs(t *testing.T) {
+	c := config.DefaultTransformerConfig()
+	c.NumLayers, c.HiddenSize, c.NumAttentionHeads, c.SeqLength, c.VocabSize = 6, 512, 8, 512, 8192
+	T, L, h, s, V := 2048.0, 6.0, 512.0, 512.0, 8192.0
+	if got, want := TrainingFLOPs(c, 2048), 6*T*(12*L*h*h+V*h)+12*L*h*s*T; got != want {
+		t.Errorf("GPT-2 shape: %g, want %g", got, want)
+	}
+	m := c
+	m.NumMoEExperts, m.MoERouterTopK, m.MoEFFNHiddenSize, m.MoELayerFreq = 8, 2, 1024, []int{2}
+	// Layers 0, 2, 4 are MoE: each swaps its 8h² MLP for 2 experts of
+	// 2·h·1024 and the router's 8·h.
+	moe := 6 * T * 3 * (2*2*h*1024 + 8*h - 8*h*h)
+	if got, want := TrainingFLOPs(m, 2048), 6*T*(12*L*h*h+V*h)+12*L*h*s*T+moe; got != want {
+		t.Errorf("MoE every other layer: %g, want %g", got, want)
+	}
+}
