@@ -7,15 +7,16 @@ BIN      := bin/gotron
 # The fused kernels' AVX2/AVX-512 paths use Go's experimental SIMD package;
 # without it they run as plain Go loops (same results, slower).
 export GOEXPERIMENT := simd
-# The main job: a byte-level GPT on $(go env GOROOT)/src/**/*.go, about three
-# minutes on two cores, on the real data path: gotron preprocess tokenizes the
+# The main job: a byte-level GPT on $(go env GOROOT)/src/**/*.go, about two
+# minutes on two cores, as two data-parallel ranks (the loss curve of one
+# rank, 12-17% faster on two cores), on the real data path: gotron preprocess tokenizes the
 # sources once into an indexed dataset (one document per file, each ended by
 # the end-of-document token), and training reads it as Megatron's GPTDataset
 # (documents split 969,30,1 into train, valid and test, samples shuffled).
 # TRAIN_FLAGS are appended to the defaults and override them, one flag at
 # a time (the last value of a flag wins): make train TRAIN_FLAGS="--train-iters 1000".
 TRAIN_DATA  ?= out/data/gostdlib
-TRAIN_BASE_FLAGS ?= --data-path $(TRAIN_DATA)_text_document --split 969,30,1 \
+TRAIN_BASE_FLAGS ?= --world-size 2 --data-path $(TRAIN_DATA)_text_document --split 969,30,1 \
 	--tokenizer-type ByteLevelTokenizer \
 	--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 128 \
 	--micro-batch-size 16 --global-batch-size 32 --train-iters 200 \
