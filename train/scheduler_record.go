@@ -46,13 +46,26 @@ var schedulerFlags = map[string]string{
 // that does not load the optimizer (--finetune, --no-load-optim) starts
 // the schedule afresh and checks nothing.
 func resumeScheduler(a Args, rec map[string]string) (Args, error) {
-	if rec == nil || a.Finetune || a.NoLoadOptim || a.OverrideOptParamScheduler {
+	if a.Finetune || a.NoLoadOptim || a.OverrideOptParamScheduler {
 		return a, nil
+	}
+	if rec == nil {
+		if a.UseCheckpointOptParamScheduler {
+			return a, fmt.Errorf("--use-checkpoint-opt_param-scheduler: the checkpoint records no learning-rate schedule (an older gotron saved it): pass its values (--lr, --min-lr, the warmup and decay, --weight-decay) instead")
+		}
+		return a, nil
+	}
+	now := schedulerRecord(a)
+	if u := rec["lr_steps_unit"]; u != now["lr_steps_unit"] {
+		flags := "--train-samples and --lr-warmup-samples/--lr-decay-samples"
+		if u == "iterations" {
+			flags = "--train-iters and --lr-warmup-iters/--lr-decay-iters"
+		}
+		return a, fmt.Errorf("the checkpoint's learning-rate schedule counts %s and this run's %s: resume with %s, or pass --override-opt_param-scheduler to switch to this run's schedule", u, now["lr_steps_unit"], flags)
 	}
 	if a.UseCheckpointOptParamScheduler {
 		return applySchedulerRecord(a, rec)
 	}
-	now := schedulerRecord(a)
 	var diffs []string
 	for k, v := range rec {
 		if w, ok := now[k]; ok && w != v {

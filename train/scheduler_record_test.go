@@ -75,3 +75,28 @@ func TestResumeChecksTheSchedule(t *testing.T) {
 		t.Errorf("without --load: %v", err)
 	}
 }
+
+// TestResumeScheduleEdges: a schedule counted in samples against one in
+// iterations says so alone and how to go on (never the flag that cannot
+// help); --use-checkpoint-opt_param-scheduler with a checkpoint that
+// records no schedule is refused, not ignored.
+func TestResumeScheduleEdges(t *testing.T) {
+	a := mockArgs(6)
+	a.LRDecayIters = 6
+	rec := schedulerRecord(a)
+	samples := mockArgs(0)
+	samples.TrainIters, samples.TrainSamples, samples.LRWarmupIters = 0, 48, 0
+	_, err := resumeScheduler(samples, rec)
+	if err == nil || !strings.Contains(err.Error(), "counts iterations and this run's samples: resume with --train-iters") ||
+		strings.Contains(err.Error(), "--use-checkpoint-opt_param-scheduler") {
+		t.Errorf("samples against iterations: %v", err)
+	}
+	use := a
+	use.UseCheckpointOptParamScheduler = true
+	if _, err := resumeScheduler(use, nil); err == nil || !strings.Contains(err.Error(), "records no learning-rate schedule") {
+		t.Errorf("no record: %v", err)
+	}
+	if _, err := resumeScheduler(a, nil); err != nil {
+		t.Errorf("no record, no flag: %v", err)
+	}
+}

@@ -85,6 +85,7 @@ func megatronFlagCheck(cmd *cobra.Command, args []string) ([]string, error) {
 	flags.AddFlagSet(cmd.Flags())
 	flags.AddFlagSet(cmd.InheritedFlags())
 	var kept, notes, problems []string
+	reported := map[string]bool{}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
@@ -105,14 +106,21 @@ func megatronFlagCheck(cmd *cobra.Command, args []string) ([]string, error) {
 			continue
 		}
 		if n, ok := cpuNoOps[name]; ok {
-			if n.values == 1 && !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1], "--") {
+			if n.values == 1 && !hasValue {
+				if i+1 == len(args) || strings.HasPrefix(args[i+1], "--") {
+					problems = append(problems, fmt.Sprintf("%s takes a value (Megatron's, which gotron accepts and ignores)", name))
+					continue
+				}
 				a += " " + args[i+1]
 				i++
 			}
 			notes = append(notes, fmt.Sprintf("%s (%s)", a, n.why))
 			continue
 		}
-		problems = append(problems, unknownFlag(flags, name))
+		if !reported[name] {
+			reported[name] = true
+			problems = append(problems, unknownFlag(flags, name))
+		}
 	}
 	if len(problems) > 0 {
 		if len(problems) == 1 {

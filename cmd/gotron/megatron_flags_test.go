@@ -61,6 +61,16 @@ func TestUnknownFlags(t *testing.T) {
 	if _, err := run(t, "train", "--help"); err != nil {
 		t.Errorf("--help: %v", err)
 	}
+	// An unknown flag given twice is named once; a no-op that takes a
+	// value is refused without one.
+	_, err = run(t, append(append([]string{}, trainArgs...), "--ckpt-format", "a", "--ckpt-format", "b")...)
+	if err == nil || strings.Count(err.Error(), "--ckpt-format") != 1 {
+		t.Errorf("a repeated unknown flag: %v, want it named once", err)
+	}
+	_, err = run(t, append(append([]string{}, trainArgs...), "--num-workers", "--lr", "1")...)
+	if err == nil || !strings.Contains(err.Error(), "--num-workers takes a value") {
+		t.Errorf("--num-workers without a value: %v", err)
+	}
 }
 
 // TestMegatronFlagList: the table holds Megatron's flags, gotron's
