@@ -121,8 +121,8 @@ func (l *logger) iteration(a Args, it int, r stepResult, metrics *moe.Metrics, i
 	}
 	if l.tb != nil {
 		tflops := math.NaN()
-		if a.LogThroughput && r.elapsed > 0 {
-			tflops = gpt.TrainingFLOPs(a.Model, r.globalBatch*a.Model.SeqLength) / r.elapsed.Seconds() / float64(max(l.world, 1)) / 1e12
+		if a.LogThroughput {
+			tflops = l.tflopsPerRank(a, float64(r.globalBatch*a.Model.SeqLength), r.elapsed)
 		}
 		if err := l.tb.iteration(it, r, metrics, it == l.first, tflops); err != nil {
 			return fmt.Errorf("--tensorboard-dir: %w", err)
@@ -199,7 +199,7 @@ func (l *logger) printInterval(a Args, it int, r stepResult) {
 	// --log-throughput: Megatron's model TFLOP/s per device, here per rank.
 	var tflops string
 	if a.LogThroughput {
-		tflops = fmt.Sprintf("throughput per rank (TFLOP/s/rank): %.3f | ", l.tflopsPerRank(a))
+		tflops = fmt.Sprintf("throughput per rank (TFLOP/s/rank): %.3f | ", l.tflopsPerRank(a, l.sumTokens, l.sumTime))
 	}
 	l.printf(" [%s] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | %sthroughput (tokens/s): %.0f | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | %s%s%s%selapsed: %s |\n",
 		time.Now().Format("2006-01-02 15:04:05"), it, a.TrainIters, r.consumed,
@@ -208,13 +208,14 @@ func (l *logger) printInterval(a Args, it int, r stepResult) {
 	l.sumLoss, l.sumTime, l.sumTokens, l.count, l.skipped, l.sumMoE = 0, 0, 0, 0, 0, nil
 }
 
-// tflopsPerRank is the interval's model FLOPs (gpt.TrainingFLOPs) per
-// second per rank, in TFLOP/s: Megatron's "throughput per GPU".
-func (l *logger) tflopsPerRank(a Args) float64 {
-	if l.sumTime <= 0 {
+// tflopsPerRank is the model FLOPs (gpt.TrainingFLOPs) of tokens trained
+// in elapsed, per second per rank, in TFLOP/s: Megatron's "throughput per
+// GPU" (0 for no time).
+func (l *logger) tflopsPerRank(a Args, tokens float64, elapsed time.Duration) float64 {
+	if elapsed <= 0 {
 		return 0
 	}
-	return gpt.TrainingFLOPs(a.Model, int(l.sumTokens)) / l.sumTime.Seconds() / float64(max(l.world, 1)) / 1e12
+	return gpt.TrainingFLOPs(a.Model, int(tokens)) / elapsed.Seconds() / float64(max(l.world, 1)) / 1e12
 }
 
 // validation prints Megatron's validation line (consumed: the samples

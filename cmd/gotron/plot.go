@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -43,16 +44,8 @@ expert over the whole run, as shares of the layer's routed tokens.`,
 			if err != nil {
 				return err
 			}
-			svg, err := os.Create(out)
-			if err != nil {
-				return fmt.Errorf("--out: %w", err)
-			}
-			if err := l.svg(svg, logPath); err != nil {
-				svg.Close()
-				return fmt.Errorf("--out %s: %w", out, err)
-			}
-			if err := svg.Close(); err != nil {
-				return fmt.Errorf("--out: %w", err)
+			if err := writeSVGFile(out, func(w io.Writer) error { return l.svg(w, logPath) }); err != nil {
+				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s; written to %s\n", l.summary(), out)
 			return nil

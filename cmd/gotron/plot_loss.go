@@ -59,7 +59,8 @@ and lowest validation loss.`,
 	return cmd
 }
 
-// writeSVGFile creates path and draws into it.
+// writeSVGFile creates path (--out) and draws into it; every plot writes
+// its picture so.
 func writeSVGFile(path string, draw func(io.Writer) error) error {
 	f, err := os.Create(path)
 	if err != nil {
