@@ -3,6 +3,7 @@ package pp
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gotron/gotron/autograd"
@@ -22,8 +23,14 @@ type Chunk interface {
 // [s/cp (/tp under sequence parallelism), b, h]; with variable sequence
 // lengths the communicator takes each shape from the sender instead.
 type P2P struct {
-	Comm  *p2p.Communicator
-	Shape []int
+	Comm *p2p.Communicator
+	// GradComm, when set, carries the gradients and Comm the activations
+	// only: a second communicator over a second group of the same ranks,
+	// whose messages never meet Comm's. comm matches messages by the pair
+	// of ranks alone, so a schedule that sends both kinds both ways
+	// between two ranks (the V placement's, ZB-V) needs it.
+	GradComm *p2p.Communicator
+	Shape    []int
 }
 
 // Args are what one call of a forward-backward function needs (the
@@ -101,7 +108,7 @@ type executor struct {
 	outGrads map[key]*tensor.Tensor
 	inGrads  map[key]*tensor.Tensor
 	// waiting holds the pending ops of async exchanges.
-	waiting map[Op]*p2p.Handles
+	waiting map[Op]pendingOp
 	// release holds outputs to deallocate once their send has finished.
 	release map[key]bool
 	resume  func() // leaves no_sync; nil when not inside it
@@ -126,7 +133,7 @@ func run(ctx context.Context, a Args, s *Schedule) (*Result, error) {
 	e := &executor{a: a, s: s,
 		inputs: map[key]*autograd.Var{}, outputs: map[key]*autograd.Var{},
 		outGrads: map[key]*tensor.Tensor{}, inGrads: map[key]*tensor.Tensor{},
-		waiting: map[Op]*p2p.Handles{}, firstMB: map[int]bool{}, wgrads: map[key]*autograd.WeightGrads{},
+		waiting: map[Op]pendingOp{}, firstMB: map[int]bool{}, wgrads: map[key]*autograd.WeightGrads{},
 	}
 	fb, barrier := timer(a.Config, "forward-backward", 1), a.Config.BarrierWithL1Time
 	fb.Start(barrier)
@@ -220,19 +227,64 @@ func (e *executor) do(ctx context.Context, act Action) error {
 	return nil
 }
 
-// lastStage reports whether chunk c computes the loss.
-func (e *executor) lastStage(c int) bool {
-	return e.a.Rank == max(e.s.PP, 1)-1 && c == len(e.a.Chunks)-1
+// pendingOp is an op of an async exchange: its handles and its direction
+// on the communicator.
+type pendingOp struct {
+	h   *p2p.Handles
+	dir p2p.Dir
 }
 
+// lastStage reports whether chunk c computes the loss.
+func (e *executor) lastStage(c int) bool { return e.s.lastStage(e.a.Rank, c) }
+
 // firstStage reports whether chunk c holds the embedding.
-func (e *executor) firstStage(c int) bool { return e.a.Rank == 0 && c == 0 }
+func (e *executor) firstStage(c int) bool { return e.s.firstStage(e.a.Rank, c) }
+
+// local returns the chunk on this rank that chunk c exchanges ops of
+// direction d with, when the neighbouring stage is on this rank (the V
+// placement's turn): the tensor is handed over without a message.
+func (e *executor) local(c int, d Dir) (int, bool) {
+	q, w, ok := e.s.peer(e.a.Rank, c, d)
+	return w, ok && q == e.a.Rank
+}
+
+// handOver is what the neighbouring stage on this rank receives of t: the
+// communicator's HandOver, as if t had crossed the wire.
+func (e *executor) handOver(t *tensor.Tensor) *tensor.Tensor {
+	if c := e.a.P2P.Comm; c != nil {
+		return c.HandOver(t)
+	}
+	return t.Contiguous().Clone()
+}
+
+// input returns k's input: received, or handed over by the previous
+// stage on this rank.
+func (e *executor) input(k key) (*autograd.Var, error) {
+	if in := e.inputs[k]; in != nil || e.firstStage(k.chunk) {
+		return in, nil
+	}
+	c, ok := e.local(k.chunk, RecvPrev)
+	if !ok {
+		return nil, fmt.Errorf("pp: forward of microbatch %d on chunk %d has no input: the schedule never received it", k.mb, k.chunk)
+	}
+	prev := key{k.mb, c}
+	out := e.outputs[prev]
+	if out == nil {
+		return nil, fmt.Errorf("pp: forward of microbatch %d on chunk %d before the forward of chunk %d, which hands it its input", k.mb, k.chunk, c)
+	}
+	in := autograd.NewLeaf(e.handOver(out.Value), "pipeline input", !e.a.ForwardOnly)
+	if e.a.ForwardOnly {
+		delete(e.outputs, prev) // handed over: as if sent
+	}
+	e.inputs[k] = in
+	return in, nil
+}
 
 // forward runs forward_step for k.
 func (e *executor) forward(ctx context.Context, k key) error {
-	in := e.inputs[k]
-	if in == nil && !e.firstStage(k.chunk) {
-		return fmt.Errorf("pp: forward of microbatch %d on chunk %d has no input: the schedule never received it", k.mb, k.chunk)
+	in, err := e.input(k)
+	if err != nil {
+		return err
 	}
 	if err := e.wait(ctx, Op{Dir: RecvPrev, Microbatch: k.mb, Chunk: k.chunk}); err != nil {
 		return err
@@ -346,7 +398,11 @@ func (e *executor) backward(k key) error {
 		if g == nil {
 			g = tensor.New(in.Value.Shape()...) // nothing flowed back
 		}
-		e.inGrads[k] = g
+		if c, ok := e.local(k.chunk, SendPrev); ok {
+			e.outGrads[key{k.mb, c}] = e.handOver(g)
+		} else {
+			e.inGrads[k] = g
+		}
 		delete(e.inputs, k)
 	}
 	return nil
@@ -388,55 +444,133 @@ func (e *executor) embeddingWgrad(ctx context.Context) error {
 	return nil
 }
 
-// comm runs one exchange.
+// comm runs one exchange: its ops grouped by the communicator that
+// carries them (P2P.GradComm, when set, the gradients) and put in the
+// communicator's directions (the placement's: the V's chunk 1 sends its
+// activations to the previous rank).
 func (e *executor) comm(ctx context.Context, act Action) error {
-	var sendNext, sendPrev *tensor.Tensor
-	var recvPrev, recvNext *Op
+	var wires []*wire
 	for i := range act.Ops {
 		op := &act.Ops[i]
-		k := key{op.Microbatch, op.Chunk}
-		switch op.Dir {
-		case SendNext:
-			out := e.outputs[k]
-			if out == nil {
-				return fmt.Errorf("pp: %v: no output to send", op)
-			}
-			sendNext = out.Value
-		case SendPrev:
-			if sendPrev = e.inGrads[k]; sendPrev == nil {
-				return fmt.Errorf("pp: %v: no input gradient to send", op)
-			}
-			delete(e.inGrads, k)
-		case RecvPrev:
-			recvPrev = op
-		case RecvNext:
-			recvNext = op
+		c, err := e.communicator(op.Dir)
+		if err != nil {
+			return fmt.Errorf("pp: %v: %w", op, err)
+		}
+		j := slices.IndexFunc(wires, func(w *wire) bool { return w.c == c })
+		if j < 0 {
+			j, wires = len(wires), append(wires, &wire{c: c, ex: p2p.Exchange{Shape: e.a.P2P.Shape}})
+		}
+		if err := e.addOp(wires[j], op); err != nil {
+			return err
 		}
 	}
-	if e.a.P2P.Comm == nil {
-		return fmt.Errorf("pp: %v on a pipeline without a communicator", act)
-	}
-	fromPrev, fromNext, pending, err := e.a.P2P.Comm.Communicate(ctx, p2p.Exchange{
-		SendNext: sendNext, SendPrev: sendPrev, RecvPrev: recvPrev != nil, RecvNext: recvNext != nil,
-		Shape: e.a.P2P.Shape, Async: act.Async,
-	})
-	if err != nil {
-		return err
-	}
-	if recvPrev != nil {
-		e.inputs[key{recvPrev.Microbatch, recvPrev.Chunk}] = autograd.NewLeaf(fromPrev, "pipeline input", !e.a.ForwardOnly)
-	}
-	if recvNext != nil {
-		e.outGrads[key{recvNext.Microbatch, recvNext.Chunk}] = fromNext
+	// Over two communicators even a blocking exchange issues every op
+	// before it waits for any, as one exchange would.
+	async := act.Async || len(wires) > 1
+	for _, w := range wires {
+		w.ex.Async = async
+		fromPrev, fromNext, pending, err := w.c.Communicate(ctx, w.ex)
+		if err != nil {
+			return err
+		}
+		e.received(w.ops[p2p.RecvPrev], fromPrev)
+		e.received(w.ops[p2p.RecvNext], fromNext)
+		for d, op := range w.ops {
+			if op != nil && async {
+				e.waiting[*op] = pendingOp{pending, p2p.Dir(d)}
+			}
+		}
 	}
 	for _, op := range act.Ops {
-		if act.Async {
-			e.waiting[op] = pending
-		} else if op.Dir == SendNext {
+		switch {
+		case act.Async:
+		case async:
+			if err := e.wait(ctx, op); err != nil {
+				return err
+			}
+		case op.Dir == SendNext:
 			e.sent(key{op.Microbatch, op.Chunk})
 		}
 	}
 	return nil
+}
+
+// wire is one communicator's part of an exchange: the p2p exchange and
+// the op behind each of its directions.
+type wire struct {
+	c   *p2p.Communicator
+	ex  p2p.Exchange
+	ops [4]*Op // by p2p.Dir
+}
+
+// communicator returns the communicator that carries ops of direction d.
+func (e *executor) communicator(d Dir) (*p2p.Communicator, error) {
+	if e.a.P2P.Comm == nil {
+		return nil, fmt.Errorf("a pipeline without a communicator")
+	}
+	if d == SendPrev || d == RecvNext { // gradients
+		if e.a.P2P.GradComm != nil {
+			return e.a.P2P.GradComm, nil
+		}
+		if e.s.Placement == config.PlacementV {
+			return nil, fmt.Errorf("the %v placement sends activations and gradients both ways between two ranks, which one communicator cannot tell apart: give the executor a gradient communicator (Args.P2P.GradComm) on a second group of the pipeline's ranks", e.s.Placement)
+		}
+	}
+	return e.a.P2P.Comm, nil
+}
+
+// addOp puts op into w in the communicator's direction: the same as the
+// op's when the chunk's stages follow the ranks up, the other way when
+// they come back down.
+func (e *executor) addOp(w *wire, op *Op) error {
+	d := p2p.Dir(op.Dir)
+	if !e.s.Placement.TowardNextRank(op.Chunk) {
+		d = [...]p2p.Dir{p2p.SendPrev: p2p.SendNext, p2p.RecvPrev: p2p.RecvNext, p2p.SendNext: p2p.SendPrev, p2p.RecvNext: p2p.RecvPrev}[d]
+	}
+	if w.ops[d] != nil {
+		return fmt.Errorf("pp: %v and %v of one exchange both go %v", *w.ops[d], *op, d)
+	}
+	w.ops[d] = op
+	k := key{op.Microbatch, op.Chunk}
+	var t *tensor.Tensor
+	switch op.Dir {
+	case SendNext:
+		out := e.outputs[k]
+		if out == nil {
+			return fmt.Errorf("pp: %v: no output to send", *op)
+		}
+		t = out.Value
+	case SendPrev:
+		if t = e.inGrads[k]; t == nil {
+			return fmt.Errorf("pp: %v: no input gradient to send", *op)
+		}
+		delete(e.inGrads, k)
+	}
+	switch d {
+	case p2p.SendNext:
+		w.ex.SendNext = t
+	case p2p.SendPrev:
+		w.ex.SendPrev = t
+	case p2p.RecvPrev:
+		w.ex.RecvPrev = true
+	case p2p.RecvNext:
+		w.ex.RecvNext = true
+	}
+	return nil
+}
+
+// received files a received tensor under the op that asked for it: an
+// input activation or an output gradient.
+func (e *executor) received(op *Op, t *tensor.Tensor) {
+	if op == nil {
+		return
+	}
+	k := key{op.Microbatch, op.Chunk}
+	if op.Dir == RecvPrev {
+		e.inputs[k] = autograd.NewLeaf(t, "pipeline input", !e.a.ForwardOnly)
+	} else {
+		e.outGrads[k] = t
+	}
 }
 
 // sent is called once the send of k's output has finished: a forward-only
@@ -465,7 +599,7 @@ func (e *executor) wait(ctx context.Context, op Op) error {
 		return nil
 	}
 	delete(e.waiting, op)
-	if err := p.Wait(ctx, p2p.Dir(op.Dir)); err != nil {
+	if err := p.h.Wait(ctx, p.dir); err != nil {
 		return err
 	}
 	if op.Dir == SendNext {

@@ -3,6 +3,8 @@ package pp
 import (
 	"fmt"
 	"slices"
+
+	"github.com/gotron/gotron/config"
 )
 
 // The reference's names of the three schedules, used as Schedule.Name.
@@ -37,6 +39,11 @@ type Schedule struct {
 	// microbatches, the last ones, have their backward leave the output
 	// layer's weight gradients to the EmbeddingWgrad action (0: none).
 	DeferredEmbeddingWgrads int
+	// Placement says which stage of the model each chunk (rank, Chunk)
+	// holds, and so where its activations come from and go to:
+	// config.PlacementLoop (the reference's, the zero value) or, for
+	// ZB-V, config.PlacementV.
+	Placement config.PipelinePlacement
 	// Order is the rank's compute order as signed 1-based chunk ids: a
 	// forward of chunk c is c+1, a backward −(c+1) (ConvertScheduleTableToOrder's
 	// convention; for one chunk +1 and −1).
@@ -44,6 +51,24 @@ type Schedule struct {
 	// Actions is the rank's ordered list of actions.
 	Actions []Action
 }
+
+// peer returns the rank and chunk that chunk c of rank r exchanges an op
+// of direction d with: the next stage's for send_next and recv_next, the
+// previous stage's for send_prev and recv_prev (s.Placement's map); ok
+// is false where the stage has no such neighbour.
+func (s *Schedule) peer(r, c int, d Dir) (q, w int, ok bool) {
+	if d == SendNext || d == RecvNext {
+		return s.Placement.Next(s.PP, max(s.VPP, 1), r, c)
+	}
+	return s.Placement.Prev(s.PP, max(s.VPP, 1), r, c)
+}
+
+// firstStage and lastStage report whether chunk c of rank r holds the
+// embedding's stage and the loss's.
+func (s *Schedule) firstStage(r, c int) bool {
+	return s.Placement.FirstStage(s.PP, max(s.VPP, 1), r, c)
+}
+func (s *Schedule) lastStage(r, c int) bool { return s.Placement.LastStage(s.PP, max(s.VPP, 1), r, c) }
 
 // Compute returns the schedule's Forward and Backward actions in order.
 func (s *Schedule) Compute() []Action {
@@ -82,7 +107,8 @@ type Config struct {
 	GradSyncFunc, ParamSyncFunc bool
 	// Schedule names a pipeline schedule other than the reference's
 	// choice (--pipeline-schedule): "" or ScheduleOneFOneB for it,
-	// ScheduleZBH1 for ZeroBubbleH1, ScheduleZBH2 for ZeroBubbleH2.
+	// ScheduleZBH1 for ZeroBubbleH1, ScheduleZBH2 for ZeroBubbleH2,
+	// ScheduleZBV for ZeroBubbleV (with VPP 2).
 	Schedule string
 	// DeferEmbeddingWgrad and WgradDeferralLimit are
 	// ModelParallelConfig's defer_embedding_wgrad_compute and
@@ -102,8 +128,10 @@ func (c Config) CheckSchedule() error {
 		return nil
 	case ScheduleZBH1, ScheduleZBH2:
 		return checkOneChunkSplit(c, c.Schedule)
+	case ScheduleZBV:
+		return checkZBV(c)
 	}
-	return fmt.Errorf("--pipeline-schedule %q: choose %s (the reference's 1F1B, or interleaved with virtual stages), %s or %s", c.Schedule, ScheduleOneFOneB, ScheduleZBH1, ScheduleZBH2)
+	return fmt.Errorf("--pipeline-schedule %q: choose %s (the reference's 1F1B, or interleaved with virtual stages), %s, %s or %s", c.Schedule, ScheduleOneFOneB, ScheduleZBH1, ScheduleZBH2, ScheduleZBV)
 }
 
 // The values of Config.Schedule.
@@ -111,6 +139,7 @@ const (
 	ScheduleOneFOneB = "1f1b"
 	ScheduleZBH1     = "zb-h1"
 	ScheduleZBH2     = "zb-h2"
+	ScheduleZBV      = "zb-v"
 )
 
 // Interleaved reports whether the config selects the interleaved schedule.
@@ -164,6 +193,8 @@ func build(cfg Config) (*Schedule, error) {
 		return ZeroBubbleH1(cfg.PP, cfg.Rank, cfg.Microbatches, cfg.GradSyncFunc), nil
 	case cfg.Schedule == ScheduleZBH2:
 		return ZeroBubbleH2(cfg.PP, cfg.Rank, cfg.Microbatches, cfg.GradSyncFunc), nil
+	case cfg.Schedule == ScheduleZBV:
+		return ZeroBubbleV(cfg.PP, cfg.Rank, cfg.Microbatches, cfg.GradSyncFunc), nil
 	}
 	switch {
 	case cfg.PP == 1:

@@ -126,7 +126,7 @@ func (s *sim) done() bool {
 // channel is the channel an op of rank r uses (route's), and whether it
 // sends.
 func (s *sim) channel(r int, o Op) (chanKey, bool) {
-	k, _ := route(len(s.ss), r, o, false)
+	k, _ := route(s.ss[r], r, o, false)
 	return k, o.Dir == SendNext || o.Dir == SendPrev
 }
 

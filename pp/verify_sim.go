@@ -87,25 +87,25 @@ func (w *simWorld) finished() bool {
 func (w *simWorld) opAt(ref opRef) Op { return w.ranks[ref.rank].s.Actions[ref.step].Ops[ref.idx] }
 
 // route returns the channel of an op issued by rank r and the peer rank.
-func (w *simWorld) route(r int, o Op) (chanKey, int) { return route(w.p, r, o, w.shared) }
+func (w *simWorld) route(r int, o Op) (chanKey, int) { return route(w.ranks[r].s, r, o, w.shared) }
 
-// route returns the channel an op issued by rank r of p uses and the peer
-// rank: activations and gradients travel on channels of their own, or, with
-// shared, on one first-in, first-out channel per direction between two
-// ranks. The verifier and the simulator read it.
-func route(p, r int, o Op, shared bool) (chanKey, int) {
-	next, prev := (r+1)%p, (r-1+p)%p
-	grad := !shared && (o.Dir == SendPrev || o.Dir == RecvNext)
-	switch o.Dir {
-	case SendNext:
-		return chanKey{r, next, grad}, next
-	case RecvPrev:
-		return chanKey{prev, r, grad}, prev
-	case SendPrev:
-		return chanKey{r, prev, grad}, prev
-	default:
-		return chanKey{next, r, grad}, next
+// route returns the channel an op issued by rank r of schedule s uses and
+// the peer rank (s.peer's): activations and gradients travel on channels
+// of their own, or, with shared, on one first-in, first-out channel per
+// direction between two ranks. The verifier and the simulator read it.
+func route(s *Schedule, r int, o Op, shared bool) (chanKey, int) {
+	q, _, ok := s.peer(r, o.Chunk, o.Dir)
+	if !ok { // refused by post; the ring's neighbour keeps the key defined
+		q = (r + 1) % s.PP
+		if o.Dir == SendPrev || o.Dir == RecvPrev {
+			q = (r - 1 + s.PP) % s.PP
+		}
 	}
+	grad := !shared && (o.Dir == SendPrev || o.Dir == RecvNext)
+	if o.Dir == SendNext || o.Dir == SendPrev {
+		return chanKey{r, q, grad}, q
+	}
+	return chanKey{q, r, grad}, q
 }
 
 // postOrder is the order a Comm action posts its ops in: the action's
@@ -123,15 +123,11 @@ func (w *simWorld) postOrder(ops []Op) []int {
 	return idx
 }
 
-// arrival is the name a sent tensor has on the receiving rank.
+// arrival is the name a sent tensor has on the receiving rank: the chunk
+// of the next stage for an activation, of the previous for a gradient.
 func (w *simWorld) arrival(src int, o Op) mc {
-	switch {
-	case o.Dir == SendNext && src == w.p-1:
-		return mc{o.Microbatch, o.Chunk + 1}
-	case o.Dir == SendPrev && src == 0:
-		return mc{o.Microbatch, o.Chunk - 1}
-	}
-	return mc{o.Microbatch, o.Chunk}
+	_, c, _ := w.ranks[src].s.peer(src, o.Chunk, o.Dir)
+	return mc{o.Microbatch, c}
 }
 
 // advance runs rank rs until it blocks or ends; it reports whether it moved.
@@ -263,7 +259,11 @@ func (rs *rankState) compute(w *simWorld, k Kind, x mc) (kind, reason string) {
 		if rs.fwd[x] {
 			return "order", "forward of " + x.String() + " a second time"
 		}
-		if !(r == 0 && x.c == 0) {
+		if q, c, _ := rs.s.peer(r, x.c, RecvPrev); q == r && !rs.s.firstStage(r, x.c) {
+			if !rs.fwd[mc{x.m, c}] { // handed over on this rank, no message
+				return "order", fmt.Sprintf("the input %v is chunk %d's output, whose forward has not run", x, c)
+			}
+		} else if !rs.s.firstStage(r, x.c) {
 			if !rs.inputs[x] {
 				return "order", "the input " + x.String() + " has not been received" + rs.why(Op{Dir: RecvPrev, Microbatch: x.m, Chunk: x.c})
 			}
@@ -282,7 +282,11 @@ func (rs *rankState) compute(w *simWorld, k Kind, x mc) (kind, reason string) {
 	case rs.bwd[x]:
 		return "order", "backward of " + x.String() + " a second time"
 	}
-	if !(r == w.p-1 && x.c == w.v-1) {
+	if q, c, _ := rs.s.peer(r, x.c, RecvNext); q == r && !rs.s.lastStage(r, x.c) {
+		if !rs.bwd[mc{x.m, c}] { // handed over on this rank, no message
+			return "order", fmt.Sprintf("the output gradient %v is chunk %d's input gradient, whose backward has not run", x, c)
+		}
+	} else if !rs.s.lastStage(r, x.c) {
 		if !rs.grads[x] {
 			return "order", "the output gradient " + x.String() + " has not been received" + rs.why(Op{Dir: RecvNext, Microbatch: x.m, Chunk: x.c})
 		}
@@ -373,11 +377,14 @@ func (w *simWorld) post(rs *rankState, i, j int, o Op, async bool) (string, erro
 	if o.Microbatch < 0 || o.Microbatch >= w.m || o.Chunk < 0 || o.Chunk >= w.v {
 		return "config", fmt.Errorf("%v: microbatch or chunk out of range", o)
 	}
+	peer, _, ok := rs.s.peer(r, o.Chunk, o.Dir)
 	switch {
-	case o.Dir == SendNext && r == w.p-1 && o.Chunk == w.v-1, o.Dir == RecvNext && r == w.p-1 && o.Chunk == w.v-1:
-		return "config", fmt.Errorf("%v: the last chunk of the last stage has no next stage", o)
-	case o.Dir == SendPrev && r == 0 && o.Chunk == 0, o.Dir == RecvPrev && r == 0 && o.Chunk == 0:
-		return "config", fmt.Errorf("%v: the first chunk of the first stage has no previous stage", o)
+	case !ok && (o.Dir == SendNext || o.Dir == RecvNext):
+		return "config", fmt.Errorf("%v: chunk %d holds the last stage, which has no next stage", o, o.Chunk)
+	case !ok:
+		return "config", fmt.Errorf("%v: chunk %d holds the first stage, which has no previous stage", o, o.Chunk)
+	case peer == r:
+		return "config", fmt.Errorf("%v: the neighbouring stage is on this rank, which hands the tensor over without a message", o)
 	case o.Dir == SendNext && !rs.fwd[mc{o.Microbatch, o.Chunk}]:
 		return "order", fmt.Errorf("%v sends an activation whose forward has not run", o)
 	case o.Dir == SendPrev && !rs.bwd[mc{o.Microbatch, o.Chunk}]:

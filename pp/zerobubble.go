@@ -1,6 +1,9 @@
 package pp
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Names of the schedules with a split backward.
 const (
@@ -104,19 +107,36 @@ func ZeroBubbleH1(pp, rank, m int, gradSyncFunc bool) *Schedule {
 	return emitterOf(&out).done()
 }
 
-// lane is one kind of tensor a stage receives before a computation and
+// lane is one kind of tensor a chunk receives before a computation and
 // sends after it (activations for forwards, gradients for backwards) in
 // withAsyncExchanges.
 type lane struct {
 	recv, send         Dir
 	recvCall, sendCall string
-	recvs, sends       bool // whether the stage receives, sends this kind
+	chunk              int
+	recvs, sends       bool // whether the chunk receives, sends this kind
 	sent               *Op  // the send not waited for yet
 }
 
-// post posts the receive of microbatch x, if the stage receives and x < m.
+// newLanes returns chunk c's two lanes on s's rank: activations come
+// from the previous stage and go to the next, gradients the other way;
+// a lane neither receives from nor sends to a stage that does not exist
+// or that is on this rank (s.Placement hands those over without a
+// message).
+func newLanes(s *Schedule, c int) (fwd, bwd *lane) {
+	remote := func(d Dir) bool {
+		q, _, ok := s.peer(s.Rank, c, d)
+		return ok && q != s.Rank
+	}
+	prev, next := remote(RecvPrev), remote(RecvNext)
+	fwd = &lane{recv: RecvPrev, send: SendNext, recvCall: "recv_forward", sendCall: "send_forward", chunk: c, recvs: prev, sends: next}
+	bwd = &lane{recv: RecvNext, send: SendPrev, recvCall: "recv_backward", sendCall: "send_backward", chunk: c, recvs: next, sends: prev}
+	return fwd, bwd
+}
+
+// post posts the receive of microbatch x, if the chunk receives and x < m.
 func (l *lane) post(e *emitter, x, m int) {
-	e.comm(l.recvCall, true, op(l.recvs && x < m, l.recv, x, 0))
+	e.comm(l.recvCall, true, op(l.recvs && x < m, l.recv, x, l.chunk))
 }
 
 // around emits the computation of microbatch x: the wait for its input
@@ -124,7 +144,7 @@ func (l *lane) post(e *emitter, x, m int) {
 // after, once the previous send has been waited for.
 func (l *lane) around(e *emitter, x, m int, compute func()) {
 	if l.recvs {
-		e.wait(Op{Dir: l.recv, Microbatch: x})
+		e.wait(Op{Dir: l.recv, Microbatch: x, Chunk: l.chunk})
 		l.post(e, x+1, m)
 	}
 	compute()
@@ -132,7 +152,7 @@ func (l *lane) around(e *emitter, x, m int, compute func()) {
 		if l.sent != nil {
 			e.wait(*l.sent)
 		}
-		l.sent = op(true, l.send, x, 0)
+		l.sent = op(true, l.send, x, l.chunk)
 		e.comm(l.sendCall, true, l.sent)
 	}
 }
@@ -141,7 +161,7 @@ func (l *lane) around(e *emitter, x, m int, compute func()) {
 // zero-bubble one: its backward split, its exchanges asynchronous (it
 // needs an unbatched communicator, p2p.Config.BatchP2PComm false).
 func ZeroBubble(schedule string) bool {
-	return schedule == ScheduleZBH1 || schedule == ScheduleZBH2
+	return schedule == ScheduleZBH1 || schedule == ScheduleZBH2 || schedule == ScheduleZBV
 }
 
 // HeldMicrobatches returns the most microbatches pipeline rank r of p
@@ -231,36 +251,50 @@ func ZeroBubbleH2(pp, rank, m int, gradSyncFunc bool) *Schedule {
 	return withAsyncExchanges(s, order, gradSyncFunc)
 }
 
-// withAsyncExchanges fills s's actions from a one-chunk compute order of
-// F, B and W: every receive asynchronous and posted one ahead, every send
-// asynchronous, waited for before the next of its kind (ZeroBubbleH2).
+// withAsyncExchanges fills s's actions from a compute order of F, B and
+// W: every receive asynchronous and posted one ahead, every send
+// asynchronous, waited for before the next of its kind and chunk
+// (ZeroBubbleH2, ZeroBubbleV). Each chunk's last W runs outside no_sync,
+// so that its hooks launch the chunk's reduction, and every other W
+// inside it (no_sync is left just before the last W of a chunk and
+// entered again after it while other chunks' W's follow); with
+// gradSyncFunc, but on the first stage of a one-chunk schedule (as
+// 1F1B), no_sync is left after the last W instead and grad_sync_func
+// called for each chunk.
 func withAsyncExchanges(s *Schedule, order []Action, gradSyncFunc bool) *Schedule {
 	e := newEmitter(s)
-	first, last, m := s.Rank == 0, s.Rank == s.PP-1, s.Microbatches
-	fwd := &lane{recv: RecvPrev, send: SendNext, recvCall: "recv_forward", sendCall: "send_forward", recvs: !first, sends: !last}
-	bwd := &lane{recv: RecvNext, send: SendPrev, recvCall: "recv_backward", sendCall: "send_backward", recvs: !last, sends: !first}
-	e.disableGradSync()
-	fwd.post(e, 0, m)
-	bwd.post(e, 0, m)
-	lastW := len(order) - 1
-	for lastW >= 0 && order[lastW].Kind != WeightGrad {
-		lastW--
+	m, v := s.Microbatches, max(s.VPP, 1)
+	fwd, bwd := make([]*lane, v), make([]*lane, v)
+	for c := range v {
+		fwd[c], bwd[c] = newLanes(s, c)
 	}
+	e.disableGradSync()
+	for c := range v {
+		fwd[c].post(e, 0, m)
+		bwd[c].post(e, 0, m)
+	}
+	lastW := lastWeightGrads(order, v)
+	hooks := !gradSyncFunc || v == 1 && s.Rank == 0
 	for i, a := range order {
-		x := a.Microbatch
+		x, c := a.Microbatch, a.Chunk
 		switch a.Kind {
 		case Forward:
-			fwd.around(e, x, m, func() { e.forward(x, 0) })
+			fwd[c].around(e, x, m, func() { e.forward(x, c) })
 		case Backward:
-			bwd.around(e, x, m, func() { e.backward(x, 0) })
+			bwd[c].around(e, x, m, func() { e.backward(x, c) })
 		case WeightGrad:
-			if i == lastW && (!gradSyncFunc || first) {
-				e.enableGradSync()
+			if !hooks || lastW[c] != i {
+				e.add(a)
+				continue
 			}
+			e.enableGradSync()
 			e.add(a)
+			if slices.ContainsFunc(order[i+1:], func(b Action) bool { return b.Kind == WeightGrad }) {
+				e.disableGradSync()
+			}
 		}
 	}
-	for _, l := range []*lane{fwd, bwd} {
+	for _, l := range append(fwd, bwd...) {
 		if l.sent != nil {
 			e.wait(*l.sent)
 		}
@@ -268,8 +302,25 @@ func withAsyncExchanges(s *Schedule, order []Action, gradSyncFunc bool) *Schedul
 	if e.noSync {
 		e.enableGradSync()
 		if gradSyncFunc {
-			e.gradSync(0)
+			for c := range v {
+				e.gradSync(c)
+			}
 		}
 	}
 	return e.done()
+}
+
+// lastWeightGrads returns, for each of the v chunks, the index in order
+// of its last W (−1 if it has none).
+func lastWeightGrads(order []Action, v int) []int {
+	last := make([]int, v)
+	for c := range last {
+		last[c] = -1
+	}
+	for i, a := range order {
+		if a.Kind == WeightGrad {
+			last[a.Chunk] = i
+		}
+	}
+	return last
 }

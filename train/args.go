@@ -414,6 +414,8 @@ func (a Args) checkProfile(_ int, v *violations) {
 	if err := (pp.Config{PP: mp.PipelineModelParallelSize, VPP: mp.VirtualPipelineModelParallelSize,
 		OverlapP2PComm: mp.OverlapP2PComm, Schedule: a.PipelineSchedule, DeferEmbeddingWgrad: deferEmb}).CheckSchedule(); err != nil {
 		v.addErr(err)
+	} else if a.PipelineSchedule == pp.ScheduleZBV {
+		v.add("--pipeline-schedule %s: the trainer does not place the model's chunks in a V yet (gotron inspect schedule draws and simulates the schedule); choose %s, %s or %s", pp.ScheduleZBV, pp.ScheduleOneFOneB, pp.ScheduleZBH1, pp.ScheduleZBH2)
 	}
 	p := a.ProfileSchedule
 	if p == "" {

@@ -28,7 +28,9 @@ func newInspectScheduleCmd() *cobra.Command {
 		Long: `schedule builds each pipeline rank's forward-backward schedule as the
 reference's get_forward_backward_func would run it (no pipelining, 1F1B, or
 interleaved 1F1B with --virtual-pipeline-model-parallel-size), or ZB-H1 and ZB-H2
-with --pipeline-schedule zb-h1 or zb-h2 (W: a split backward's weight gradients), plays the ranks
+with --pipeline-schedule zb-h1 or zb-h2 (W: a split backward's weight gradients),
+or ZB-V with --pipeline-schedule zb-v --virtual-pipeline-model-parallel-size 2
+(rank r's chunk 0 holds stage r and its chunk 1 stage 2P−1−r), plays the ranks
 against each other to check that it completes, and prints a grid of the
 actions (one row per rank) with each rank's peak of live activations, or with
 --json {"pp","vpp","microbatches","group_size","ranks":[{"rank","warmup",
@@ -126,7 +128,7 @@ data-parallel size --world-size / (--tensor-model-parallel-size ×
 	fl.IntVar(&f.microBatch, "micro-batch-size", 1, "rows of a microbatch")
 	fl.IntVar(&f.worldSize, "world-size", 0, "number of ranks (0: tensor × pipeline size, data-parallel size 1)")
 	fl.IntVar(&f.tensorParallel, "tensor-model-parallel-size", 1, "tensor-parallel size")
-	fl.StringVar(&f.cfg.Schedule, "pipeline-schedule", "", "1f1b (the default), zb-h1 or zb-h2 (zero-bubble: each backward split, its weight gradients deferred into the bubble; zb-h2 with 2P-1 microbatches in flight)")
+	fl.StringVar(&f.cfg.Schedule, "pipeline-schedule", "", "1f1b (the default), zb-h1, zb-h2 or zb-v (zero-bubble: each backward split, its weight gradients deferred into the bubble; zb-h2 with 2P-1 microbatches in flight; zb-v with two chunks per rank in a V)")
 	fl.BoolVar(&f.cfg.ForwardOnly, "forward-only", false, "forward passes only (evaluation)")
 	fl.BoolVar(&f.cfg.OverlapP2PComm, "overlap-p2p-communication", false, "overlap pipeline sends and receives with compute (interleaved schedule; the default there, as in gotron train)")
 	fl.Bool("no-overlap-p2p-communication", false, "batch pipeline sends and receives instead of overlapping them (interleaved schedule)")
@@ -181,7 +183,7 @@ func (f *scheduleFlags) overlapDefault(cmd *cobra.Command) error {
 		v, _ := fl.GetBool("no-overlap-p2p-communication")
 		f.cfg.OverlapP2PComm = !v
 	case !on:
-		f.cfg.OverlapP2PComm = f.cfg.VPP > 0 && f.cfg.PP > 1
+		f.cfg.OverlapP2PComm = f.cfg.VPP > 0 && f.cfg.PP > 1 && !pp.ZeroBubble(f.cfg.Schedule)
 	}
 	return nil
 }
@@ -192,8 +194,8 @@ func (f *scheduleFlags) overlapDefault(cmd *cobra.Command) error {
 // since with two stages the next and the previous rank are one peer
 // within a batch (Megatron-LM issue #750).
 func (f *scheduleFlags) check() error {
-	f.cfg.BatchP2PComm = !f.cfg.OverlapP2PComm
-	if f.cfg.VPP > 0 && f.cfg.PP == 2 && !f.cfg.OverlapP2PComm {
+	f.cfg.BatchP2PComm = !f.cfg.OverlapP2PComm && !pp.ZeroBubble(f.cfg.Schedule)
+	if f.cfg.VPP > 0 && f.cfg.PP == 2 && !f.cfg.OverlapP2PComm && !pp.ZeroBubble(f.cfg.Schedule) {
 		return fmt.Errorf("the interleaved schedule (--virtual-pipeline-model-parallel-size %d) without --overlap-p2p-communication needs "+
 			"--pipeline-model-parallel-size > 2 (here 2): with two stages the next and the previous stage are the same peer within one batch; "+
 			"add --overlap-p2p-communication, or use ≥ 3 stages, or drop --virtual-pipeline-model-parallel-size", f.cfg.VPP)

@@ -60,3 +60,28 @@ func shapeMsg(t *tensor.Tensor) *msg {
 	}
 	return &msg{buf: comm.I64(s)}
 }
+
+// HandOver returns what a neighbour receives when t is sent to it: a
+// fresh tensor of t's shape holding t's values after the trip through the
+// pipeline dtype (rounded to nearest, ties to even, and widened back for
+// a 16-bit one). A schedule that places two neighbouring stages on one
+// rank (the V placement) passes the tensor between them so, with no
+// message, and the boundary means what it means between two ranks.
+func (c *Communicator) HandOver(t *tensor.Tensor) *tensor.Tensor {
+	src := t.Contiguous().Data()
+	out := tensor.Empty(t.Shape()...)
+	dst := out.Data()
+	switch c.cfg.PipelineDType {
+	case config.BFloat16:
+		u := make([]uint16, len(src))
+		kernels.F32ToBF16(u, src)
+		kernels.BF16ToF32(dst, u)
+	case config.Float16:
+		u := make([]uint16, len(src))
+		kernels.F32ToF16(u, src)
+		kernels.F16ToF32(dst, u)
+	default:
+		copy(dst, src)
+	}
+	return out
+}

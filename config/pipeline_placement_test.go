@@ -1,0 +1,64 @@
+package config
+
+import "testing"
+
+// TestPipelinePlacementStages checks that Stage and Chunk are inverse
+// maps onto [0, P·V) and that Next and Prev walk the stages in order.
+func TestPipelinePlacementStages(t *testing.T) {
+	for _, pl := range []PipelinePlacement{PlacementLoop, PlacementV} {
+		for P := 1; P <= 6; P++ {
+			for V := 1; V <= 3; V++ {
+				if pl.Check(V) != nil {
+					continue
+				}
+				seen := map[int]bool{}
+				for p := 0; p < P; p++ {
+					for v := 0; v < V; v++ {
+						s := pl.Stage(P, V, p, v)
+						if s < 0 || s >= P*V || seen[s] {
+							t.Fatalf("%v P=%d V=%d: chunk (%d,%d) holds stage %d (seen %v)", pl, P, V, p, v, s, seen[s])
+						}
+						seen[s] = true
+						if q, w := pl.Chunk(P, V, s); q != p || w != v {
+							t.Fatalf("%v P=%d V=%d: stage %d is chunk (%d,%d), want (%d,%d)", pl, P, V, s, q, w, p, v)
+						}
+						q, w, ok := pl.Next(P, V, p, v)
+						if ok != (s < P*V-1) || ok && pl.Stage(P, V, q, w) != s+1 || pl.LastStage(P, V, p, v) == ok {
+							t.Fatalf("%v P=%d V=%d: next of stage %d is (%d,%d) ok=%v", pl, P, V, s, q, w, ok)
+						}
+						q, w, ok = pl.Prev(P, V, p, v)
+						if ok != (s > 0) || ok && pl.Stage(P, V, q, w) != s-1 || pl.FirstStage(P, V, p, v) == ok {
+							t.Fatalf("%v P=%d V=%d: previous of stage %d is (%d,%d) ok=%v", pl, P, V, s, q, w, ok)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestPipelinePlacementV checks the V placement of four ranks against the
+// zero-bubble paper's picture: down the ranks on chunk 0, back up on
+// chunk 1, the first and the last stage on rank 0.
+func TestPipelinePlacementV(t *testing.T) {
+	want := [4][2]int{{0, 7}, {1, 6}, {2, 5}, {3, 4}}
+	for p, st := range want {
+		for v, s := range st {
+			if got := PlacementV.Stage(4, 2, p, v); got != s {
+				t.Errorf("V placement, chunk (%d,%d): stage %d, want %d", p, v, got, s)
+			}
+			if got := PlacementLoop.Stage(4, 2, p, v); got != v*4+p {
+				t.Errorf("loop placement, chunk (%d,%d): stage %d, want %d", p, v, got, v*4+p)
+			}
+		}
+	}
+	if q, w, ok := PlacementV.Next(4, 2, 3, 0); !ok || q != 3 || w != 1 {
+		t.Errorf("V placement: the last rank's chunk 0 feeds (%d,%d) ok=%v, want its own chunk 1", q, w, ok)
+	}
+	if !PlacementV.LastStage(4, 2, 0, 1) || !PlacementV.FirstStage(4, 2, 0, 0) {
+		t.Error("V placement: rank 0 must hold the first and the last stage")
+	}
+	if PlacementV.Check(3) == nil || PlacementV.Check(2) != nil || PlacementLoop.Check(3) != nil {
+		t.Error("V placement: Check must accept two chunks per rank only")
+	}
+}
