@@ -148,8 +148,10 @@ type Result struct {
 	StepMS     float64
 	// Bubble is the measured pipeline bubble of the last iteration (the
 	// busiest rank's idle fraction), Idle the mean idle fraction of the
-	// ranks (bubble plus load imbalance) and TheoreticalBubble
-	// (P−1)/(V·M+P−1); all 0 without pipelining.
+	// ranks (bubble plus load imbalance) and TheoreticalBubble the
+	// schedule's at equal forward, backward and weight-gradient times
+	// (pp.EqualTimesBubble: (P−1)/(V·M+P−1) for 1F1B and the interleaved
+	// schedule); all 0 without pipelining.
 	Bubble, Idle, TheoreticalBubble float64
 	// CPWait is the fraction of world rank 0's timed iterations that ring
 	// attention spent blocked on receives after its block computation: the
@@ -540,7 +542,9 @@ func (m *measurement) result(c Config, n int) Result {
 		AdamMS: ms(m.adam, optSteps), GatherMS: ms(m.gather, optSteps), FirstMS: ms(m.first, 1),
 		CPWait: float64(m.cpWait) / float64(total)}
 	if p > 1 {
-		res.TheoreticalBubble = pp.TheoreticalBubble(p, a.Model.NumModelChunks(), micro)
+		mp := a.Model.ModelParallelConfig
+		res.TheoreticalBubble, _ = pp.EqualTimesBubble(pp.Config{PP: p, VPP: mp.VirtualPipelineModelParallelSize, Microbatches: micro,
+			OverlapP2PComm: mp.OverlapP2PComm, BatchP2PComm: mp.BatchP2PComm, Schedule: a.PipelineSchedule})
 	}
 	if m.prof != nil {
 		res.Phases = &m.prof.phases

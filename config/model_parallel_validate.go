@@ -22,12 +22,16 @@ func (c ModelParallelConfig) Validate() error { return NewValidationError(c.Viol
 
 // Violations returns what Validate reports, as a slice (nil when c is valid).
 // Use it to merge these violations with those of an enclosing config.
-func (c ModelParallelConfig) Violations() []Violation {
+func (c ModelParallelConfig) Violations() []Violation { return c.violations(PlacementLoop) }
+
+// violations is Violations for the model's chunks placed by pl
+// (TransformerConfig.PipelinePlacement).
+func (c ModelParallelConfig) violations(pl PipelinePlacement) []Violation {
 	var vs violationList
 	c.checkSizes(&vs)
 	c.checkDTypes(&vs)
 	c.checkReferenceRules(&vs)
-	c.checkPipelineRules(&vs)
+	c.checkPipelineRules(&vs, pl)
 	c.checkContextParallel(&vs)
 	c.checkNotProvided(&vs)
 	return vs
@@ -210,7 +214,7 @@ func checkWeightShards(vs *violationList, shardsField, tpField, gtpField string,
 // checkPipelineRules implements the pipeline rules the reference enforces in
 // its schedules, initialize_model_parallel and training layer, which gotron
 // checks up front (DECISIONS.md).
-func (c ModelParallelConfig) checkPipelineRules(vs *violationList) {
+func (c ModelParallelConfig) checkPipelineRules(vs *violationList, pl PipelinePlacement) {
 	pp := c.PipelineModelParallelSize
 	vpp := c.VirtualPipelineModelParallelSize
 
@@ -238,7 +242,7 @@ func (c ModelParallelConfig) checkPipelineRules(vs *violationList) {
 		}
 		// Training layer: without overlap, pp = 2 would put the sends to the
 		// next and to the previous stage, the same peer, in one batch (#750).
-		if pp == 2 && !c.OverlapP2PComm {
+		if pp == 2 && !c.OverlapP2PComm && pl == PlacementLoop {
 			vs.add(fieldList("virtual_pipeline_model_parallel_size", "pipeline_model_parallel_size", "overlap_p2p_comm"),
 				"the interleaved schedule (virtual_pipeline_model_parallel_size = %d) with overlap_p2p_comm = false needs pipeline_model_parallel_size > 2 (here 2): "+
 					"with two stages the next and the previous stage are the same peer within one batch; "+

@@ -29,10 +29,44 @@ type PipelineChunk struct {
 //
 // Without pipelining it is one chunk holding everything: PreProcess and
 // PostProcess true, offset 0, NumLayers = num_layers.
+//
+// Under another PipelinePlacement than the loop (the V of ZB-V) the model
+// is cut into the same stages, and chunk (p, v) holds the stage the
+// placement gives it: the layers the loop places on the chunk that holds
+// that stage. The stages are so the interleaved schedule's, placed
+// elsewhere.
 func (c TransformerConfig) PipelineChunks() ([][]PipelineChunk, error) {
+	loop, err := c.loopChunks()
+	if err != nil {
+		return nil, err
+	}
+	pl := c.PipelinePlacement
+	if pl == PlacementLoop {
+		return loop, nil
+	}
+	P, V := len(loop), len(loop[0])
+	chunks := make([][]PipelineChunk, P)
+	for p := range chunks {
+		chunks[p] = make([]PipelineChunk, V)
+		for v := range chunks[p] {
+			q, w := PlacementLoop.Chunk(P, V, pl.Stage(P, V, p, v))
+			chunks[p][v] = loop[q][w]
+		}
+	}
+	return chunks, nil
+}
+
+// loopChunks is PipelineChunks under the loop placement.
+func (c TransformerConfig) loopChunks() ([][]PipelineChunk, error) {
 	r := c.ResolvePipelineLayout()
 	var vs violationList
 	r.placementSizeViolations(&vs)
+	if err := c.PipelinePlacement.Check(r.NumModelChunks()); err != nil {
+		vs.add(fieldList("pipeline_placement", "virtual_pipeline_model_parallel_size"), "%v: set virtual_pipeline_model_parallel_size to 2", err)
+	} else if c.PipelinePlacement != PlacementLoop && r.PipelineModelParallelSize < 2 {
+		vs.add(fieldList("pipeline_placement", "pipeline_model_parallel_size"),
+			"the %v placement runs a microbatch down the pipeline ranks and back, but pipeline_model_parallel_size = %d: set it ≥ 2", c.PipelinePlacement, r.PipelineModelParallelSize)
+	}
 	r.pipelineViolations(&vs)
 	if len(vs) > 0 {
 		return nil, NewValidationError(vs)

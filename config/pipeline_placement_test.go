@@ -1,6 +1,9 @@
 package config
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestPipelinePlacementStages checks that Stage and Chunk are inverse
 // maps onto [0, P·V) and that Next and Prev walk the stages in order.
@@ -60,5 +63,54 @@ func TestPipelinePlacementV(t *testing.T) {
 	}
 	if PlacementV.Check(3) == nil || PlacementV.Check(2) != nil || PlacementLoop.Check(3) != nil {
 		t.Error("V placement: Check must accept two chunks per rank only")
+	}
+}
+
+// TestPipelineChunksV: under the V placement the model is cut into the
+// interleaved schedule's stages and chunk (p, v) holds stage
+// Stage(p, v) of them: rank 0 the embedding and the loss, the last rank
+// the two middle stages; a V without two chunks per rank is refused by
+// PipelineChunks (pp's schedule check refuses it to --pipeline-schedule's
+// users, naming the flags).
+func TestPipelineChunksV(t *testing.T) {
+	c := DefaultTransformerConfig()
+	c.NumLayers, c.HiddenSize, c.NumAttentionHeads, c.SeqLength, c.VocabSize = 8, 32, 4, 16, 64
+	c.PipelineModelParallelSize, c.VirtualPipelineModelParallelSize, c.OverlapP2PComm, c.BatchP2PComm = 2, 2, false, false
+	c.PipelineDType = Float32
+	loop, err := c.PipelineChunks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "overlap_p2p_comm") {
+		t.Errorf("the interleaved schedule at PP 2 without overlap_p2p_comm: Validate gave %v", err)
+	}
+	c.PipelinePlacement = PlacementV
+	if err := c.Validate(); err != nil {
+		t.Fatalf("ZB-V at PP 2 without overlap_p2p_comm: %v", err)
+	}
+	v, err := c.PipelineChunks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [2][2]PipelineChunk{{loop[0][0], loop[1][1]}, {loop[1][0], loop[0][1]}}
+	for p := range want {
+		for w := range want[p] {
+			if v[p][w] != want[p][w] {
+				t.Errorf("chunk (%d,%d): %+v, want %+v", p, w, v[p][w], want[p][w])
+			}
+		}
+	}
+	if !v[0][0].PreProcess || !v[0][1].PostProcess || v[1][0].PreProcess || v[1][1].PostProcess {
+		t.Errorf("the V must put the embedding and the loss on rank 0: %+v", v)
+	}
+	for _, bad := range []func(*TransformerConfig){
+		func(c *TransformerConfig) { c.VirtualPipelineModelParallelSize = 3; c.NumLayers = 12 },
+		func(c *TransformerConfig) { c.VirtualPipelineModelParallelSize = 0 },
+	} {
+		b := c
+		bad(&b)
+		if _, err := b.PipelineChunks(); err == nil || !strings.Contains(err.Error(), "virtual_pipeline_model_parallel_size to 2") {
+			t.Errorf("V placement with vpp %d: PipelineChunks gave %v", b.VirtualPipelineModelParallelSize, err)
+		}
 	}
 }

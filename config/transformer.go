@@ -8,6 +8,14 @@ import "math"
 type TransformerConfig struct {
 	ModelParallelConfig
 
+	// PipelinePlacement says which stage of the model each model chunk
+	// (pipeline rank, virtual stage) holds: the reference's loop, the zero
+	// value, or the V of the ZB-V schedule (two chunks per rank, rank r
+	// holding stages r and 2P−1−r). A gotron extension, set from
+	// --pipeline-schedule (pp.PlacementOf); the chunks' layers and the
+	// embedding group follow it (PipelineChunks, mesh.Sizes.Placement).
+	PipelinePlacement PipelinePlacement `json:"-"`
+
 	// NumLayers is the number of transformer layers (num_layers).
 	NumLayers int `json:"num_layers"`
 	// HiddenSize is the model width h (hidden_size).
@@ -217,7 +225,7 @@ func (c TransformerConfig) OutputLayerInitStd() float64 {
 // modify c.
 func (c TransformerConfig) Validate() error {
 	r := c.ResolvePipelineLayout()
-	return NewValidationError(append(r.ModelParallelConfig.Violations(), r.modelViolations()...))
+	return NewValidationError(append(r.ModelParallelConfig.violations(r.PipelinePlacement), r.modelViolations()...))
 }
 
 func (c TransformerConfig) modelViolations() []Violation {

@@ -30,7 +30,9 @@ type FinalizeOptions struct {
 	// in it (the first chunk's on the first stage, the last chunk's on the
 	// last stage): their gradients are summed over the group, so both
 	// copies of the tied weight get the gradient of the whole model. Nil or
-	// a group of one skips the step.
+	// a group of one skips the group's step. A rank that holds both copies
+	// (two EmbeddingParams: the V placement puts the first and the last
+	// stage on one rank) sums them first, as the group would.
 	Embedding       comm.Group
 	EmbeddingParams []*nn.Parameter
 	// PosEmbedding is the position-embedding group (by default the first
@@ -70,6 +72,11 @@ func FinalizeModelGrads(ctx context.Context, chunks []Wrapper, o FinalizeOptions
 	}
 	if o.TP != nil && o.TP.Size() > 1 {
 		if err := reduceOverTP(ctx, chunks, o.TP, o.SequenceParallel); err != nil {
+			return err
+		}
+	}
+	if len(o.EmbeddingParams) == 2 {
+		if err := sumCopies(gradsOf(chunks, o.EmbeddingParams)); err != nil {
 			return err
 		}
 	}
@@ -153,6 +160,34 @@ func gradsOf(chunks []Wrapper, ps []*nn.Parameter) []*tensor.Tensor {
 		}
 	}
 	return out
+}
+
+// sumCopies gives both gradients gs of a tied weight held twice on this
+// rank their sum, with comm's reduction kernel in the order of gs (the
+// first stage's copy, then the last stage's), so that the result is the
+// embedding group's all-reduce over two ranks, bit for bit.
+func sumCopies(gs []*tensor.Tensor) error {
+	if len(gs) != 2 {
+		return nil // a rank keeps none of the copies' gradients (a shard elsewhere)
+	}
+	a, b := gs[0].Contiguous(), gs[1].Contiguous()
+	if a.DType() != b.DType() || a.Len() != b.Len() || a != gs[0] || b != gs[1] {
+		return fmt.Errorf("dp: the two copies of the shared word embedding on this rank keep gradients of %v %v and %v %v: they must be alike and contiguous to be summed", a.DType(), a.Shape(), b.DType(), b.Shape())
+	}
+	bufs := []comm.Buffer{bufferOf(a), bufferOf(b)}
+	comm.Reduce(comm.Sum, bufs, bufs)
+	return nil
+}
+
+// bufferOf is the comm buffer over a contiguous tensor's elements.
+func bufferOf(t *tensor.Tensor) comm.Buffer {
+	switch t.DType() {
+	case tensor.BFloat16:
+		return comm.BF16(t.Bits())
+	case tensor.Float16:
+		return comm.F16(t.Bits())
+	}
+	return comm.F32(t.Data())
 }
 
 // reduceGrads reduces the gradients gs over g with op in one coalesced

@@ -3,6 +3,7 @@ package dp
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -63,6 +64,58 @@ func TestFinalizeSequenceParallelGrads(t *testing.T) {
 					t.Fatal(err)
 				}
 			})
+		}
+	}
+}
+
+// TestFinalizeEmbeddingCopiesOnOneRank: a rank holding both copies of the
+// tied word embedding (the V placement's rank 0) gives each the sum of
+// the two, bit for bit what the embedding group's all-reduce over two
+// ranks holding one copy each gives, in float32 and in bf16.
+func TestFinalizeEmbeddingCopiesOnOneRank(t *testing.T) {
+	for _, d := range []tensor.DType{tensor.Float32, tensor.BFloat16} {
+		grad := func(copy, i int) float32 { return float32(copy*7+i) * 0.3711 }
+		fill := func(p *nn.Parameter, copy int) {
+			x := tensor.New(5)
+			for i := range x.Data() {
+				x.Data()[i] = grad(copy, i)
+			}
+			p.Grad = x
+			if d != tensor.Float32 {
+				p.Grad = tensor.ToHalf(x, d)
+			}
+		}
+		param := func(copy int) *nn.Parameter {
+			p := nn.NewParameter(fmt.Sprint("word_embeddings.", copy), tensor.New(5))
+			fill(p, copy)
+			return p
+		}
+		// Serial reference: the two copies on two ranks of a group.
+		want := make([][]float32, 2)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := local.NewWorld(2, comm.Options{}).Run(ctx, func(ctx context.Context, g comm.Group) error {
+			p := param(g.Rank())
+			if err := FinalizeModelGrads(ctx, nil, FinalizeOptions{Embedding: g, EmbeddingParams: []*nn.Parameter{p}}); err != nil {
+				return err
+			}
+			want[g.Rank()] = p.Grad.Float32().Data()
+			return nil
+		})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		both := []*nn.Parameter{param(0), param(1)}
+		if err := FinalizeModelGrads(context.Background(), nil, FinalizeOptions{EmbeddingParams: both}); err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range both {
+			got := p.Grad.Float32().Data()
+			for j := range got {
+				if math.Float32bits(got[j]) != math.Float32bits(want[i][j]) {
+					t.Errorf("%v, copy %d, element %d: %v, the group's all-reduce gives %v", d, i, j, got[j], want[i][j])
+				}
+			}
 		}
 	}
 }

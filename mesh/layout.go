@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gotron/gotron/config"
 )
 
 // Layout is every rank group Megatron's initialize_model_parallel builds for one set of
@@ -148,11 +150,7 @@ func (l *Layout) build() {
 	add(GroupMP, dense.GetRanks("tp-pp"))
 	var embd, pos [][]int
 	for _, g := range pp {
-		if len(g) == 1 {
-			embd = append(embd, []int{g[0]})
-		} else {
-			embd = append(embd, []int{g[0], g[len(g)-1]})
-		}
+		embd = append(embd, embeddingRanks(g, d.Placement))
 		pos = append(pos, []int{g[0]})
 	}
 	add(GroupEmbd, embd)
@@ -290,4 +288,21 @@ func (l *Layout) pipelineStep(rank, step int) (int, error) {
 	p := l.where[GroupPP][rank]
 	g := l.groups[GroupPP][p.group]
 	return g[(p.index+step+len(g))%len(g)], nil
+}
+
+// embeddingRanks returns the ranks of pipeline g holding the first and
+// the last stage of the model under placement pl (each once): Megatron's
+// get_embedding_ranks, g[0] and g[P−1] under the loop placement, g[0]
+// alone under the V.
+func embeddingRanks(g []int, pl config.PipelinePlacement) []int {
+	P, V := len(g), 1
+	if pl == config.PlacementV {
+		V = 2
+	}
+	first, _ := pl.Chunk(P, V, 0)
+	last, _ := pl.Chunk(P, V, P*V-1)
+	if first == last {
+		return []int{g[first]}
+	}
+	return []int{g[first], g[last]}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gotron/gotron/config"
 )
 
 func mustBuild(t *testing.T, s Sizes) *Layout {
@@ -100,6 +102,10 @@ func TestPipelineRing(t *testing.T) {
 	if m, i := l.GroupOf(GroupEmbd, 3); m != nil || i != -1 {
 		t.Errorf("GroupOf(embd, 3) = %v, %d; a middle stage has no embedding group", m, i)
 	}
+	// Under the V placement each pipeline's rank 0 holds the first and the
+	// last stage: the word-embedding group is that rank alone.
+	v := mustBuild(t, Sizes{World: 8, TP: 2, PP: 4, Placement: config.PlacementV})
+	checkGroups(t, "embd under the V", v.Groups(GroupEmbd), [][]int{{0}, {1}})
 	if _, err := l.PipelineNextRank(8); err == nil || !strings.Contains(err.Error(), "rank 8 is outside the world [0, 8)") {
 		t.Errorf("PipelineNextRank(8) error = %v", err)
 	}

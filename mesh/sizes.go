@@ -3,6 +3,8 @@ package mesh
 import (
 	"errors"
 	"fmt"
+
+	"github.com/gotron/gotron/config"
 )
 
 // Sizes are the parallel sizes a Layout is built from (the arguments of Megatron's
@@ -18,6 +20,10 @@ type Sizes struct {
 	World               int    // number of ranks
 	NumDistOptInstances int    // num_distributed_optimizer_instances (partial distributed optimizer)
 	Order               string // rank order, e.g. "tp-cp-ep-dp-pp"; "" means DefaultOrder
+	// Placement is the pipeline placement of the model's stages: it decides
+	// which ranks of each pipeline hold the first and the last stage, the
+	// word-embedding group (both rank 0 of the pipeline under the V).
+	Placement config.PipelinePlacement
 }
 
 // Dims are the resolved sizes of a Layout: the given Sizes with every default filled in,

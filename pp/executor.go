@@ -130,6 +130,9 @@ func run(ctx context.Context, a Args, s *Schedule) (*Result, error) {
 	if len(a.Chunks) != max(s.VPP, 1) {
 		return nil, fmt.Errorf("pp: %d model chunks for a schedule of %d virtual stages", len(a.Chunks), max(s.VPP, 1))
 	}
+	if pl := a.Config.PipelinePlacement; pl != s.Placement {
+		return nil, fmt.Errorf("pp: the %s schedule runs on the %v placement of the model's chunks, but the model's are placed by %v (TransformerConfig.PipelinePlacement: pp.PlacementOf(schedule))", s.Name, s.Placement, pl)
+	}
 	e := &executor{a: a, s: s,
 		inputs: map[key]*autograd.Var{}, outputs: map[key]*autograd.Var{},
 		outGrads: map[key]*tensor.Tensor{}, inGrads: map[key]*tensor.Tensor{},

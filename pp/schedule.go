@@ -188,13 +188,13 @@ func Build(cfg Config) (*Schedule, error) {
 // build is Build before defer_embedding_wgrad_compute.
 func build(cfg Config) (*Schedule, error) {
 	switch {
+	case cfg.Schedule == ScheduleZBV: // its placement, forward-only too
+		return ZeroBubbleV(cfg.PP, cfg.Rank, cfg.Microbatches, cfg.ForwardOnly, cfg.GradSyncFunc), nil
 	case cfg.ForwardOnly:
 	case cfg.Schedule == ScheduleZBH1:
 		return ZeroBubbleH1(cfg.PP, cfg.Rank, cfg.Microbatches, cfg.GradSyncFunc), nil
 	case cfg.Schedule == ScheduleZBH2:
 		return ZeroBubbleH2(cfg.PP, cfg.Rank, cfg.Microbatches, cfg.GradSyncFunc), nil
-	case cfg.Schedule == ScheduleZBV:
-		return ZeroBubbleV(cfg.PP, cfg.Rank, cfg.Microbatches, cfg.GradSyncFunc), nil
 	}
 	switch {
 	case cfg.PP == 1:

@@ -265,3 +265,20 @@ func (s *sim) result() *Simulation {
 	}
 	return res
 }
+
+// EqualTimesBubble is the bubble rate Simulate gives cfg's schedules
+// with equal F, B and W and no message time: TheoreticalBubble for 1F1B
+// and the interleaved schedule, the zero-bubble schedules' own (ZB-H1's
+// (P − 1)(F + B − W) over its makespan; none for ZB-H2 and ZB-V once M ≥
+// 2P − 1). It is the figure a measured bubble is compared with.
+func EqualTimesBubble(cfg Config) (float64, error) {
+	ss, err := BuildAll(cfg)
+	if err != nil {
+		return 0, err
+	}
+	sim, err := Simulate(ss, StageTimes{F: 1, B: 1, W: 1})
+	if err != nil {
+		return 0, err
+	}
+	return sim.BubbleRate, nil
+}

@@ -136,3 +136,22 @@ func TestSimulateTimeline(t *testing.T) {
 		t.Errorf("the drawing does not say it is simulated, or has no W:\n%.400s", b.String())
 	}
 }
+
+// TestEqualTimesBubble: the simulated bubble at equal times is
+// (P−1)/(V·M+P−1) for 1F1B and the interleaved schedule, and 0 for ZB-V
+// from 2P − 1 microbatches.
+func TestEqualTimesBubble(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want float64
+	}{
+		{Config{PP: 4, Microbatches: 8}, TheoreticalBubble(4, 1, 8)},
+		{Config{PP: 4, VPP: 2, Microbatches: 8, OverlapP2PComm: true}, TheoreticalBubble(4, 2, 8)},
+		{Config{PP: 4, VPP: 2, Microbatches: 8, Schedule: ScheduleZBV}, 0},
+	} {
+		got, err := EqualTimesBubble(c.cfg)
+		if err != nil || math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("%+v: %v, %v; want %v", c.cfg, got, err, c.want)
+		}
+	}
+}

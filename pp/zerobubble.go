@@ -165,14 +165,16 @@ func ZeroBubble(schedule string) bool {
 }
 
 // HeldMicrobatches returns the most microbatches pipeline rank r of p
-// holds activations for at once, over m microbatches, under the one-chunk
-// schedule named ("" or ScheduleOneFOneB, ScheduleZBH1, ScheduleZBH2), a
-// forward's held until its backward, or its weight gradients where they
-// are deferred: 1F1B's P − r, ZB-H1's P, ZB-H2's 2P − 1, at most m
-// (Verify's PeakLive). The memory estimate reads it.
+// holds activations for at once, over m microbatches, under the schedule
+// named ("" or ScheduleOneFOneB, ScheduleZBH1, ScheduleZBH2, ScheduleZBV),
+// in microbatches of the rank's layers: a forward's held until its
+// backward, or its weight gradients where they are deferred: 1F1B's P −
+// r, ZB-H1's P, ZB-H2's 2P − 1, at most m (Verify's PeakLive); ZB-V's
+// two chunks, each half the rank's layers, up to 2P chunks' (PeakLive),
+// so at most P. The memory estimate reads it.
 func HeldMicrobatches(schedule string, p, r, m int) int {
 	switch schedule {
-	case ScheduleZBH1:
+	case ScheduleZBH1, ScheduleZBV:
 		return min(p, m)
 	case ScheduleZBH2:
 		return min(2*p-1, m)
@@ -271,7 +273,9 @@ func withAsyncExchanges(s *Schedule, order []Action, gradSyncFunc bool) *Schedul
 	e.disableGradSync()
 	for c := range v {
 		fwd[c].post(e, 0, m)
-		bwd[c].post(e, 0, m)
+		if !s.ForwardOnly {
+			bwd[c].post(e, 0, m)
+		}
 	}
 	lastW := lastWeightGrads(order, v)
 	hooks := !gradSyncFunc || v == 1 && s.Rank == 0

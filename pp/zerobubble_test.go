@@ -322,4 +322,24 @@ func TestHeldMicrobatches(t *testing.T) {
 			}
 		}
 	}
+	// ZB-V counts chunks of half the rank's layers: twice the count
+	// bounds them, reached on the last rank once M ≥ 2P − 1.
+	for p := 2; p <= 5; p++ {
+		for m := 1; m <= 12; m++ {
+			ss, err := BuildAll(Config{PP: p, VPP: 2, Microbatches: m, Schedule: ScheduleZBV})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Verify(ss)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r := range p {
+				held := 2 * HeldMicrobatches(ScheduleZBV, p, r, m)
+				if res.PeakLive[r] > held || m >= 2*p-1 && r == p-1 && res.PeakLive[r] != held {
+					t.Errorf("zb-v, pp %d, m %d, rank %d: %d chunks, Verify finds %d", p, m, r, held, res.PeakLive[r])
+				}
+			}
+		}
+	}
 }

@@ -2,12 +2,24 @@ package pp
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gotron/gotron/config"
 )
 
 // NameZBV is the zero-bubble ZB-V schedule (ZeroBubbleV).
 const NameZBV = "zero_bubble_v"
+
+// PlacementOf returns the placement of the model's chunks the schedule
+// named (Config.Schedule) runs on: the V for ZB-V, the reference's loop
+// for every other. The trainer places its chunks so
+// (config.TransformerConfig.PipelinePlacement).
+func PlacementOf(schedule string) config.PipelinePlacement {
+	if schedule == ScheduleZBV {
+		return config.PlacementV
+	}
+	return config.PlacementLoop
+}
 
 // ZeroBubbleV returns rank's ZB-V schedule (Qi et al., "Zero Bubble
 // Pipeline Parallelism", ICLR 2024, arXiv 2401.10241, §6) for P = pp
@@ -39,18 +51,23 @@ const NameZBV = "zero_bubble_v"
 // in both directions, so a communicator that matches messages only by the
 // pair of ranks (comm's) must carry the two kinds apart (p2p's gradient
 // group). It panics if pp < 1, rank is outside [0, pp) or m < 1.
-func ZeroBubbleV(pp, rank, m int, gradSyncFunc bool) *Schedule {
+//
+// Forward-only (evaluation), it runs the same forwards in the same order.
+func ZeroBubbleV(pp, rank, m int, forwardOnly, gradSyncFunc bool) *Schedule {
 	if pp < 1 || rank < 0 || rank >= pp || m < 1 {
 		panic(fmt.Sprintf("pp.ZeroBubbleV: rank %d of %d with %d microbatches", rank, pp, m))
 	}
 	o := zbvOrder(pp, rank, m)
+	if forwardOnly {
+		o = slices.DeleteFunc(o, func(a Action) bool { return a.Kind != Forward })
+	}
 	warmup := 0
 	for warmup < len(o) && o[warmup].Kind == Forward {
 		warmup++
 	}
 	s := &Schedule{Name: NameZBV, PP: pp, VPP: 2, Microbatches: m, GroupSize: pp, Rank: rank,
-		Warmup: warmup, Remaining: 2*m - warmup, AllWarmup: warmup == 2*m, SplitBackward: true,
-		Placement: config.PlacementV}
+		Warmup: warmup, Remaining: 2*m - warmup, AllWarmup: warmup == 2*m, SplitBackward: !forwardOnly,
+		ForwardOnly: forwardOnly, Placement: config.PlacementV}
 	return withAsyncExchanges(s, o, gradSyncFunc)
 }
 

@@ -42,6 +42,17 @@ func TestZeroBubbleVVerifies(t *testing.T) {
 					}
 				}
 			}
+			// Evaluation: the same forwards on the same placement.
+			fo, err := BuildAll(Config{PP: p, VPP: 2, Microbatches: m, ForwardOnly: true, Schedule: ScheduleZBV})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Verify(fo); err != nil {
+				t.Fatalf("pp %d, %d microbatches, forward-only: %v", p, m, err)
+			}
+			if fo[0].Placement != config.PlacementV || count(fo[0], Forward) != 2*m || count(fo[0], Backward) != 0 {
+				t.Errorf("pp %d, m %d: the forward-only ZB-V is not 2M forwards on the V: %v", p, m, fo[0].Actions)
+			}
 		}
 	}
 }
@@ -65,7 +76,7 @@ func TestZeroBubbleVOrder(t *testing.T) {
 	}
 	for r, w := range want {
 		var got []string
-		for _, a := range ZeroBubbleV(2, r, 4, false).Actions {
+		for _, a := range ZeroBubbleV(2, r, 4, false, false).Actions {
 			if a.Kind.computes() {
 				got = append(got, fmt.Sprintf("%v%d.%d", a.Kind, a.Chunk, a.Microbatch))
 			}
@@ -151,7 +162,8 @@ func TestZeroBubbleVMatchesInterleaved(t *testing.T) {
 }
 
 // TestZeroBubbleVNeedsGradComm: without a second communicator for the
-// gradients the executor refuses a ZB-V schedule, naming the fix.
+// gradients the executor refuses a ZB-V schedule, naming the fix; and a
+// model whose chunks are not placed in a V is refused the schedule.
 func TestZeroBubbleVNeedsGradComm(t *testing.T) {
 	defer func() {
 		if recover() == nil {
@@ -159,6 +171,14 @@ func TestZeroBubbleVNeedsGradComm(t *testing.T) {
 		}
 	}()
 	runTwoChunkPipeline(t, 2, 4, ScheduleZBV, false)
+}
+
+func TestZeroBubbleVNeedsVPlacement(t *testing.T) {
+	s := ZeroBubbleV(2, 0, 4, false, false)
+	_, err := run(context.Background(), Args{Config: execConfig(2), Chunks: []Chunk{nil, nil}}, s)
+	if err == nil || !strings.Contains(err.Error(), "placement") {
+		t.Errorf("a loop-placed model under ZB-V: %v, want a placement error", err)
+	}
 }
 
 // runTwoChunkPipeline runs one iteration of the toy pipeline over 2P
@@ -172,10 +192,8 @@ func runTwoChunkPipeline(t *testing.T, p, m int, sched string, gradComm bool) ([
 	t.Helper()
 	cfg := execConfig(p)
 	cfg.VirtualPipelineModelParallelSize = 2
-	place := config.PlacementLoop
-	if sched == ScheduleZBV {
-		place = config.PlacementV
-	}
+	place := PlacementOf(sched)
+	cfg.PipelinePlacement = place
 	out := make([][]float32, 2*p)
 	peaks := make([]int64, p)
 	err := local.NewWorld(p, comm.Options{Timeout: 20 * time.Second}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {

@@ -132,9 +132,10 @@ type Args struct {
 	// TensorBoard is --tensorboard-dir and its family.
 	TensorBoard TensorBoard
 	// PipelineSchedule is --pipeline-schedule: "" or "1f1b" for the
-	// reference's choice (1F1B, interleaved with virtual stages), "zb-h1"
-	// and "zb-h2" for the zero-bubble schedules (pp.ZeroBubbleH1,
-	// pp.ZeroBubbleH2).
+	// reference's choice (1F1B, interleaved with virtual stages), "zb-h1",
+	// "zb-h2" and "zb-v" for the zero-bubble schedules (pp.ZeroBubbleH1,
+	// pp.ZeroBubbleH2, pp.ZeroBubbleV; the last places the model's chunks
+	// in a V, pp.PlacementOf).
 	PipelineSchedule string
 	// ProfileSchedule, when set, is an SVG file that receives the measured
 	// schedule timeline of the last iteration, every rank (--profile-schedule).
@@ -414,8 +415,6 @@ func (a Args) checkProfile(_ int, v *violations) {
 	if err := (pp.Config{PP: mp.PipelineModelParallelSize, VPP: mp.VirtualPipelineModelParallelSize,
 		OverlapP2PComm: mp.OverlapP2PComm, Schedule: a.PipelineSchedule, DeferEmbeddingWgrad: deferEmb}).CheckSchedule(); err != nil {
 		v.addErr(err)
-	} else if a.PipelineSchedule == pp.ScheduleZBV {
-		v.add("--pipeline-schedule %s: the trainer does not place the model's chunks in a V yet (gotron inspect schedule draws and simulates the schedule); choose %s, %s or %s", pp.ScheduleZBV, pp.ScheduleOneFOneB, pp.ScheduleZBH1, pp.ScheduleZBH2)
 	}
 	p := a.ProfileSchedule
 	if p == "" {

@@ -64,7 +64,7 @@ func (t *trainer) generate(ctx context.Context, prompt string, n int, temp float
 			next[0] = int64(sample(last, probs, temp, g))
 		}
 		if t.pp.Size() > 1 {
-			if err := t.pp.Broadcast(ctx, comm.I64(next), t.pp.Size()-1); err != nil {
+			if err := t.pp.Broadcast(ctx, comm.I64(next), t.lossRank()); err != nil {
 				return "", fmt.Errorf("sample: broadcasting the next byte over %s: %w", t.pp.Name(), err)
 			}
 		}
@@ -88,9 +88,10 @@ func (t *trainer) logits(ctx context.Context, tape *autograd.Tape, ids []int32) 
 	}
 	shape := []int{rows, 1, t.a.Model.HiddenSize}
 	var out *autograd.Var
+	var handed *tensor.Tensor // the output a stage on this rank hands to the next
 	for v, c := range t.chunks {
 		if !c.Spec.PreProcess {
-			x, _, _, err := t.p2p.Communicate(ctx, p2p.Exchange{RecvPrev: true, Shape: shape})
+			x, err := t.stageInput(ctx, v, shape, handed)
 			if err != nil {
 				return nil, fmt.Errorf("sample: receiving the hidden states of virtual stage %d: %w", v, err)
 			}
@@ -102,7 +103,7 @@ func (t *trainer) logits(ctx context.Context, tape *autograd.Tape, ids []int32) 
 			return nil, err
 		}
 		if !c.Spec.PostProcess {
-			if _, _, _, err := t.p2p.Communicate(ctx, p2p.Exchange{SendNext: out.Value.Contiguous()}); err != nil {
+			if handed, err = t.stageOutput(ctx, v, out.Value.Contiguous()); err != nil {
 				return nil, fmt.Errorf("sample: sending the hidden states of virtual stage %d: %w", v, err)
 			}
 			out = nil
@@ -168,4 +169,35 @@ func argmax(logits []float32) int32 {
 		}
 	}
 	return int32(best)
+}
+
+// stageInput receives chunk v's input from the previous stage: handed
+// over on this rank (the V placement's turn), or from the neighbouring
+// rank the placement says, in the pipeline's dtype.
+func (t *trainer) stageInput(ctx context.Context, v int, shape []int, handed *tensor.Tensor) (*tensor.Tensor, error) {
+	pl, P, V := t.a.Model.PipelinePlacement, t.pp.Size(), len(t.chunks)
+	if q, _, _ := pl.Prev(P, V, t.pp.Rank(), v); q == t.pp.Rank() {
+		return handed, nil
+	}
+	ex := p2p.Exchange{RecvPrev: pl.TowardNextRank(v), RecvNext: !pl.TowardNextRank(v), Shape: shape}
+	fromPrev, fromNext, _, err := t.p2p.Communicate(ctx, ex)
+	if fromPrev == nil {
+		fromPrev = fromNext
+	}
+	return fromPrev, err
+}
+
+// stageOutput sends chunk v's output x to the next stage, or returns what
+// the next stage receives when it is on this rank.
+func (t *trainer) stageOutput(ctx context.Context, v int, x *tensor.Tensor) (*tensor.Tensor, error) {
+	pl, P, V := t.a.Model.PipelinePlacement, t.pp.Size(), len(t.chunks)
+	if q, _, _ := pl.Next(P, V, t.pp.Rank(), v); q == t.pp.Rank() {
+		return t.p2p.HandOver(x), nil
+	}
+	ex := p2p.Exchange{SendNext: x}
+	if !pl.TowardNextRank(v) {
+		ex = p2p.Exchange{SendPrev: x}
+	}
+	_, _, _, err := t.p2p.Communicate(ctx, ex)
+	return nil, err
 }

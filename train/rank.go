@@ -12,6 +12,7 @@ import (
 	"github.com/gotron/gotron/ckpt"
 	"github.com/gotron/gotron/ckpt/safetensors"
 	"github.com/gotron/gotron/comm"
+	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/cp"
 	"github.com/gotron/gotron/data/source"
 	"github.com/gotron/gotron/dp"
@@ -64,7 +65,8 @@ type trainer struct {
 	mp      comm.Group // the model-parallel group (gradient norm)
 	pp      comm.Group // the pipeline-parallel group
 	p2p     *p2p.Communicator
-	rec     *pp.Recorder // the schedule's events, while an iteration is profiled
+	p2pGrad *p2p.Communicator // the gradients' own, under the V placement
+	rec     *pp.Recorder      // the schedule's events, while an iteration is profiled
 	// cpWait is the nanoseconds ring attention has spent blocked on
 	// receives (context parallelism), over the run.
 	cpWait atomic.Int64
@@ -94,7 +96,7 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *source.Sets, 
 	groups, err := mesh.Initialize(ctx, world, mesh.Sizes{
 		TP: mp.TensorModelParallelSize, PP: mp.PipelineModelParallelSize, CP: mp.ContextParallelSize,
 		EP: mp.ExpertModelParallelSize, ETP: mp.EffectiveExpertTensorParallelSize(),
-		NumDistOptInstances: a.DDP.NumDistributedOptimizerInstances,
+		NumDistOptInstances: a.DDP.NumDistributedOptimizerInstances, Placement: a.Model.PipelinePlacement,
 	})
 	if err != nil {
 		return nil, err
@@ -123,10 +125,8 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *source.Sets, 
 		return nil, err
 	}
 	t.sched = a.Schedule()
-	if t.pp.Size() > 1 {
-		if t.p2p, err = p2p.New(t.pp, p2p.ConfigFrom(&t.a.Model.ModelParallelConfig)); err != nil {
-			return nil, err
-		}
+	if err := t.newP2P(ctx); err != nil {
+		return nil, err
 	}
 	if a.Load != "" {
 		if err := t.resume(); err != nil {
@@ -222,10 +222,47 @@ func (t *trainer) expertGroups() moe.Parallel {
 	return moe.Parallel{EP: g.Get(mesh.GroupEP), ETP: g.Get(mesh.GroupExptTP), TPEP: g.Get(mesh.GroupTPEP), TPCP: g.Get(mesh.GroupTPCP)}
 }
 
-// firstStage and lastStage report whether the rank is the first or the last
-// pipeline stage.
-func (t *trainer) firstStage() bool { return t.pp.Rank() == 0 }
-func (t *trainer) lastStage() bool  { return t.pp.Rank() == t.pp.Size()-1 }
+// newP2P builds the pipeline communicators: one for the activations and,
+// when the placement sends activations and gradients both ways between
+// two ranks (the V), one for the gradients on a group of their own.
+func (t *trainer) newP2P(ctx context.Context) error {
+	if t.pp.Size() == 1 {
+		return nil
+	}
+	cfg := p2p.ConfigFrom(&t.a.Model.ModelParallelConfig)
+	var err error
+	if t.p2p, err = p2p.New(t.pp, cfg); err != nil || t.a.Model.PipelinePlacement != config.PlacementV {
+		return err
+	}
+	ranks := make([]int, t.pp.Size())
+	for i := range ranks {
+		ranks[i] = i
+	}
+	g, err := t.pp.NewSubgroups(ctx, "pipeline gradients", [][]int{ranks})
+	if err != nil {
+		return err
+	}
+	t.p2pGrad, err = p2p.New(g, cfg)
+	return err
+}
+
+// firstStage and lastStage report whether the rank holds the first or the
+// last stage of the model (the embedding's, the loss's): pipeline ranks 0
+// and P−1, or under the V placement rank 0 both.
+func (t *trainer) firstStage() bool { return t.pp.Rank() == t.stageRank(0) }
+func (t *trainer) lastStage() bool  { return t.pp.Rank() == t.lossRank() }
+
+// lossRank is the pipeline rank holding the last stage, which computes
+// the loss.
+func (t *trainer) lossRank() int {
+	return t.stageRank(t.pp.Size()*t.a.Model.NumModelChunks() - 1)
+}
+
+// stageRank is the pipeline rank holding stage s of the model.
+func (t *trainer) stageRank(s int) int {
+	p, _ := t.a.Model.PipelinePlacement.Chunk(t.pp.Size(), t.a.Model.NumModelChunks(), s)
+	return p
+}
 
 // normParams are the parameters the gradient norm counts on this rank:
 // every chunk's, except the last stage's copy of the shared word embedding

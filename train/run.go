@@ -429,6 +429,7 @@ func normalise(a Args, world int) Args {
 	// schedule stays set, so that validation refuses it (the reference's
 	// training layer turns it off with a warning).
 	a.Model = a.Model.ResolvePipelineLayout()
+	a.Model.PipelinePlacement = pp.PlacementOf(a.PipelineSchedule)
 	mp := &a.Model.ModelParallelConfig
 	a = a.ResolvePrecision()
 	if a.OverlapP2PComm != nil {
@@ -440,7 +441,8 @@ func normalise(a Args, world int) Args {
 			mp.PipelineDType = mp.ParamsDType
 		}
 		if a.OverlapP2PComm == nil {
-			mp.OverlapP2PComm = mp.VirtualPipelineModelParallelSize > 0
+			// (ZB-V's two chunks exchange asynchronously on their own.)
+			mp.OverlapP2PComm = mp.VirtualPipelineModelParallelSize > 0 && a.Model.PipelinePlacement == config.PlacementLoop
 		}
 		mp.BatchP2PComm = !mp.OverlapP2PComm
 		mp.DeallocatePipelineOutputs = true
@@ -496,10 +498,17 @@ func layoutDesc(a Args, dp int) string {
 	m := a.Model
 	s := fmt.Sprintf("data parallel %d", dp)
 	if p := m.PipelineModelParallelSize; p > 1 {
-		s = fmt.Sprintf("pipeline parallel %d, %s", p, s)
+		pipe := fmt.Sprint(p)
 		if v := m.VirtualPipelineModelParallelSize; v > 0 {
-			s = fmt.Sprintf("pipeline parallel %d with %d virtual stages, data parallel %d", p, v, dp)
+			pipe = fmt.Sprintf("%d with %d virtual stages", p, v)
 		}
+		switch sch := a.PipelineSchedule; {
+		case sch == pp.ScheduleZBV:
+			pipe += " in a V (zb-v: rank r holds stages r and 2P−1−r)"
+		case pp.ZeroBubble(sch):
+			pipe += ", " + sch
+		}
+		s = fmt.Sprintf("pipeline parallel %s, %s", pipe, s)
 	}
 	if n := m.ContextParallelSize; n > 1 {
 		s = fmt.Sprintf("context parallel %d (%s), %s", n, strings.Join(cpTypes(m), ", "), s)

@@ -132,7 +132,7 @@ func (t *trainer) forwardBackward(ctx context.Context, tape *autograd.Tape, ds d
 	}
 	args := pp.Args{Trace: trace,
 		Config: cfg, Rank: t.pp.Rank(), Tape: tape, Chunks: chunks, ForwardStep: fwd,
-		P2P:             pp.P2P{Comm: t.p2p, Shape: t.activationShape()},
+		P2P:             pp.P2P{Comm: t.p2p, GradComm: t.p2pGrad, Shape: t.activationShape()},
 		NumMicrobatches: micro, ForwardOnly: forwardOnly, ContextParallelSize: cfg.ContextParallelSize,
 		Schedule: a.PipelineSchedule,
 	}
@@ -272,7 +272,7 @@ func (t *trainer) finalize(ctx context.Context, numTokens *int64, forceAllReduce
 		// The last stage counted the tokens: broadcast over the pipeline,
 		// sum over the data-parallel ranks.
 		n := []int64{*numTokens}
-		if err := t.pp.Broadcast(ctx, comm.I64(n), t.pp.Size()-1); err != nil {
+		if err := t.pp.Broadcast(ctx, comm.I64(n), t.lossRank()); err != nil {
 			return fmt.Errorf("token count broadcast over %s: %w", t.pp.Name(), err)
 		}
 		if t.dpg.Size() > 1 {
@@ -386,7 +386,7 @@ func (t *trainer) fromLastStage(ctx context.Context, loss float64, tokens int64)
 		return loss, tokens, nil
 	}
 	buf := []int64{int64(math.Float64bits(loss)), tokens}
-	if err := t.pp.Broadcast(ctx, comm.I64(buf), t.pp.Size()-1); err != nil {
+	if err := t.pp.Broadcast(ctx, comm.I64(buf), t.lossRank()); err != nil {
 		return 0, 0, err
 	}
 	return math.Float64frombits(uint64(buf[0])), buf[1], nil

@@ -70,7 +70,7 @@ process, or, with --backend mpi, one per process of an mpirun job:
 	f.IntVar(&o.TensorParallel, "tensor-model-parallel-size", 1, "run each configuration on this many tensor-parallel ranks")
 	f.BoolVar(&o.SequenceParallel, "sequence-parallel", false, "with --tensor-model-parallel-size > 1, add sequence parallelism")
 	f.IntVar(&o.PipelineParallel, "pipeline-model-parallel-size", 1, "run each configuration on this many pipeline stages")
-	f.StringVar(&o.PipelineSchedule, "pipeline-schedule", "", "pipeline schedule: 1f1b (the default), zb-h1 or zb-h2 (zero-bubble: each backward split, its weight gradients deferred into the bubble; zb-h2 with 2P-1 microbatches in flight)")
+	f.StringVar(&o.PipelineSchedule, "pipeline-schedule", "", "pipeline schedule: 1f1b (the default), zb-h1, zb-h2 or zb-v (zero-bubble: each backward split, its weight gradients deferred into the bubble; zb-h2 with 2P-1 microbatches in flight; zb-v with --virtual-pipeline-model-parallel-size 2, two chunks per rank in a V)")
 	f.BoolVar(&o.DeferEmbeddingWgrad, "defer-embedding-wgrad-compute", false, "defer the last stage's output-layer weight gradients to the pipeline flush")
 	f.IntVar(&o.WgradDeferralLimit, "wgrad-deferral-limit", 0, "with --defer-embedding-wgrad-compute, defer the last this many microbatches (0: all)")
 	f.IntVar(&o.VirtualPipeline, "virtual-pipeline-model-parallel-size", 0, "model chunks per pipeline stage (interleaved 1F1B; 0: not interleaved)")

@@ -10,11 +10,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/pp"
 )
 
 func newInspectLayoutCmd() *cobra.Command {
 	c := config.DefaultTransformerConfig()
 	var asJSON bool
+	var schedule string
 	cmd := &cobra.Command{
 		Use:   "layout",
 		Short: "Print which layers each pipeline rank and virtual stage holds",
@@ -25,7 +27,11 @@ given: evenly (--num-layers over --pipeline-model-parallel-size, with
 unevenly (--decoder-first/last-pipeline-num-layers), with the embedding and
 loss counted as layers (--account-for-*-in-pipeline-split), or by a layout
 string (--pipeline-model-parallel-layout "Et*3|(tt|)*29,m|L"). With a layout,
---num-layers and --mtp-num-layers default to the layout's counts.`,
+--num-layers and --mtp-num-layers default to the layout's counts. With
+--pipeline-schedule zb-v the same stages are placed in a V: rank r's virtual
+stage 0 holds stage r and its virtual stage 1 stage 2P−1−r, so rank 0 holds
+the embedding and the loss; the layout line still lists the stages in model
+order.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if s := c.PipelineModelParallelLayout; s != "" && (!cmd.Flags().Changed("num-layers") || !cmd.Flags().Changed("mtp-num-layers")) {
@@ -40,14 +46,26 @@ string (--pipeline-model-parallel-layout "Et*3|(tt|)*29,m|L"). With a layout,
 					c.MTPNumLayers = l.Count(config.LayerMTP)
 				}
 			}
+			if schedule != "" {
+				r := c.ResolvePipelineLayout()
+				if err := (pp.Config{PP: r.PipelineModelParallelSize, VPP: r.VirtualPipelineModelParallelSize, Schedule: schedule}).CheckSchedule(); err != nil {
+					return err
+				}
+			}
+			loop, err := c.PipelineChunks() // the stages, in model order
+			if err != nil {
+				return err
+			}
+			c.PipelinePlacement = pp.PlacementOf(schedule)
 			chunks, err := c.PipelineChunks()
 			if err != nil {
 				return err
 			}
+			stages := config.LayoutOfChunks(loop)
 			if asJSON {
-				return writeLayoutJSON(cmd.OutOrStdout(), chunks)
+				return writeLayoutJSON(cmd.OutOrStdout(), stages, chunks)
 			}
-			return writeLayoutTable(cmd.OutOrStdout(), c, chunks)
+			return writeLayoutTable(cmd.OutOrStdout(), c, stages, chunks)
 		},
 	}
 	f := cmd.Flags()
@@ -62,6 +80,7 @@ string (--pipeline-model-parallel-layout "Et*3|(tt|)*29,m|L"). With a layout,
 	f.BoolVar(&c.AccountForEmbeddingInPipelineSplit, "account-for-embedding-in-pipeline-split", false, "count the embedding as a layer of the even split")
 	f.BoolVar(&c.AccountForLossInPipelineSplit, "account-for-loss-in-pipeline-split", false, "count the loss as a layer of the even split")
 	f.IntVar(&c.MTPNumLayers, "mtp-num-layers", 0, "multi-token-prediction layers (default with a layout: its number of m)")
+	f.StringVar(&schedule, "pipeline-schedule", "", "pipeline schedule the chunks are placed for: zb-v places them in a V (with 2 virtual stages); any other, the reference's loop")
 	f.BoolVar(&asJSON, "json", false, `print JSON: {"stages": [["E","t",…],…], "ranks": [{"rank", "chunks": [{"vpp", "layers", "decoder_offset"}]}]}`)
 	return cmd
 }
@@ -85,9 +104,9 @@ type layoutChunk struct {
 	DecoderOffset int   `json:"decoder_offset"`
 }
 
-func writeLayoutJSON(w io.Writer, chunks [][]config.PipelineChunk) error {
+func writeLayoutJSON(w io.Writer, stages *config.PipelineLayout, chunks [][]config.PipelineChunk) error {
 	doc := layoutJSON{Stages: [][]string{}, Ranks: []layoutRank{}}
-	for _, st := range config.LayoutOfChunks(chunks).Stages() {
+	for _, st := range stages.Stages() {
 		letters := []string{}
 		for _, t := range st {
 			letters = append(letters, t.Letter())
@@ -108,13 +127,16 @@ func writeLayoutJSON(w io.Writer, chunks [][]config.PipelineChunk) error {
 	return json.NewEncoder(w).Encode(doc)
 }
 
-func writeLayoutTable(w io.Writer, c config.TransformerConfig, chunks [][]config.PipelineChunk) error {
+func writeLayoutTable(w io.Writer, c config.TransformerConfig, stages *config.PipelineLayout, chunks [][]config.PipelineChunk) error {
 	pp, vpp := len(chunks), len(chunks[0])
 	fmt.Fprintf(w, "pipeline_model_parallel_size %d × %d virtual stages, num_layers %d", pp, vpp, c.NumLayers)
 	if c.MTPNumLayers > 0 {
 		fmt.Fprintf(w, ", mtp_num_layers %d", c.MTPNumLayers)
 	}
-	fmt.Fprintf(w, "\nlayout %s\n", config.LayoutOfChunks(chunks))
+	fmt.Fprintf(w, "\nlayout %s\n", stages)
+	if c.PipelinePlacement != config.PlacementLoop {
+		fmt.Fprintf(w, "placed in a %s: rank r's virtual stage 0 holds stage r, its virtual stage 1 stage 2P−1−r\n", strings.ToUpper(c.PipelinePlacement.String()))
+	}
 	fmt.Fprintln(w, "E embedding, tI-J decoder layers I to J, m MTP layer, L final layernorm, output layer and loss")
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)

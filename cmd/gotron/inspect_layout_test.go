@@ -80,6 +80,27 @@ func TestInspectLayoutTable(t *testing.T) {
 	}
 }
 
+// TestInspectLayoutV: --pipeline-schedule zb-v places the same stages in a
+// V: rank 0 holds the first and the last, the last rank the two middle
+// ones; the layout line keeps the model's order; without two virtual
+// stages it is refused.
+func TestInspectLayoutV(t *testing.T) {
+	out, err := run(t, "inspect", "layout", "--num-layers", "8", "--pipeline-model-parallel-size", "4",
+		"--virtual-pipeline-model-parallel-size", "2", "--pipeline-schedule", "zb-v")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"layout Et|t|t|t|t|t|t|tL", "placed in a V", "\n0         E t0         t7 L\n", "\n3         t3           t4\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := run(t, "inspect", "layout", "--num-layers", "8", "--pipeline-model-parallel-size", "4", "--pipeline-schedule", "zb-v"); err == nil ||
+		!strings.Contains(err.Error(), "--virtual-pipeline-model-parallel-size 2") {
+		t.Errorf("zb-v without virtual stages: %v", err)
+	}
+}
+
 func TestInspectLayoutErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/pp"
 )
 
@@ -183,7 +184,7 @@ func (f *scheduleFlags) overlapDefault(cmd *cobra.Command) error {
 		v, _ := fl.GetBool("no-overlap-p2p-communication")
 		f.cfg.OverlapP2PComm = !v
 	case !on:
-		f.cfg.OverlapP2PComm = f.cfg.VPP > 0 && f.cfg.PP > 1 && !pp.ZeroBubble(f.cfg.Schedule)
+		f.cfg.OverlapP2PComm = f.cfg.VPP > 0 && f.cfg.PP > 1 && pp.PlacementOf(f.cfg.Schedule) == config.PlacementLoop
 	}
 	return nil
 }
@@ -195,7 +196,7 @@ func (f *scheduleFlags) overlapDefault(cmd *cobra.Command) error {
 // within a batch (Megatron-LM issue #750).
 func (f *scheduleFlags) check() error {
 	f.cfg.BatchP2PComm = !f.cfg.OverlapP2PComm && !pp.ZeroBubble(f.cfg.Schedule)
-	if f.cfg.VPP > 0 && f.cfg.PP == 2 && !f.cfg.OverlapP2PComm && !pp.ZeroBubble(f.cfg.Schedule) {
+	if f.cfg.VPP > 0 && f.cfg.PP == 2 && !f.cfg.OverlapP2PComm && pp.PlacementOf(f.cfg.Schedule) == config.PlacementLoop {
 		return fmt.Errorf("the interleaved schedule (--virtual-pipeline-model-parallel-size %d) without --overlap-p2p-communication needs "+
 			"--pipeline-model-parallel-size > 2 (here 2): with two stages the next and the previous stage are the same peer within one batch; "+
 			"add --overlap-p2p-communication, or use ≥ 3 stages, or drop --virtual-pipeline-model-parallel-size", f.cfg.VPP)

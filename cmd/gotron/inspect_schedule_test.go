@@ -93,14 +93,18 @@ func TestInspectScheduleRefuses(t *testing.T) {
 // TestInspectScheduleSimulated: --stage-times plays the ranks' lists with
 // the given durations: ZB-H1's makespan at P 4, M 8 and equal times is
 // 3M + (P − 1) = 27, 1F1B's 3M + 3(P − 1) = 33, ZB-H2's 3M = 24 (no
-// bubble); --json carries it.
+// bubble), and ZB-V's, whose two chunks per rank each take half a stage's
+// times, 24 too; --json carries it.
 func TestInspectScheduleSimulated(t *testing.T) {
 	for _, c := range []struct {
 		schedule string
 		makespan float64
-	}{{"1f1b", 33}, {"zb-h1", 27}, {"zb-h2", 24}} {
-		out, err := run(t, "inspect", "schedule", "--pipeline-model-parallel-size", "4", "--num-microbatches", "8",
-			"--pipeline-schedule", c.schedule, "--stage-times", "1,1,1", "--json")
+		extra    []string
+	}{{"1f1b", 33, []string{"--stage-times", "1,1,1"}}, {"zb-h1", 27, []string{"--stage-times", "1,1,1"}},
+		{"zb-h2", 24, []string{"--stage-times", "1,1,1"}},
+		{"zb-v", 24, []string{"--stage-times", "0.5,0.5,0.5", "--virtual-pipeline-model-parallel-size", "2"}}} {
+		out, err := run(t, append([]string{"inspect", "schedule", "--pipeline-model-parallel-size", "4", "--num-microbatches", "8",
+			"--pipeline-schedule", c.schedule, "--json"}, c.extra...)...)
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
