@@ -59,8 +59,12 @@ type Options struct {
 	// overrides its align_param_gather as Args.AlignParamGather does.
 	DDP              *config.DDPConfig
 	AlignParamGather *bool
-	// PipelineSchedule is --pipeline-schedule ("": 1F1B; "zb-h1", "zb-h2").
+	// PipelineSchedule is --pipeline-schedule ("": 1F1B; "zb-h1", "zb-h2",
+	// "zb-v").
 	PipelineSchedule string
+	// PipelineLayout is --pipeline-model-parallel-layout: the stages'
+	// layers by a layout string instead of the even split ("": even).
+	PipelineLayout string
 	// DeferEmbeddingWgrad and WgradDeferralLimit are
 	// --defer-embedding-wgrad-compute and --wgrad-deferral-limit.
 	DeferEmbeddingWgrad bool
@@ -266,6 +270,7 @@ func argsFor(c Config, o Options, n int) train.Args {
 	}
 	a.AlignParamGather = o.AlignParamGather
 	a.PipelineSchedule = o.PipelineSchedule
+	a.Model.PipelineModelParallelLayout = o.PipelineLayout
 	a.Model.DeferEmbeddingWgradCompute, a.Model.WgradDeferralLimit = o.DeferEmbeddingWgrad, o.WgradDeferralLimit
 	a.MicroBatchSize = c.MicroBatch
 	if dp := a.DataParallelSize(n); dp > 0 {
@@ -354,6 +359,9 @@ func layoutDesc(o Options, dp int) string {
 		}
 		if o.PipelineSchedule != "" {
 			s += " (" + o.PipelineSchedule + ")"
+		}
+		if o.PipelineLayout != "" {
+			s += ", layout " + o.PipelineLayout
 		}
 		if o.DeferEmbeddingWgrad {
 			s += fmt.Sprintf(", output-layer weight gradients deferred (limit %d)", o.WgradDeferralLimit)

@@ -257,8 +257,8 @@ func layerCount(c config.TransformerConfig) float64 {
 
 // activationMemory is the activations the machine keeps: each rank of a
 // pipeline of p stages keeps min(p−i, m) micro-batches of its L/p layers
-// under 1F1B, min(p, m) under ZB-H1 and ZB-V, min(2p−1, m) under ZB-H2
-// (pp.HeldMicrobatches).
+// under 1F1B, min(p, m) under ZB-H1 and ZB-V, min(2p−1, m) under ZB-H2,
+// min(p+1, m) under DualPipeV (pp.HeldMicrobatches).
 func activationMemory(a Run, world int, copies float64) float64 {
 	tp, stages := max(a.Model.TensorModelParallelSize, 1), max(a.Model.PipelineModelParallelSize, 1)
 	s, b := float64(a.Model.SeqLength), float64(a.MicroBatchSize)

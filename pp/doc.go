@@ -11,8 +11,8 @@
 // wait for an overlapped exchange, entering or leaving no_sync — for the
 // reference's three schedules (no pipelining, 1F1B, interleaved 1F1B) and
 // for the zero-bubble ZB-H1, ZB-H2 and ZB-V (ZeroBubbleH1, ZeroBubbleH2,
-// ZeroBubbleV, Config.Schedule "zb-h1", "zb-h2", "zb-v"), whose backward
-// is split
+// ZeroBubbleV, Config.Schedule "zb-h1", "zb-h2", "zb-v") and DeepSeek's
+// DualPipeV (DualPipeV, "dualpipev"), whose backward is split
 // (Schedule.SplitBackward): a Backward action computes the input
 // gradient (autograd.BackwardSplit) and a later WeightGrad action ("W")
 // the parameters' gradients, which the verifier checks come once, after
@@ -22,8 +22,8 @@
 // EmbeddingWgrad action in the flush.
 // A Schedule's Placement (config.PipelinePlacement) says which stage of
 // the model each chunk holds, and so where its tensors come from and go
-// to: the reference's loop (chunk v of rank r is stage v·P + r) or ZB-V's
-// V (stages r and 2P − 1 − r), whose last rank hands its chunk 0's output
+// to: the reference's loop (chunk v of rank r is stage v·P + r) or the V
+// of ZB-V and DualPipeV (stages r and 2P − 1 − r), whose last rank hands its chunk 0's output
 // to its chunk 1 without a message (p2p's HandOver) and whose chunk 1
 // sends its activations to the previous rank; the verifier, the
 // simulator and the executor all route by it, and the executor carries
@@ -50,8 +50,8 @@
 //
 // A 1F1B rank r of P keeps at most min(P − r, M) microbatches' activations,
 // whatever M (TestOneFOneBActivationsBounded), under ZB-H1 min(P, M),
-// under ZB-H2 min(2P − 1, M) (HeldMicrobatches) and under ZB-V 2P chunks',
-// P microbatches of the rank's layers; 1F1B's pipeline bubble is
+// under ZB-H2 min(2P − 1, M) (HeldMicrobatches), under ZB-V 2P chunks',
+// P microbatches of the rank's layers, and under DualPipeV 2P + 1 chunks'; 1F1B's pipeline bubble is
 // (P − 1)/(V·M + P − 1) of the iteration (Narayanan et al. 2021, arXiv
 // 2104.04473 §2.2). A Recorder's Record, given as Args.Trace, records what each
 // rank executed; GatherTimeline brings every rank's record to rank 0 as a

@@ -108,7 +108,8 @@ type Config struct {
 	// Schedule names a pipeline schedule other than the reference's
 	// choice (--pipeline-schedule): "" or ScheduleOneFOneB for it,
 	// ScheduleZBH1 for ZeroBubbleH1, ScheduleZBH2 for ZeroBubbleH2,
-	// ScheduleZBV for ZeroBubbleV (with VPP 2).
+	// ScheduleZBV for ZeroBubbleV and ScheduleDualPipeV for DualPipeV
+	// (both with VPP 2).
 	Schedule string
 	// DeferEmbeddingWgrad and WgradDeferralLimit are
 	// ModelParallelConfig's defer_embedding_wgrad_compute and
@@ -129,17 +130,20 @@ func (c Config) CheckSchedule() error {
 	case ScheduleZBH1, ScheduleZBH2:
 		return checkOneChunkSplit(c, c.Schedule)
 	case ScheduleZBV:
-		return checkZBV(c)
+		return checkV(c, ScheduleZBV)
+	case ScheduleDualPipeV:
+		return checkDualPipeV(c)
 	}
-	return fmt.Errorf("--pipeline-schedule %q: choose %s (the reference's 1F1B, or interleaved with virtual stages), %s, %s or %s", c.Schedule, ScheduleOneFOneB, ScheduleZBH1, ScheduleZBH2, ScheduleZBV)
+	return fmt.Errorf("--pipeline-schedule %q: choose %s (the reference's 1F1B, or interleaved with virtual stages), %s, %s, %s or %s", c.Schedule, ScheduleOneFOneB, ScheduleZBH1, ScheduleZBH2, ScheduleZBV, ScheduleDualPipeV)
 }
 
 // The values of Config.Schedule.
 const (
-	ScheduleOneFOneB = "1f1b"
-	ScheduleZBH1     = "zb-h1"
-	ScheduleZBH2     = "zb-h2"
-	ScheduleZBV      = "zb-v"
+	ScheduleOneFOneB  = "1f1b"
+	ScheduleZBH1      = "zb-h1"
+	ScheduleZBH2      = "zb-h2"
+	ScheduleZBV       = "zb-v"
+	ScheduleDualPipeV = "dualpipev"
 )
 
 // Interleaved reports whether the config selects the interleaved schedule.
@@ -190,6 +194,8 @@ func build(cfg Config) (*Schedule, error) {
 	switch {
 	case cfg.Schedule == ScheduleZBV: // its placement, forward-only too
 		return ZeroBubbleV(cfg.PP, cfg.Rank, cfg.Microbatches, cfg.ForwardOnly, cfg.GradSyncFunc), nil
+	case cfg.Schedule == ScheduleDualPipeV:
+		return DualPipeV(cfg.PP, cfg.Rank, cfg.Microbatches, cfg.ForwardOnly, cfg.GradSyncFunc), nil
 	case cfg.ForwardOnly:
 	case cfg.Schedule == ScheduleZBH1:
 		return ZeroBubbleH1(cfg.PP, cfg.Rank, cfg.Microbatches, cfg.GradSyncFunc), nil

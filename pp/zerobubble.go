@@ -161,21 +161,25 @@ func (l *lane) around(e *emitter, x, m int, compute func()) {
 // zero-bubble one: its backward split, its exchanges asynchronous (it
 // needs an unbatched communicator, p2p.Config.BatchP2PComm false).
 func ZeroBubble(schedule string) bool {
-	return schedule == ScheduleZBH1 || schedule == ScheduleZBH2 || schedule == ScheduleZBV
+	return schedule == ScheduleZBH1 || schedule == ScheduleZBH2 || schedule == ScheduleZBV || schedule == ScheduleDualPipeV
 }
 
 // HeldMicrobatches returns the most microbatches pipeline rank r of p
 // holds activations for at once, over m microbatches, under the schedule
-// named ("" or ScheduleOneFOneB, ScheduleZBH1, ScheduleZBH2, ScheduleZBV),
+// named ("" or ScheduleOneFOneB, ScheduleZBH1, ScheduleZBH2, ScheduleZBV,
+// ScheduleDualPipeV),
 // in microbatches of the rank's layers: a forward's held until its
 // backward, or its weight gradients where they are deferred: 1F1B's P −
 // r, ZB-H1's P, ZB-H2's 2P − 1, at most m (Verify's PeakLive); ZB-V's
 // two chunks, each half the rank's layers, up to 2P chunks' (PeakLive),
-// so at most P. The memory estimate reads it.
+// so at most P; DualPipeV's 2P + 1 chunks', at most P + 1. The memory
+// estimate reads it.
 func HeldMicrobatches(schedule string, p, r, m int) int {
 	switch schedule {
 	case ScheduleZBH1, ScheduleZBV:
 		return min(p, m)
+	case ScheduleDualPipeV:
+		return min(p+1, m)
 	case ScheduleZBH2:
 		return min(2*p-1, m)
 	}

@@ -11,11 +11,11 @@ import (
 const NameZBV = "zero_bubble_v"
 
 // PlacementOf returns the placement of the model's chunks the schedule
-// named (Config.Schedule) runs on: the V for ZB-V, the reference's loop
-// for every other. The trainer places its chunks so
+// named (Config.Schedule) runs on: the V for ZB-V and DualPipeV, the
+// reference's loop for every other. The trainer places its chunks so
 // (config.TransformerConfig.PipelinePlacement).
 func PlacementOf(schedule string) config.PipelinePlacement {
-	if schedule == ScheduleZBV {
+	if schedule == ScheduleZBV || schedule == ScheduleDualPipeV {
 		return config.PlacementV
 	}
 	return config.PlacementLoop
@@ -57,7 +57,13 @@ func ZeroBubbleV(pp, rank, m int, forwardOnly, gradSyncFunc bool) *Schedule {
 	if pp < 1 || rank < 0 || rank >= pp || m < 1 {
 		panic(fmt.Sprintf("pp.ZeroBubbleV: rank %d of %d with %d microbatches", rank, pp, m))
 	}
-	o := zbvOrder(pp, rank, m)
+	return vSchedule(NameZBV, pp, rank, m, zbvOrder(pp, rank, m), forwardOnly, gradSyncFunc)
+}
+
+// vSchedule makes rank's schedule named name on the V placement from its
+// compute order o over m microbatches (its forwards alone when
+// forwardOnly), with withAsyncExchanges' exchanges.
+func vSchedule(name string, pp, rank, m int, o []Action, forwardOnly, gradSyncFunc bool) *Schedule {
 	if forwardOnly {
 		o = slices.DeleteFunc(o, func(a Action) bool { return a.Kind != Forward })
 	}
@@ -65,7 +71,7 @@ func ZeroBubbleV(pp, rank, m int, forwardOnly, gradSyncFunc bool) *Schedule {
 	for warmup < len(o) && o[warmup].Kind == Forward {
 		warmup++
 	}
-	s := &Schedule{Name: NameZBV, PP: pp, VPP: 2, Microbatches: m, GroupSize: pp, Rank: rank,
+	s := &Schedule{Name: name, PP: pp, VPP: 2, Microbatches: m, GroupSize: pp, Rank: rank,
 		Warmup: warmup, Remaining: 2*m - warmup, AllWarmup: warmup == 2*m, SplitBackward: !forwardOnly,
 		ForwardOnly: forwardOnly, Placement: config.PlacementV}
 	return withAsyncExchanges(s, o, gradSyncFunc)
@@ -133,17 +139,18 @@ func (z *zbvEmitter) next(k Kind, c int) {
 	}
 }
 
-// checkZBV refuses ZB-V where it cannot run: it pipelines two model
-// chunks per rank, in a V, over at least two ranks, its exchanges not
-// overlapped by the interleaved schedule's mechanism.
-func checkZBV(c Config) error {
+// checkV refuses a schedule on the V placement (name: ZB-V or DualPipeV)
+// where it cannot run: it pipelines two model chunks per rank, in a V,
+// over at least two ranks, its exchanges not overlapped by the
+// interleaved schedule's mechanism.
+func checkV(c Config, name string) error {
 	switch {
 	case c.PP < 2:
-		return fmt.Errorf("--pipeline-schedule %s: pipeline_model_parallel_size = %d has no pipeline bubble to fill: use it with %s ≥ 2, or drop the flag", ScheduleZBV, c.PP, flagPP)
+		return fmt.Errorf("--pipeline-schedule %s: pipeline_model_parallel_size = %d has no pipeline bubble to fill: use it with %s ≥ 2, or drop the flag", name, c.PP, flagPP)
 	case c.VPP != 2:
-		return fmt.Errorf("--pipeline-schedule %s runs two model chunks per rank, one down the pipeline and one back up, but virtual_pipeline_model_parallel_size is %s: set %s 2 (or a layout of 2·P stages)", ScheduleZBV, vppText(c.VPP), flagVPP)
+		return fmt.Errorf("--pipeline-schedule %s runs two model chunks per rank, one down the pipeline and one back up, but virtual_pipeline_model_parallel_size is %s: set %s 2 (or a layout of 2·P stages)", name, vppText(c.VPP), flagVPP)
 	case c.OverlapP2PComm:
-		return fmt.Errorf("--pipeline-schedule %s exchanges tensors asynchronously on its own: turn --overlap-p2p-communication off", ScheduleZBV)
+		return fmt.Errorf("--pipeline-schedule %s exchanges tensors asynchronously on its own: turn --overlap-p2p-communication off", name)
 	}
 	return nil
 }

@@ -133,9 +133,9 @@ type Args struct {
 	TensorBoard TensorBoard
 	// PipelineSchedule is --pipeline-schedule: "" or "1f1b" for the
 	// reference's choice (1F1B, interleaved with virtual stages), "zb-h1",
-	// "zb-h2" and "zb-v" for the zero-bubble schedules (pp.ZeroBubbleH1,
-	// pp.ZeroBubbleH2, pp.ZeroBubbleV; the last places the model's chunks
-	// in a V, pp.PlacementOf).
+	// "zb-h2", "zb-v" and "dualpipev" for the zero-bubble schedules
+	// (pp.ZeroBubbleH1, pp.ZeroBubbleH2, pp.ZeroBubbleV, pp.DualPipeV; the
+	// last two place the model's chunks in a V, pp.PlacementOf).
 	PipelineSchedule string
 	// ProfileSchedule, when set, is an SVG file that receives the measured
 	// schedule timeline of the last iteration, every rank (--profile-schedule).
@@ -407,12 +407,19 @@ func (a Args) checkBatch(world int, v *violations) {
 // checkProfile: --pipeline-schedule must suit the pipeline (and
 // defer_embedding_wgrad_compute);
 // --profile-schedule needs a pipeline and a directory.
-func (a Args) checkProfile(_ int, v *violations) {
+func (a Args) checkProfile(world int, v *violations) {
 	mp := a.Model.ModelParallelConfig
 	// The config's own rules refuse defer_embedding_wgrad_compute with
-	// one stage or a negative limit; here only its schedule is checked.
+	// one stage or a negative limit; here only its schedule is checked,
+	// with the fewest microbatches an iteration has (the first, under a
+	// batch-size ramp-up; unknown, 0, when the batch flags are wrong,
+	// which checkBatch reports).
 	deferEmb := mp.DeferEmbeddingWgradCompute && mp.PipelineModelParallelSize > 1 && mp.WgradDeferralLimit >= 0
-	if err := (pp.Config{PP: mp.PipelineModelParallelSize, VPP: mp.VirtualPipelineModelParallelSize,
+	m := 0
+	if dp := a.DataParallelSize(world); a.rowsOK(dp) {
+		m = a.GlobalBatchAt(0) / (a.MicroBatchSize * dp)
+	}
+	if err := (pp.Config{PP: mp.PipelineModelParallelSize, VPP: mp.VirtualPipelineModelParallelSize, Microbatches: m,
 		OverlapP2PComm: mp.OverlapP2PComm, Schedule: a.PipelineSchedule, DeferEmbeddingWgrad: deferEmb}).CheckSchedule(); err != nil {
 		v.addErr(err)
 	}

@@ -503,8 +503,8 @@ func layoutDesc(a Args, dp int) string {
 			pipe = fmt.Sprintf("%d with %d virtual stages", p, v)
 		}
 		switch sch := a.PipelineSchedule; {
-		case sch == pp.ScheduleZBV:
-			pipe += " in a V (zb-v: rank r holds stages r and 2P−1−r)"
+		case pp.PlacementOf(sch) == config.PlacementV:
+			pipe += " in a V (" + sch + ": rank r holds stages r and 2P−1−r)"
 		case pp.ZeroBubble(sch):
 			pipe += ", " + sch
 		}

@@ -28,7 +28,7 @@ unevenly (--decoder-first/last-pipeline-num-layers), with the embedding and
 loss counted as layers (--account-for-*-in-pipeline-split), or by a layout
 string (--pipeline-model-parallel-layout "Et*3|(tt|)*29,m|L"). With a layout,
 --num-layers and --mtp-num-layers default to the layout's counts. With
---pipeline-schedule zb-v the same stages are placed in a V: rank r's virtual
+--pipeline-schedule zb-v (or dualpipev) the same stages are placed in a V: rank r's virtual
 stage 0 holds stage r and its virtual stage 1 stage 2P−1−r, so rank 0 holds
 the embedding and the loss; the layout line still lists the stages in model
 order.`,
@@ -80,7 +80,7 @@ order.`,
 	f.BoolVar(&c.AccountForEmbeddingInPipelineSplit, "account-for-embedding-in-pipeline-split", false, "count the embedding as a layer of the even split")
 	f.BoolVar(&c.AccountForLossInPipelineSplit, "account-for-loss-in-pipeline-split", false, "count the loss as a layer of the even split")
 	f.IntVar(&c.MTPNumLayers, "mtp-num-layers", 0, "multi-token-prediction layers (default with a layout: its number of m)")
-	f.StringVar(&schedule, "pipeline-schedule", "", "pipeline schedule the chunks are placed for: zb-v places them in a V (with 2 virtual stages); any other, the reference's loop")
+	f.StringVar(&schedule, "pipeline-schedule", "", "pipeline schedule the chunks are placed for: zb-v and dualpipev place them in a V (with 2 virtual stages); any other, the reference's loop")
 	f.BoolVar(&asJSON, "json", false, `print JSON: {"stages": [["E","t",…],…], "ranks": [{"rank", "chunks": [{"vpp", "layers", "decoder_offset"}]}]}`)
 	return cmd
 }

@@ -30,8 +30,9 @@ func newInspectScheduleCmd() *cobra.Command {
 reference's get_forward_backward_func would run it (no pipelining, 1F1B, or
 interleaved 1F1B with --virtual-pipeline-model-parallel-size), or ZB-H1 and ZB-H2
 with --pipeline-schedule zb-h1 or zb-h2 (W: a split backward's weight gradients),
-or ZB-V with --pipeline-schedule zb-v --virtual-pipeline-model-parallel-size 2
-(rank r's chunk 0 holds stage r and its chunk 1 stage 2P−1−r), plays the ranks
+or ZB-V and DualPipeV with --pipeline-schedule zb-v or dualpipev and
+--virtual-pipeline-model-parallel-size 2 (rank r's chunk 0 holds stage r and its
+chunk 1 stage 2P−1−r), plays the ranks
 against each other to check that it completes, and prints a grid of the
 actions (one row per rank) with each rank's peak of live activations, or with
 --json {"pp","vpp","microbatches","group_size","ranks":[{"rank","warmup",
@@ -129,7 +130,7 @@ data-parallel size --world-size / (--tensor-model-parallel-size ×
 	fl.IntVar(&f.microBatch, "micro-batch-size", 1, "rows of a microbatch")
 	fl.IntVar(&f.worldSize, "world-size", 0, "number of ranks (0: tensor × pipeline size, data-parallel size 1)")
 	fl.IntVar(&f.tensorParallel, "tensor-model-parallel-size", 1, "tensor-parallel size")
-	fl.StringVar(&f.cfg.Schedule, "pipeline-schedule", "", "1f1b (the default), zb-h1, zb-h2 or zb-v (zero-bubble: each backward split, its weight gradients deferred into the bubble; zb-h2 with 2P-1 microbatches in flight; zb-v with two chunks per rank in a V)")
+	fl.StringVar(&f.cfg.Schedule, "pipeline-schedule", "", "1f1b (the default), zb-h1, zb-h2, zb-v or dualpipev (zero-bubble: each backward split, its weight gradients deferred into the bubble; zb-h2 with 2P-1 microbatches in flight; zb-v and dualpipev with two chunks per rank in a V)")
 	fl.BoolVar(&f.cfg.ForwardOnly, "forward-only", false, "forward passes only (evaluation)")
 	fl.BoolVar(&f.cfg.OverlapP2PComm, "overlap-p2p-communication", false, "overlap pipeline sends and receives with compute (interleaved schedule; the default there, as in gotron train)")
 	fl.Bool("no-overlap-p2p-communication", false, "batch pipeline sends and receives instead of overlapping them (interleaved schedule)")

@@ -86,6 +86,8 @@ func TestTrainFlagErrors(t *testing.T) {
 		{"--pipeline-schedule", "zb-v", "--world-size", "2", "--pipeline-model-parallel-size", "2", "--num-layers", "4"},
 		{"--pipeline-schedule", "zb-v", "--world-size", "2", "--pipeline-model-parallel-size", "2", "--num-layers", "6",
 			"--virtual-pipeline-model-parallel-size", "3"},
+		{"--pipeline-schedule", "dualpipev", "--world-size", "2", "--pipeline-model-parallel-size", "2", "--num-layers", "4",
+			"--virtual-pipeline-model-parallel-size", "2", "--global-batch-size", "2"}, // fewer than 2P microbatches
 	} {
 		args := append([]string{"train", "--mock-data", "--train-iters", "1", "--vocab-size", "64", "--hidden-size", "32",
 			"--num-attention-heads", "4", "--seq-length", "8", "--global-batch-size", "4"}, c...)
