@@ -276,9 +276,7 @@ func (e *executor) input(k key) (*autograd.Var, error) {
 		return nil, fmt.Errorf("pp: forward of microbatch %d on chunk %d before the forward of chunk %d, which hands it its input", k.mb, k.chunk, c)
 	}
 	in := autograd.NewLeaf(e.handOver(out.Value), "pipeline input", !e.a.ForwardOnly)
-	if e.a.ForwardOnly {
-		delete(e.outputs, prev) // handed over: as if sent
-	}
+	e.sent(prev) // handed over: as if sent (deallocate_pipeline_outputs releases it)
 	e.inputs[k] = in
 	return in, nil
 }
@@ -515,7 +513,7 @@ func (e *executor) communicator(d Dir) (*p2p.Communicator, error) {
 		if e.a.P2P.GradComm != nil {
 			return e.a.P2P.GradComm, nil
 		}
-		if e.s.Placement == config.PlacementV {
+		if e.s.GradientsApart() {
 			return nil, fmt.Errorf("the %v placement sends activations and gradients both ways between two ranks, which one communicator cannot tell apart: give the executor a gradient communicator (Args.P2P.GradComm) on a second group of the pipeline's ranks", e.s.Placement)
 		}
 	}

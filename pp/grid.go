@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/gotron/gotron/config"
 )
 
 // FormatGrid draws the ranks' schedules as a grid, one row per rank and
@@ -116,11 +118,14 @@ func gridCell(a Action, chunks bool) string {
 // forward of chunk c, −(c+1) a backward; for training runs it equals
 // ConvertScheduleTableToOrder of the table and W).
 type ScheduleDoc struct {
-	PP           int       `json:"pp"`
-	VPP          int       `json:"vpp"`
-	Microbatches int       `json:"microbatches"`
-	GroupSize    int       `json:"group_size"`
-	Ranks        []RankDoc `json:"ranks"`
+	PP           int `json:"pp"`
+	VPP          int `json:"vpp"`
+	Microbatches int `json:"microbatches"`
+	GroupSize    int `json:"group_size"`
+	// Placement is "v" when chunk c of rank r holds stage r (c = 0) or
+	// 2P−1−r (c = 1) (ZB-V, DualPipeV); absent for the reference's loop.
+	Placement string    `json:"placement,omitempty"`
+	Ranks     []RankDoc `json:"ranks"`
 }
 
 // RankDoc is one rank's entry of a ScheduleDoc.
@@ -137,6 +142,9 @@ func Doc(schedules []*Schedule) ScheduleDoc {
 	for i, s := range schedules {
 		if i == 0 {
 			d.PP, d.VPP, d.Microbatches, d.GroupSize = s.PP, s.VPP, s.Microbatches, s.GroupSize
+			if s.Placement != config.PlacementLoop {
+				d.Placement = s.Placement.String()
+			}
 		}
 		order := append([]int{}, s.Order...)
 		d.Ranks = append(d.Ranks, RankDoc{Rank: s.Rank, Warmup: s.Warmup, Remaining: s.Remaining, Order: order})

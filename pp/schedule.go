@@ -70,6 +70,12 @@ func (s *Schedule) firstStage(r, c int) bool {
 }
 func (s *Schedule) lastStage(r, c int) bool { return s.Placement.LastStage(s.PP, max(s.VPP, 1), r, c) }
 
+// GradientsApart reports whether the schedule's gradients must travel on
+// a communicator of their own (P2P.GradComm): under the V placement
+// activations and gradients both go both ways between two ranks, which
+// one first-in, first-out queue per pair of ranks cannot tell apart.
+func (s *Schedule) GradientsApart() bool { return s.Placement == config.PlacementV }
+
 // Compute returns the schedule's Forward and Backward actions in order.
 func (s *Schedule) Compute() []Action {
 	var out []Action

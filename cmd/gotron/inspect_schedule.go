@@ -72,9 +72,10 @@ data-parallel size --world-size / (--tensor-model-parallel-size ×
 			if err != nil {
 				return err
 			}
-			// With two stages both directions share one first-in,
-			// first-out queue per pair of ranks, as in comm.
-			res, err := pp.VerifyWith(ss, pp.VerifyOptions{SharedPairFIFO: f.cfg.PP == 2})
+			// gotron's communicator matches messages per pair of ranks:
+			// at P = 2 one queue carries both kinds, unless the schedule
+			// carries gradients apart (the V placement's second group).
+			res, err := pp.VerifyWith(ss, pp.VerifyOptions{SharedPairFIFO: f.cfg.PP == 2 && !ss[0].GradientsApart()})
 			if err != nil {
 				return err
 			}

@@ -150,3 +150,16 @@ func TestInspectScheduleSVG(t *testing.T) {
 		t.Errorf("--svg without --stage-times: %v, want it refused naming --stage-times", err)
 	}
 }
+
+// TestInspectScheduleV: at P = 2, where one queue per pair of ranks would
+// cross ZB-V's activations and gradients, the schedule verifies with the
+// gradients on their own group, and --json names the V placement.
+func TestInspectScheduleV(t *testing.T) {
+	for _, s := range []string{"zb-v", "dualpipev"} {
+		out, err := run(t, "inspect", "schedule", "--pipeline-model-parallel-size", "2", "--virtual-pipeline-model-parallel-size", "2",
+			"--num-microbatches", "4", "--pipeline-schedule", s, "--json")
+		if err != nil || !strings.Contains(out, `"placement":"v"`) {
+			t.Errorf("%s: %v\n%s", s, err, out)
+		}
+	}
+}
