@@ -307,7 +307,7 @@ func withAsyncExchanges(s *Schedule, order []Action, gradSyncFunc bool) *Schedul
 			e.wait(*l.sent)
 		}
 	}
-	if e.noSync {
+	if e.noSync && !s.ForwardOnly { // (evaluation stays in no_sync, as the reference's)
 		e.enableGradSync()
 		if gradSyncFunc {
 			for c := range v {

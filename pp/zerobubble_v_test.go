@@ -42,15 +42,17 @@ func TestZeroBubbleVVerifies(t *testing.T) {
 					}
 				}
 			}
-			// Evaluation: the same forwards on the same placement.
-			fo, err := BuildAll(Config{PP: p, VPP: 2, Microbatches: m, ForwardOnly: true, Schedule: ScheduleZBV})
+			// Evaluation: the same forwards on the same placement, inside
+			// no_sync throughout (grad_sync_func never called).
+			fo, err := BuildAll(Config{PP: p, VPP: 2, Microbatches: m, ForwardOnly: true, GradSyncFunc: true, Schedule: ScheduleZBV})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if _, err := Verify(fo); err != nil {
 				t.Fatalf("pp %d, %d microbatches, forward-only: %v", p, m, err)
 			}
-			if fo[0].Placement != config.PlacementV || count(fo[0], Forward) != 2*m || count(fo[0], Backward) != 0 {
+			if fo[0].Placement != config.PlacementV || count(fo[0], Forward) != 2*m || count(fo[0], Backward) != 0 ||
+				count(fo[0], EnableGradSync)+count(fo[0], GradSync) != 0 {
 				t.Errorf("pp %d, m %d: the forward-only ZB-V is not 2M forwards on the V: %v", p, m, fo[0].Actions)
 			}
 		}

@@ -389,7 +389,10 @@ func (a Args) checkBatch(world int, v *violations) {
 	if a.MicroBatchSize > 0 && dp > 0 && !rowsOK {
 		v.add("--micro-batch-size %d × data-parallel size %d is beyond any global batch: choose a smaller --micro-batch-size", a.MicroBatchSize, dp)
 	}
+	// (The interleaved schedule's group rule; ZB-V and DualPipeV, on the
+	// V placement, have their own, in checkProfile.)
 	if mp.PipelineModelParallelSize > 1 && mp.VirtualPipelineModelParallelSize > 0 && rowsOK &&
+		pp.PlacementOf(a.PipelineSchedule) == config.PlacementLoop &&
 		a.GlobalBatchSize > 0 && a.GlobalBatchSize%(a.MicroBatchSize*dp) == 0 {
 		m := a.NumMicroBatches(dp)
 		if err := pp.ValidateInterleaved(mp.PipelineModelParallelSize, m, mp.EffectiveMicrobatchGroupSize()); err != nil {

@@ -304,8 +304,14 @@ func (r *rankRun) timeline(tl *pp.Timeline) error {
 	}
 	if r.log != nil {
 		b := tl.Bubbles()
-		r.log.printf("gotron: schedule timeline of iteration %d written to %s: measured bubble %.1f%% (the busiest rank's idle time), theoretical %.1f%%, mean idle time %.1f%%\n",
-			r.t.iteration, r.a.ProfileSchedule, 100*pp.Bubble(b), 100*pp.TheoreticalBubble(tl.PP, tl.VPP, tl.Microbatches), 100*pp.MeanBubble(b))
+		mp := r.a.Model.ModelParallelConfig
+		theory, err := pp.EqualTimesBubble(pp.Config{PP: tl.PP, VPP: mp.VirtualPipelineModelParallelSize, Microbatches: tl.Microbatches,
+			OverlapP2PComm: mp.OverlapP2PComm, BatchP2PComm: mp.BatchP2PComm, Schedule: r.a.PipelineSchedule})
+		if err != nil { // unreachable: the schedule ran
+			theory = pp.TheoreticalBubble(tl.PP, tl.VPP, tl.Microbatches)
+		}
+		r.log.printf("gotron: schedule timeline of iteration %d written to %s: measured bubble %.1f%% (the busiest rank's idle time), %.1f%% in theory (the schedule's at equal forward, backward and weight-gradient times), mean idle time %.1f%%\n",
+			r.t.iteration, r.a.ProfileSchedule, 100*pp.Bubble(b), 100*theory, 100*pp.MeanBubble(b))
 	}
 	return nil
 }
@@ -457,7 +463,10 @@ func normalise(a Args, world int) Args {
 		a.DDP.AlignParamGather = *a.AlignParamGather
 	} else {
 		// (Megatron-FSDP gathers layer by layer: nothing to align.)
-		a.DDP.AlignParamGather = a.DDP.OverlapParamGather && mp.Interleaved() && !a.DDP.ShardsGradients()
+		// (The V schedules gather each chunk's parameters in its first
+		// forward's pre-hook: no param_sync_func to align.)
+		a.DDP.AlignParamGather = a.DDP.OverlapParamGather && mp.Interleaved() && !a.DDP.ShardsGradients() &&
+			a.Model.PipelinePlacement == config.PlacementLoop
 	}
 	return a
 }

@@ -78,3 +78,26 @@ func TestZeroBubbleVMatchesInterleaved(t *testing.T) {
 		})
 	}
 }
+
+// TestVScheduleMicrobatches: the V schedules take the microbatch counts
+// their own rules allow, not the interleaved schedule's group rule
+// (ZB-V 3 microbatches on 4 ranks, DualPipeV 9), and DualPipeV refuses
+// fewer than 2P in one line naming the flag.
+func TestVScheduleMicrobatches(t *testing.T) {
+	for _, c := range []struct {
+		sched string
+		m     int
+		want  string
+	}{{"zb-v", 3, ""}, {"dualpipev", 9, ""}, {"dualpipev", 7, "--pipeline-schedule dualpipev needs at least 2·pipeline_model_parallel_size = 8 microbatches"}} {
+		a := ppArgs(4, 1, 4)
+		a.Model.NumLayers, a.Model.VirtualPipelineModelParallelSize = 8, 2
+		a.PipelineSchedule, a.GlobalBatchSize = c.sched, c.m*a.MicroBatchSize
+		err := normalise(a, 4).Validate(4)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s with %d microbatches: %v", c.sched, c.m, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s with %d microbatches: %v, want %q", c.sched, c.m, err, c.want)
+		}
+	}
+}

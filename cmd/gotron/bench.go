@@ -74,7 +74,7 @@ process, or, with --backend mpi, one per process of an mpirun job:
 	f.BoolVar(&o.DeferEmbeddingWgrad, "defer-embedding-wgrad-compute", false, "defer the last stage's output-layer weight gradients to the pipeline flush")
 	f.IntVar(&o.WgradDeferralLimit, "wgrad-deferral-limit", 0, "with --defer-embedding-wgrad-compute, defer the last this many microbatches (0: all)")
 	f.IntVar(&o.VirtualPipeline, "virtual-pipeline-model-parallel-size", 0, "model chunks per pipeline stage (interleaved 1F1B; 0: not interleaved)")
-	f.StringVar(&o.PipelineLayout, "pipeline-model-parallel-layout", "", `the stages' layers as a layout string (E embedding, t decoder layer, L loss, | between stages; e.g. "Et|tt|t|tL" for the medium model's 6 layers on 2 ranks × 2 chunks), instead of the even split`)
+	f.StringVar(&o.PipelineLayout, "pipeline-model-parallel-layout", "", `the stages' layers as a layout string (E embedding, t decoder layer, L loss, | between stages; e.g. "Et|tt|tt|tL" for the medium model's 6 layers on 2 ranks × 2 chunks), instead of the even split`)
 	f.IntVar(&o.ContextParallel, "context-parallel-size", 1, "split every sequence over this many context-parallel ranks (the long configuration: one 4096-token sequence)")
 	f.StringVar(&o.CPCommType, "cp-comm-type", "", "context-parallel attention: p2p (default), all_gather, a2a or a2a+p2p")
 	f.IntVar(&o.ExpertParallel, "expert-model-parallel-size", 1, "spread the experts of a MoE configuration (medium-moe) over this many of the ranks")
