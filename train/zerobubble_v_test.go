@@ -15,8 +15,8 @@ import (
 // stages, bit for bit: the loss curve, the validation loss and the first
 // step's gathered gradients, at PP 2 and PP 4, with TP 2 and sequence
 // parallelism, with untied embeddings, with DP 2 and the distributed
-// optimizer's overlapped reduction and gather, in bf16, with CP 2, and
-// for a MoE model with EP 2; under ZeRO-3 to 1e-6 (losses) and 1e-5
+// optimizer's overlapped reduction and gather, in bf16, with CP 2, with
+// full and selective recompute, and for a MoE model with EP 2; under ZeRO-3 to 1e-6 (losses) and 1e-5
 // (gradients), its reduce-scatters grouping the microbatches otherwise.
 func TestZeroBubbleVMatchesInterleaved(t *testing.T) {
 	vpp := func(a Args) Args { a.Model.VirtualPipelineModelParallelSize = 2; return a }
@@ -36,6 +36,8 @@ func TestZeroBubbleVMatchesInterleaved(t *testing.T) {
 		{"pp2-bf16", func() Args { a := vpp(ppArgs(2, 1, 2)); a.Model.BF16 = true; return a }},
 		{"pp2-dp2-zero3", func() Args { return vpp(fsdpLayout(4, 1, 2, "optim_grads_params")) }},
 		{"pp2-cp2", func() Args { a := vpp(ppArgs(4, 1, 2)); a.Model.ContextParallelSize = 2; return a }},
+		{"pp2-full-recompute", func() Args { a := vpp(ppArgs(2, 1, 2)); setRecompute(&a, "full"); return a }},
+		{"pp2-selective-recompute", func() Args { a := vpp(ppArgs(2, 1, 2)); setRecompute(&a, "selective"); return a }},
 		{"moe-ep2-pp2", func() Args {
 			return moeLayout{world: 4, ep: 2, pp: 2, vpp: 2, dispatcher: "alltoall"}.args()
 		}},

@@ -139,7 +139,8 @@ func FuzzReadTokenizerJSON(f *testing.F) {
 
 // FuzzReadTokenizerConfig parses any tokenizer_config.json: no panic.
 func FuzzReadTokenizerConfig(f *testing.F) {
-	for _, s := range []string{`{"eos_token": "</s>"}`, `{"eos_token": {"content": "<|endoftext|>"}}`, `{"eos_token": null}`, `{"eos_token": 3}`, `{`, `[]`} {
+	for _, s := range []string{`{"eos_token": "</s>"}`, `{"eos_token": {"content": "<|endoftext|>"}}`, `{"eos_token": null}`, `{"eos_token": 3}`, `{`, `[]`,
+		"{\"eos_token\":{\n}}"} { // (an object spread over lines: its error quoted it with the newline)
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -232,7 +232,7 @@ func parseHFMerges(name string, merges []json.RawMessage, vocab map[string]int32
 		case json.Unmarshal(raw, &pair) == nil && len(pair) == 2 && pair[0] != "" && pair[1] != "":
 			a, b = pair[0], pair[1]
 		default:
-			return nil, fmt.Errorf("%s: model.merges[%d]: want \"a b\" or [\"a\", \"b\"], got %s", name, i, clip(string(raw)))
+			return nil, fmt.Errorf("%s: model.merges[%d]: want \"a b\" or [\"a\", \"b\"], got %s", name, i, clipJSON(raw))
 		}
 		r, err := ruleOf(a, b, vocab, "model.vocab")
 		if err != nil {

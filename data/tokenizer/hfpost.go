@@ -153,5 +153,5 @@ func parseEOSConfig(name string, data []byte) (eos string, ok bool, err error) {
 	if json.Unmarshal(cfg.EOS, &obj) == nil && obj.Content != "" {
 		return obj.Content, true, nil
 	}
-	return "", false, fmt.Errorf("%s: eos_token is %s, want a token string or {\"content\": token}", name, clip(string(cfg.EOS)))
+	return "", false, fmt.Errorf("%s: eos_token is %s, want a token string or {\"content\": token}", name, clipJSON(cfg.EOS))
 }

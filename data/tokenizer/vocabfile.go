@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"strconv"
 	"strings"
 )
 
@@ -177,6 +178,17 @@ func ruleOf(a, b string, vocab map[string]int32, vocabName string) (mergeRule, e
 		return mergeRule{}, fmt.Errorf("merge %q: its result %q is not in %s", clip(a+" "+b), clip(a+b), vocabName)
 	}
 	return mergeRule{ia, ib, ic}, nil
+}
+
+// clipJSON is raw JSON for an error message on one line: compacted (a
+// value spread over lines, as tokenizer files write them, loses its
+// newlines), else quoted, then clipped.
+func clipJSON(raw []byte) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return strconv.Quote(clip(string(raw)))
+	}
+	return clip(b.String())
 }
 
 // clip shortens s for an error message.
