@@ -67,6 +67,39 @@ func (o *Adam) SumSquares(owned func(*nn.Parameter) bool) float64 {
 	return s
 }
 
+// SumParamSquares returns Σ p² (in float64) over the main parameters of
+// the segments whose parameter owned accepts (nil: every segment), in
+// segment order: this rank's part of the parameters' global norm.
+func (o *Adam) SumParamSquares(owned func(*nn.Parameter) bool) float64 {
+	var s float64
+	for i := range o.Segments {
+		seg := &o.Segments[i]
+		if owned == nil || owned(seg.Param) {
+			s += kernels.SumSquares(seg.Value())
+		}
+	}
+	return s
+}
+
+// CountZeroGrads returns how many main-gradient elements are zero over
+// the segments whose parameter owned accepts (nil: every segment): this
+// rank's part of the gradients' global count of zeros.
+func (o *Adam) CountZeroGrads(owned func(*nn.Parameter) bool) float64 {
+	var n int
+	for i := range o.Segments {
+		seg := &o.Segments[i]
+		if !seg.HasGrad() || owned != nil && !owned(seg.Param) {
+			continue
+		}
+		for _, g := range seg.Grad() {
+			if g == 0 {
+				n++
+			}
+		}
+	}
+	return float64(n)
+}
+
 // ClipGradients scales every main gradient by min(1, maxNorm/(norm +
 // 1e-6)); maxNorm ≤ 0 disables clipping. It reports whether they were
 // scaled.

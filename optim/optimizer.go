@@ -35,6 +35,12 @@ type Optimizer interface {
 	Adam() *Adam
 	// Scaler is the loss scaler (nil: none).
 	Scaler() GradScaler
+	// ParamsNorm and ZerosInGrad are the main parameters' global L2 norm
+	// and the main gradients' global count of zero elements, each element
+	// counted once (--log-params-norm, --log-num-zeros-in-grad):
+	// collectives every rank calls.
+	ParamsNorm(ctx context.Context) (float64, error)
+	ZerosInGrad(ctx context.Context) (float64, error)
 }
 
 // Step runs Prepare and, unless the scaler skips the iteration or the
@@ -114,15 +120,39 @@ func (b *base) Prepare(ctx context.Context) (bool, float64, error) {
 
 // norm is the global L2 norm of the main gradients (Options.Norm).
 func (b *base) norm(ctx context.Context) (float64, error) {
+	total, err := b.overParts(ctx, b.adam.SumSquares)
+	return math.Sqrt(total), err
+}
+
+// ParamsNorm returns the global L2 norm of the main parameters, each
+// element counted once as the gradient norm counts it (Options.Norm):
+// Megatron's calc_params_l2_norm (--log-params-norm). A collective over
+// the norm's groups: every rank calls it.
+func (b *base) ParamsNorm(ctx context.Context) (float64, error) {
+	total, err := b.overParts(ctx, b.adam.SumParamSquares)
+	return math.Sqrt(total), err
+}
+
+// ZerosInGrad returns how many elements of the main gradients are zero,
+// each counted once as the gradient norm counts it: Megatron's
+// count_zeros_fp32 (--log-num-zeros-in-grad). A collective, as
+// ParamsNorm.
+func (b *base) ZerosInGrad(ctx context.Context) (float64, error) {
+	return b.overParts(ctx, b.adam.CountZeroGrads)
+}
+
+// overParts sums a per-rank quantity of the parameters each part of
+// Options.Norm counts over that part's group, the parts in order.
+func (b *base) overParts(ctx context.Context, local func(owned func(*nn.Parameter) bool) float64) (float64, error) {
 	var total float64
 	for _, p := range b.o.Norm {
-		s, err := GlobalSquares(ctx, b.adam.SumSquares(p.Counts), p.Group)
+		s, err := GlobalSquares(ctx, local(p.Counts), p.Group)
 		if err != nil {
 			return 0, err
 		}
 		total += s
 	}
-	return math.Sqrt(total), nil
+	return total, nil
 }
 
 // clipAndUpdate clips to the norm and takes the Adam step.

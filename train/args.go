@@ -129,6 +129,12 @@ type Args struct {
 	// LogThroughput adds the model TFLOP/s per rank to the iteration
 	// line (--log-throughput, Megatron's per-GPU throughput).
 	LogThroughput bool
+	// LogParamsNorm and LogNumZerosInGrad add, each iteration, the
+	// updated parameters' global L2 norm and the count of zero elements
+	// of the main gradients to the iteration line, --log-json and
+	// TensorBoard (--log-params-norm, --log-num-zeros-in-grad:
+	// optim.Optimizer's ParamsNorm and ZerosInGrad).
+	LogParamsNorm, LogNumZerosInGrad bool
 	// TensorBoard is --tensorboard-dir and its family.
 	TensorBoard TensorBoard
 	// PipelineSchedule is --pipeline-schedule: "" or "1f1b" for the

@@ -43,7 +43,12 @@ type Record struct {
 	Loss      float64 `json:"loss"`
 	LR        float64 `json:"lr"`
 	// GradNorm is the gradient norm; nil when the step was skipped.
-	GradNorm   *float64 `json:"grad_norm"`
+	GradNorm *float64 `json:"grad_norm"`
+	// ParamsNorm and NumZeros are --log-params-norm's and
+	// --log-num-zeros-in-grad's figures, when asked for (NumZeros absent
+	// for a skipped step).
+	ParamsNorm *float64 `json:"params_norm,omitempty"`
+	NumZeros   *float64 `json:"num_zeros,omitempty"`
 	TokensPerS float64  `json:"tokens_per_s"`
 	StepMS     float64  `json:"step_ms"`
 	// PeakActivationBytes is, per global rank, the peak of the activation
@@ -149,10 +154,19 @@ func iterationRecord(a Args, it int, r stepResult, metrics *moe.Metrics) Record 
 	if !r.skipped {
 		rec.GradNorm = &r.gradNorm
 	}
+	rec.ParamsNorm, rec.NumZeros = finite(r.paramsNorm), finite(r.numZeros)
 	if !math.IsNaN(r.lossScale) {
 		rec.LossScale = &r.lossScale
 	}
 	return rec
+}
+
+// finite points at v, or is nil for NaN (a figure not computed).
+func finite(v float64) *float64 {
+	if math.IsNaN(v) {
+		return nil
+	}
+	return &v
 }
 
 // accumulate adds an iteration to the interval's sums.
@@ -188,6 +202,14 @@ func (l *logger) printInterval(a Args, it int, r stepResult) {
 	norm := fmt.Sprintf("grad norm: %.3f | ", r.gradNorm)
 	if r.skipped {
 		norm = ""
+	}
+	// --log-num-zeros-in-grad and --log-params-norm follow it, as in
+	// Megatron's line.
+	if !math.IsNaN(r.numZeros) {
+		norm += fmt.Sprintf("num zeros: %.1f | ", r.numZeros)
+	}
+	if !math.IsNaN(r.paramsNorm) {
+		norm += fmt.Sprintf("params norm: %.3f | ", r.paramsNorm)
 	}
 	// A MoE model's auxiliary losses follow the lm loss, as in
 	// Megatron's line: each the mean over the MoE layers, averaged

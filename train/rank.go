@@ -313,7 +313,11 @@ func (t *trainer) positionEmbeddings() []*nn.Parameter {
 type stepResult struct {
 	loss     float64
 	gradNorm float64 // NaN when the step was skipped
-	lr       float64
+	// paramsNorm and numZeros are --log-params-norm's and
+	// --log-num-zeros-in-grad's figures: NaN when not asked for, and
+	// numZeros when the step was skipped.
+	paramsNorm, numZeros float64
+	lr                   float64
 	// skipped reports an optimizer step skipped for a non-finite
 	// gradient; lossScale is the loss scale the iteration ran with (NaN:
 	// no loss scaling).

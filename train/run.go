@@ -41,6 +41,10 @@ type Result struct {
 	// GradNorms holds each iteration's gradient norm before clipping (NaN
 	// for an iteration whose step was skipped).
 	GradNorms []float64
+	// ParamsNorms and NumZeros hold each iteration's --log-params-norm and
+	// --log-num-zeros-in-grad figures (NaN when not asked for, or for
+	// zeros when the step was skipped).
+	ParamsNorms, NumZeros []float64
 	// Skipped counts the iterations whose optimizer step a non-finite
 	// gradient skipped (fp16's dynamic loss scaling).
 	Skipped int
@@ -334,6 +338,7 @@ func (r *rankRun) report(ctx context.Context, s stepResult) error {
 	}
 	r.res.Losses = append(r.res.Losses, s.loss)
 	r.res.GradNorms = append(r.res.GradNorms, s.gradNorm)
+	r.res.ParamsNorms, r.res.NumZeros = append(r.res.ParamsNorms, s.paramsNorm), append(r.res.NumZeros, s.numZeros)
 	if s.skipped {
 		r.res.Skipped++
 	}

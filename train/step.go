@@ -67,11 +67,34 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 	default:
 		t.skipped++
 	}
+	pnorm, zeros, err := t.paramStats(ctx, ok)
+	if err != nil {
+		return stepResult{}, err
+	}
 	skip := !ok
 	t.iteration++
 	t.consumed += int64(batch.Rows)
-	return stepResult{loss: loss, gradNorm: norm, lr: lr, skipped: skip, lossScale: scale, globalBatch: batch.Rows, consumed: t.consumed,
-		elapsed: time.Since(start), peakActivation: tape.PeakActivationBytes()}, nil
+	return stepResult{loss: loss, gradNorm: norm, paramsNorm: pnorm, numZeros: zeros, lr: lr, skipped: skip, lossScale: scale,
+		globalBatch: batch.Rows, consumed: t.consumed, elapsed: time.Since(start), peakActivation: tape.PeakActivationBytes()}, nil
+}
+
+// paramStats returns, when asked for, the updated parameters' global norm
+// (--log-params-norm) and, after a step that ran (stepped), the main
+// gradients' count of zeros (--log-num-zeros-in-grad); NaN otherwise.
+// Both are collectives of every rank, after the step as in Megatron.
+func (t *trainer) paramStats(ctx context.Context, stepped bool) (norm, zeros float64, err error) {
+	norm, zeros = math.NaN(), math.NaN()
+	if t.a.LogParamsNorm {
+		if norm, err = t.opt.ParamsNorm(ctx); err != nil {
+			return 0, 0, fmt.Errorf("--log-params-norm: %w", err)
+		}
+	}
+	if t.a.LogNumZerosInGrad && stepped {
+		if zeros, err = t.opt.ZerosInGrad(ctx); err != nil {
+			return 0, 0, fmt.Errorf("--log-num-zeros-in-grad: %w", err)
+		}
+	}
+	return norm, zeros, nil
 }
 
 // optimizerStep prepares the main gradients (the loss scaler may skip the

@@ -118,6 +118,12 @@ func (l *tbLog) iteration(it int, r stepResult, metrics *moe.Metrics, first bool
 	if !r.skipped {
 		l.scalar("grad-norm", r.gradNorm, it, n)
 	}
+	if !math.IsNaN(r.numZeros) {
+		l.scalar("num-zeros", r.numZeros, it, n)
+	}
+	if !math.IsNaN(r.paramsNorm) {
+		l.scalar("params-norm", r.paramsNorm, it, n)
+	}
 	if l.cfg.LogMemory {
 		l.memory(it)
 	}

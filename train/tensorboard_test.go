@@ -12,7 +12,8 @@ import (
 )
 
 // TestTensorBoard: --tensorboard-dir writes Megatron's scalars, read back
-// from the event file: lm loss, grad-norm, learning-rate, batch-size and
+// from the event file: lm loss, grad-norm, params-norm, num-zeros,
+// learning-rate, batch-size and
 // their "vs samples" twins every --tensorboard-log-interval iterations,
 // the loss each iteration's Result loss as a float32, loss-scale 1 without
 // a scaler, world-size, iteration-time and (with --log-throughput)
@@ -24,7 +25,7 @@ func TestTensorBoard(t *testing.T) {
 	a.TensorBoard.Dir = filepath.Join(t.TempDir(), "tb")
 	a.TensorBoard.LogInterval = 2
 	a.TensorBoard.LogTimers, a.TensorBoard.LogValidationPPL, a.TensorBoard.LogMemory, a.TensorBoard.LogWorldSize = true, true, true, true
-	a.LogThroughput = true
+	a.LogThroughput, a.LogParamsNorm, a.LogNumZerosInGrad = true, true, true
 	res := mustRun(t, a)
 	files, err := filepath.Glob(filepath.Join(a.TensorBoard.Dir, "events.out.tfevents.*"))
 	if err != nil || len(files) != 1 {
@@ -49,12 +50,15 @@ func TestTensorBoard(t *testing.T) {
 		if v := got["grad-norm"][int64(it)]; v != float32(res.GradNorms[it-1]) {
 			t.Errorf("grad-norm at %d: %v, want %v", it, v, float32(res.GradNorms[it-1]))
 		}
+		if v, z := got["params-norm"][int64(it)], got["num-zeros"][int64(it)]; v != float32(res.ParamsNorms[it-1]) || z != float32(res.NumZeros[it-1]) {
+			t.Errorf("params-norm %v and num-zeros %v at %d, want %v and %v", v, z, it, res.ParamsNorms[it-1], res.NumZeros[it-1])
+		}
 		if v, ok := got["lm loss vs samples"][int64(it*a.GlobalBatchSize)]; !ok || v != float32(res.Losses[it-1]) {
 			t.Errorf("lm loss vs samples at %d samples: %v (%v)", it*a.GlobalBatchSize, v, ok)
 		}
 	}
 	for tag, n := range map[string]int{"lm loss": 3, "learning-rate": 3, "batch-size": 3, "loss-scale": 3, "world-size": 3,
-		"grad-norm vs samples": 3, "iteration-time": 3, "throughput": 3, "mem-allocated-bytes": 3, "mem-max-allocated-bytes": 3,
+		"grad-norm vs samples": 3, "params-norm vs samples": 3, "num-zeros vs samples": 3, "iteration-time": 3, "throughput": 3, "mem-allocated-bytes": 3, "mem-max-allocated-bytes": 3,
 		"lm loss validation": 2, "lm loss validation ppl": 2, "lm loss validation vs samples": 2} {
 		if steps(tag) != n {
 			t.Errorf("%s at %d steps %v, want %d", tag, steps(tag), got[tag], n)

@@ -179,6 +179,8 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 	f.StringVar(&a.DumpGrads, "dump-grads", "", "write the first iteration's gradients (safetensors, whole tensors) here; every rank writes its pieces to FILE.parts first (under mpirun across machines, on a shared file system)")
 	f.StringVar(&a.LogJSON, "log-json", "", "write one JSON object per iteration here")
 	f.BoolVar(&a.LogThroughput, "log-throughput", false, "add the model TFLOP/s per rank to each iteration line (Megatron's throughput per GPU)")
+	f.BoolVar(&a.LogParamsNorm, "log-params-norm", false, "add the updated parameters' global L2 norm to each iteration line, --log-json (params_norm) and TensorBoard (params-norm)")
+	f.BoolVar(&a.LogNumZerosInGrad, "log-num-zeros-in-grad", false, "add the number of zero elements of the gradients to each iteration line, --log-json (num_zeros) and TensorBoard (num-zeros)")
 	addTensorBoardFlags(f, &a.TensorBoard)
 	f.IntVar(&a.Threads, "threads", 0, "cores to use (0: all)")
 	f.IntVar(&a.Sample, "sample", 0, "after training, generate this many tokens of text (bytes of byte-level text)")
