@@ -57,47 +57,47 @@ func (o *Adam) UnscaleAndCheck(invScale float32) bool {
 // segments whose parameter owned accepts (nil: every segment), in segment
 // order: this rank's part of the global gradient norm.
 func (o *Adam) SumSquares(owned func(*nn.Parameter) bool) float64 {
-	var s float64
-	for i := range o.Segments {
-		seg := &o.Segments[i]
-		if seg.HasGrad() && (owned == nil || owned(seg.Param)) {
-			s += kernels.SumSquares(seg.Grad())
-		}
-	}
-	return s
+	return o.sumSegments(owned, true, kernels.SumSquares)
 }
 
 // SumParamSquares returns Σ p² (in float64) over the main parameters of
 // the segments whose parameter owned accepts (nil: every segment), in
 // segment order: this rank's part of the parameters' global norm.
 func (o *Adam) SumParamSquares(owned func(*nn.Parameter) bool) float64 {
-	var s float64
-	for i := range o.Segments {
-		seg := &o.Segments[i]
-		if owned == nil || owned(seg.Param) {
-			s += kernels.SumSquares(seg.Value())
-		}
-	}
-	return s
+	return o.sumSegments(owned, false, kernels.SumSquares)
 }
 
 // CountZeroGrads returns how many main-gradient elements are zero over
 // the segments whose parameter owned accepts (nil: every segment): this
 // rank's part of the gradients' global count of zeros.
 func (o *Adam) CountZeroGrads(owned func(*nn.Parameter) bool) float64 {
-	var n int
-	for i := range o.Segments {
-		seg := &o.Segments[i]
-		if !seg.HasGrad() || owned != nil && !owned(seg.Param) {
-			continue
-		}
-		for _, g := range seg.Grad() {
-			if g == 0 {
+	return o.sumSegments(owned, true, func(g []float32) float64 {
+		n := 0
+		for _, v := range g {
+			if v == 0 {
 				n++
 			}
 		}
+		return float64(n)
+	})
+}
+
+// sumSegments sums f over the main gradients (grads) or the main
+// parameters of the segments owned accepts (nil: all), in segment order;
+// a segment without a gradient counts only for its parameters.
+func (o *Adam) sumSegments(owned func(*nn.Parameter) bool, grads bool, f func([]float32) float64) float64 {
+	var s float64
+	for i := range o.Segments {
+		seg := &o.Segments[i]
+		switch {
+		case owned != nil && !owned(seg.Param):
+		case grads && seg.HasGrad():
+			s += f(seg.Grad())
+		case !grads:
+			s += f(seg.Value())
+		}
 	}
-	return float64(n)
+	return s
 }
 
 // ClipGradients scales every main gradient by min(1, maxNorm/(norm +
