@@ -204,6 +204,9 @@ func (e *executor) do(ctx context.Context, act Action) error {
 		defer t.Stop(false)
 		return e.embeddingWgrad(ctx)
 	case Comm:
+		t := timer(cfg, commTimers[act.Call], 2)
+		t.Start(false)
+		defer t.Stop(false)
 		return e.comm(ctx, act)
 	case Wait:
 		return e.wait(ctx, act.Op)
@@ -228,6 +231,16 @@ func (e *executor) do(ctx context.Context, act Action) error {
 		return fmt.Errorf("pp: unknown action kind %v", act.Kind)
 	}
 	return nil
+}
+
+// commTimers are the reference's timer names of the P2P communicator's
+// calls (p2p_communication.py), by the call a Comm action stands for.
+var commTimers = map[string]string{
+	"recv_forward": "forward-recv", "send_forward": "forward-send",
+	"recv_backward": "backward-recv", "send_backward": "backward-send",
+	"send_forward_recv_forward": "forward-send-forward-recv", "send_forward_recv_backward": "forward-send-backward-recv",
+	"send_backward_recv_forward": "backward-send-forward-recv", "send_backward_recv_backward": "backward-send-backward-recv",
+	"send_forward_backward_recv_forward_backward": "forward-backward-send-forward-backward-recv",
 }
 
 // pendingOp is an op of an async exchange: its handles and its direction

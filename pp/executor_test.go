@@ -359,3 +359,25 @@ func TestSchedulesTime(t *testing.T) {
 		t.Errorf("timer levels %v", levels)
 	}
 }
+
+// TestCommTimersNamed: every P2P call a schedule issues has the
+// reference's timer name (an unnamed one would time under "").
+func TestCommTimersNamed(t *testing.T) {
+	for _, cfg := range []Config{
+		{PP: 4, Microbatches: 8}, {PP: 4, VPP: 2, Microbatches: 8, OverlapP2PComm: true}, {PP: 4, VPP: 2, Microbatches: 8, BatchP2PComm: true},
+		{PP: 4, Microbatches: 8, Schedule: ScheduleZBH2}, {PP: 4, VPP: 2, Microbatches: 8, Schedule: ScheduleZBV},
+		{PP: 4, Microbatches: 8, ForwardOnly: true},
+	} {
+		ss, err := BuildAll(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range ss {
+			for _, a := range s.Actions {
+				if a.Kind == Comm && commTimers[a.Call] == "" {
+					t.Errorf("%+v: the call %q has no timer name", cfg, a.Call)
+				}
+			}
+		}
+	}
+}

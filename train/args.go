@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/gotron/gotron/config"
@@ -135,6 +136,13 @@ type Args struct {
 	// TensorBoard (--log-params-norm, --log-num-zeros-in-grad:
 	// optim.Optimizer's ParamsNorm and ZerosInGrad).
 	LogParamsNorm, LogNumZerosInGrad bool
+	// TimingLogLevel (--timing-log-level, 0–2) reports, after each
+	// iteration line, the time per iteration of the timers at or below it
+	// (the pipeline schedules' passes and steps and their communication
+	// at 1 and 2, the optimizer at 1), over the ranks as
+	// TimingLogOption says ("minmax", "max" or "all"; "" is minmax).
+	TimingLogLevel  int
+	TimingLogOption string
 	// TensorBoard is --tensorboard-dir and its family.
 	TensorBoard TensorBoard
 	// PipelineSchedule is --pipeline-schedule: "" or "1f1b" for the
@@ -462,6 +470,12 @@ func (a Args) checkCounts(_ int, v *violations) {
 	}
 	if a.CkptStep < 0 {
 		v.add("--ckpt-step %d: must be a saved iteration (1 or more; 0: the latest)", a.CkptStep)
+	}
+	if a.TimingLogLevel < 0 || a.TimingLogLevel > 2 {
+		v.add("--timing-log-level %d: choose 0 (the iteration's time only), 1 (once-per-iteration operations: the pipeline pass, the optimizer) or 2 (every step and message too)", a.TimingLogLevel)
+	}
+	if o := a.TimingLogOption; o != "" && !slices.Contains(TimingLogOptions, o) {
+		v.add("--timing-log-option %q: choose minmax (the least and the most time over the ranks), max or all (every rank's)", o)
 	}
 	if n := runtime.NumCPU(); a.Threads > n {
 		v.add("--threads %d: this machine gives the process %d core(s): give at most %d, or 0 for all of them", a.Threads, n, n)

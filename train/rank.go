@@ -67,6 +67,7 @@ type trainer struct {
 	p2p     *p2p.Communicator
 	p2pGrad *p2p.Communicator // the gradients' own, under the V placement
 	rec     *pp.Recorder      // the schedule's events, while an iteration is profiled
+	timers  *timers           // --timing-log-level's (nil at level 0)
 	// cpWait is the nanoseconds ring attention has spent blocked on
 	// receives (context parallelism), over the run.
 	cpWait atomic.Int64
@@ -121,6 +122,9 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *source.Sets, 
 	blas.SetThreads(1)
 
 	t.tp, t.mp, t.pp = groups.TP(), groups.Get(mesh.GroupMP), groups.PP()
+	if a.TimingLogLevel > 0 {
+		t.timers = newTimers(a.TimingLogLevel)
+	}
 	if err := t.buildModel(ctx, perRank); err != nil {
 		return nil, err
 	}
@@ -230,6 +234,7 @@ func (t *trainer) newP2P(ctx context.Context) error {
 		return nil
 	}
 	cfg := p2p.ConfigFrom(&t.a.Model.ModelParallelConfig)
+	cfg.Timers = t.timersFunc()
 	var err error
 	if t.p2p, err = p2p.New(t.pp, cfg); err != nil || t.a.Model.PipelinePlacement != config.PlacementV {
 		return err
@@ -244,6 +249,15 @@ func (t *trainer) newP2P(ctx context.Context) error {
 	}
 	t.p2pGrad, err = p2p.New(g, cfg)
 	return err
+}
+
+// timersFunc is the config's TimersFunc of --timing-log-level (nil: no
+// timing).
+func (t *trainer) timersFunc() config.TimersFunc {
+	if t.timers == nil {
+		return nil
+	}
+	return t.timers.get
 }
 
 // firstStage and lastStage report whether the rank holds the first or the

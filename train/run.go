@@ -204,6 +204,9 @@ type rankRun struct {
 	log     *logger
 	res     *Result
 	started time.Time
+	// timedIters counts the iterations the timers have run since their
+	// last report (--timing-log-level).
+	timedIters int
 }
 
 // startup prints rank 0's start-up lines: the model, precision, layout,
@@ -342,10 +345,38 @@ func (r *rankRun) report(ctx context.Context, s stepResult) error {
 	if s.skipped {
 		r.res.Skipped++
 	}
+	timing, err := r.timing(ctx)
+	if err != nil {
+		return err
+	}
 	if r.log != nil {
-		return r.log.iteration(a, t.iteration, s, moeRec, a.LogInterval)
+		if err := r.log.iteration(a, t.iteration, s, moeRec, a.LogInterval); err != nil {
+			return err
+		}
+		r.log.printf("%s", timing)
 	}
 	return nil
+}
+
+// timing returns, with --timing-log-level, at the iterations that print a
+// line, Megatron's report of the timers over the ranks since the last
+// (a collective on every rank); "" otherwise.
+func (r *rankRun) timing(ctx context.Context) (string, error) {
+	a, t := r.a, r.t
+	if t.timers == nil {
+		return "", nil
+	}
+	r.timedIters++
+	if t.iteration%a.LogInterval != 0 && t.iteration != a.TrainIters {
+		return "", nil
+	}
+	times, err := t.timers.gather(ctx, t.groups.World)
+	n := r.timedIters
+	r.timedIters = 0
+	if err != nil {
+		return "", err
+	}
+	return formatTimers(times, n, a.TimingLogOption), nil
 }
 
 // exit ends the run after this iteration when a signal, --exit-interval

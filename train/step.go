@@ -102,6 +102,11 @@ func (t *trainer) paramStats(ctx context.Context, stepped bool) (norm, zeros flo
 // and updates the parameters with learning rate lr; it returns the norm.
 // A non-finite loss or norm stops the run.
 func (t *trainer) optimizerStep(ctx context.Context, loss, lr float64) (ok bool, norm float64, err error) {
+	if f := t.timersFunc(); f != nil {
+		timer := f("optimizer", 1)
+		timer.Start(false)
+		defer timer.Stop(false)
+	}
 	if ok, norm, err = t.opt.Prepare(ctx); err != nil || !ok {
 		return ok, norm, err
 	}
@@ -178,6 +183,7 @@ func (t *trainer) scheduleConfig() config.TransformerConfig {
 	cfg := a.Model
 	cfg.NoSyncFunc = t.noSync
 	cfg.FinalizeModelGradsFunc = t.finalize
+	cfg.Timers = t.timersFunc()
 	if s := t.opt.Scaler(); s != nil {
 		cfg.GradScaleFunc = s.Scale
 	}

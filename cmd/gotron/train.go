@@ -180,6 +180,8 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 	f.StringVar(&a.LogJSON, "log-json", "", "write one JSON object per iteration here")
 	f.BoolVar(&a.LogThroughput, "log-throughput", false, "add the model TFLOP/s per rank to each iteration line (Megatron's throughput per GPU)")
 	f.BoolVar(&a.LogParamsNorm, "log-params-norm", false, "add the updated parameters' global L2 norm to each iteration line, --log-json (params_norm) and TensorBoard (params-norm)")
+	f.IntVar(&a.TimingLogLevel, "timing-log-level", 0, "report, after each iteration line, the time per iteration of the timers at this level or below: 0 none, 1 the pipeline pass (forward-backward) and the optimizer, 2 also each forward, backward and pipeline message")
+	f.StringVar(&a.TimingLogOption, "timing-log-option", "minmax", "how --timing-log-level reports a timer over the ranks: minmax (the least and the most), max, or all (every rank's)")
 	f.BoolVar(&a.LogNumZerosInGrad, "log-num-zeros-in-grad", false, "add the number of zero elements of the gradients to each iteration line, --log-json (num_zeros) and TensorBoard (num-zeros)")
 	addTensorBoardFlags(f, &a.TensorBoard)
 	f.IntVar(&a.Threads, "threads", 0, "cores to use (0: all)")
