@@ -108,3 +108,20 @@ func (pl PipelinePlacement) LastStage(P, V, p, v int) bool {
 // The V placement's chunk 1 runs the other way, from the last rank back
 // to rank 0.
 func (pl PipelinePlacement) TowardNextRank(v int) bool { return !(pl == PlacementV && v == 1) }
+
+// Ends returns the pipeline ranks holding the first and the last stage
+// of a pipeline of P ranks: 0 and P−1 under the loop (whatever the number
+// of chunks), 0 and 0 under the V. They are the word-embedding group's.
+func (pl PipelinePlacement) Ends(P int) (first, last int) {
+	if pl == PlacementV {
+		return 0, 0
+	}
+	return 0, P - 1
+}
+
+// GradientsApart reports whether activations and gradients travel both
+// ways between two ranks under the placement (the V: chunk 0's
+// activations go to the next rank, chunk 1's gradients too), so that a
+// communicator matching messages only by the pair of ranks must carry
+// the gradients on a group of their own.
+func (pl PipelinePlacement) GradientsApart() bool { return pl == PlacementV }

@@ -6,13 +6,19 @@ import (
 )
 
 // TestPipelinePlacementStages checks that Stage and Chunk are inverse
-// maps onto [0, P·V) and that Next and Prev walk the stages in order.
+// maps onto [0, P·V), that Next and Prev walk the stages in order, and
+// that Ends names the ranks of the first and the last stage.
 func TestPipelinePlacementStages(t *testing.T) {
 	for _, pl := range []PipelinePlacement{PlacementLoop, PlacementV} {
 		for P := 1; P <= 6; P++ {
 			for V := 1; V <= 3; V++ {
 				if pl.Check(V) != nil {
 					continue
+				}
+				first, _ := pl.Chunk(P, V, 0)
+				last, _ := pl.Chunk(P, V, P*V-1)
+				if f, l := pl.Ends(P); f != first || l != last {
+					t.Fatalf("%v P=%d V=%d: Ends %d, %d; the stages' ranks %d, %d", pl, P, V, f, l, first, last)
 				}
 				seen := map[int]bool{}
 				for p := 0; p < P; p++ {

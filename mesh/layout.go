@@ -295,12 +295,7 @@ func (l *Layout) pipelineStep(rank, step int) (int, error) {
 // get_embedding_ranks, g[0] and g[P−1] under the loop placement, g[0]
 // alone under the V.
 func embeddingRanks(g []int, pl config.PipelinePlacement) []int {
-	P, V := len(g), 1
-	if pl == config.PlacementV {
-		V = 2
-	}
-	first, _ := pl.Chunk(P, V, 0)
-	last, _ := pl.Chunk(P, V, P*V-1)
+	first, last := pl.Ends(len(g))
 	if first == last {
 		return []int{g[first]}
 	}

@@ -74,7 +74,7 @@ func (s *Schedule) lastStage(r, c int) bool { return s.Placement.LastStage(s.PP,
 // a communicator of their own (P2P.GradComm): under the V placement
 // activations and gradients both go both ways between two ranks, which
 // one first-in, first-out queue per pair of ranks cannot tell apart.
-func (s *Schedule) GradientsApart() bool { return s.Placement == config.PlacementV }
+func (s *Schedule) GradientsApart() bool { return s.Placement.GradientsApart() }
 
 // Compute returns the schedule's Forward and Backward actions in order.
 func (s *Schedule) Compute() []Action {

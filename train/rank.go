@@ -236,7 +236,7 @@ func (t *trainer) newP2P(ctx context.Context) error {
 	cfg := p2p.ConfigFrom(&t.a.Model.ModelParallelConfig)
 	cfg.Timers = t.timersFunc()
 	var err error
-	if t.p2p, err = p2p.New(t.pp, cfg); err != nil || t.a.Model.PipelinePlacement != config.PlacementV {
+	if t.p2p, err = p2p.New(t.pp, cfg); err != nil || !t.a.Model.PipelinePlacement.GradientsApart() {
 		return err
 	}
 	ranks := make([]int, t.pp.Size())
@@ -263,19 +263,17 @@ func (t *trainer) timersFunc() config.TimersFunc {
 // firstStage and lastStage report whether the rank holds the first or the
 // last stage of the model (the embedding's, the loss's): pipeline ranks 0
 // and P−1, or under the V placement rank 0 both.
-func (t *trainer) firstStage() bool { return t.pp.Rank() == t.stageRank(0) }
-func (t *trainer) lastStage() bool  { return t.pp.Rank() == t.lossRank() }
+func (t *trainer) firstStage() bool {
+	first, _ := t.a.Model.PipelinePlacement.Ends(t.pp.Size())
+	return t.pp.Rank() == first
+}
+func (t *trainer) lastStage() bool { return t.pp.Rank() == t.lossRank() }
 
 // lossRank is the pipeline rank holding the last stage, which computes
 // the loss.
 func (t *trainer) lossRank() int {
-	return t.stageRank(t.pp.Size()*t.a.Model.NumModelChunks() - 1)
-}
-
-// stageRank is the pipeline rank holding stage s of the model.
-func (t *trainer) stageRank(s int) int {
-	p, _ := t.a.Model.PipelinePlacement.Chunk(t.pp.Size(), t.a.Model.NumModelChunks(), s)
-	return p
+	_, last := t.a.Model.PipelinePlacement.Ends(t.pp.Size())
+	return last
 }
 
 // normParams are the parameters the gradient norm counts on this rank:
