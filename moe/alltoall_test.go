@@ -57,7 +57,7 @@ func runExperts(ctx context.Context, g comm.Group, r, tokens, h, e, f int, drop 
 		if err != nil {
 			return epResult{}, err
 		}
-		yp := GroupedMLP(tape, plan.Dispatch(tape, x), w1, w2, plan.Local(), MLPOptions{Act: kernels.SiLU, Gated: true})
+		yp := GroupedMLP(tape, plan.Dispatch(tape, x), Experts{W1: w1, W2: w2}, plan.Local(), MLPOptions{Act: kernels.SiLU, Gated: true})
 		y = plan.Combine(tape, yp, probs)
 	} else {
 		d := NewDispatch(rt.Map, tokens, e)
@@ -70,7 +70,7 @@ func runExperts(ctx context.Context, g comm.Group, r, tokens, h, e, f int, drop 
 			}
 			xp, counts = plan.Dispatch(tape, xp), plan.Local
 		}
-		yp := GroupedMLP(tape, xp, w1, w2, counts, MLPOptions{Act: kernels.SiLU, Gated: true})
+		yp := GroupedMLP(tape, xp, Experts{W1: w1, W2: w2}, counts, MLPOptions{Act: kernels.SiLU, Gated: true})
 		if plan != nil {
 			yp = plan.Combine(tape, yp)
 		}

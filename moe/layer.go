@@ -87,11 +87,18 @@ func GroupRank(g comm.Group) int {
 // linear_fc2.weight [h, f/etp] (f₁ = 2f gated; e the global index,
 // FirstExpert + j for FC1[j]), and optionally the shared experts
 // mlp.shared_experts.linear_fc1/fc2 (tensor-parallel like a dense MLP).
+// With add_bias_linear the router has mlp.router.bias [E] (whole on every
+// rank, as its weight) and each local expert linear_fc1.bias [f₁/etp]
+// (split as its weight's rows) and linear_fc2.bias [h] (whole on every
+// expert tensor-parallel rank; see MLPOptions.OmitFC2Bias).
 type Layer struct {
-	Config   LayerConfig
-	Parallel Parallel
-	Router   *nn.Parameter
-	FC1, FC2 []*nn.Parameter
+	Config     LayerConfig
+	Parallel   Parallel
+	Router     *nn.Parameter
+	RouterBias *nn.Parameter // nil: none
+	FC1, FC2   []*nn.Parameter
+	// FC1Bias and FC2Bias are the local experts' biases (nil: none).
+	FC1Bias, FC2Bias []*nn.Parameter
 	// FirstExpert is the global index of FC1[0]: EP rank · E/ep.
 	FirstExpert int
 	// Shared is the shared experts' MLP (nil: none).
@@ -137,7 +144,11 @@ func (l *Layer) Forward(t *autograd.Tape, x *autograd.Var, auxScale float32) (*a
 	}
 	s, b, h := shape[0], shape[1], shape[2]
 	x2 := autograd.View(t, x, s*b, h)
-	logits := nn.Linear(t, x2, l.Router.Var, nil) // [T, E]
+	var rb *autograd.Var
+	if l.RouterBias != nil {
+		rb = l.RouterBias.Var
+	}
+	logits := nn.Linear(t, x2, l.Router.Var, rb) // [T, E]
 	rf := &routerFn{l: l, s: s, b: b, scale: auxScale}
 	probs := autograd.Apply(t, rf, logits)
 	if err := t.Err(); err != nil {
@@ -169,15 +180,14 @@ func (l *Layer) experts(t *autograd.Tape, x2, probs *autograd.Var, m []bool) (*a
 	p := l.Parallel
 	e := l.Config.Router.NumExperts
 	tokens := x2.Value.Dim(0)
-	w1, w2 := make([]*autograd.Var, len(l.FC1)), make([]*autograd.Var, len(l.FC2))
-	for j := range l.FC1 {
-		w1[j], w2[j] = l.FC1[j].Var, l.FC2[j].Var
-	}
+	w := l.expertVars()
+	o := l.Config.MLPOptions
+	o.OmitFC2Bias = GroupRank(p.ETP) != 0
 	mlp := func(xs *autograd.Var, counts []int) *autograd.Var {
 		if l.Config.GroupedGEMM {
-			return GroupedMLP(t, xs, w1, w2, counts, l.Config.MLPOptions)
+			return GroupedMLP(t, xs, w, counts, o)
 		}
-		return SequentialMLP(t, xs, w1, w2, counts, l.Config.MLPOptions)
+		return SequentialMLP(t, xs, w, counts, o)
 	}
 	if GroupSize(p.EP)*GroupSize(p.ETP) > 1 && p.Dispatcher != AllToAllDispatcher {
 		plan, err := NewAllGatherExchange(ctx, p.TPEP, m, tokens, e, l.FirstExpert, len(l.FC1))
@@ -203,12 +213,38 @@ func (l *Layer) experts(t *autograd.Tape, x2, probs *autograd.Var, m []bool) (*a
 	return Unpermute(t, ep.Combine(t, y), probs, d), nil
 }
 
-// Parameters returns the layer's parameters: the router, each local
-// expert's fc1 and fc2, the shared experts'.
+// expertVars are the local experts' parameters as Experts.
+func (l *Layer) expertVars() Experts {
+	vars := func(ps []*nn.Parameter) []*autograd.Var {
+		if ps == nil {
+			return nil
+		}
+		out := make([]*autograd.Var, len(ps))
+		for j, p := range ps {
+			out[j] = p.Var
+		}
+		return out
+	}
+	return Experts{W1: vars(l.FC1), W2: vars(l.FC2), B1: vars(l.FC1Bias), B2: vars(l.FC2Bias)}
+}
+
+// Parameters returns the layer's parameters in the reference's
+// registration order: the router's weight and bias, each local expert's
+// fc1 weight and bias and fc2 weight and bias, the shared experts'.
 func (l *Layer) Parameters() []*nn.Parameter {
 	ps := []*nn.Parameter{l.Router}
+	if l.RouterBias != nil {
+		ps = append(ps, l.RouterBias)
+	}
 	for e := range l.FC1 {
-		ps = append(ps, l.FC1[e], l.FC2[e])
+		ps = append(ps, l.FC1[e])
+		if l.FC1Bias != nil {
+			ps = append(ps, l.FC1Bias[e])
+		}
+		ps = append(ps, l.FC2[e])
+		if l.FC2Bias != nil {
+			ps = append(ps, l.FC2Bias[e])
+		}
 	}
 	if l.Shared != nil {
 		ps = append(ps, l.Shared.Parameters()...)

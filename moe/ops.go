@@ -110,20 +110,36 @@ func (f unpermuteFn) Backward(c *autograd.Ctx, dout *tensor.Tensor) ([]*tensor.T
 	return []*tensor.Tensor{dy, dp}, nil
 }
 
+// Experts are the local experts' parameters, in order: linear_fc1's
+// weights W1 [f₁, h] and linear_fc2's W2 [h, f] (f₁ = 2f gated), and, with
+// add_bias_linear, their biases B1 [f₁] and B2 [h] (nil: none).
+type Experts struct {
+	W1, W2, B1, B2 []*autograd.Var
+}
+
+// inputs are the Function inputs of an MLP over the experts: x, then every
+// parameter, so that each parameter's gradient hooks run when its backward
+// is done.
+func (w Experts) inputs(x *autograd.Var) []*autograd.Var {
+	in := append([]*autograd.Var{x}, w.W1...)
+	in = append(in, w.W2...)
+	in = append(in, w.B1...)
+	return append(in, w.B2...)
+}
+
 // GroupedMLP runs every expert's MLP on its contiguous rows of x [N, h]
 // (Counts[e] rows each, in expert order) as one operation: for expert e,
 //
-//	y_e = act(x_e·W1_eᵀ)·W2_eᵀ      (gated: act(gate)·up, W1_e [2f, h]; else W1_e [f, h]); W2_e [h, f]
+//	y_e = act(x_e·W1_eᵀ + b1_e)·W2_eᵀ + b2_e      (gated: act(gate)·up)
 //
 // a loop of GEMMs over the slices with no copies (Megatron's grouped
 // GEMM on a CPU), on OpenBLAS (tensor.GemmVarying: the slices' sizes
 // change with the routing), the experts side by side on the rank's cores
-// when they are balanced enough (eachExpert). w1 and w2 are the experts' weights in order; the
-// weights accumulate their gradients as o says (nn.AccumulateWeightGrad).
-func GroupedMLP(t *autograd.Tape, x *autograd.Var, w1, w2 []*autograd.Var, counts []int, o MLPOptions) *autograd.Var {
-	in := append([]*autograd.Var{x}, w1...)
-	in = append(in, w2...)
-	return autograd.Apply(t, &groupedFn{w1: w1, w2: w2, counts: counts, act: o.Act, gated: o.Gated, unfused: o.UnfusedWeightGrad}, in...)
+// when they are balanced enough (eachExpert). The weights accumulate their
+// gradients as o says (nn.AccumulateWeightGrad); b2 is added as o says
+// (MLPOptions.OmitFC2Bias).
+func GroupedMLP(t *autograd.Tape, x *autograd.Var, w Experts, counts []int, o MLPOptions) *autograd.Var {
+	return autograd.Apply(t, &groupedFn{w: w, counts: counts, o: o}, w.inputs(x)...)
 }
 
 // MLPOptions are the experts' MLP settings of GroupedMLP and
@@ -134,30 +150,31 @@ type MLPOptions struct {
 	Act               kernels.Activation
 	Gated             bool
 	UnfusedWeightGrad bool
+	// OmitFC2Bias leaves linear_fc2's bias out of this rank's output: the
+	// output is a partial sum over the expert tensor-parallel group that
+	// the dispatcher adds up, and the group's first rank adds the bias, so
+	// the sum holds it once. Every rank still computes the bias's
+	// gradient, the column sum of the whole output gradient it receives,
+	// so the replicas stay equal.
+	OmitFC2Bias bool
 }
 
 type groupedFn struct {
-	w1, w2  []*autograd.Var
-	counts  []int
-	act     kernels.Activation
-	gated   bool
-	unfused bool
+	w      Experts
+	counts []int
+	o      MLPOptions
 }
 
 type groupedState struct {
-	u []*tensor.Tensor // per expert: linear_fc1's output (the activation's input)
+	u []*tensor.Tensor // per expert: the activation's input, linear_fc1's output plus b1
 }
 
 func (f *groupedFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
 	x := in[0].Contiguous()
-	e := len(f.w1)
+	e := len(f.w.W1)
 	n, h := x.Dim(0), x.Dim(1)
-	sum := 0
-	for _, k := range f.counts {
-		sum += k
-	}
-	if sum != n || len(f.w2) != e || len(f.counts) != e {
-		return nil, fmt.Errorf("moe: grouped MLP of %d rows for expert counts %v (%d fc1, %d fc2 weights)", n, f.counts, len(f.w1), len(f.w2))
+	if err := f.check(n); err != nil {
+		return nil, err
 	}
 	y := tensor.New(n, h)
 	st := groupedState{u: make([]*tensor.Tensor, e)}
@@ -168,8 +185,15 @@ func (f *groupedFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tens
 		xe := x.Narrow(0, off, k)
 		u := tensor.New(k, w1.Dim(0)) // [k, f1]
 		tensor.GemmVarying(workers, false, true, 1, nn.GemmInput(workers, xe, w1), w1, 0, u)
+		if f.w.B1 != nil {
+			addRows(u.Data(), in[1+2*e+j].Float32().Contiguous().Data())
+		}
 		a := f.activate(u)
-		tensor.GemmVarying(workers, false, true, 1, nn.GemmInput(workers, a, w2), w2, 0, y.Narrow(0, off, k))
+		ye := y.Narrow(0, off, k)
+		tensor.GemmVarying(workers, false, true, 1, nn.GemmInput(workers, a, w2), w2, 0, ye)
+		if f.w.B2 != nil && !f.o.OmitFC2Bias {
+			addRows(ye.Data(), in[1+2*e+len(f.w.B1)+j].Float32().Contiguous().Data())
+		}
 		st.u[j] = u
 	})
 	if c.Recording() {
@@ -177,6 +201,27 @@ func (f *groupedFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tens
 		c.State = st
 	}
 	return y, nil
+}
+
+// check verifies that the rows, counts and parameters agree.
+func (f *groupedFn) check(n int) error {
+	w, e := f.w, len(f.w.W1)
+	sum := 0
+	for _, k := range f.counts {
+		sum += k
+	}
+	if sum != n || len(w.W2) != e || len(f.counts) != e || (w.B1 != nil && len(w.B1) != e) || (w.B2 != nil && len(w.B2) != e) {
+		return fmt.Errorf("moe: grouped MLP of %d rows for expert counts %v (%d fc1, %d fc2 weights, %d fc1, %d fc2 biases)",
+			n, f.counts, len(w.W1), len(w.W2), len(w.B1), len(w.B2))
+	}
+	return nil
+}
+
+// addRows adds b to every row of the row-major y.
+func addRows(y, b []float32) {
+	for r := 0; r+len(b) <= len(y); r += len(b) {
+		kernels.AddInto(y[r:r+len(b)], b)
+	}
 }
 
 // offsets are the first rows of each expert's slice.
@@ -231,50 +276,57 @@ func eachExpert(counts []int, workers int, fn func(j, w int)) {
 // activate returns act(u) [k, f], or act(gate)·up for a gated u [k, 2f].
 func (f *groupedFn) activate(u *tensor.Tensor) *tensor.Tensor {
 	k, f1 := u.Dim(0), u.Dim(1)
-	if f.gated {
+	if f.o.Gated {
 		a := tensor.New(k, f1/2)
-		kernels.GLUForward(f.act, a.Data(), u.Data(), k, f1/2)
+		kernels.GLUForward(f.o.Act, a.Data(), u.Data(), k, f1/2)
 		return a
 	}
 	a := tensor.New(k, f1)
-	kernels.ActivationForward(f.act, a.Data(), u.Data())
+	kernels.ActivationForward(f.o.Act, a.Data(), u.Data())
 	return a
 }
 
 func (f *groupedFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
 	x := c.Saved()[0]
 	st := c.State.(groupedState)
-	e := len(f.w1)
+	w := f.w
 	h := x.Dim(1)
 	dx := tensor.New(x.Shape()...)
 	dy = dy.Contiguous()
 	offs := offsets(f.counts)
+	fused := !f.o.UnfusedWeightGrad
 	eachExpert(f.counts, c.Tape().Workers(), func(j, workers int) {
 		k, off := f.counts[j], offs[j]
-		w1, w2 := f.w1[j].Value, f.w2[j].Value
+		w1, w2 := w.W1[j].Value, w.W2[j].Value
 		xe, dye := x.Narrow(0, off, k), dy.Narrow(0, off, k)
 		u := st.u[j]
 		a := f.activate(u) // recomputed: the activation's output is not kept
-		ff := a.Dim(1)
+		ff, f1 := a.Dim(1), u.Dim(1)
+		if w.B2 != nil {
+			nn.AccumulateGrad(c, w.B2[j], func(dst []float32) { kernels.ColumnSumInto(dst, dye.Data(), k, h) })
+		}
 		dyg := nn.GemmInput(workers, dye, w2)
-		nn.AccumulateWeightGrad(c, f.w2[j], !f.unfused, func(dst []float32) {
+		nn.AccumulateWeightGrad(c, w.W2[j], fused, func(dst []float32) {
 			tensor.GemmVarying(workers, true, false, 1, dyg, nn.GemmInput(workers, a, w2), 1, tensor.FromSlice(dst, h, ff))
 		})
 		da := tensor.New(k, ff)
 		tensor.GemmVarying(workers, false, false, 1, dyg, w2, 0, da)
 		du := tensor.New(u.Shape()...)
-		if f.gated {
-			kernels.GLUBackward(f.act, du.Data(), da.Data(), u.Data(), k, ff)
+		if f.o.Gated {
+			kernels.GLUBackward(f.o.Act, du.Data(), da.Data(), u.Data(), k, ff)
 		} else {
-			kernels.ActivationBackward(f.act, du.Data(), da.Data(), u.Data())
+			kernels.ActivationBackward(f.o.Act, du.Data(), da.Data(), u.Data())
+		}
+		if w.B1 != nil {
+			nn.AccumulateGrad(c, w.B1[j], func(dst []float32) { kernels.ColumnSumInto(dst, du.Data(), k, f1) })
 		}
 		dug := nn.GemmInput(workers, du, w1)
-		nn.AccumulateWeightGrad(c, f.w1[j], !f.unfused, func(dst []float32) {
-			tensor.GemmVarying(workers, true, false, 1, dug, nn.GemmInput(workers, xe, w1), 1, tensor.FromSlice(dst, u.Dim(1), h))
+		nn.AccumulateWeightGrad(c, w.W1[j], fused, func(dst []float32) {
+			tensor.GemmVarying(workers, true, false, 1, dug, nn.GemmInput(workers, xe, w1), 1, tensor.FromSlice(dst, f1, h))
 		})
 		tensor.GemmVarying(workers, false, false, 1, dug, w1, 0, dx.Narrow(0, off, k))
 	})
-	grads := make([]*tensor.Tensor, 1+2*e)
+	grads := make([]*tensor.Tensor, len(w.inputs(nil)))
 	grads[0] = dx
 	return grads, nil
 }
@@ -292,24 +344,60 @@ func (st groupedState) StateBytes() int64 {
 
 // SequentialMLP runs every expert's MLP on its contiguous rows of x [N, h]
 // (Counts[e] rows each, in expert order) one after another as separate
-// operations — the rows narrowed out, linear_fc1, the activation,
-// linear_fc2, the outputs concatenated back in order (Megatron's
+// operations — the rows narrowed out, linear_fc1, the bias and activation,
+// linear_fc2, its bias, the outputs concatenated back in order (Megatron's
 // SequentialMLP, moe_grouped_gemm off) — with the same arithmetic as
 // GroupedMLP (its GEMMs through tensor.GemmVarying too: the rows change
 // with the routing).
-func SequentialMLP(t *autograd.Tape, x *autograd.Var, w1, w2 []*autograd.Var, counts []int, o MLPOptions) *autograd.Var {
+func SequentialMLP(t *autograd.Tape, x *autograd.Var, w Experts, counts []int, o MLPOptions) *autograd.Var {
 	var outs []*autograd.Var
 	off := 0
 	for j, k := range counts {
 		// An expert without rows still runs (on none), as the reference's:
 		// its weights get a (zero) gradient, and their grad hooks fire.
-		u := autograd.Apply(t, nn.LinearFn{W: w1[j], Varying: true, UnfusedWeightGrad: o.UnfusedWeightGrad}, autograd.Narrow(t, x, 0, off, k), w1[j])
-		u = nn.MLPActivation(t, u, nil, o.Act, o.Gated)
-		outs = append(outs, autograd.Apply(t, nn.LinearFn{W: w2[j], Varying: true, UnfusedWeightGrad: o.UnfusedWeightGrad}, u, w2[j]))
+		var b1 *autograd.Var
+		if w.B1 != nil {
+			b1 = w.B1[j]
+		}
+		u := autograd.Apply(t, nn.LinearFn{W: w.W1[j], Varying: true, UnfusedWeightGrad: o.UnfusedWeightGrad}, autograd.Narrow(t, x, 0, off, k), w.W1[j])
+		u = nn.MLPActivation(t, u, b1, o.Act, o.Gated)
+		y := autograd.Apply(t, nn.LinearFn{W: w.W2[j], Varying: true, UnfusedWeightGrad: o.UnfusedWeightGrad}, u, w.W2[j])
+		if w.B2 != nil {
+			y = autograd.Apply(t, fc2BiasFn{b: w.B2[j], omit: o.OmitFC2Bias}, y, w.B2[j])
+		}
+		outs = append(outs, y)
 		off += k
 	}
 	if len(outs) == 0 {
 		return autograd.Narrow(t, x, 0, 0, 0)
 	}
 	return autograd.Cat(t, 0, outs...)
+}
+
+// fc2BiasFn adds an expert's linear_fc2 bias b [h] to its rows y [k, h],
+// or, omitting it (MLPOptions.OmitFC2Bias), passes y on; either way b's
+// gradient is the column sum of the rows' gradient.
+type fc2BiasFn struct {
+	b    *autograd.Var
+	omit bool
+}
+
+func (f fc2BiasFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
+	y := in[0].Contiguous().Clone()
+	if err := nn.CheckParam(f.b, "expert linear_fc2 bias"); err != nil {
+		return nil, err
+	}
+	if !f.omit {
+		addRows(y.Data(), in[1].Float32().Contiguous().Data())
+	}
+	return y, nil
+}
+
+func (f fc2BiasFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
+	dy = dy.Contiguous()
+	if c.NeedsGrad(1) {
+		h := f.b.Value.Len()
+		nn.AccumulateGrad(c, f.b, func(dst []float32) { kernels.ColumnSumInto(dst, dy.Data(), dy.Len()/h, h) })
+	}
+	return []*tensor.Tensor{dy, nil}, nil
 }

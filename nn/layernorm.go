@@ -19,11 +19,14 @@ func LayerNorm(t *autograd.Tape, x, w, b *autograd.Var, eps float32) *autograd.V
 }
 
 // addAll returns an AccumulateGrad callback adding the partial sums parts
-// into dst in order.
+// into dst in order; a nil part (a worker that had no rows: an input of
+// none, say a MoE expert no token was routed to) adds nothing.
 func addAll(parts [][]float32) func(dst []float32) {
 	return func(dst []float32) {
 		for _, p := range parts {
-			kernels.AddInto(dst, p)
+			if p != nil {
+				kernels.AddInto(dst, p)
+			}
 		}
 	}
 }

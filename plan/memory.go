@@ -353,7 +353,8 @@ func parameterCount(c config.TransformerConfig) float64 {
 }
 
 // expertCount returns the parameters of the whole model's routed experts
-// (E·(f₁·h + h·f) per MoE layer), 0 for a dense model.
+// (E·(f₁·h + h·f) per MoE layer, E·(f₁ + h) more with add_bias_linear), 0
+// for a dense model.
 func expertCount(c config.TransformerConfig) float64 {
 	if c.NumMoEExperts <= 0 {
 		return 0
@@ -373,7 +374,11 @@ func expertCount(c config.TransformerConfig) float64 {
 	} else {
 		layers = float64(c.NumLayers)
 	}
-	return layers * float64(c.NumMoEExperts) * (f1*h + h*f)
+	per := f1*h + h*f
+	if c.AddBiasLinear {
+		per += f1 + h
+	}
+	return layers * float64(c.NumMoEExperts) * per
 }
 
 // widest is the widest activation of a layer, counted in float64 so that

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gotron/gotron/config"
@@ -20,13 +21,34 @@ func moeModel() config.TransformerConfig {
 }
 
 // TestExpertsCounted: a MoE model's routed experts are E·(f₁·h + h·f)
-// per MoE layer, and the parameter count is gpt.NumParameters up to
-// 16384 layers, its per-layer extrapolation beyond.
+// per MoE layer (E·(f₁ + h) more with biases), as many as the model's
+// local_experts tensors, and the parameter count is gpt.NumParameters up
+// to 16384 layers, its per-layer extrapolation beyond.
 func TestExpertsCounted(t *testing.T) {
 	m := moeModel()
 	h := float64(m.HiddenSize)
-	if got, want := expertCount(m), 2.0*4*(2*32*h+h*32); got != want {
+	if got, want := expertCount(m), 2.0*4*(2*32*h+h*32+2*32+h); got != want {
 		t.Errorf("expert parameters %g, want %g", got, want)
+	}
+	for _, bias := range []bool{false, true} {
+		b := m
+		b.AddBiasLinear = bias
+		specs, err := gpt.ChunkParamSpecs(b, 1, gpt.WholeModel(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n float64
+		for _, s := range specs {
+			if strings.Contains(s.Name, ".local_experts.") {
+				n += float64(s.Numel())
+			}
+		}
+		if got := expertCount(b); got != n {
+			t.Errorf("add_bias_linear %v: expert parameters %g, the model's local_experts tensors %g", bias, got, n)
+		}
+		if got, want := parameterCount(b), float64(gpt.NumParameters(b)); got != want {
+			t.Errorf("add_bias_linear %v: parameters %g, want gpt.NumParameters's %g", bias, got, want)
+		}
 	}
 	if got, want := parameterCount(m), float64(gpt.NumParameters(m)); got != want {
 		t.Errorf("parameters %g, want gpt.NumParameters's %g", got, want)

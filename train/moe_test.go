@@ -2,6 +2,7 @@ package train
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/gotron/gotron/ckpt"
@@ -75,7 +76,9 @@ var moeLayouts = []moeLayout{
 // both auxiliary losses in every layer and, on the layouts that keep each
 // micro-batch's tokens on one rank, for sigmoid routing with the expert
 // bias, groups, scaling, the sequence-level loss, token dropping and a
-// shared expert in every other layer.
+// shared expert in every other layer; and with add_bias_linear (biases on
+// the router, every expert and the shared expert), which the reference
+// allows only at ETP 1 and gotron at every layout.
 func TestMoEMatchesSingleRank(t *testing.T) {
 	for _, variant := range []struct {
 		name string
@@ -90,12 +93,20 @@ func TestMoEMatchesSingleRank(t *testing.T) {
 			m.MoERouterLoadBalancingType, m.MoEZLossCoeff = "seq_aux_loss", 0
 			m.MoEExpertCapacityFactor, m.MoESharedExpertIntermediateSize = 1, 32
 		}},
+		{"biases-shared", false, func(m *config.TransformerConfig) {
+			m.AddBiasLinear, m.MoESharedExpertIntermediateSize = true, 32
+		}},
 	} {
 		t.Run(variant.name, func(t *testing.T) {
 			one := moeArgs(1)
 			variant.set(&one.Model)
 			wantLoss, wantGrads := tpRun(t, one)
-			for _, name := range []string{"decoder.layers.0.mlp.router.weight", "decoder.layers.0.mlp.experts.local_experts.3.linear_fc2.weight"} {
+			names := []string{"decoder.layers.0.mlp.router.weight", "decoder.layers.0.mlp.experts.local_experts.3.linear_fc2.weight"}
+			if one.Model.AddBiasLinear {
+				names = append(names, "decoder.layers.0.mlp.router.bias", "decoder.layers.1.mlp.experts.local_experts.2.linear_fc1.bias",
+					"decoder.layers.1.mlp.experts.local_experts.2.linear_fc2.bias", "decoder.layers.0.mlp.shared_experts.linear_fc2.bias")
+			}
+			for _, name := range names {
 				if _, ok := wantGrads.Get(name); !ok {
 					t.Fatalf("no gradient for %s: the MoE layer is not in effect", name)
 				}
@@ -116,7 +127,9 @@ func TestMoEMatchesSingleRank(t *testing.T) {
 }
 
 // TestMoECheckpointAcrossExpertLayouts saves a MoE model with the expert
-// bias (sigmoid routing) at EP 2 × ETP 2 with the distributed optimizer
+// bias (sigmoid routing) and add_bias_linear (the router's bias, the
+// experts' linear_fc1 biases split over ETP, their linear_fc2 biases
+// whole) at EP 2 × ETP 2 with the distributed optimizer
 // after 5 iterations and loads it at one rank, at EP 4 and at EP 2 × TP 2
 // with SP: the next 5 losses equal an uninterrupted run's at the loading
 // layout to 1e-6 (bit for bit at the saving layout), so experts are saved
@@ -126,6 +139,7 @@ func TestMoECheckpointAcrossExpertLayouts(t *testing.T) {
 		a := l.args()
 		m := &a.Model
 		m.MoERouterScoreFunction, m.MoERouterEnableExpertBias, m.MoERouterBiasUpdateRate = "sigmoid", true, 0.01
+		m.AddBiasLinear = true
 		a.TrainIters, a.LRDecayIters, a.EvalIters = 10, 10, 0
 		return a
 	}
@@ -142,8 +156,15 @@ func TestMoECheckpointAcrossExpertLayouts(t *testing.T) {
 	if l := r.Manifest.Layout; l.EP != 2 || l.ETP != 2 {
 		t.Errorf("the manifest records ep %d, etp %d; want 2, 2", l.EP, l.ETP)
 	}
-	if s := r.Manifest.Tensors[ckpt.ModelKey+"decoder.layers.0.mlp.router.expert_bias"]; len(s) != 1 || s[0] != 4 {
-		t.Errorf("the manifest's expert bias of layer 0 is %v, want [4]", s)
+	for name, want := range map[string][]int{
+		"decoder.layers.0.mlp.router.expert_bias":                      {4},
+		"decoder.layers.0.mlp.router.bias":                             {4},
+		"decoder.layers.1.mlp.experts.local_experts.3.linear_fc1.bias": {64},
+		"decoder.layers.1.mlp.experts.local_experts.3.linear_fc2.bias": {32},
+	} {
+		if s := r.Manifest.Tensors[ckpt.ModelKey+name]; !slices.Equal(s, want) {
+			t.Errorf("the manifest's %s is %v, want %v", name, s, want)
+		}
 	}
 	for _, c := range []struct {
 		name  string

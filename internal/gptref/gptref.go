@@ -156,7 +156,7 @@ func (c Config) moe(m *config.TransformerConfig) {
 
 // Fixtures are the fixture directories under testdata: the GPT-2 shape
 // and the Llama-class option sets.
-var Fixtures = []string{"gpt_ref", "gpt_ref_llama", "gpt_ref_variant_a", "gpt_ref_variant_b", "gpt_ref_variant_c", "gpt_ref_moe_a", "gpt_ref_moe_b"}
+var Fixtures = []string{"gpt_ref", "gpt_ref_llama", "gpt_ref_variant_a", "gpt_ref_variant_b", "gpt_ref_variant_c", "gpt_ref_moe_a", "gpt_ref_moe_b", "gpt_ref_moe_c"}
 
 // Losses is testdata/gpt_ref/losses.json: each step's loss (before its
 // update) and gradient norm (before clipping).

@@ -23,12 +23,17 @@ func moeWidths(cfg config.TransformerConfig) (f1, f, fs1, fs int) {
 }
 
 // moeDraws are the sizes a MoE layer draws after its attention: the router
-// [E, h], then per expert linear_fc1 [f₁, h] and linear_fc2 [h, f], then the
-// shared experts' fc1 and fc2.
+// [E, h] and, with add_bias_linear, its bias [E] (drawn as the reference's
+// router draws it, from the init method; every other bias is zero), then
+// per expert linear_fc1 [f₁, h] and linear_fc2 [h, f], then the shared
+// experts' fc1 and fc2.
 func moeDraws(cfg config.TransformerConfig) []int {
 	h := cfg.HiddenSize
 	f1, f, fs1, fs := moeWidths(cfg)
 	out := []int{cfg.NumMoEExperts * h}
+	if cfg.AddBiasLinear {
+		out = append(out, cfg.NumMoEExperts)
+	}
 	for range cfg.NumMoEExperts {
 		out = append(out, f1*h, h*f)
 	}
@@ -64,8 +69,6 @@ func (b *builder) moeSupported() error {
 	case moe.GroupSize(p.EP) != ep || moe.GroupSize(p.ETP) != max(etp, 1) || moe.GroupSize(p.TPEP) != ep*max(etp, 1) || moe.GroupSize(p.TPCP) != tpcp:
 		return fmt.Errorf("gpt: the MoE layers were given groups of ep %d, expt-tp %d, tp-ep %d and tp-cp %d ranks, but the config says expert_model_parallel_size %d, expert_tensor_parallel_size %d and tp·cp %d: build the model with gpt.WithExperts and the expert grid's groups",
 			moe.GroupSize(p.EP), moe.GroupSize(p.ETP), moe.GroupSize(p.TPEP), moe.GroupSize(p.TPCP), ep, etp, tpcp)
-	case cfg.AddBiasLinear:
-		return fmt.Errorf("gpt: gotron's experts have no biases yet: add --disable-bias-linear to a MoE model")
 	case cfg.CalculatePerTokenLoss:
 		return fmt.Errorf("gpt: the MoE auxiliary losses under --calculate-per-token-loss are not built yet: drop it for a MoE model")
 	case cfg.RecomputeGranularity == "full":
@@ -75,9 +78,12 @@ func (b *builder) moeSupported() error {
 }
 
 // moeLayer builds the MoE layer with prefix p ("decoder.layers.{i}."). It
-// draws, in order, the router, every expert's fc1 and fc2 (global order;
-// a rank keeps its local experts' expert-TP partitions and skips the
-// others' draws) and the shared experts.
+// draws, in order, the router (and its bias), every expert's fc1 and fc2
+// (global order; a rank keeps its local experts' expert-TP partitions and
+// skips the others' draws) and the shared experts. The experts' biases
+// (add_bias_linear) are zero, as the reference's: linear_fc1's split over
+// expert TP as its weight's rows, linear_fc2's whole on every expert-TP
+// rank (moe.MLPOptions.OmitFC2Bias says how it is added once).
 func (b *builder) moeLayer(p string) (*moe.Layer, error) {
 	cfg, par := b.cfg, b.experts
 	if err := b.moeSupported(); err != nil {
@@ -100,6 +106,11 @@ func (b *builder) moeLayer(p string) (*moe.Layer, error) {
 	l.Router = b.m.add(nn.NewParameter(p+"mlp.router.weight", tensor.New(e, h)))
 	b.fill(l.Router.Value.Data(), cfg.InitMethodStd)
 	l.Router.SequenceParallel = b.sp // each TP rank routes its own tokens
+	if cfg.AddBiasLinear {
+		l.RouterBias = b.m.add(nn.NewParameter(p+"mlp.router.bias", tensor.New(e)))
+		b.fill(l.RouterBias.Value.Data(), cfg.InitMethodStd)
+		l.RouterBias.SequenceParallel = b.sp
+	}
 	expert := func(name string, sd float64, rows, cols, dim int) (*nn.Parameter, error) {
 		w := tensor.New(rows, cols)
 		b.fill(w.Data(), sd)
@@ -120,6 +131,16 @@ func (b *builder) moeLayer(p string) (*moe.Layer, error) {
 		q.Value.CopyFrom(part)
 		return b.m.add(q), nil
 	}
+	bias := func(name string, n int, split bool) *nn.Parameter {
+		q := nn.NewParameter(name, tensor.New(n))
+		q.Allreduce = false
+		if split && etp > 1 {
+			q = nn.NewParameter(name, tensor.New(n/etp))
+			q.Allreduce = false
+			q.TensorModelParallel, q.PartitionDim, q.PartitionStride = true, 0, stride
+		}
+		return b.m.add(q)
+	}
 	for j := range e {
 		if j < first || j >= first+local {
 			b.skip(f1 * h)
@@ -131,9 +152,15 @@ func (b *builder) moeLayer(p string) (*moe.Layer, error) {
 		if err != nil {
 			return nil, err
 		}
+		if cfg.AddBiasLinear {
+			l.FC1Bias = append(l.FC1Bias, bias(q+"linear_fc1.bias", f1, true))
+		}
 		w2, err := expert(q+"linear_fc2.weight", cfg.OutputLayerInitStd(), h, f, 1)
 		if err != nil {
 			return nil, err
+		}
+		if cfg.AddBiasLinear {
+			l.FC2Bias = append(l.FC2Bias, bias(q+"linear_fc2.bias", h, false))
 		}
 		l.FC1, l.FC2 = append(l.FC1, w1), append(l.FC2, w2)
 	}
@@ -141,13 +168,13 @@ func (b *builder) moeLayer(p string) (*moe.Layer, error) {
 		var err error
 		sh := &moe.SharedMLP{Act: activation(cfg), Gated: cfg.GatedLinearUnit}
 		if sh.FC1, err = tp.NewColumnParallelLinear(p+"mlp.shared_experts.linear_fc1", h, fs1, tp.ColumnParallelConfig{
-			Group: b.tpg, Init: b.normal(cfg.InitMethodStd), SkipBiasAdd: true, SequenceParallel: b.sp, Stride: stride,
+			Group: b.tpg, Init: b.normal(cfg.InitMethodStd), Bias: cfg.AddBiasLinear, SkipBiasAdd: true, SequenceParallel: b.sp, Stride: stride,
 			UnfusedWeightGrad: b.unfused,
 		}); err != nil {
 			return nil, err
 		}
 		if sh.FC2, err = tp.NewRowParallelLinear(p+"mlp.shared_experts.linear_fc2", fs, h, tp.RowParallelConfig{
-			Group: b.tpg, Init: b.normal(cfg.OutputLayerInitStd()), InputIsParallel: true, SequenceParallel: b.sp,
+			Group: b.tpg, Init: b.normal(cfg.OutputLayerInitStd()), Bias: cfg.AddBiasLinear, InputIsParallel: true, SequenceParallel: b.sp,
 			UnfusedWeightGrad: b.unfused,
 		}); err != nil {
 			return nil, err

@@ -142,14 +142,29 @@ func paramList(cfg config.TransformerConfig, tpSize int, spec ChunkSpec, registe
 		if cfg.IsMoELayer(i) {
 			f1, f, fs1, fs := moeWidths(cfg)
 			add(p+"mlp.router.weight", cfg.NumMoEExperts, h)
+			if cfg.AddBiasLinear {
+				add(p+"mlp.router.bias", cfg.NumMoEExperts)
+			}
 			for j := range cfg.NumMoEExperts {
 				q := fmt.Sprintf("%smlp.experts.local_experts.%d.", p, j)
 				add(q+"linear_fc1.weight", f1, h)
+				if cfg.AddBiasLinear {
+					add(q+"linear_fc1.bias", f1)
+				}
 				add(q+"linear_fc2.weight", h, f)
+				if cfg.AddBiasLinear {
+					add(q+"linear_fc2.bias", h)
+				}
 			}
 			if fs > 0 {
-				add(p+"mlp.shared_experts.linear_fc1.weight", fs1, h)
-				add(p+"mlp.shared_experts.linear_fc2.weight", h, fs)
+				add(p+"mlp.shared_experts.linear_fc1.weight", fs1/tpSize, h)
+				if cfg.AddBiasLinear {
+					add(p+"mlp.shared_experts.linear_fc1.bias", fs1/tpSize)
+				}
+				add(p+"mlp.shared_experts.linear_fc2.weight", h, fs/tpSize)
+				if cfg.AddBiasLinear {
+					add(p+"mlp.shared_experts.linear_fc2.bias", h)
+				}
 			}
 			continue
 		}

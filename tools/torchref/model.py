@@ -175,8 +175,6 @@ def moe_options(cfg):
         raise ValueError("moe_pad_expert_input_to_capacity needs moe_expert_capacity_factor")
     if m["moe_shared_expert_gate"]:
         raise ValueError("moe_shared_expert_gate is not part of the reference")
-    if options(cfg)["add_bias_linear"]:
-        raise ValueError("the reference's MoE layers have no biases: set add_bias_linear false")
     return m
 
 
@@ -194,17 +192,27 @@ def _norm_shapes(name, size, o):
 
 def _moe_shapes(p, h, o, m):
     """The MoE layer's tensors in Megatron's module order: router, experts
-    (SequentialMLP, global expert index), shared experts. No biases."""
+    (SequentialMLP, global expert index), shared experts; with add_bias_linear
+    each weight followed by its bias (router.bias [E], an expert's
+    linear_fc1.bias [f1] and linear_fc2.bias [h], the shared expert's)."""
     fm = m["ffn"]
-    out = [(p + "router.weight", [m["num_experts"], h])]
+    bias = o["add_bias_linear"]
+    out = []
+
+    def add(name, rows, cols):
+        out.append((name + ".weight", [rows, cols]))
+        if bias:
+            out.append((name + ".bias", [rows]))
+
+    add(p + "router", m["num_experts"], h)
     for e in range(m["num_experts"]):
         q = f"{p}experts.local_experts.{e}."
-        out.append((q + "linear_fc1.weight", [2 * fm if o["swiglu"] else fm, h]))
-        out.append((q + "linear_fc2.weight", [h, fm]))
+        add(q + "linear_fc1", 2 * fm if o["swiglu"] else fm, h)
+        add(q + "linear_fc2", h, fm)
     fs = m["moe_shared_expert_intermediate_size"]
     if fs:
-        out.append((p + "shared_experts.linear_fc1.weight", [2 * fs if o["swiglu"] else fs, h]))
-        out.append((p + "shared_experts.linear_fc2.weight", [h, fs]))
+        add(p + "shared_experts.linear_fc1", 2 * fs if o["swiglu"] else fs, h)
+        add(p + "shared_experts.linear_fc2", h, fs)
     return out
 
 
@@ -251,10 +259,14 @@ def init_std(name, cfg, std=INIT_METHOD_STD):
     """Return the N(0, std) of a weight, 0.0 for a bias, None for a norm weight or bias.
 
     The MoE tensors follow the same rules: router.weight N(0, std), every
-    expert's and the shared expert's linear_fc2.weight the scaled init.
+    expert's and the shared expert's linear_fc2.weight the scaled init; but
+    router.bias is N(0, std), as Megatron's TopKRouter draws it with the init
+    method (megatron/core/transformer/moe/router.py, reset_parameters).
     """
     if "layernorm" in name:
         return None
+    if name.endswith("router.bias"):
+        return std
     if name.endswith(".bias"):
         return 0.0
     if name.endswith("linear_proj.weight") or name.endswith("linear_fc2.weight"):
@@ -557,6 +569,13 @@ def moe_layer(x, p, prefix, cfg, layer, moe=None):
     out[t] = sum_e fc2_e(act(fc1_e x_t) * probs[t, e]); a token dropped by all
     its experts gets 0. Then the shared expert's MLP output is added (routed +
     shared).
+
+    With add_bias_linear the router adds router.bias to the logits, an expert
+    adds linear_fc1.bias before its activation and linear_fc2.bias scaled by
+    the probability after linear_fc2 (Megatron's MLP.forward for an expert:
+    output += output_bias * per_token_scale), and the shared expert is the
+    biased dense MLP (Megatron refuses shared experts with biases; gotron has
+    them, docs/DECISIONS.md).
     """
     o = options(cfg)
     m = moe_options(cfg)
@@ -567,7 +586,7 @@ def moe_layer(x, p, prefix, cfg, layer, moe=None):
     if m["moe_shared_expert_intermediate_size"]:
         shared = mlp(x, p, prefix + "shared_experts.", cfg)
     tokens = x.reshape(num_tokens, h)
-    logits = linear(tokens, p[prefix + "router.weight"])  # [T, E]
+    logits = linear(tokens, p[prefix + "router.weight"], p.get(prefix + "router.bias"))  # [T, E]
     training = moe is not None and moe.training and torch.is_grad_enabled()
     rec = {"layer": layer, "logits": logits.detach()}
     bias = None
@@ -620,9 +639,12 @@ def moe_layer(x, p, prefix, cfg, layer, moe=None):
         if idx.numel() == 0:
             continue
         q = f"{prefix}experts.local_experts.{e}."
-        u = linear(tokens.index_select(0, idx), p[q + "linear_fc1.weight"])
-        y = activation(u, o) * probs[idx, e].unsqueeze(-1)
-        out = out.index_add(0, idx, linear(y, p[q + "linear_fc2.weight"]))
+        u = linear(tokens.index_select(0, idx), p[q + "linear_fc1.weight"], p.get(q + "linear_fc1.bias"))
+        pe = probs[idx, e].unsqueeze(-1)
+        ye = linear(activation(u, o) * pe, p[q + "linear_fc2.weight"])
+        if q + "linear_fc2.bias" in p:
+            ye = ye + p[q + "linear_fc2.bias"] * pe
+        out = out.index_add(0, idx, ye)
     out = out.reshape(s, b, h)
     return out if shared is None else out + shared
 
