@@ -177,7 +177,9 @@ func splitFirst(g comm.Group, x *tensor.Tensor, what string) (*tensor.Tensor, er
 		return nil, fmt.Errorf("tp: %s: first dimension of the tensor (%d) should be divisible by tensor parallel size %d", what, n, ws)
 	}
 	c := n / ws
-	return x.Narrow(0, rankOf(g)*c, c).Contiguous(), nil
+	// A copy, not a view: the rank keeps its chunk only, and a view would
+	// keep the whole tensor alive as long as the chunk is.
+	return x.Narrow(0, rankOf(g)*c, c).Clone(), nil
 }
 
 // splitLast returns a contiguous copy of this rank's chunk of the last
