@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -36,16 +37,36 @@ func TestPipelineSplitRules(t *testing.T) {
 			c.PipelineModelParallelLayout = "E|t*3|(t|)*4t|L"
 			return c
 		}, nil, nil},
-		{"the DeepSeek layout (MTP not provided)", func() TransformerConfig {
+		{"the DeepSeek layout (a standalone MTP stage, not built yet)", func() TransformerConfig {
 			c := pipelined(61, 16, 0)
-			c.PipelineModelParallelLayout, c.MTPNumLayers = "Et*3|(tt|)*29,m|L", 1
+			c.PipelineModelParallelLayout, c.MTPNumLayers, c.PositionEmbeddingType = "Et*3|(tt|)*29,m|L", 1, RoPE
 			return c
-		}, [][]string{{fMTP}}, []string{"multi-token prediction", "set it to 0"}},
-		{"mtp without a layout (not provided)", func() TransformerConfig {
+		}, [][]string{{fMTP, "pipeline_model_parallel_layout"}}, []string{"pipeline rank 14, virtual stage 1", "standalone MTP stage"}},
+		{"mtp with the loss", func() TransformerConfig {
 			c := pipelined(8, 4, 0)
-			c.MTPNumLayers = 2
+			c.PipelineModelParallelLayout, c.MTPNumLayers, c.PositionEmbeddingType = "Et|tt|ttt|ttmmL", 2, RoPE
 			return c
-		}, [][]string{{fMTP}}, []string{"mtp_num_layers = 2"}},
+		}, nil, nil},
+		{"mtp without a layout", func() TransformerConfig {
+			c := pipelined(8, 4, 0)
+			c.MTPNumLayers, c.PositionEmbeddingType = 2, RoPE
+			return c
+		}, nil, nil},
+		{"mtp with learned positions", func() TransformerConfig {
+			c := pipelined(8, 1, 0)
+			c.MTPNumLayers = 1
+			return c
+		}, [][]string{{fMTP, "position_embedding_type"}}, []string{"learned_absolute", "rope or none"}},
+		{"mtp untied over pipeline stages", func() TransformerConfig {
+			c := pipelined(8, 2, 0)
+			c.MTPNumLayers, c.PositionEmbeddingType, c.ShareEmbeddingsAndOutputWeights = 1, RoPE, false
+			return c
+		}, [][]string{{fMTP, "share_embeddings_and_output_weights", "pipeline_model_parallel_size"}}, []string{"not built yet"}},
+		{"mtp loss scale NaN", func() TransformerConfig {
+			c := pipelined(8, 1, 0)
+			c.MTPNumLayers, c.PositionEmbeddingType, c.MTPLossScalingFactor = 1, RoPE, math.NaN()
+			return c
+		}, [][]string{{"mtp_loss_scaling_factor"}}, []string{"finite number"}},
 
 		// The layout.
 		{"layout: invalid character", func() TransformerConfig {

@@ -139,15 +139,29 @@ var recordOptions = []recordOption{
 	moeOption(float64Option("moe_expert_capacity_factor", func(c *TransformerConfig) *float64 { return &c.MoEExpertCapacityFactor })),
 	moeOption(textOption("moe_token_drop_policy", nil, func(c *TransformerConfig) *string { return &c.MoETokenDropPolicy })),
 	moeOption(boolOption("moe_pad_expert_input_to_capacity", func(c *TransformerConfig) *bool { return &c.MoEPadExpertInputToCapacity })),
+	intOption("mtp_num_layers", func(c *TransformerConfig) *int { return &c.MTPNumLayers }),
+	mtpOption(float64Option("mtp_loss_scaling_factor", func(c *TransformerConfig) *float64 { return &c.MTPLossScalingFactor })),
 }
 
 // moeOption is o, an option of the MoE layers, which a dense model
 // (num_moe_experts 0) does not read: its value there is the default's,
 // so that a dense model records none.
 func moeOption(o recordOption) recordOption {
+	return readOnlyWith(o, func(c TransformerConfig) bool { return c.NumMoEExperts > 0 })
+}
+
+// mtpOption is o, an option of the MTP depths, which a model without them
+// does not read (see moeOption).
+func mtpOption(o recordOption) recordOption {
+	return readOnlyWith(o, func(c TransformerConfig) bool { return c.MTPNumLayers > 0 })
+}
+
+// readOnlyWith is o recorded with its default's value where reads(c) is
+// false.
+func readOnlyWith(o recordOption, reads func(TransformerConfig) bool) recordOption {
 	get := o.get
 	o.get = func(c TransformerConfig) string {
-		if c.NumMoEExperts == 0 {
+		if !reads(c) {
 			return get(DefaultTransformerConfig())
 		}
 		return get(c)

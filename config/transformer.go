@@ -155,11 +155,13 @@ type TransformerConfig struct {
 	// the layout or the uneven first/last split; with
 	// virtual_pipeline_model_parallel_size set, the two must agree.
 	NumLayersPerVirtualPipelineStage int `json:"num_layers_per_virtual_pipeline_stage,omitempty"`
-	// MTPNumLayers is the number of multi-token-prediction layers
+	// MTPNumLayers is the number of multi-token-prediction depths
 	// (mtp_num_layers); 0 means none (the reference's None). A layout's m
-	// count must equal it. Not provided by gotron's GPT: Validate reports a
-	// non-zero value, while PipelineChunks still places the layers.
+	// count must equal it; without a layout they sit with the loss.
 	MTPNumLayers int `json:"mtp_num_layers,omitempty"`
+	// MTPLossScalingFactor weighs the depths' mean loss in the objective
+	// (mtp_loss_scaling_factor, 0.1): see MTPLossScale.
+	MTPLossScalingFactor float64 `json:"mtp_loss_scaling_factor"`
 }
 
 // DefaultTransformerConfig returns Megatron's defaults for the fields above
@@ -168,6 +170,7 @@ func DefaultTransformerConfig() TransformerConfig {
 	return TransformerConfig{
 		ModelParallelConfig:             DefaultModelParallelConfig(),
 		LayernormEpsilon:                1e-5,
+		MTPLossScalingFactor:            0.1,
 		HiddenDropout:                   0.1,
 		AttentionDropout:                0.1,
 		InitMethodStd:                   0.02,
@@ -297,10 +300,7 @@ func (c TransformerConfig) modelViolations() []Violation {
 	c.contextViolations(&vs)
 	c.recomputeViolations(&vs)
 	c.pipelineViolations(&vs)
-	if c.MTPNumLayers > 0 {
-		vs.add(fieldList("mtp_num_layers"),
-			"mtp_num_layers = %d asks for multi-token prediction, which gotron's GPT does not provide: set it to 0 (unset) and drop any m from the layout", c.MTPNumLayers)
-	}
+	c.mtpViolations(&vs)
 	return vs
 }
 

@@ -336,11 +336,7 @@ func (v violations) err() error {
 // checkModel: the model and parallel configs (config's own rules), the
 // world, and what gotron's model cannot do yet.
 func (a Args) checkModel(world int, v *violations) {
-	model, mtpErr := withoutMTP(a.Model)
-	if mtpErr != "" {
-		v.add("%s", mtpErr)
-	}
-	v.addErr(model.Validate())
+	v.addErr(a.Model.Validate())
 	v.addErr(a.DDP.Validate())
 	v.addErr(config.ValidateWorld(world, a.Model.ModelParallelConfig, a.DDP))
 	if n := a.DDP.NumDistributedOptimizerInstances; n > 1 && a.Model.NumMoEExperts > 0 {
@@ -609,25 +605,4 @@ func (a Args) checkDataAndSample(_ int, v *violations) {
 			}
 		}
 	}
-}
-
-// withoutMTP returns the model config with the multi-token-prediction
-// stages (m) removed from its pipeline layout, and, when there were any,
-// the error that refuses them: the layout grammar accepts m, but gotron's
-// GPT has no MTP block yet.
-func withoutMTP(m config.TransformerConfig) (config.TransformerConfig, string) {
-	s := m.PipelineModelParallelLayout
-	if s == "" || !strings.ContainsRune(s, 'm') {
-		return m, ""
-	}
-	l, err := config.ParsePipelineLayout(s, max(m.PipelineModelParallelSize, 1))
-	if err != nil {
-		return m, "" // Validate reports the syntax error
-	}
-	n := l.Count(config.LayerMTP)
-	if n == 0 {
-		return m, ""
-	}
-	m.PipelineModelParallelLayout = strings.ReplaceAll(l.String(), "m", "")
-	return m, fmt.Sprintf("--pipeline-model-parallel-layout %q places %d multi-token-prediction layer(s) (m), but gotron's GPT has no MTP block yet: remove the m from the layout", s, n)
 }

@@ -35,6 +35,8 @@ type logger struct {
 	// sumMoE are the interval's sums of a MoE model's losses (each the
 	// mean over the MoE layers), in moe.Metrics.Means' order.
 	sumMoE []moe.Mean
+	// sumMTP are the interval's sums of the MTP depths' losses.
+	sumMTP []float64
 }
 
 // Record is one line of --log-json.
@@ -68,6 +70,9 @@ type Record struct {
 	// MoE holds a MoE model's metrics of the iteration (absent for a
 	// dense model).
 	MoE *moe.Metrics `json:"moe,omitempty"`
+	// MTPLosses are the multi-token-prediction depths' losses, depth 1
+	// first (Megatron's "mtp_1 loss", ...; absent without MTP).
+	MTPLosses []float64 `json:"mtp_losses,omitempty"`
 }
 
 func newLogger(out io.Writer, progress io.Writer, a Args, world int) (*logger, error) {
@@ -150,7 +155,7 @@ func iterationRecord(a Args, it int, r stepResult, metrics *moe.Metrics) Record 
 	rec := Record{Iteration: it, Loss: r.loss, LR: r.lr,
 		TokensPerS: tokens / r.elapsed.Seconds(), StepMS: float64(r.elapsed.Microseconds()) / 1000,
 		PeakActivationBytes: r.peakActivations, Skipped: r.skipped,
-		GlobalBatchSize: r.globalBatch, ConsumedSamples: r.consumed, MoE: metrics}
+		GlobalBatchSize: r.globalBatch, ConsumedSamples: r.consumed, MoE: metrics, MTPLosses: r.mtpLosses}
 	if !r.skipped {
 		rec.GradNorm = &r.gradNorm
 	}
@@ -172,6 +177,12 @@ func finite(v float64) *float64 {
 // accumulate adds an iteration to the interval's sums.
 func (l *logger) accumulate(a Args, r stepResult, metrics *moe.Metrics) {
 	l.sumLoss += r.loss
+	if l.sumMTP == nil && r.mtpLosses != nil {
+		l.sumMTP = make([]float64, len(r.mtpLosses))
+	}
+	for k, v := range r.mtpLosses {
+		l.sumMTP[k] += v
+	}
 	l.sumTime += r.elapsed
 	l.sumTokens += float64(r.globalBatch) * float64(a.Model.SeqLength)
 	if metrics != nil {
@@ -218,6 +229,10 @@ func (l *logger) printInterval(a Args, it int, r stepResult) {
 	for _, m := range l.sumMoE {
 		moeLosses += fmt.Sprintf("%s: %.6E | ", m.Name, m.Value/float64(l.count))
 	}
+	// The MTP depths' losses follow, as Megatron's "mtp_k loss".
+	for k, v := range l.sumMTP {
+		moeLosses += fmt.Sprintf("%s: %.6E | ", mtpLossName(k), v/float64(l.count))
+	}
 	// --log-throughput: Megatron's model TFLOP/s per device, here per rank.
 	var tflops string
 	if a.LogThroughput {
@@ -227,7 +242,7 @@ func (l *logger) printInterval(a Args, it int, r stepResult) {
 		time.Now().Format("2006-01-02 15:04:05"), it, a.TrainIters, r.consumed,
 		float64(avg.Microseconds())/1000, tflops, l.sumTokens/l.sumTime.Seconds(), r.lr, r.globalBatch,
 		l.sumLoss/float64(l.count), moeLosses, scale, norm, skipped, time.Since(l.start).Round(time.Second))
-	l.sumLoss, l.sumTime, l.sumTokens, l.count, l.skipped, l.sumMoE = 0, 0, 0, 0, 0, nil
+	l.sumLoss, l.sumTime, l.sumTokens, l.count, l.skipped, l.sumMoE, l.sumMTP = 0, 0, 0, 0, 0, nil, nil
 }
 
 // tflopsPerRank is the model FLOPs (gpt.TrainingFLOPs) of tokens trained
@@ -276,3 +291,6 @@ func (l *logger) close() error {
 	}
 	return err
 }
+
+// mtpLossName is Megatron's name of MTP depth k's (from 0) logged loss.
+func mtpLossName(k int) string { return fmt.Sprintf("mtp_%d loss", k+1) }

@@ -8,12 +8,19 @@ import (
 )
 
 // moeLayerIndices are the global indices of the model's MoE layers (by
-// the config alone: every rank knows them, whatever layers it holds).
+// the config alone: every rank knows them, whatever layers it holds); an
+// MTP depth k's layer, a MoE layer when the decoder's last one is, is
+// num_layers + k, as the reference numbers it in its metrics.
 func moeLayerIndices(m config.TransformerConfig) []int {
 	var out []int
 	for i := range m.NumLayers {
 		if m.IsMoELayer(i) {
 			out = append(out, i)
+		}
+	}
+	if m.NumLayers > 0 && m.IsMoELayer(m.NumLayers-1) {
+		for k := range m.MTPNumLayers {
+			out = append(out, m.NumLayers+k)
 		}
 	}
 	return out
@@ -45,7 +52,7 @@ func (t *trainer) moeMetrics(ctx context.Context) (*moe.Metrics, error) {
 	}
 	s := moe.NewTally(layers, m.NumMoEExperts)
 	for _, c := range t.chunks {
-		for _, l := range c.Layers {
+		for _, l := range c.AllLayers() {
 			if l.MoE == nil {
 				continue
 			}

@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"github.com/gotron/gotron/config"
 	"strings"
 	"testing"
 )
@@ -147,10 +148,15 @@ func TestPipelineParallelErrors(t *testing.T) {
 			*a = ppArgs(2, 1, 2)
 			a.ProfileSchedule = "/nonexistent/schedule.svg"
 		}, []string{"/nonexistent", "does not exist"}},
-		{"mtp stage", func(a *Args) {
+		{"m without mtp_num_layers", func(a *Args) {
 			*a = ppArgs(2, 1, 2)
 			a.Model.PipelineModelParallelLayout = "Ett|ttmL"
-		}, []string{"multi-token-prediction", "remove the m"}},
+		}, []string{"1 MTP layers (m)", "remove the m or set --mtp-num-layers 1"}},
+		{"standalone mtp stage", func(a *Args) {
+			*a = ppArgs(2, 1, 2)
+			a.Model.PipelineModelParallelLayout, a.Model.VirtualPipelineModelParallelSize = "Ett|tt|m|L", 2
+			a.Model.MTPNumLayers, a.Model.PositionEmbeddingType = 1, config.RoPE
+		}, []string{"pipeline rank 0, virtual stage 1, apart from the loss", "standalone MTP stage is not built yet"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var a Args

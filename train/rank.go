@@ -206,11 +206,9 @@ func (t *trainer) buildChunks() error {
 		return err
 	}
 	for _, c := range all[t.pp.Rank()] {
-		if c.MTPLayers > 0 {
-			return fmt.Errorf("--pipeline-model-parallel-layout: the layout places %d multi-token-prediction layer(s) (m), but gotron's GPT has no MTP block yet: remove the m stages", c.MTPLayers)
-		}
 		m, err := gpt.NewChunk(t.a.Model, rng.New(t.a.Seed), t.tp, gpt.ChunkSpec{
 			PreProcess: c.PreProcess, PostProcess: c.PostProcess, LayerOffset: c.LayerOffset, NumLayers: c.NumLayers,
+			MTP: c.MTPLayers > 0,
 		}, gpt.WithExperts(t.expertGroups()), gpt.WithContextParallel(t.cp))
 		if err != nil {
 			return err
@@ -323,8 +321,11 @@ func (t *trainer) positionEmbeddings() []*nn.Parameter {
 
 // stepResult is what one iteration reports.
 type stepResult struct {
-	loss     float64
-	gradNorm float64 // NaN when the step was skipped
+	loss float64
+	// mtpLosses are the multi-token-prediction depths' losses (nil
+	// without).
+	mtpLosses []float64
+	gradNorm  float64 // NaN when the step was skipped
 	// paramsNorm and numZeros are --log-params-norm's and
 	// --log-num-zeros-in-grad's figures: NaN when not asked for, and
 	// numZeros when the step was skipped.

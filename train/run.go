@@ -38,6 +38,9 @@ type Options struct {
 type Result struct {
 	// Losses holds the training loss of each iteration run, in order.
 	Losses []float64
+	// MTPLosses holds each iteration's multi-token-prediction depths'
+	// losses ("mtp_k loss"), nil without MTP.
+	MTPLosses [][]float64
 	// GradNorms holds each iteration's gradient norm before clipping (NaN
 	// for an iteration whose step was skipped).
 	GradNorms []float64
@@ -340,6 +343,9 @@ func (r *rankRun) report(ctx context.Context, s stepResult) error {
 		return err
 	}
 	r.res.Losses = append(r.res.Losses, s.loss)
+	if s.mtpLosses != nil {
+		r.res.MTPLosses = append(r.res.MTPLosses, s.mtpLosses)
+	}
 	r.res.GradNorms = append(r.res.GradNorms, s.gradNorm)
 	r.res.ParamsNorms, r.res.NumZeros = append(r.res.ParamsNorms, s.paramsNorm), append(r.res.NumZeros, s.numZeros)
 	if s.skipped {

@@ -26,6 +26,9 @@ import (
 type microLoss struct {
 	sum    float64
 	tokens int64
+	// mtp are the multi-token-prediction depths' mean losses (over the CP
+	// group's tokens), nil without.
+	mtp []float64
 }
 
 // step runs one iteration: the microbatches' forward and backward passes
@@ -45,6 +48,10 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 		return stepResult{}, fmt.Errorf("iteration %d: %w", t.iteration+1, err)
 	}
 	loss, err := t.reduceLoss(ctx, res)
+	if err != nil {
+		return stepResult{}, err
+	}
+	mtp, err := t.mtpLosses(ctx, res)
 	if err != nil {
 		return stepResult{}, err
 	}
@@ -74,7 +81,7 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 	skip := !ok
 	t.iteration++
 	t.consumed += int64(batch.Rows)
-	return stepResult{loss: loss, gradNorm: norm, paramsNorm: pnorm, numZeros: zeros, lr: lr, skipped: skip, lossScale: scale,
+	return stepResult{loss: loss, mtpLosses: mtp, gradNorm: norm, paramsNorm: pnorm, numZeros: zeros, lr: lr, skipped: skip, lossScale: scale,
 		globalBatch: batch.Rows, consumed: t.consumed, elapsed: time.Since(start), peakActivation: tape.PeakActivationBytes()}, nil
 }
 
@@ -141,16 +148,22 @@ func (t *trainer) forwardBackward(ctx context.Context, tape *autograd.Tape, ds d
 		// Micro-batch m of data-parallel rank r holds rows (m·dp + r)·mbs …
 		// + mbs of the global batch, as the reference's
 		// MegatronPretrainingSampler deals them out.
-		b := t.cpSplit(ds.Batch(batch, (s.Microbatch*t.dp+t.dpRank)*mbs, mbs))
+		full := ds.Batch(batch, (s.Microbatch*t.dp+t.dpRank)*mbs, mbs)
+		b := t.cpSplit(full)
 		c := t.chunks[s.Chunk]
+		mtp := t.mtpBatches(c, full, forwardOnly)
 		out, err := c.ForwardInputs(tape, gpt.Inputs{IDs: b.InputIDs, Labels: b.Labels, Rows: b.Rows, Seq: b.Seq,
 			PositionIDs: b.PositionIDs, Segments: b.Segments, MoEAuxLossScale: t.moeAuxLossScale(micro),
-			PreHook: t.paramPreHook(ctx, s.Chunk), PostHook: t.paramPostHook(ctx, tape, s.Chunk), CPWait: &t.cpWait}, rnd, s.CheckpointActivations)
+			PreHook: t.paramPreHook(ctx, s.Chunk), PostHook: t.paramPostHook(ctx, tape, s.Chunk), CPWait: &t.cpWait,
+			MTP: mtpInputs(mtp)}, rnd, s.CheckpointActivations)
 		if err != nil {
 			return nil, nil, fmt.Errorf("micro-batch %d: %w", s.Microbatch, err)
 		}
-		if !c.Spec.PostProcess {
+		switch {
+		case !c.Spec.PostProcess:
 			return out, nil, nil
+		case mtp != nil:
+			return out, t.mtpLossFunc(ctx, tape, b, mtp), nil
 		}
 		return out, t.lossFunc(ctx, tape, b), nil
 	}

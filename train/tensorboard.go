@@ -100,6 +100,9 @@ func (l *tbLog) iteration(it int, r stepResult, metrics *moe.Metrics, first bool
 	l.scalar("learning-rate", r.lr, it, n)
 	l.scalar("batch-size", float64(r.globalBatch), it, n)
 	l.scalar("lm loss", r.loss, it, n)
+	for k, v := range r.mtpLosses {
+		l.scalar(mtpLossName(k), v, it, n)
+	}
 	if metrics != nil {
 		for _, m := range metrics.Means() {
 			l.scalar(m.Name, m.Value, it, n)

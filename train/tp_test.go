@@ -45,13 +45,21 @@ func mustRun(t *testing.T, a Args) *Result {
 // tensors.
 func tpRun(t *testing.T, a Args) ([]float64, *safetensors.File) {
 	t.Helper()
+	res, g := runDumpingGrads(t, a)
+	return append(res.Losses, res.ValidLoss), g
+}
+
+// runDumpingGrads trains a and returns its result and its first step's
+// gradients, gathered to whole tensors.
+func runDumpingGrads(t *testing.T, a Args) (*Result, *safetensors.File) {
+	t.Helper()
 	a.DumpGrads = filepath.Join(t.TempDir(), "grads.safetensors")
 	res := mustRun(t, a)
 	g, err := safetensors.ReadFile(a.DumpGrads)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append(res.Losses, res.ValidLoss), g
+	return res, g
 }
 
 // TestTensorParallelMatchesSingleRank is the tensor- and sequence-parallel

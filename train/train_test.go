@@ -68,6 +68,7 @@ func testLossesMatchPyTorch(t *testing.T, name string) {
 		}
 	}
 	t.Logf("largest relative differences from PyTorch over %d steps: loss %.3g, grad norm %.3g", len(want), worst, worstNorm)
+	checkMTPLosses(t, name, res.MTPLosses)
 }
 
 // mockArgs is a small mock-data run.
@@ -145,6 +146,28 @@ func TestResumeReproducesLosses(t *testing.T) {
 		for i, l := range res.Losses {
 			if l != full.Losses[5+i] {
 				t.Errorf("world %d, iteration %d: resumed loss %.9f, uninterrupted %.9f", world, 6+i, l, full.Losses[5+i])
+			}
+		}
+	}
+}
+
+// checkMTPLosses compares every step's MTP depth losses with the
+// fixture's to 1e-6 relative (none without MTP).
+func checkMTPLosses(t *testing.T, name string, got [][]float64) {
+	t.Helper()
+	f, err := gptref.Load("../testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := f.Losses.MTPLosses
+	if len(got) != len(want) {
+		t.Fatalf("%d steps of MTP losses, PyTorch %d", len(got), len(want))
+	}
+	for i := range want {
+		for k := range want[i] {
+			if k >= len(got[i]) || relErr(got[i][k], want[i][k]) > 1e-6 {
+				t.Errorf("step %d, depth %d: MTP losses %v, PyTorch %v", i, k+1, got[i], want[i])
+				break
 			}
 		}
 	}

@@ -167,11 +167,9 @@ func (f *bucketsFlags) report() (bucketsReport, error) {
 	dpcp := dpSize * m.ContextParallelSize
 	r := bucketsReport{pipeRank: f.pipeRank, pipeSize: len(chunks), dp: dpcp, cp: m.ContextParallelSize, world: world, ddp: ddp, dtype: dp.GradDTypeFor(resolved.ParamDType(), ddp.GradReduceInFP32)}
 	for v, ch := range chunks[f.pipeRank] {
-		if ch.MTPLayers > 0 {
-			return bucketsReport{}, fmt.Errorf("pipeline rank %d, model chunk %d holds %d multi-token-prediction layer(s) (m), which gotron's GPT does not have: remove the m from the layout", f.pipeRank, v, ch.MTPLayers)
-		}
 		specs, err := gpt.ChunkParamSpecs(m, m.TensorModelParallelSize, gpt.ChunkSpec{
 			PreProcess: ch.PreProcess, PostProcess: ch.PostProcess, LayerOffset: ch.LayerOffset, NumLayers: ch.NumLayers,
+			MTP: ch.MTPLayers > 0,
 		})
 		if err != nil {
 			return bucketsReport{}, err

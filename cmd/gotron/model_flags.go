@@ -56,6 +56,8 @@ func addModelOptionFlags(f *pflag.FlagSet, m *config.TransformerConfig) *modelFl
 	f.BoolVar(&m.ApplyResidualConnectionPostLayernorm, "apply-residual-connection-post-layernorm", m.ApplyResidualConnectionPostLayernorm, "take each residual from the layer norm's output instead of its input (the original BERT order)")
 	f.BoolVar(&mf.noInitialization, "no-initialization", false, "draw no initial weights (with --load, whose checkpoint sets every one): a faster start for a large model")
 	f.BoolVar(&mf.noGradAccumulationFusion, "no-gradient-accumulation-fusion", false, "compute each linear layer's weight gradient apart and then add it to the main gradient (rounded to the parameters' type first under --bf16 or --fp16), instead of accumulating it in the GEMM")
+	f.IntVar(&m.MTPNumLayers, "mtp-num-layers", m.MTPNumLayers, "multi-token prediction: this many depths after the decoder, each predicting one token further (DeepSeek-V3's MTP), trained with the shared embedding and output layer")
+	f.Float64Var(&m.MTPLossScalingFactor, "mtp-loss-scaling-factor", m.MTPLossScalingFactor, "the weight of the MTP depths' mean loss in the objective")
 	mf.moe = addMoEFlags(f, m)
 	return mf
 }

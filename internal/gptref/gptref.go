@@ -78,6 +78,10 @@ type Config struct {
 	MoETokenDropPolicy              string   `json:"moe_token_drop_policy"`
 	MoEPadExpertInputToCapacity     bool     `json:"moe_pad_expert_input_to_capacity"`
 	MoESharedExpertIntermediateSize *int     `json:"moe_shared_expert_intermediate_size"`
+
+	// The MTP settings (absent: none).
+	MTPNumLayers         *int     `json:"mtp_num_layers"`
+	MTPLossScalingFactor *float64 `json:"mtp_loss_scaling_factor"`
 }
 
 // Model returns the fixture's model as gotron's TransformerConfig (no
@@ -124,6 +128,12 @@ func (c Config) Model() config.TransformerConfig {
 	if c.NumExperts > 0 {
 		c.moe(&m)
 	}
+	if c.MTPNumLayers != nil {
+		m.MTPNumLayers = *c.MTPNumLayers
+	}
+	if c.MTPLossScalingFactor != nil {
+		m.MTPLossScalingFactor = *c.MTPLossScalingFactor
+	}
 	return m
 }
 
@@ -156,13 +166,16 @@ func (c Config) moe(m *config.TransformerConfig) {
 
 // Fixtures are the fixture directories under testdata: the GPT-2 shape
 // and the Llama-class option sets.
-var Fixtures = []string{"gpt_ref", "gpt_ref_llama", "gpt_ref_variant_a", "gpt_ref_variant_b", "gpt_ref_variant_c", "gpt_ref_moe_a", "gpt_ref_moe_b", "gpt_ref_moe_c"}
+var Fixtures = []string{"gpt_ref", "gpt_ref_llama", "gpt_ref_variant_a", "gpt_ref_variant_b", "gpt_ref_variant_c", "gpt_ref_moe_a", "gpt_ref_moe_b", "gpt_ref_moe_c", "gpt_ref_mtp_a", "gpt_ref_mtp_b"}
 
 // Losses is testdata/gpt_ref/losses.json: each step's loss (before its
 // update) and gradient norm (before clipping).
 type Losses struct {
 	Losses    []float64 `json:"losses"`
 	GradNorms []float64 `json:"grad_norms"`
+	// MTPLosses are each step's MTP depths' losses (Megatron's logged
+	// "mtp_k loss"), absent without MTP.
+	MTPLosses [][]float64 `json:"mtp_losses"`
 }
 
 // Fixture is the whole fixture directory.

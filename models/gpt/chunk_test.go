@@ -22,7 +22,7 @@ func chunkTestConfig() config.TransformerConfig {
 
 // presetNames are the model shapes the chunk tests cover: the GPT-2 shape
 // ("") and the optionPresets.
-var presetNames = []string{"", "llama", "qknorm", "misc"}
+var presetNames = []string{"", "llama", "qknorm", "misc", "mtp"}
 
 // presetConfig is chunkTestConfig with the named preset's options.
 func presetConfig(name string) config.TransformerConfig {
@@ -68,6 +68,7 @@ func testChunksHoldWeights(t *testing.T, cfg config.TransformerConfig) {
 		{PreProcess: true, NumLayers: 0},
 		{LayerOffset: 4, NumLayers: 0},
 	} {
+		spec.MTP = spec.PostProcess && cfg.MTPNumLayers > 0 // the depths sit with the loss
 		c, err := NewChunk(cfg, rng.New(7), nil, spec)
 		if err != nil {
 			t.Fatal(err)
@@ -88,7 +89,7 @@ func testChunksHoldWeights(t *testing.T, cfg config.TransformerConfig) {
 		if spec.PostProcess {
 			want += 2
 		}
-		if !cfg.ShareEmbeddingsAndOutputWeights || !cfg.LearnedPositions() || cfg.RMSNorm() || !cfg.AddBiasLinear || cfg.QKLayernorm {
+		if !cfg.ShareEmbeddingsAndOutputWeights || !cfg.LearnedPositions() || cfg.RMSNorm() || !cfg.AddBiasLinear || cfg.QKLayernorm || spec.MTP {
 			specs, err := ChunkParamSpecs(cfg, 1, spec) // the options change the count
 			if err != nil {
 				t.Fatal(err)

@@ -152,7 +152,8 @@ func (m *Model) ForwardInputs(t *autograd.Tape, in Inputs, r *Randomness, checkp
 	if ps.rope, ps.ropeRows, err = m.rotaryOf(s, b, in.PositionIDs); err != nil {
 		return nil, err
 	}
-	x = m.decoder(t, x, ps, stats, checkpoint == nil || *checkpoint)
+	recompute := checkpoint == nil || *checkpoint
+	x = m.decoder(t, x, ps, stats, recompute)
 	if err := t.Err(); err != nil || !spec.PostProcess {
 		return x, err
 	}
@@ -160,7 +161,7 @@ func (m *Model) ForwardInputs(t *autograd.Tape, in Inputs, r *Randomness, checkp
 	if err := preHook(in.PreHook, headParams...); err != nil {
 		return nil, err
 	}
-	y, err := m.head(t, x, labels, b, s, stats)
+	y, err := m.head(t, x, labels, in, ps, stats, recompute)
 	if err != nil {
 		return nil, err
 	}
@@ -212,32 +213,60 @@ func (m *Model) embed(t *autograd.Tape, ids, positions []int32, b, s int, hidden
 
 // head runs the final layernorm and the output layer on x and returns the
 // per-token losses against labels, or the logits when labels is nil (see
-// Forward).
-func (m *Model) head(t *autograd.Tape, x *autograd.Var, labels []int32, b, s int, stats *ActivationStats) (*autograd.Var, error) {
-	cfg := m.Config
+// Forward); with in.MTP given, the MTP depths' losses follow the main ones
+// (see ForwardInputs).
+func (m *Model) head(t *autograd.Tape, x *autograd.Var, labels []int32, in Inputs, ps *pass, stats *ActivationStats, recompute bool) (*autograd.Var, error) {
+	b, s := in.Rows, in.Seq
 	x = m.norm(t, x, m.FinalLayernormW, m.FinalLayernormB)
+	if labels == nil {
+		logits, err := m.logits(t, x)
+		if err != nil {
+			return nil, err
+		}
+		full := tp.GatherFromTensorModelParallelRegion(t, logits, m.TP) // [s, b, V_pad]
+		if v := m.Config.VocabSize; m.Config.PaddedVocabSize() != v {
+			full = autograd.Narrow(t, full, 2, 0, v)
+		}
+		return full, t.Err()
+	}
+	losses, err := m.outputLoss(t, x, labels, b, s)
+	if stats != nil {
+		stats.AfterHead, stats.AfterLoss = t.ActivationBytes(), t.ActivationBytes()
+	}
+	if err != nil || in.MTP == nil || len(m.MTP) == 0 {
+		return losses, err
+	}
+	more, err := m.mtpLosses(t, x, in, ps, stats, recompute)
+	if err != nil {
+		return nil, err
+	}
+	if stats != nil {
+		stats.AfterLoss = t.ActivationBytes()
+	}
+	return autograd.Cat(t, 0, append([]*autograd.Var{losses}, more...)...), t.Err()
+}
+
+// logits runs the output layer on the normed x: [s, b, V_pad/tp].
+func (m *Model) logits(t *autograd.Tape, x *autograd.Var) (*autograd.Var, error) {
 	var w *autograd.Var // tied: the word embedding's weight
 	if m.OutputWeight == nil {
 		w = m.WordEmbeddings.Var
 	}
-	logits, _, err := m.Output.Forward(t, x, w, nil) // [s, b, V_pad/tp]
+	logits, _, err := m.Output.Forward(t, x, w, nil)
+	return logits, err
+}
+
+// outputLoss returns the per-token losses [s·b] (sequence-first) of the
+// output layer on the normed x against labels [b, s].
+func (m *Model) outputLoss(t *autograd.Tape, x *autograd.Var, labels []int32, b, s int) (*autograd.Var, error) {
+	logits, err := m.logits(t, x)
 	if err != nil {
 		return nil, err
 	}
-	if labels == nil {
-		full := tp.GatherFromTensorModelParallelRegion(t, logits, m.TP) // [s, b, V_pad]
-		if cfg.PaddedVocabSize() != cfg.VocabSize {
-			full = autograd.Narrow(t, full, 2, 0, cfg.VocabSize)
-		}
-		return full, t.Err()
-	}
 	logits = autograd.View(t, logits, s*b, logits.Value.Dim(2))
 	losses := tp.VocabParallelCrossEntropy(t, logits, SequenceFirst(labels, b, s), tp.CrossEntropyOptions{
-		Group: m.TP, VocabSize: cfg.VocabSize,
+		Group: m.TP, VocabSize: m.Config.VocabSize,
 	})
-	if stats != nil {
-		stats.AfterLoss = t.ActivationBytes()
-	}
 	return losses, t.Err()
 }
 
@@ -314,12 +343,15 @@ func postHook(h func([]*nn.Parameter, *autograd.Var) *autograd.Var, y *autograd.
 
 // FSDPUnits returns the model's Megatron-FSDP units: each decoder layer's
 // parameters, in layer order (the reference's default fsdp_unit_modules,
-// its transformer layers). The embeddings, the final norm and the output
-// layer belong to no unit.
+// its transformer layers), then each MTP depth's. The embeddings, the
+// final norm and the output layer belong to no unit.
 func (m *Model) FSDPUnits() [][]*nn.Parameter {
-	out := make([][]*nn.Parameter, len(m.Layers))
-	for i, l := range m.Layers {
-		out[i] = l.parameters()
+	out := make([][]*nn.Parameter, 0, len(m.Layers)+len(m.MTP))
+	for _, l := range m.Layers {
+		out = append(out, l.parameters())
+	}
+	for _, l := range m.MTP {
+		out = append(out, l.parameters())
 	}
 	return out
 }

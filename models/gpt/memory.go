@@ -13,6 +13,10 @@ type ActivationStats struct {
 	AfterEmbedding int64
 	// AfterLayer[i] is the count after layer i.
 	AfterLayer []int64
+	// AfterHead is the count after the main loss (AfterLoss without MTP);
+	// AfterMTP[k] after MTP depth k's loss.
+	AfterHead int64
+	AfterMTP  []int64
 	// AfterLoss is the count at the end of Forward.
 	AfterLoss int64
 }
@@ -28,7 +32,10 @@ type ActivationEstimate struct {
 	PerLayer int64
 	// Head is the final layer norm's, the output layer's and the loss's.
 	Head int64
-	// Total = Embedding + layers·PerLayer + Head.
+	// MTP is one multi-token-prediction depth's share, its loss included
+	// (0 without MTP).
+	MTP int64
+	// Total = Embedding + layers·PerLayer + Head + mtp_num_layers·MTP.
 	Total int64
 }
 
@@ -58,7 +65,11 @@ type ActivationEstimate struct {
 // distributed or sequence parallel) per RecomputeNumLayers layers. The
 // head keeps the final norm's input and output (8·sbh·r + k·4·sb·r) and
 // the logits with one log-sum-exp per token (4·sb·V_p/t + 8·sb, 4·sb on one
-// rank without padding). See docs/MEMORY.md for the comparison with
+// rank without padding). Each MTP depth keeps the embedding's mask, 12·sbh·r
+// + 2·k·4·sb·r (enorm's input, eh_proj's [s, b, 2h] input, the two norms'
+// statistics), a layer and a head; under full recompute the mask, its
+// embedding (4·sbh·r) and a head without the final norm's input and
+// statistics (mtpActivations). See docs/MEMORY.md for the comparison with
 // Korthikanti et al. 2022.
 func EstimateActivations(cfg config.TransformerConfig, b int) ActivationEstimate {
 	s, h, a, f := int64(cfg.SeqLength/max(cfg.ContextParallelSize, 1)), int64(cfg.HiddenSize), int64(cfg.NumAttentionHeads), int64(cfg.FFN())
@@ -111,12 +122,31 @@ func EstimateActivations(cfg config.TransformerConfig, b int) ActivationEstimate
 		lse = 4 * sb
 	}
 	e.Head = rep(8*sbh+stats*sb) + 4*sb*vp/t + lse
-	e.Total = e.Embedding + int64(cfg.NumLayers)*e.PerLayer + e.Head
+	if cfg.MTPNumLayers > 0 {
+		e.MTP = mtpActivations(cfg, e, rep(sbh), rep(stats*sb))
+	}
+	e.Total = e.Embedding + int64(cfg.NumLayers)*e.PerLayer + e.Head + int64(cfg.MTPNumLayers)*e.MTP
 	if cfg.RecomputeGranularity == "full" && cfg.RecomputeMethod == "block" {
 		n := int64(min(cfg.RecomputeNumLayers, cfg.NumLayers))
 		full := cfg
 		full.Recompute = config.Recompute{}
-		e.Total = e.Embedding + n*e.PerLayer + (int64(cfg.NumLayers)-n)*EstimateActivations(full, b).PerLayer + e.Head
+		e.Total = e.Embedding + n*e.PerLayer + (int64(cfg.NumLayers)-n)*EstimateActivations(full, b).PerLayer + e.Head + int64(cfg.MTPNumLayers)*e.MTP
 	}
 	return e
+}
+
+// mtpActivations is one MTP depth's share: the embedding's (dropout mask),
+// enorm's input and statistics, hnorm's statistics (its input is the output
+// layer's input, one storage), eh_proj's input [s, b, 2h] (rsbh = r·sbh
+// elements each, a norm's statistics rStats bytes), the layer's and a
+// head's. Under full recompute the projection, the layer and the final
+// norm are checkpointed: the depth keeps the embedding's mask, the
+// checkpoint's embedding input (its hidden-states input is the output
+// layer's input again) and a head without the final norm's input and
+// statistics.
+func mtpActivations(cfg config.TransformerConfig, e ActivationEstimate, rsbh, rStats int64) int64 {
+	if cfg.RecomputeGranularity == "full" {
+		return e.Embedding + 4*rsbh + (e.Head - 4*rsbh - rStats)
+	}
+	return e.Embedding + 12*rsbh + 2*rStats + e.PerLayer + e.Head
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gotron/gotron/cp"
 	"github.com/gotron/gotron/data"
 	"github.com/gotron/gotron/mesh"
+	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/rng"
 	"github.com/gotron/gotron/tp"
 )
@@ -58,7 +59,7 @@ func TestActivationMemoryMatchesEstimate(t *testing.T) {
 			vs = append(vs, variant{1, false, 0.1, rc, 100, 2, 2, c, ""}, variant{2, true, 0.1, rc, 100, 2, 2, c, ""}, variant{1, false, 0, rc, 100, 1, 4, c, ""})
 		}
 	}
-	for _, o := range []string{"llama", "qknorm", "misc"} {
+	for _, o := range []string{"llama", "qknorm", "misc", "mtp"} {
 		for _, rc := range []config.Recompute{{}, {RecomputeGranularity: "selective"}, full("uniform", 1, false)} {
 			vs = append(vs, variant{1, false, 0.1, rc, 100, 2, 1, "", o}, variant{2, true, 0.1, rc, 100, 2, 1, "", o}, variant{1, false, 0, rc, 100, 1, 2, "p2p", o})
 		}
@@ -102,14 +103,26 @@ func TestActivationMemoryMatchesEstimate(t *testing.T) {
 				tape := autograd.NewTape(ctx)
 				b := data.MockDataset{Seed: 1, Vocab: cfg.VocabSize, Seq: cfg.SeqLength}.Batch(data.ConstantStep(0, v.microBatch), 0, v.microBatch)
 				r, n := m.CP.Rank(), m.CP.Size()
+				var mtp []MTPInputs
+				for k := range cfg.MTPNumLayers {
+					d := MTPBatch(b, k) // (the test's CP split cuts the rolled rows as it cuts b)
+					mtp = append(mtp, MTPInputs{IDs: cp.Split(d.InputIDs, d.Rows, d.Seq, n, r), Labels: cp.Split(d.Labels, d.Rows, d.Seq, n, r)})
+				}
 				b = data.Batch{Rows: b.Rows, Seq: b.Seq / n, InputIDs: cp.Split(b.InputIDs, b.Rows, b.Seq, n, r),
 					Labels: cp.Split(b.Labels, b.Rows, b.Seq, n, r), LossMask: cp.Split(b.LossMask, b.Rows, b.Seq, n, r)}
-				losses, err := m.ForwardInputs(tape, Inputs{IDs: b.InputIDs, Labels: b.Labels, Rows: b.Rows, Seq: b.Seq, Stats: &st},
+				losses, err := m.ForwardInputs(tape, Inputs{IDs: b.InputIDs, Labels: b.Labels, Rows: b.Rows, Seq: b.Seq, Stats: &st, MTP: mtp},
 					&Randomness{Default: def, Tracker: tracker}, nil)
 				if err != nil {
 					return err
 				}
-				got := ActivationEstimate{Embedding: st.AfterEmbedding - st.Start, Head: st.AfterLoss - st.AfterLayer[len(st.AfterLayer)-1], Total: st.AfterLoss - st.Start}
+				got := ActivationEstimate{Embedding: st.AfterEmbedding - st.Start, Head: st.AfterHead - st.AfterLayer[len(st.AfterLayer)-1], Total: st.AfterLoss - st.Start}
+				prevMTP := st.AfterHead
+				for k, x := range st.AfterMTP {
+					if x-prevMTP != want.MTP {
+						return fmt.Errorf("rank %d: MTP depth %d holds %d bytes, estimate %d", g.Rank(), k, x-prevMTP, want.MTP)
+					}
+					prevMTP = x
+				}
 				layers := []int64{}
 				prev := st.AfterEmbedding
 				for _, x := range st.AfterLayer {
@@ -140,7 +153,7 @@ func TestActivationMemoryMatchesEstimate(t *testing.T) {
 						return fmt.Errorf("rank %d: layer %d holds %d bytes, estimate %d", g.Rank(), i, x, w)
 					}
 				}
-				l := MaskedMeanLoss(tape, losses, b, 1)
+				l := autograd.WeightedSum(tape, losses, tensor.Full(1, losses.Value.Len()))
 				if err := autograd.Backward(tape, l, nil); err != nil {
 					return err
 				}
@@ -169,6 +182,9 @@ var optionPresets = map[string]func(c *config.TransformerConfig){
 		c.LayernormZeroCenteredGamma, c.QKLayernorm, c.PositionEmbeddingType = true, true, config.RoPE
 		c.RotaryInterleaved, c.RotaryPercent, c.KVChannels, c.NumQueryGroups = true, 0.5, 12, 2
 		c.AddBiasLinear, c.AddQKVBias = false, true
+	},
+	"mtp": func(c *config.TransformerConfig) {
+		c.PositionEmbeddingType, c.MTPNumLayers = config.RoPE, 2
 	},
 	"misc": func(c *config.TransformerConfig) {
 		c.Normalization, c.LayernormZeroCenteredGamma, c.QKLayernorm = config.RMSNormType, true, true

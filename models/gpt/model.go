@@ -67,6 +67,8 @@ type Model struct {
 	// weight output_layer.weight [V_pad/tp, h].
 	Output       *tp.ColumnParallelLinear
 	OutputWeight *nn.Parameter
+	// MTP are the multi-token-prediction depths (Spec.MTP; nil without).
+	MTP []*MTPLayer
 
 	params []*nn.Parameter
 	input  *autograd.Var
@@ -83,18 +85,26 @@ type ChunkSpec struct {
 	PostProcess bool // the final layernorm, the output layer and the loss
 	LayerOffset int  // global index of the first decoder layer
 	NumLayers   int  // number of decoder layers (may be 0)
+	// MTP says the chunk holds the mtp_num_layers multi-token-prediction
+	// depths (all or none; with PostProcess).
+	MTP bool
 }
 
 // WholeModel is the spec of the chunk that holds the whole model.
 func WholeModel(cfg config.TransformerConfig) ChunkSpec {
-	return ChunkSpec{PreProcess: true, PostProcess: true, NumLayers: cfg.NumLayers}
+	return ChunkSpec{PreProcess: true, PostProcess: true, NumLayers: cfg.NumLayers, MTP: cfg.MTPNumLayers > 0}
 }
 
-// Layer is one transformer layer (decoder.layers.{i}). Norm biases are nil
-// under RMSNorm; the q/k norms exist only with qk_layernorm.
+// Layer is one transformer layer (decoder.layers.{i}, or an MTP depth's
+// mtp.layers.{k}.mtp_model_layer). Norm biases are nil under RMSNorm; the
+// q/k norms exist only with qk_layernorm.
 type Layer struct {
-	// Number is the layer's global index (decoder.layers.{Number}).
-	Number                           int
+	// Number is the layer's global index (decoder.layers.{Number}); an MTP
+	// depth k's layer is numbered num_layers + k, as the reference counts
+	// it in its MoE metrics.
+	Number int
+	// Prefix is the layer's parameter names' prefix, ending in a dot.
+	Prefix                           string
 	InputLayernormW, InputLayernormB *nn.Parameter // [h]
 	// QKV is linear_qkv [(n + 2g)·d/tp, h]: per key/value group its query
 	// heads, then its key and value head (nn.QKVLayout).
@@ -161,6 +171,10 @@ func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec Chu
 	if spec.LayerOffset < 0 || spec.NumLayers < 0 || spec.LayerOffset+spec.NumLayers > cfg.NumLayers {
 		return nil, fmt.Errorf("gpt: a model chunk of decoder layers [%d, %d) does not fit num_layers %d", spec.LayerOffset, spec.LayerOffset+spec.NumLayers, cfg.NumLayers)
 	}
+	if spec.MTP && (!spec.PostProcess || cfg.MTPNumLayers == 0 || !spec.PreProcess && !cfg.ShareEmbeddingsAndOutputWeights) {
+		return nil, fmt.Errorf("gpt: a model chunk holding the MTP depths needs the loss, mtp_num_layers > 0 and the word embedding (the first stage's, or the tied output layer's copy); got post_process %v, mtp_num_layers %d, pre_process %v, tied %v",
+			spec.PostProcess, cfg.MTPNumLayers, spec.PreProcess, cfg.ShareEmbeddingsAndOutputWeights)
+	}
 	ws := 1
 	if tpg != nil {
 		ws = tpg.Size()
@@ -213,6 +227,9 @@ func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec Chu
 		return m, nil
 	}
 	m.FinalLayernormW, m.FinalLayernormB = b.norm("decoder.final_layernorm")
+	if err := b.mtp(spec); err != nil {
+		return nil, err
+	}
 	oc := tp.ColumnParallelConfig{Group: tpg, SkipWeightParamAllocation: true, SequenceParallel: b.sp, UnfusedWeightGrad: b.unfused}
 	if !cfg.ShareEmbeddingsAndOutputWeights {
 		oc.SkipWeightParamAllocation, oc.Init = false, b.vocabInit()
@@ -312,10 +329,15 @@ func (b *builder) qkNorm(prefix string) (w, bias *nn.Parameter) {
 // layer builds decoder layer i, drawing linear_qkv, linear_proj,
 // linear_fc1 and linear_fc2 in that order.
 func (b *builder) layer(i int) (*Layer, error) {
+	return b.layerAt(fmt.Sprintf("decoder.layers.%d.", i), i, b.cfg.IsMoELayer(i))
+}
+
+// layerAt builds the transformer layer with prefix p and number i, a MoE
+// layer when moeLayer (decoder layer i, or an MTP depth's inner layer).
+func (b *builder) layerAt(p string, i int, moeLayer bool) (*Layer, error) {
 	cfg, tpg, sp, m := b.cfg, b.tpg, b.sp, b.m
 	h, std, outStd := cfg.HiddenSize, cfg.InitMethodStd, cfg.OutputLayerInitStd()
-	p := fmt.Sprintf("decoder.layers.%d.", i)
-	l := &Layer{Number: i}
+	l := &Layer{Number: i, Prefix: p}
 	var err error
 	l.InputLayernormW, l.InputLayernormB = b.norm(p + "input_layernorm")
 	if l.QKV, err = tp.NewColumnParallelLinear(p+"self_attention.linear_qkv", h, cfg.QKVWidth(), tp.ColumnParallelConfig{
@@ -335,7 +357,7 @@ func (b *builder) layer(i int) (*Layer, error) {
 	}
 	m.add(l.Proj.Parameters()...)
 	l.PreMLPLayernormW, l.PreMLPLayernormB = b.norm(p + "pre_mlp_layernorm")
-	if cfg.IsMoELayer(i) {
+	if moeLayer {
 		l.MoE, err = b.moeLayer(p)
 		return l, err
 	}
@@ -365,9 +387,14 @@ func (b *builder) layer(i int) (*Layer, error) {
 // layer the router [E, h], each expert's fc1 and fc2 and the shared
 // experts' (moeDraws), each drawn whole.
 func layerDraws(cfg config.TransformerConfig, i int) int {
+	return layerDrawsOf(cfg, cfg.IsMoELayer(i))
+}
+
+// layerDrawsOf is layerDraws of a layer that is a MoE layer or not.
+func layerDrawsOf(cfg config.TransformerConfig, moeLayer bool) int {
 	h := cfg.HiddenSize
 	sizes := []int{cfg.QKVWidth() * h, h * cfg.AttentionWidth()}
-	if cfg.IsMoELayer(i) {
+	if moeLayer {
 		sizes = append(sizes, moeDraws(cfg)...)
 	} else {
 		sizes = append(sizes, cfg.FC1Width()*h, h*cfg.FFN())

@@ -208,10 +208,11 @@ func (b *builder) moeConfig() moe.LayerConfig {
 	return c
 }
 
-// MoELayers returns the chunk's MoE layers in order.
+// MoELayers returns the chunk's MoE layers in order (the MTP depths'
+// last).
 func (m *Model) MoELayers() []*moe.Layer {
 	var out []*moe.Layer
-	for _, l := range m.Layers {
+	for _, l := range m.AllLayers() {
 		if l.MoE != nil {
 			out = append(out, l.MoE)
 		}
@@ -219,11 +220,22 @@ func (m *Model) MoELayers() []*moe.Layer {
 	return out
 }
 
+// AllLayers returns the chunk's transformer layers: its decoder layers,
+// then its MTP depths' layers.
+func (m *Model) AllLayers() []*Layer {
+	out := append([]*Layer(nil), m.Layers...)
+	for _, l := range m.MTP {
+		out = append(out, l.Layer)
+	}
+	return out
+}
+
 // BufferShapes returns the name and shape of every state tensor of the
 // whole model that is not a parameter but belongs in a checkpoint: each
 // MoE layer's expert bias decoder.layers.{i}.mlp.router.expert_bias [E]
-// (with moe_router_enable_expert_bias), as the reference's state dict
-// holds the buffer.
+// (with moe_router_enable_expert_bias; an MTP depth's
+// mtp.layers.{k}.mtp_model_layer.mlp.router.expert_bias), as the
+// reference's state dict holds the buffer.
 func BufferShapes(cfg config.TransformerConfig) map[string][]int {
 	out := map[string][]int{}
 	if !cfg.MoERouterEnableExpertBias {
@@ -231,22 +243,28 @@ func BufferShapes(cfg config.TransformerConfig) map[string][]int {
 	}
 	for i := range cfg.NumLayers {
 		if cfg.IsMoELayer(i) {
-			out[ExpertBiasName(i)] = []int{cfg.NumMoEExperts}
+			out[ExpertBiasName(fmt.Sprintf("decoder.layers.%d.", i))] = []int{cfg.NumMoEExperts}
+		}
+	}
+	if mtpIsMoE(cfg) {
+		for k := range cfg.MTPNumLayers {
+			out[ExpertBiasName(mtpPrefix(k)+"mtp_model_layer.")] = []int{cfg.NumMoEExperts}
 		}
 	}
 	return out
 }
 
-// ExpertBiasName is the checkpoint name of MoE layer i's expert bias.
-func ExpertBiasName(i int) string { return fmt.Sprintf("decoder.layers.%d.mlp.router.expert_bias", i) }
+// ExpertBiasName is the checkpoint name of the expert bias of the MoE
+// layer with prefix p (Layer.Prefix).
+func ExpertBiasName(p string) string { return p + "mlp.router.expert_bias" }
 
 // ExpertBiases returns the chunk's expert biases by name (BufferShapes's
 // names), each the layer's live slice.
 func (m *Model) ExpertBiases() map[string][]float32 {
 	out := map[string][]float32{}
-	for _, l := range m.Layers {
+	for _, l := range m.AllLayers() {
 		if l.MoE != nil && l.MoE.Bias != nil {
-			out[ExpertBiasName(l.Number)] = l.MoE.Bias
+			out[ExpertBiasName(l.Prefix)] = l.MoE.Bias
 		}
 	}
 	return out

@@ -61,6 +61,12 @@ type Inputs struct {
 	// Stats, when set, receives the activation memory at the boundaries
 	// of this forward pass if the tape records.
 	Stats *ActivationStats
+	// MTP, when set on a chunk holding the multi-token-prediction depths,
+	// gives each depth's inputs (MTPBatch, cp.Split like IDs), and the
+	// chunk returns the depths' per-token losses after the main ones. Nil:
+	// the depths do not run (evaluation; the reference computes and drops
+	// them there).
+	MTP []MTPInputs
 }
 
 // checkPacking checks the shapes of in's position ids and segments and

@@ -16,6 +16,7 @@ import (
 	"github.com/gotron/gotron/data"
 	"github.com/gotron/gotron/internal/gptref"
 	"github.com/gotron/gotron/internal/numtest"
+	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/rng"
 )
 
@@ -62,12 +63,18 @@ func testGradientsMatchPyTorch(t *testing.T, name string) {
 	micro := fc.GlobalBatchSize / fc.MicroBatchSize
 	for k := 0; k < micro; k++ {
 		b := ds.Batch(data.ConstantStep(0, fc.GlobalBatchSize), k*fc.MicroBatchSize, fc.MicroBatchSize)
+		var mtp []data.Batch
+		var in []MTPInputs
+		for d := range cfg.MTPNumLayers {
+			mtp = append(mtp, MTPBatch(b, d))
+			in = append(in, MTPInputs{IDs: mtp[d].InputIDs, Labels: mtp[d].Labels})
+		}
 		losses, err := m.ForwardInputs(tape, Inputs{IDs: b.InputIDs, Labels: b.Labels, Rows: b.Rows, Seq: b.Seq,
-			MoEAuxLossScale: 1 / float32(micro)}, nil, nil) // the schedule's backward scale of the MoE losses
+			MoEAuxLossScale: 1 / float32(micro), MTP: in}, nil, nil) // the schedule's backward scale of the MoE losses
 		if err != nil {
 			t.Fatal(err)
 		}
-		loss := MaskedMeanLoss(tape, losses, b, 1/float32(micro))
+		loss := mtpObjective(tape, losses, b, mtp, cfg.MTPLossScale(), 1/float32(micro))
 		if err := autograd.Backward(tape, loss, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -151,4 +158,30 @@ func checkMoEStats(t *testing.T, f gptref.Fixture, m *Model) {
 			t.Errorf("MoE layer %d: tokens per expert %v, PyTorch %v", l, st.Tokens, tokens)
 		}
 	}
+}
+
+// mtpObjective is the reference's objective of a micro-batch (scaled by
+// scale): its masked mean loss plus, per MTP depth k of mtp, f/D times the
+// depth's masked mean loss (its losses follow the main ones in losses);
+// MaskedMeanLoss without MTP.
+func mtpObjective(t *autograd.Tape, losses *autograd.Var, b data.Batch, mtp []data.Batch, f float64, scale float32) *autograd.Var {
+	if len(mtp) == 0 {
+		return MaskedMeanLoss(t, losses, b, scale)
+	}
+	var w []float32
+	for k, m := range append([]data.Batch{b}, mtp...) {
+		mask := SequenceFirst(m.LossMask, m.Rows, m.Seq)
+		var n float64
+		for _, v := range mask {
+			n += float64(v)
+		}
+		c := float64(scale) / max(n, 1)
+		if k > 0 {
+			c *= f
+		}
+		for _, v := range mask {
+			w = append(w, float32(c)*v)
+		}
+	}
+	return autograd.WeightedSum(t, losses, tensor.FromSlice(w, len(w)))
 }

@@ -102,7 +102,7 @@ func ChunkParamSpecs(cfg config.TransformerConfig, tpSize int, spec ChunkSpec) (
 // tensor-parallel ranks, in registration order; whole lists the whole
 // model's tensors instead (real vocabulary, a tied embedding once).
 func paramList(cfg config.TransformerConfig, tpSize int, spec ChunkSpec, registered bool) []ParamSpec {
-	h, f := cfg.HiddenSize, cfg.FFN()
+	h := cfg.HiddenSize
 	v := cfg.VocabSize
 	if registered {
 		v = cfg.PaddedVocabSize() / tpSize
@@ -124,61 +124,22 @@ func paramList(cfg config.TransformerConfig, tpSize int, spec ChunkSpec, registe
 		}
 	}
 	for i := spec.LayerOffset; i < spec.LayerOffset+spec.NumLayers; i++ {
-		p := fmt.Sprintf("decoder.layers.%d.", i)
-		norm(p+"input_layernorm", h)
-		add(p+"self_attention.linear_proj.weight", h, cfg.AttentionWidth()/tpSize)
-		if cfg.AddBiasLinear {
-			add(p+"self_attention.linear_proj.bias", h)
-		}
-		add(p+"self_attention.linear_qkv.weight", cfg.QKVWidth()/tpSize, h)
-		if cfg.QKVBias() {
-			add(p+"self_attention.linear_qkv.bias", cfg.QKVWidth()/tpSize)
-		}
-		if cfg.QKLayernorm {
-			norm(p+"self_attention.q_layernorm", cfg.HeadDim())
-			norm(p+"self_attention.k_layernorm", cfg.HeadDim())
-		}
-		norm(p+"pre_mlp_layernorm", h)
-		if cfg.IsMoELayer(i) {
-			f1, f, fs1, fs := moeWidths(cfg)
-			add(p+"mlp.router.weight", cfg.NumMoEExperts, h)
-			if cfg.AddBiasLinear {
-				add(p+"mlp.router.bias", cfg.NumMoEExperts)
-			}
-			for j := range cfg.NumMoEExperts {
-				q := fmt.Sprintf("%smlp.experts.local_experts.%d.", p, j)
-				add(q+"linear_fc1.weight", f1, h)
-				if cfg.AddBiasLinear {
-					add(q+"linear_fc1.bias", f1)
-				}
-				add(q+"linear_fc2.weight", h, f)
-				if cfg.AddBiasLinear {
-					add(q+"linear_fc2.bias", h)
-				}
-			}
-			if fs > 0 {
-				add(p+"mlp.shared_experts.linear_fc1.weight", fs1/tpSize, h)
-				if cfg.AddBiasLinear {
-					add(p+"mlp.shared_experts.linear_fc1.bias", fs1/tpSize)
-				}
-				add(p+"mlp.shared_experts.linear_fc2.weight", h, fs/tpSize)
-				if cfg.AddBiasLinear {
-					add(p+"mlp.shared_experts.linear_fc2.bias", h)
-				}
-			}
-			continue
-		}
-		add(p+"mlp.linear_fc1.weight", cfg.FC1Width()/tpSize, h)
-		if cfg.AddBiasLinear {
-			add(p+"mlp.linear_fc1.bias", cfg.FC1Width()/tpSize)
-		}
-		add(p+"mlp.linear_fc2.weight", h, f/tpSize)
-		if cfg.AddBiasLinear {
-			add(p+"mlp.linear_fc2.bias", h)
-		}
+		layerParams(cfg, tpSize, fmt.Sprintf("decoder.layers.%d.", i), cfg.IsMoELayer(i), add, norm)
 	}
 	if spec.PostProcess {
 		norm("decoder.final_layernorm", h)
+	}
+	if spec.MTP {
+		for k := range cfg.MTPNumLayers {
+			p := mtpPrefix(k)
+			norm(p+"enorm", h)
+			norm(p+"hnorm", h)
+			add(p+"eh_proj.weight", h/tpSize, 2*h)
+			layerParams(cfg, tpSize, p+"mtp_model_layer.", mtpIsMoE(cfg), add, norm)
+			norm(p+"final_layernorm", h)
+		}
+	}
+	if spec.PostProcess {
 		switch {
 		case !tied:
 			add("output_layer.weight", v, h)
@@ -187,6 +148,63 @@ func paramList(cfg config.TransformerConfig, tpSize int, spec ChunkSpec, registe
 		}
 	}
 	return out
+}
+
+// layerParams lists the parameters of the transformer layer with prefix p
+// (a MoE layer when moeLayer) as paramList does, through its add and norm.
+func layerParams(cfg config.TransformerConfig, tpSize int, p string, moeLayer bool, add func(string, ...int), norm func(string, int)) {
+	h, f := cfg.HiddenSize, cfg.FFN()
+	norm(p+"input_layernorm", h)
+	add(p+"self_attention.linear_proj.weight", h, cfg.AttentionWidth()/tpSize)
+	if cfg.AddBiasLinear {
+		add(p+"self_attention.linear_proj.bias", h)
+	}
+	add(p+"self_attention.linear_qkv.weight", cfg.QKVWidth()/tpSize, h)
+	if cfg.QKVBias() {
+		add(p+"self_attention.linear_qkv.bias", cfg.QKVWidth()/tpSize)
+	}
+	if cfg.QKLayernorm {
+		norm(p+"self_attention.q_layernorm", cfg.HeadDim())
+		norm(p+"self_attention.k_layernorm", cfg.HeadDim())
+	}
+	norm(p+"pre_mlp_layernorm", h)
+	if moeLayer {
+		f1, f, fs1, fs := moeWidths(cfg)
+		add(p+"mlp.router.weight", cfg.NumMoEExperts, h)
+		if cfg.AddBiasLinear {
+			add(p+"mlp.router.bias", cfg.NumMoEExperts)
+		}
+		for j := range cfg.NumMoEExperts {
+			q := fmt.Sprintf("%smlp.experts.local_experts.%d.", p, j)
+			add(q+"linear_fc1.weight", f1, h)
+			if cfg.AddBiasLinear {
+				add(q+"linear_fc1.bias", f1)
+			}
+			add(q+"linear_fc2.weight", h, f)
+			if cfg.AddBiasLinear {
+				add(q+"linear_fc2.bias", h)
+			}
+		}
+		if fs > 0 {
+			add(p+"mlp.shared_experts.linear_fc1.weight", fs1/tpSize, h)
+			if cfg.AddBiasLinear {
+				add(p+"mlp.shared_experts.linear_fc1.bias", fs1/tpSize)
+			}
+			add(p+"mlp.shared_experts.linear_fc2.weight", h, fs/tpSize)
+			if cfg.AddBiasLinear {
+				add(p+"mlp.shared_experts.linear_fc2.bias", h)
+			}
+		}
+		return
+	}
+	add(p+"mlp.linear_fc1.weight", cfg.FC1Width()/tpSize, h)
+	if cfg.AddBiasLinear {
+		add(p+"mlp.linear_fc1.bias", cfg.FC1Width()/tpSize)
+	}
+	add(p+"mlp.linear_fc2.weight", h, f/tpSize)
+	if cfg.AddBiasLinear {
+		add(p+"mlp.linear_fc2.bias", h)
+	}
 }
 
 // RegisteredParameters returns the chunk's parameters in the reference's
@@ -205,23 +223,36 @@ func (m *Model) RegisteredParameters() []*nn.Parameter {
 		add(m.WordEmbeddings, m.PositionEmbeddings)
 	}
 	for _, l := range m.Layers {
-		add(l.InputLayernormW, l.InputLayernormB)
-		add(l.Proj.Parameters()...)
-		add(l.QKV.Parameters()...)
-		add(l.QLayernormW, l.QLayernormB, l.KLayernormW, l.KLayernormB)
-		add(l.PreMLPLayernormW, l.PreMLPLayernormB)
-		if l.MoE != nil {
-			add(l.MoE.Parameters()...)
-			continue
-		}
-		add(l.FC1.Parameters()...)
-		add(l.FC2.Parameters()...)
+		add(l.registered()...)
 	}
 	if m.Spec.PostProcess {
-		add(m.FinalLayernormW, m.FinalLayernormB, m.OutputWeight)
+		add(m.FinalLayernormW, m.FinalLayernormB)
+	}
+	for _, l := range m.MTP {
+		add(l.EnormW, l.EnormB, l.HnormW, l.HnormB)
+		add(l.EHProj.Parameters()...)
+		add(l.Layer.registered()...)
+		add(l.FinalLayernormW, l.FinalLayernormB)
+	}
+	if m.Spec.PostProcess {
+		add(m.OutputWeight)
 		if !m.Spec.PreProcess {
 			add(m.WordEmbeddings)
 		}
 	}
 	return out
+}
+
+// registered returns the layer's parameters in registration order (see
+// ChunkParamSpecs).
+func (l *Layer) registered() []*nn.Parameter {
+	ps := nonNil(l.InputLayernormW, l.InputLayernormB)
+	ps = append(ps, l.Proj.Parameters()...)
+	ps = append(ps, l.QKV.Parameters()...)
+	ps = append(ps, nonNil(l.QLayernormW, l.QLayernormB, l.KLayernormW, l.KLayernormB, l.PreMLPLayernormW, l.PreMLPLayernormB)...)
+	if l.MoE != nil {
+		return append(ps, l.MoE.Parameters()...)
+	}
+	ps = append(ps, l.FC1.Parameters()...)
+	return append(ps, l.FC2.Parameters()...)
 }

@@ -34,6 +34,7 @@ func testRegistered(t *testing.T, preset string) {
 			{LayerOffset: 2, NumLayers: 1},
 			{LayerOffset: 3, NumLayers: 2, PostProcess: true},
 		} {
+			spec.MTP = spec.PostProcess && cfg.MTPNumLayers > 0
 			c, err := NewChunk(cfg, rng.New(7), nil, spec)
 			if err != nil {
 				t.Fatal(err)

@@ -117,14 +117,29 @@ MOE_KEYS = (
 )
 
 
+def keyed_variant(base, what, keys, validate, opts):
+    """base followed by every one of keys, given in opts; validate checks it."""
+    if set(opts) != set(keys):
+        raise ValueError(f"{what} options: missing {set(keys) - set(opts)}, unknown {set(opts) - set(keys)}")
+    cfg = dict(base)
+    cfg.update((k, opts[k]) for k in keys)
+    validate(cfg)
+    return cfg
+
+
 def moe_variant(base, **opts):
     """base (a config with OPTION_KEYS) followed by every one of MOE_KEYS."""
-    if set(opts) != set(MOE_KEYS):
-        raise ValueError(f"MoE options: missing {set(MOE_KEYS) - set(opts)}, unknown {set(opts) - set(MOE_KEYS)}")
-    cfg = dict(base)
-    cfg.update((k, opts[k]) for k in MOE_KEYS)
-    model.moe_options(cfg)  # validate
-    return cfg
+    return keyed_variant(base, "MoE", MOE_KEYS, model.moe_options, opts)
+
+
+# The MTP options of the MTP fixtures, in the order config.json lists them
+# last. The other fixtures have none: model.MTP_DEFAULTS (mtp_num_layers None).
+MTP_KEYS = ("mtp_num_layers", "mtp_loss_scaling_factor")
+
+
+def mtp_variant(base, **opts):
+    """base followed by every one of MTP_KEYS."""
+    return keyed_variant(base, "MTP", MTP_KEYS, model.mtp_options, opts)
 
 
 # CONFIGS are the fixtures' settings by --config name.
@@ -286,6 +301,14 @@ CONFIGS["moe_c"] = moe_variant(
     **dict({k: CONFIGS["moe_a"][k] for k in MOE_KEYS}, moe_shared_expert_intermediate_size=32),
 )
 
+# mtp_a: the llama model (RoPE, RMSNorm, SwiGLU, GQA, untied) with one MTP
+# depth weighted 0.1 (Megatron's default factor).
+CONFIGS["mtp_a"] = mtp_variant(CONFIGS["llama"], mtp_num_layers=1, mtp_loss_scaling_factor=0.1)
+# mtp_b: variant_b (zero-centred RMSNorm with q/k norms, no position
+# embedding, squared ReLU, post-LayerNorm residuals, all biases, tied) with
+# two MTP depths weighted 0.3 in all (0.15 each).
+CONFIGS["mtp_b"] = mtp_variant(CONFIGS["variant_b"], mtp_num_layers=2, mtp_loss_scaling_factor=0.3)
+
 METADATA = {"format": "pt", "producer": "gotron tools/torchref/gpt_ref.py"}
 
 
@@ -296,7 +319,7 @@ def setup_torch():
     torch.set_default_dtype(torch.float32)
 
 
-def accumulate_grads(params, cfg, step, moe=None):
+def accumulate_grads(params, cfg, step, moe=None, mtp_log=None):
     """Forward and backward of every microbatch of the step's global batch.
 
     Gradients accumulate (fp32) in p.grad. Microbatch m's loss is Megatron's
@@ -310,7 +333,15 @@ def accumulate_grads(params, cfg, step, moe=None):
     load-balancing and z losses of its MoE layers) / num_microbatches: Megatron
     feeds each auxiliary loss the backward scale loss_scale / num_microbatches
     (MoEAuxLossAutoScaler, loss_scale 1 in float32). The returned loss is the
-    language-model loss only (Megatron's "lm loss"). A parameter that received
+    language-model loss only (Megatron's "lm loss").
+
+    With MTP depths (model.mtp_token_losses) microbatch m's objective is
+    (mean token loss + (f/D)·Σ_k mean_k) / num_microbatches, mean_k being depth
+    k's mean loss over its unmasked tokens (its labels rolled k + 1 places, the
+    last k + 1 of each row masked): Megatron's process_mtp_loss with
+    MTPLossAutoScaler's scale 1 / num_microbatches. mtp_log, a list, receives
+    the step's [Σ_m mean_k / num_microbatches for each k] (Megatron's logged
+    "mtp_k loss"). A parameter that received
     no gradient (an expert no token was routed to) gets a zero gradient, as in
     Megatron's gradient buffers, so that weight decay and Adam still update it.
     """
@@ -321,18 +352,30 @@ def accumulate_grads(params, cfg, step, moe=None):
     if moe is None and model.moe_options(cfg)["moe_layers"]:
         moe = model.MoEState(cfg)
     tokens = mock_data.global_batch(cfg, step)
+    t = model.mtp_options(cfg)
     loss = 0.0
+    mtp = [0.0] * t["mtp_num_layers"]
     for m in range(num_micro):
         rows = tokens[m * mbs : (m + 1) * mbs]
         ids, labels = rows[:, :seq], rows[:, 1 : seq + 1]
-        per_token = model.token_losses(params, cfg, ids, labels, moe=moe)
+        if t["mtp_num_layers"]:
+            per_token, depths = model.mtp_token_losses(params, cfg, ids, labels)
+        else:
+            per_token, depths = model.token_losses(params, cfg, ids, labels, moe=moe), []
         mean = per_token.sum() / per_token.numel()
+        objective = mean
+        if depths:
+            means = [(dl * mask).sum() / mask.sum() for dl, mask in depths]
+            objective = mean + t["mtp_loss_scaling_factor"] / t["mtp_num_layers"] * sum(means)
+            mtp = [x + y.item() / num_micro for x, y in zip(mtp, means)]
         aux = None if moe is None else moe.take_aux_objective()
         if aux is None:
-            (mean / num_micro).backward()
+            (objective / num_micro).backward()
         else:
-            ((mean + aux) / num_micro).backward()
+            ((objective + aux) / num_micro).backward()
         loss += mean.item()
+    if mtp_log is not None and mtp:
+        mtp_log.append(mtp)
     for p in params.values():
         if p.grad is None:  # an expert no token reached: Megatron's gradient buffer holds zeros
             p.grad = torch.zeros_like(p)
@@ -365,7 +408,7 @@ def make_optimizer(named, cfg):
     return torch.optim.Adam(params, weight_decay=0.0, **kw)
 
 
-def train(cfg, init, moe_log=None):
+def train(cfg, init, moe_log=None, mtp_log=None):
     """Run train_iters steps from init.
 
     Returns (losses, grad_norms, first_grads, final_params): each loss is
@@ -378,7 +421,8 @@ def train(cfg, init, moe_log=None):
     optimizer step, the expert bias is updated from the step's token counts
     (Megatron's finalize_model_grads). moe_log, a list, receives per step
     {"microbatches": [the MoE layer records of each microbatch], "expert_bias":
-    {layer: the bias after the step's update}}.
+    {layer: the bias after the step's update}}. mtp_log, a list, receives each
+    step's MTP depth losses (accumulate_grads).
     """
     params = {n: t.clone().requires_grad_(True) for n, t in init.items()}
     plist = [params[n] for n, _ in model.param_shapes(cfg)]
@@ -387,7 +431,7 @@ def train(cfg, init, moe_log=None):
     losses, norms, first = [], [], None
     for step in range(cfg["train_iters"]):
         opt.zero_grad(set_to_none=True)
-        losses.append(accumulate_grads(params, cfg, step, moe))
+        losses.append(accumulate_grads(params, cfg, step, moe, mtp_log))
         if moe is not None:
             records = moe.take_records()
             moe.update_expert_bias()
@@ -525,14 +569,17 @@ def write_fixture(out, name="gpt2"):
     cfg = dict(CONFIGS[name])
     os.makedirs(out, exist_ok=True)
     init = model.init_params(cfg, cfg["init_seed"])
-    moe_log = []
-    losses, norms, first, _ = train(cfg, init, moe_log)
+    moe_log, mtp_log = [], []
+    losses, norms, first, _ = train(cfg, init, moe_log, mtp_log)
     write_json(os.path.join(out, "config.json"), cfg)
     if moe_log:
         write_json(os.path.join(out, "moe.json"), moe_record(cfg, moe_log))
     st_io.save(os.path.join(out, "init.safetensors"), init, METADATA)
     st_io.save(os.path.join(out, "grads.safetensors"), first, METADATA)
-    write_json(os.path.join(out, "losses.json"), {"losses": losses, "grad_norms": norms})
+    rec = {"losses": losses, "grad_norms": norms}
+    if mtp_log:
+        rec["mtp_losses"] = mtp_log
+    write_json(os.path.join(out, "losses.json"), rec)
     write_json(os.path.join(out, "mock_data.json"), mock_data_record(cfg, 2))
     for name in sorted(os.listdir(out)):
         print(f"{os.path.getsize(os.path.join(out, name)):8d}  {os.path.join(out, name)}")
@@ -810,8 +857,17 @@ def check_fixture(d, name="gpt2"):
     c.check(abs(loss0 - math.log(v)) < 0.1, f"step-0 loss {loss0:.5f} is near ln(vocab) = {math.log(v):.5f}")
 
     moe_log = [] if model.moe_options(cfg)["moe_layers"] else None
-    losses, norms, first, _ = train(cfg, init, moe_log)
+    mtp_log = []
+    losses, norms, first, _ = train(cfg, init, moe_log, mtp_log)
     c.check(losses == rec["losses"], "a fresh 10-step run reproduces losses.json bit for bit")
+    if model.mtp_options(cfg)["mtp_num_layers"]:
+        c.check(mtp_log == rec.get("mtp_losses"), "a fresh 10-step run reproduces mtp_losses bit for bit")
+        c.check(all(abs(x - math.log(v)) < 0.1 for x in rec["mtp_losses"][0]), "step-0 MTP losses are near ln(vocab)")
+        t = model.mtp_options(cfg)
+        l0, _, _, _ = train(dict(cfg, mtp_loss_scaling_factor=0.0, train_iters=3), init)
+        c.check(l0 != losses[:3], f"the MTP objective moves the lm loss (factor {t['mtp_loss_scaling_factor']} vs 0: step-2 loss {losses[2]:.7f} vs {l0[2]:.7f})")
+    else:
+        c.check("mtp_losses" not in rec, "no mtp_losses without MTP")
     c.check(norms == rec["grad_norms"], "a fresh 10-step run reproduces grad_norms bit for bit")
     log64 = sensitivity(c, cfg, init, losses, moe_log)
     if moe_log is not None:

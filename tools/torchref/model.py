@@ -17,6 +17,13 @@ GELU in its erf or tanh form, optional biases, untied output layer and the
 post-LayerNorm residual. A config without these keys is the GPT-2 shape,
 computed with exactly the operations this file has always used for it.
 
+With mtp_num_layers (MTP_DEFAULTS) the model has Megatron-Core's
+multi-token prediction (mtp_token_losses): D depths after the final norm,
+depth k embedding the ids rolled left by k + 1, projecting
+[enorm(embedding); hnorm(previous hidden)] from 2h to h (eh_proj), running
+one transformer layer and its own final norm, and predicting the labels
+rolled left by k + 1 through the shared output layer.
+
 With num_experts (MOE_DEFAULTS) the MLP of the layers moe_layer_freq selects
 is Megatron-Core's MoELayer on one rank (moe_layer): a router (moe_ref.py's
 routing, token dropping and losses), num_experts expert MLPs and an optional
@@ -178,6 +185,33 @@ def moe_options(cfg):
     return m
 
 
+# The multi-token-prediction options and their defaults (Megatron's): a config
+# without mtp_num_layers (or with None) has no MTP depths.
+MTP_DEFAULTS = {
+    "mtp_num_layers": None,
+    "mtp_loss_scaling_factor": 0.1,
+}
+
+
+def mtp_options(cfg):
+    """Return cfg's MTP options with the defaults filled in, validated;
+    mtp_num_layers None becomes 0."""
+    t = dict(MTP_DEFAULTS)
+    t.update({k: cfg[k] for k in MTP_DEFAULTS if k in cfg})
+    t["mtp_num_layers"] = t["mtp_num_layers"] or 0
+    if t["mtp_num_layers"] < 0 or t["mtp_loss_scaling_factor"] < 0:
+        raise ValueError(f"mtp_num_layers {t['mtp_num_layers']}, mtp_loss_scaling_factor {t['mtp_loss_scaling_factor']}")
+    if t["mtp_num_layers"] and options(cfg)["position_embedding_type"] == "learned_absolute":
+        raise ValueError("Megatron refuses MTP with learned_absolute position embeddings")
+    return t
+
+
+def mtp_is_moe(cfg):
+    """Whether the MTP depths' layers are MoE layers: when the decoder's last is
+    (Megatron builds the depth's layer from the last layer's spec)."""
+    return cfg["num_layers"] - 1 in moe_options(cfg)["moe_layers"]
+
+
 def is_moe_layer(cfg, i):
     """Whether decoder layer i (0-based) is a MoE layer."""
     return i in moe_options(cfg)["moe_layers"]
@@ -221,37 +255,52 @@ def param_shapes(cfg):
     o = options(cfg)
     m = moe_options(cfg)
     h = cfg["hidden_size"]
-    f = cfg["ffn_hidden_size"]
-    n, g, d = o["heads"], o["groups"], o["head_dim"]
     out = [("embedding.word_embeddings.weight", [cfg["vocab_size"], h])]
     if o["position_embedding_type"] == "learned_absolute":
         out.append(("embedding.position_embeddings.weight", [cfg["max_position_embeddings"], h]))
     for i in range(cfg["num_layers"]):
-        p = f"decoder.layers.{i}."
-        out += _norm_shapes(p + "input_layernorm", h, o)
-        out.append((p + "self_attention.linear_qkv.weight", [(n + 2 * g) * d, h]))
-        if o["add_bias_linear"] or o["add_qkv_bias"]:
-            out.append((p + "self_attention.linear_qkv.bias", [(n + 2 * g) * d]))
-        if o["qk_layernorm"]:
-            out += _norm_shapes(p + "self_attention.q_layernorm", d, o)
-            out += _norm_shapes(p + "self_attention.k_layernorm", d, o)
-        out.append((p + "self_attention.linear_proj.weight", [h, n * d]))
-        if o["add_bias_linear"]:
-            out.append((p + "self_attention.linear_proj.bias", [h]))
-        out += _norm_shapes(p + "pre_mlp_layernorm", h, o)
-        if i in m["moe_layers"]:
-            out += _moe_shapes(p + "mlp.", h, o, m)
-            continue
-        f1 = 2 * f if o["swiglu"] else f
-        out.append((p + "mlp.linear_fc1.weight", [f1, h]))
-        if o["add_bias_linear"]:
-            out.append((p + "mlp.linear_fc1.bias", [f1]))
-        out.append((p + "mlp.linear_fc2.weight", [h, f]))
-        if o["add_bias_linear"]:
-            out.append((p + "mlp.linear_fc2.bias", [h]))
+        out += _layer_shapes(f"decoder.layers.{i}.", cfg, i in m["moe_layers"])
     out += _norm_shapes("decoder.final_layernorm", h, o)
+    for k in range(mtp_options(cfg)["mtp_num_layers"]):
+        p = f"mtp.layers.{k}."
+        out += _norm_shapes(p + "enorm", h, o)
+        out += _norm_shapes(p + "hnorm", h, o)
+        out.append((p + "eh_proj.weight", [h, 2 * h]))
+        out += _layer_shapes(p + "mtp_model_layer.", cfg, mtp_is_moe(cfg))
+        out += _norm_shapes(p + "final_layernorm", h, o)
     if o["untie_embeddings_and_output_weights"]:
         out.append(("output_layer.weight", [cfg["vocab_size"], h]))
+    return out
+
+
+def _layer_shapes(p, cfg, is_moe):
+    """The tensors of the transformer layer with prefix p, in module order."""
+    o = options(cfg)
+    m = moe_options(cfg)
+    h = cfg["hidden_size"]
+    f = cfg["ffn_hidden_size"]
+    n, g, d = o["heads"], o["groups"], o["head_dim"]
+    out = []
+    out += _norm_shapes(p + "input_layernorm", h, o)
+    out.append((p + "self_attention.linear_qkv.weight", [(n + 2 * g) * d, h]))
+    if o["add_bias_linear"] or o["add_qkv_bias"]:
+        out.append((p + "self_attention.linear_qkv.bias", [(n + 2 * g) * d]))
+    if o["qk_layernorm"]:
+        out += _norm_shapes(p + "self_attention.q_layernorm", d, o)
+        out += _norm_shapes(p + "self_attention.k_layernorm", d, o)
+    out.append((p + "self_attention.linear_proj.weight", [h, n * d]))
+    if o["add_bias_linear"]:
+        out.append((p + "self_attention.linear_proj.bias", [h]))
+    out += _norm_shapes(p + "pre_mlp_layernorm", h, o)
+    if is_moe:
+        return out + _moe_shapes(p + "mlp.", h, o, m)
+    f1 = 2 * f if o["swiglu"] else f
+    out.append((p + "mlp.linear_fc1.weight", [f1, h]))
+    if o["add_bias_linear"]:
+        out.append((p + "mlp.linear_fc1.bias", [f1]))
+    out.append((p + "mlp.linear_fc2.weight", [h, f]))
+    if o["add_bias_linear"]:
+        out.append((p + "mlp.linear_fc2.bias", [h]))
     return out
 
 
@@ -261,9 +310,11 @@ def init_std(name, cfg, std=INIT_METHOD_STD):
     The MoE tensors follow the same rules: router.weight N(0, std), every
     expert's and the shared expert's linear_fc2.weight the scaled init; but
     router.bias is N(0, std), as Megatron's TopKRouter draws it with the init
-    method (megatron/core/transformer/moe/router.py, reset_parameters).
+    method (megatron/core/transformer/moe/router.py, reset_parameters). The
+    MTP tensors too: enorm, hnorm and final_layernorm are norms, eh_proj.weight
+    N(0, std), the depth's layer's as a decoder layer's.
     """
-    if "layernorm" in name:
+    if "layernorm" in name or name.split(".")[-2] in ("enorm", "hnorm"):
         return None
     if name.endswith("router.bias"):
         return std
@@ -658,21 +709,65 @@ def hidden_states(p, cfg, ids, attention=self_attention, moe=None):
     """
     o = options(cfg)
     moe_layers = moe_options(cfg)["moe_layers"]
-    post_ln = o["apply_residual_connection_post_layernorm"]
     s = ids.shape[1]
     h = p["embedding.word_embeddings.weight"][ids.t()]  # [s, b, h]
     if o["position_embedding_type"] == "learned_absolute":
         h = h + p["embedding.position_embeddings.weight"][:s].unsqueeze(1)
     for i in range(cfg["num_layers"]):
-        pre = f"decoder.layers.{i}."
-        x = norm(h, p, pre + "input_layernorm", o)
-        h = (x if post_ln else h) + attention(x, p, pre + "self_attention.", cfg)
-        x = norm(h, p, pre + "pre_mlp_layernorm", o)
-        if i in moe_layers:
-            h = (x if post_ln else h) + moe_layer(x, p, pre + "mlp.", cfg, i, moe)
-        else:
-            h = (x if post_ln else h) + mlp(x, p, pre + "mlp.", cfg)
+        h = transformer_layer(h, p, f"decoder.layers.{i}.", cfg, i if i in moe_layers else None, attention, moe)
     return h
+
+
+def transformer_layer(h, p, pre, cfg, moe_layer_index=None, attention=self_attention, moe=None):
+    """One transformer layer with prefix pre on h [s, b, h]; a MoE layer (index
+    moe_layer_index of MoEState's records) unless moe_layer_index is None."""
+    o = options(cfg)
+    post_ln = o["apply_residual_connection_post_layernorm"]
+    x = norm(h, p, pre + "input_layernorm", o)
+    h = (x if post_ln else h) + attention(x, p, pre + "self_attention.", cfg)
+    x = norm(h, p, pre + "pre_mlp_layernorm", o)
+    if moe_layer_index is not None:
+        return (x if post_ln else h) + moe_layer(x, p, pre + "mlp.", cfg, moe_layer_index, moe)
+    return (x if post_ln else h) + mlp(x, p, pre + "mlp.", cfg)
+
+
+def roll_left(x, k):
+    """x [b, s] rolled left by k along s, the last k places 0 (Megatron's
+    roll_tensor with shifts -1, applied k times)."""
+    out = torch.zeros_like(x)
+    if k < x.shape[1]:
+        out[:, : x.shape[1] - k] = x[:, k:]
+    return out
+
+
+def mtp_token_losses(p, cfg, ids, labels):
+    """The main per-token losses [b, s] and, per MTP depth k = 0..D-1, its
+    per-token losses [b, s] and loss mask [b, s] (Megatron-Core's
+    MultiTokenPredictionBlock and process_mtp_loss, dense layers):
+
+        h_0 = final_layernorm(decoder(ids))          (the main logits' input)
+        e_k = word_emb[roll(ids, k+1)]
+        h_{k+1} = final_layernorm_k(layer_k(eh_proj_k([enorm_k(e_k); hnorm_k(h_k)])))
+        loss_k  = CE(h_{k+1} @ W^T, roll(labels, k+1)),  mask_k = roll(ones, k+1)
+
+    W is the output layer's weight (the word embedding when tied)."""
+    o = options(cfg)
+    t = mtp_options(cfg)
+    if mtp_is_moe(cfg):
+        raise ValueError("the reference's MTP depths here are dense")
+    w = p["output_layer.weight"] if o["untie_embeddings_and_output_weights"] else p["embedding.word_embeddings.weight"]
+    h = norm(hidden_states(p, cfg, ids), p, "decoder.final_layernorm", o)
+    main = cross_entropy(linear(h, w), labels.t()).t()
+    depths = []
+    for k in range(t["mtp_num_layers"]):
+        pre = f"mtp.layers.{k}."
+        e = p["embedding.word_embeddings.weight"][roll_left(ids, k + 1).t()]  # [s, b, h]
+        x = torch.cat((norm(e, p, pre + "enorm", o), norm(h, p, pre + "hnorm", o)), dim=-1)
+        x = linear(x, p[pre + "eh_proj.weight"])
+        h = norm(transformer_layer(x, p, pre + "mtp_model_layer.", cfg), p, pre + "final_layernorm", o)
+        loss = cross_entropy(linear(h, w), roll_left(labels, k + 1).t()).t()
+        depths.append((loss, roll_left(torch.ones_like(labels, dtype=torch.float32), k + 1)))
+    return main, depths
 
 
 def logits(p, cfg, ids, attention=self_attention, output_weight=None, moe=None):
