@@ -4,11 +4,40 @@ package config
 // holds.
 type PipelineChunk struct {
 	PreProcess  bool // holds the embedding (E)
-	PostProcess bool // holds the final layernorm, output layer and loss (L)
+	PostProcess bool // holds the output layer and loss (L)
 	LayerOffset int  // global index of its first decoder layer
 	NumLayers   int  // number of decoder layers (may be 0)
 	MTPLayers   int  // number of MTP layers (m)
+	// FinalNorm says the chunk holds the decoder's final layernorm: the
+	// loss chunk's, or, with MTP layers, the chunk of the last decoder
+	// layer (the reference's rule: the depths read the normed states).
+	FinalNorm bool
+	// AfterMTP says the chunk comes after a chunk of MTP layers that is
+	// not the loss's (a standalone MTP stage): its input holds the main
+	// hidden states followed by each depth's, along the sequence.
+	AfterMTP bool
 }
+
+// HoldsWordEmbedding reports whether the chunk holds the word embedding
+// or a copy of it (tied: whether the output layer shares it).
+func (ch PipelineChunk) HoldsWordEmbedding(tied bool) bool {
+	return HoldsWordEmbedding(ch.PreProcess, ch.PostProcess, ch.MTPLayers > 0, tied)
+}
+
+// WordEmbeddingShared reports whether several pipeline ranks hold the
+// word embedding, the first one's weight and copies whose gradients the
+// word-embedding group sums: with pipelining, when the output layer is
+// tied to it or MTP depths embed with it.
+func (c TransformerConfig) WordEmbeddingShared() bool {
+	return c.PipelineModelParallelSize > 1 && (c.ShareEmbeddingsAndOutputWeights || c.MTPNumLayers > 0)
+}
+
+// HoldsWordEmbedding is the rule of which model chunks hold the word
+// embedding: the first (pre), the loss's when tied (the output layer's
+// copy), and the MTP depths' (they embed the rolled tokens), the
+// reference's GPTModel building its embedding when pre_process or
+// mtp_process, and sharing it with the output layer.
+func HoldsWordEmbedding(pre, post, mtp, tied bool) bool { return pre || mtp || post && tied }
 
 // PipelineChunks returns chunks[p][v] for p < pp, v < vpp (vpp = 1 without
 // interleaving): which decoder layers, embedding, loss and MTP layers each
@@ -40,6 +69,7 @@ func (c TransformerConfig) PipelineChunks() ([][]PipelineChunk, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.markNormAndMTP(loop)
 	pl := c.PipelinePlacement
 	if pl == PlacementLoop {
 		return loop, nil
@@ -54,6 +84,75 @@ func (c TransformerConfig) PipelineChunks() ([][]PipelineChunk, error) {
 		}
 	}
 	return chunks, nil
+}
+
+// markNormAndMTP sets FinalNorm and AfterMTP on the loop placement's
+// chunks, walking the stages in order (stage v·P + p).
+func (c TransformerConfig) markNormAndMTP(chunks [][]PipelineChunk) {
+	P, V := len(chunks), len(chunks[0])
+	after := false
+	for st := range P * V {
+		ch := &chunks[st%P][st/P]
+		ch.FinalNorm = c.HoldsFinalNorm(ch.PostProcess, ch.LayerOffset, ch.NumLayers)
+		ch.AfterMTP = after
+		after = after || ch.MTPLayers > 0 && !ch.PostProcess
+	}
+}
+
+// HoldsFinalNorm reports whether the chunk with the loss or not (post)
+// and decoder layers [offset, offset+n) holds the decoder's final
+// layernorm: the loss chunk, or, with MTP layers, the chunk of the last
+// decoder layer, whose normed output the depths read (the reference's
+// TransformerBlock has_final_layernorm_in_this_stage).
+func (c TransformerConfig) HoldsFinalNorm(post bool, offset, n int) bool {
+	if c.MTPNumLayers > 0 {
+		return n > 0 && offset+n == c.NumLayers
+	}
+	return post
+}
+
+// MTPStandalone reports whether the MTP layers sit in a chunk apart from
+// the loss (the reference's mtp_standalone, which it derives from the
+// layout): the stages after it exchange the main and the depths' hidden
+// states, a longer tensor, so pipeline messages carry their shapes.
+func (c TransformerConfig) MTPStandalone() bool {
+	chunks, err := c.PipelineChunks()
+	if err != nil {
+		return false
+	}
+	for _, row := range chunks {
+		for _, ch := range row {
+			if ch.AfterMTP {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// WordEmbeddingStages returns the pipeline ranks that hold the word
+// embedding or a copy of it (HoldsWordEmbedding), in order: the
+// word-embedding group, whose gradients are summed. Nil without MTP
+// layers: the group is then the placement's first and last ranks
+// (mesh), as the reference's get_embedding_ranks.
+func (c TransformerConfig) WordEmbeddingStages() []int {
+	if c.MTPNumLayers <= 0 {
+		return nil
+	}
+	chunks, err := c.PipelineChunks()
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for p, row := range chunks {
+		for _, ch := range row {
+			if ch.HoldsWordEmbedding(c.ShareEmbeddingsAndOutputWeights) {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // loopChunks is PipelineChunks under the loop placement.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -323,5 +324,53 @@ func TestLayoutOfChunks(t *testing.T) {
 	l = LayoutOfChunks([][]PipelineChunk{{{PreProcess: true, NumLayers: 1}}, {{NumLayers: 1, MTPLayers: 1, PostProcess: true}}})
 	if l.String() != "Et|tmL" || l.Validate(2, 1) != nil {
 		t.Errorf("layout %q", l)
+	}
+}
+
+// TestMTPChunks: where the final layernorm, the word-embedding copies and
+// the standalone MTP stage fall, for the seed's DeepSeek-V3 layout and
+// the reference documentation's three MTP layouts, tied and untied.
+func TestMTPChunks(t *testing.T) {
+	for _, c := range []struct {
+		layout              string
+		layers, pp          int
+		tied                bool
+		norm                [2]int // the (p, v) of the final layernorm
+		stages              []int  // WordEmbeddingStages
+		standalone, afterPV bool   // MTPStandalone; the loss chunk is after the depths
+	}{
+		{"Et*3|(tt|)*29,m|L", 61, 16, true, [2]int{13, 1}, []int{0, 14, 15}, true, true},
+		{"Et*3|(tt|)*29,m|L", 61, 16, false, [2]int{13, 1}, []int{0, 14}, true, true},
+		{"E|t*3|(t|)*5mL", 8, 4, true, [2]int{2, 1}, []int{0, 3}, false, false},
+		{"E|t*3|(t|)*4tm|L", 8, 4, false, [2]int{2, 1}, []int{0, 2}, true, true},
+		{"E|t*3|(t|)*3tt|m|L", 8, 4, true, [2]int{1, 1}, []int{0, 2, 3}, true, true},
+	} {
+		cfg := pipelined(c.layers, c.pp, 0)
+		cfg.PipelineModelParallelLayout, cfg.MTPNumLayers, cfg.PositionEmbeddingType = c.layout, 1, RoPE
+		cfg.ShareEmbeddingsAndOutputWeights = c.tied
+		chunks, err := cfg.PipelineChunks()
+		if err != nil {
+			t.Fatalf("%s: %v", c.layout, err)
+		}
+		for p, row := range chunks {
+			for v, ch := range row {
+				if want := [2]int{p, v} == c.norm; ch.FinalNorm != want {
+					t.Errorf("%s: chunk (%d, %d) FinalNorm %v, want %v", c.layout, p, v, ch.FinalNorm, want)
+				}
+				if ch.PostProcess && ch.AfterMTP != c.afterPV {
+					t.Errorf("%s: the loss chunk's AfterMTP is %v, want %v", c.layout, ch.AfterMTP, c.afterPV)
+				}
+			}
+		}
+		if got := cfg.WordEmbeddingStages(); !slices.Equal(got, c.stages) {
+			t.Errorf("%s tied=%v: WordEmbeddingStages %v, want %v", c.layout, c.tied, got, c.stages)
+		}
+		if got := cfg.MTPStandalone(); got != c.standalone {
+			t.Errorf("%s: MTPStandalone %v, want %v", c.layout, got, c.standalone)
+		}
+	}
+	plain := pipelined(8, 2, 0)
+	if plain.WordEmbeddingStages() != nil || plain.MTPStandalone() || !plain.HoldsFinalNorm(true, 4, 0) || plain.HoldsFinalNorm(false, 4, 4) {
+		t.Error("without MTP: the loss chunk holds the final norm, and the embedding group is the mesh's")
 	}
 }

@@ -34,12 +34,12 @@ func ExampleTransformerConfig_PipelineChunks() {
 	_, err = c.PipelineChunks()
 	fmt.Println(err)
 	// Output:
-	// pp 0: {PreProcess:true PostProcess:false LayerOffset:0 NumLayers:1 MTPLayers:0}
-	// pp 1: {PreProcess:false PostProcess:false LayerOffset:1 NumLayers:3 MTPLayers:0}
-	// pp 2: {PreProcess:false PostProcess:false LayerOffset:4 NumLayers:3 MTPLayers:0}
-	// pp 3: {PreProcess:false PostProcess:true LayerOffset:7 NumLayers:3 MTPLayers:0}
+	// pp 0: {PreProcess:true PostProcess:false LayerOffset:0 NumLayers:1 MTPLayers:0 FinalNorm:false AfterMTP:false}
+	// pp 1: {PreProcess:false PostProcess:false LayerOffset:1 NumLayers:3 MTPLayers:0 FinalNorm:false AfterMTP:false}
+	// pp 2: {PreProcess:false PostProcess:false LayerOffset:4 NumLayers:3 MTPLayers:0 FinalNorm:false AfterMTP:false}
+	// pp 3: {PreProcess:false PostProcess:true LayerOffset:7 NumLayers:3 MTPLayers:0 FinalNorm:true AfterMTP:false}
 	// vpp: 2
-	// pp 1, vp 1: {PreProcess:false PostProcess:true LayerOffset:1 NumLayers:0 MTPLayers:0}
+	// pp 1, vp 1: {PreProcess:false PostProcess:true LayerOffset:1 NumLayers:0 MTPLayers:0 FinalNorm:true AfterMTP:false}
 	// config: 1 invalid setting:
 	//   - pipeline_model_parallel_layout "Et*3|tt|x|L": invalid layer character 'x' at position 9 (stage 2): use E (embedding), t (decoder), m (MTP), L (loss), | between stages
 	//     Et*3|tt|x|L

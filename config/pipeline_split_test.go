@@ -37,11 +37,11 @@ func TestPipelineSplitRules(t *testing.T) {
 			c.PipelineModelParallelLayout = "E|t*3|(t|)*4t|L"
 			return c
 		}, nil, nil},
-		{"the DeepSeek layout (a standalone MTP stage, not built yet)", func() TransformerConfig {
+		{"the DeepSeek layout", func() TransformerConfig {
 			c := pipelined(61, 16, 0)
 			c.PipelineModelParallelLayout, c.MTPNumLayers, c.PositionEmbeddingType = "Et*3|(tt|)*29,m|L", 1, RoPE
 			return c
-		}, [][]string{{fMTP, "pipeline_model_parallel_layout"}}, []string{"pipeline rank 14, virtual stage 1", "standalone MTP stage"}},
+		}, nil, nil},
 		{"mtp with the loss", func() TransformerConfig {
 			c := pipelined(8, 4, 0)
 			c.PipelineModelParallelLayout, c.MTPNumLayers, c.PositionEmbeddingType = "Et|tt|ttt|ttmmL", 2, RoPE
@@ -61,7 +61,7 @@ func TestPipelineSplitRules(t *testing.T) {
 			c := pipelined(8, 2, 0)
 			c.MTPNumLayers, c.PositionEmbeddingType, c.ShareEmbeddingsAndOutputWeights = 1, RoPE, false
 			return c
-		}, [][]string{{fMTP, "share_embeddings_and_output_weights", "pipeline_model_parallel_size"}}, []string{"not built yet"}},
+		}, nil, nil},
 		{"mtp loss scale NaN", func() TransformerConfig {
 			c := pipelined(8, 1, 0)
 			c.MTPNumLayers, c.PositionEmbeddingType, c.MTPLossScalingFactor = 1, RoPE, math.NaN()

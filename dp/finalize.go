@@ -75,15 +75,8 @@ func FinalizeModelGrads(ctx context.Context, chunks []Wrapper, o FinalizeOptions
 			return err
 		}
 	}
-	if len(o.EmbeddingParams) == 2 {
-		if err := sumCopies(gradsOf(chunks, o.EmbeddingParams)); err != nil {
-			return err
-		}
-	}
-	if o.Embedding != nil && o.Embedding.Size() > 1 {
-		if err := sumGrads(ctx, gradsOf(chunks, o.EmbeddingParams), o.Embedding, "the shared word embedding"); err != nil {
-			return err
-		}
+	if err := sumEmbeddings(ctx, gradsOf(chunks, o.EmbeddingParams), o.Embedding); err != nil {
+		return err
 	}
 	if o.PosEmbedding != nil && o.PosEmbedding.Size() > 1 {
 		if err := sumGrads(ctx, gradsOf(chunks, o.PosEmbeddingParams), o.PosEmbedding, "the position embedding"); err != nil {
@@ -162,19 +155,45 @@ func gradsOf(chunks []Wrapper, ps []*nn.Parameter) []*tensor.Tensor {
 	return out
 }
 
-// sumCopies gives both gradients gs of a tied weight held twice on this
-// rank their sum, with comm's reduction kernel in the order of gs (the
-// first stage's copy, then the last stage's), so that the result is the
-// embedding group's all-reduce over two ranks, bit for bit.
+// sumEmbeddings gives every copy of the word embedding, gs on this rank,
+// the sum of all copies' gradients over the embedding group g: the
+// copies on this rank summed first (sumCopies), then the first of them
+// all-reduced over g and copied to the others, so that every rank of g
+// sends one tensor however many copies it holds.
+func sumEmbeddings(ctx context.Context, gs []*tensor.Tensor, g comm.Group) error {
+	if err := sumCopies(gs); err != nil {
+		return err
+	}
+	if g == nil || g.Size() == 1 || len(gs) == 0 {
+		return nil
+	}
+	if err := sumGrads(ctx, gs[:1], g, "the shared word embedding"); err != nil {
+		return err
+	}
+	for _, c := range gs[1:] {
+		c.CopyFrom(gs[0])
+	}
+	return nil
+}
+
+// sumCopies gives the gradients gs of a weight held several times on this
+// rank (the tied embedding under the V placement, or beside an MTP
+// stage's copy) their sum, with comm's reduction kernel in the order of gs
+// (chunk order), so that for two copies the result is the embedding
+// group's all-reduce over two ranks, bit for bit. Fewer than two: nothing
+// to sum (none is a rank keeping no copy's gradient, a shard elsewhere).
 func sumCopies(gs []*tensor.Tensor) error {
-	if len(gs) != 2 {
-		return nil // a rank keeps none of the copies' gradients (a shard elsewhere)
+	if len(gs) < 2 {
+		return nil
 	}
-	a, b := gs[0].Contiguous(), gs[1].Contiguous()
-	if a.DType() != b.DType() || a.Len() != b.Len() || a != gs[0] || b != gs[1] {
-		return fmt.Errorf("dp: the two copies of the shared word embedding on this rank keep gradients of %v %v and %v %v: they must be alike and contiguous to be summed", a.DType(), a.Shape(), b.DType(), b.Shape())
+	bufs := make([]comm.Buffer, len(gs))
+	for i, g := range gs {
+		c := g.Contiguous()
+		if c != g || c.DType() != gs[0].DType() || c.Len() != gs[0].Len() {
+			return fmt.Errorf("dp: the %d copies of the shared word embedding on this rank keep gradients of %v %v and %v %v: they must be alike and contiguous to be summed", len(gs), gs[0].DType(), gs[0].Shape(), g.DType(), g.Shape())
+		}
+		bufs[i] = bufferOf(c)
 	}
-	bufs := []comm.Buffer{bufferOf(a), bufferOf(b)}
 	comm.Reduce(comm.Sum, bufs, bufs)
 	return nil
 }

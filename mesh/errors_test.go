@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -74,7 +75,7 @@ func TestBuildErrorOnce(t *testing.T) {
 func TestBuildDefaults(t *testing.T) {
 	l := mustBuild(t, Sizes{World: 4})
 	want := Dims{Sizes: Sizes{TP: 1, PP: 1, CP: 1, EP: 1, ETP: 1, World: 4, NumDistOptInstances: 1, Order: DefaultOrder}, DP: 4, EDP: 4}
-	if got := l.Sizes(); got != want {
+	if got := l.Sizes(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Sizes() = %+v, want %+v", got, want)
 	}
 	if got := l.DenseGrid().Order(); got != DefaultOrder {

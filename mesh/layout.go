@@ -150,7 +150,7 @@ func (l *Layout) build() {
 	add(GroupMP, dense.GetRanks("tp-pp"))
 	var embd, pos [][]int
 	for _, g := range pp {
-		embd = append(embd, embeddingRanks(g, d.Placement))
+		embd = append(embd, embeddingRanks(g, d.Placement, d.EmbeddingStages))
 		pos = append(pos, []int{g[0]})
 	}
 	add(GroupEmbd, embd)
@@ -293,8 +293,15 @@ func (l *Layout) pipelineStep(rank, step int) (int, error) {
 // embeddingRanks returns the ranks of pipeline g holding the first and
 // the last stage of the model under placement pl (each once): Megatron's
 // get_embedding_ranks, g[0] and g[P−1] under the loop placement, g[0]
-// alone under the V.
-func embeddingRanks(g []int, pl config.PipelinePlacement) []int {
+// alone under the V; or, given stages, g's ranks at those pipeline ranks.
+func embeddingRanks(g []int, pl config.PipelinePlacement, stages []int) []int {
+	if stages != nil {
+		out := make([]int, len(stages))
+		for i, p := range stages {
+			out[i] = g[p]
+		}
+		return out
+	}
 	first, last := pl.Ends(len(g))
 	if first == last {
 		return []int{g[first]}

@@ -106,6 +106,15 @@ func TestPipelineRing(t *testing.T) {
 	// last stage: the word-embedding group is that rank alone.
 	v := mustBuild(t, Sizes{World: 8, TP: 2, PP: 4, Placement: config.PlacementV})
 	checkGroups(t, "embd under the V", v.Groups(GroupEmbd), [][]int{{0}, {1}})
+	// With multi-token prediction the stages holding a copy of the word
+	// embedding are given: here the first, an MTP stage and the last.
+	mtp := mustBuild(t, Sizes{World: 8, TP: 2, PP: 4, EmbeddingStages: []int{0, 2, 3}})
+	checkGroups(t, "embd with an MTP stage", mtp.Groups(GroupEmbd), [][]int{{0, 4, 6}, {1, 5, 7}})
+	for _, bad := range [][]int{{0, 4}, {2, 1}, {-1}, {1, 1}} {
+		if _, err := Build(Sizes{World: 8, TP: 2, PP: 4, EmbeddingStages: bad}); err == nil || !strings.Contains(err.Error(), "want ascending pipeline ranks in [0, 4)") {
+			t.Errorf("EmbeddingStages %v: error %v", bad, err)
+		}
+	}
 	if _, err := l.PipelineNextRank(8); err == nil || !strings.Contains(err.Error(), "rank 8 is outside the world [0, 8)") {
 		t.Errorf("PipelineNextRank(8) error = %v", err)
 	}

@@ -24,6 +24,11 @@ type Sizes struct {
 	// which ranks of each pipeline hold the first and the last stage, the
 	// word-embedding group (both rank 0 of the pipeline under the V).
 	Placement config.PipelinePlacement
+	// EmbeddingStages, when set, are the pipeline ranks that hold the word
+	// embedding or a copy of it (config.TransformerConfig.WordEmbeddingStages:
+	// with multi-token prediction the depths' stage too): the word-embedding
+	// group instead of the placement's ends.
+	EmbeddingStages []int
 }
 
 // Dims are the resolved sizes of a Layout: the given Sizes with every default filled in,
@@ -69,6 +74,11 @@ func (s Sizes) resolve() (Dims, error) {
 	}
 	if d.Order == "" {
 		d.Order = DefaultOrder
+	}
+	for i, p := range d.EmbeddingStages {
+		if p < 0 || p >= d.PP || i > 0 && p <= d.EmbeddingStages[i-1] {
+			return Dims{}, fmt.Errorf("mesh: EmbeddingStages %v: want ascending pipeline ranks in [0, %d)", d.EmbeddingStages, d.PP)
+		}
 	}
 
 	w := d.World

@@ -15,10 +15,12 @@ import (
 
 // mtpBatches returns the inputs of the multi-token-prediction depths for
 // the micro-batch full (before cp.Split): each depth's batch (gpt.MTPBatch)
-// cut to this rank's part; nil for a chunk without the depths, or in
-// evaluation (forwardOnly), where the reference computes and drops them.
+// cut to this rank's part, for the chunk with the depths and those after
+// it (whose input carries the depths' states, and the head that reads
+// their labels); nil for the others, or in evaluation (forwardOnly),
+// where the reference computes the depths and drops them.
 func (t *trainer) mtpBatches(c *gpt.Model, full data.Batch, forwardOnly bool) []data.Batch {
-	if forwardOnly || !c.Spec.MTP {
+	if forwardOnly || !c.Spec.MTP && !c.Spec.AfterMTP {
 		return nil
 	}
 	out := make([]data.Batch, t.a.Model.MTPNumLayers)

@@ -37,15 +37,22 @@ func mtpRun(t *testing.T, a Args) (losses, mtp []float64, grads *safetensors.Fil
 // 1e-5, under TP 2 with SP, CP 2 (the depths' rolled tokens cross the CP
 // ranks), PP 2 and PP 2 × VPP 2 with the depths beside the loss, a layout
 // string with m, DP 2 with the distributed optimizer and overlapped
-// reduction, full and selective recompute, and, with MoE layers (the
-// depths' layers then MoE too), EP 2.
+// reduction, full and selective recompute, a standalone MTP stage
+// (Ett|tt|mm|L, alone, with TP 2 + SP and with CP 2), an untied model at
+// PP 2 and standalone (the depths' stage then holds a copy of the word
+// embedding), the reference documentation's three MTP layouts on 8
+// layers over PP 4 × VPP 2, and, with MoE layers (the depths' layers then
+// MoE too), EP 2 and EP 2 × PP 2.
 func TestMTPMatchesSingleRank(t *testing.T) {
 	for _, variant := range []struct {
 		name    string
 		set     func(m *config.TransformerConfig)
 		layouts []string
 	}{
-		{"dense", func(*config.TransformerConfig) {}, []string{"tp2-sp", "cp2", "pp2", "pp2-vpp2", "pp2-layout", "dp2-distopt", "recompute-full", "recompute-selective"}},
+		{"dense", func(*config.TransformerConfig) {}, []string{"tp2-sp", "cp2", "pp2", "pp2-vpp2", "pp2-layout", "dp2-distopt", "recompute-full", "recompute-selective",
+			"pp2-standalone", "pp2-standalone-tp2-sp", "pp2-standalone-cp2"}},
+		{"untied", func(m *config.TransformerConfig) { m.ShareEmbeddingsAndOutputWeights = false }, []string{"pp2", "pp2-standalone"}},
+		{"8-layers", func(m *config.TransformerConfig) { m.NumLayers = 8 }, []string{"doc-E|t*3|(t|)*5mmL", "doc-E|t*3|(t|)*4tmm|L", "doc-E|t*3|(t|)*3tt|mm|L"}},
 		{"moe", func(m *config.TransformerConfig) {
 			m.NumMoEExperts, m.MoEFFNHiddenSize, m.MoEAuxLossCoeff = 4, 32, 0.01
 		}, []string{"ep2", "ep2-pp2"}},
@@ -95,6 +102,27 @@ func mtpLayout(name string) Args {
 		case "pp2-layout":
 			a.Model.PipelineModelParallelLayout = "Et|t|t|tmmL"
 		}
+	case "pp2-standalone":
+		// Ett|tt|mm|L: the depths on rank 0's second chunk, apart from the
+		// loss on rank 1's.
+		a = mtpArgs(2)
+		a.Model.PipelineModelParallelSize, a.Model.VirtualPipelineModelParallelSize = 2, 2
+		a.Model.PipelineModelParallelLayout = "Ett|tt|mm|L"
+	case "pp2-standalone-tp2-sp", "pp2-standalone-cp2":
+		a = mtpArgs(4)
+		a.Model.PipelineModelParallelSize, a.Model.VirtualPipelineModelParallelSize = 2, 2
+		a.Model.PipelineModelParallelLayout = "Ett|tt|mm|L"
+		if name == "pp2-standalone-cp2" {
+			a.Model.ContextParallelSize = 2
+		} else {
+			a.Model.TensorModelParallelSize, a.Model.SequenceParallel = 2, true
+		}
+	case "doc-E|t*3|(t|)*5mmL", "doc-E|t*3|(t|)*4tmm|L", "doc-E|t*3|(t|)*3tt|mm|L":
+		// The reference's documented MTP layouts (with two m), for 8
+		// layers over PP 4 × VPP 2.
+		a = mtpArgs(4)
+		a.Model.PipelineModelParallelSize, a.Model.VirtualPipelineModelParallelSize = 4, 2
+		a.Model.PipelineModelParallelLayout = name[len("doc-"):]
 	case "dp2-distopt":
 		a = mtpArgs(2)
 		a.DDP.UseDistributedOptimizer, a.DDP.OverlapGradReduce = true, true
@@ -118,9 +146,10 @@ func mtpLayout(name string) Args {
 }
 
 // TestMTPCheckpointAcrossLayouts saves a model with two MTP depths at
-// PP 2 with the distributed optimizer after 5 iterations and loads it on
-// one rank and at TP 2 with SP: the next 5 losses and depth losses equal
-// an uninterrupted run's at the loading layout to 1e-6, so the depths'
+// PP 2 with the distributed optimizer after 5 iterations and loads it at
+// PP 2, on one rank (selective recompute), at TP 2 with SP and with a
+// standalone MTP stage: the next 5 losses and depth losses equal an
+// uninterrupted run's at the loading layout to 1e-6, so the depths'
 // parameters travel by name (mtp.layers.{k}.…) like the decoder's.
 func TestMTPCheckpointAcrossLayouts(t *testing.T) {
 	layout := func(name string) Args {
@@ -134,7 +163,7 @@ func TestMTPCheckpointAcrossLayouts(t *testing.T) {
 	first := saving
 	first.TrainIters, first.Save = 5, dir
 	mustRun(t, first)
-	for _, name := range []string{"pp2", "recompute-selective", "tp2-sp"} {
+	for _, name := range []string{"pp2", "recompute-selective", "tp2-sp", "pp2-standalone"} {
 		t.Run(name, func(t *testing.T) {
 			a := layout(name)
 			if name == "pp2" {

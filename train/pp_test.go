@@ -2,7 +2,6 @@ package train
 
 import (
 	"context"
-	"github.com/gotron/gotron/config"
 	"strings"
 	"testing"
 )
@@ -152,11 +151,10 @@ func TestPipelineParallelErrors(t *testing.T) {
 			*a = ppArgs(2, 1, 2)
 			a.Model.PipelineModelParallelLayout = "Ett|ttmL"
 		}, []string{"1 MTP layers (m)", "remove the m or set --mtp-num-layers 1"}},
-		{"standalone mtp stage", func(a *Args) {
+		{"mtp with learned positions", func(a *Args) {
 			*a = ppArgs(2, 1, 2)
-			a.Model.PipelineModelParallelLayout, a.Model.VirtualPipelineModelParallelSize = "Ett|tt|m|L", 2
-			a.Model.MTPNumLayers, a.Model.PositionEmbeddingType = 1, config.RoPE
-		}, []string{"pipeline rank 0, virtual stage 1, apart from the loss", "standalone MTP stage is not built yet"}},
+			a.Model.MTPNumLayers = 1
+		}, []string{"mtp_num_layers = 1 with position_embedding_type learned_absolute", "rope or none"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var a Args

@@ -98,6 +98,7 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *source.Sets, 
 		TP: mp.TensorModelParallelSize, PP: mp.PipelineModelParallelSize, CP: mp.ContextParallelSize,
 		EP: mp.ExpertModelParallelSize, ETP: mp.EffectiveExpertTensorParallelSize(),
 		NumDistOptInstances: a.DDP.NumDistributedOptimizerInstances, Placement: a.Model.PipelinePlacement,
+		EmbeddingStages: a.Model.WordEmbeddingStages(),
 	})
 	if err != nil {
 		return nil, err
@@ -206,10 +207,7 @@ func (t *trainer) buildChunks() error {
 		return err
 	}
 	for _, c := range all[t.pp.Rank()] {
-		m, err := gpt.NewChunk(t.a.Model, rng.New(t.a.Seed), t.tp, gpt.ChunkSpec{
-			PreProcess: c.PreProcess, PostProcess: c.PostProcess, LayerOffset: c.LayerOffset, NumLayers: c.NumLayers,
-			MTP: c.MTPLayers > 0,
-		}, gpt.WithExperts(t.expertGroups()), gpt.WithContextParallel(t.cp))
+		m, err := gpt.NewChunk(t.a.Model, rng.New(t.a.Seed), t.tp, gpt.SpecOf(c), gpt.WithExperts(t.expertGroups()), gpt.WithContextParallel(t.cp))
 		if err != nil {
 			return err
 		}
@@ -233,6 +231,7 @@ func (t *trainer) newP2P(ctx context.Context) error {
 	}
 	cfg := p2p.ConfigFrom(&t.a.Model.ModelParallelConfig)
 	cfg.Timers = t.timersFunc()
+	cfg.MTPStandalone = cfg.MTPStandalone || t.a.Model.MTPStandalone()
 	var err error
 	if t.p2p, err = p2p.New(t.pp, cfg); err != nil || !t.a.Model.PipelinePlacement.GradientsApart() {
 		return err
@@ -291,20 +290,19 @@ func (t *trainer) normParams() []*nn.Parameter {
 }
 
 // sharedEmbeddings are the word-embedding weights this rank holds for the
-// embedding group's gradient all-reduce: the first chunk's on the first
-// stage, the last chunk's on the last stage (Megatron's
-// shared_embedding_or_output_weight of model[0] and model[-1]). An untied
-// model shares nothing.
+// embedding group's gradient all-reduce: every chunk's that holds the
+// weight or a copy (the first stage's, the tied output layer's, the MTP
+// depths'; config.HoldsWordEmbedding), in chunk order. Nothing when no
+// other rank holds one (config.TransformerConfig.WordEmbeddingShared).
 func (t *trainer) sharedEmbeddings() []*nn.Parameter {
-	if t.pp.Size() == 1 || !t.a.Model.ShareEmbeddingsAndOutputWeights {
+	if !t.a.Model.WordEmbeddingShared() {
 		return nil
 	}
 	var out []*nn.Parameter
-	if t.firstStage() {
-		out = append(out, t.chunks[0].WordEmbeddings)
-	}
-	if t.lastStage() {
-		out = append(out, t.chunks[len(t.chunks)-1].WordEmbeddings)
+	for _, c := range t.chunks {
+		if c.WordEmbeddings != nil {
+			out = append(out, c.WordEmbeddings)
+		}
 	}
 	return out
 }

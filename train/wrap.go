@@ -37,7 +37,7 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 			}
 		}
 		var shared *nn.Parameter
-		if t.pp.Size() > 1 && c.WordEmbeddings != nil && a.Model.ShareEmbeddingsAndOutputWeights {
+		if c.WordEmbeddings != nil && a.Model.WordEmbeddingShared() {
 			shared = c.WordEmbeddings
 		}
 		var d dp.Wrapper

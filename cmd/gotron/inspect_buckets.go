@@ -167,10 +167,7 @@ func (f *bucketsFlags) report() (bucketsReport, error) {
 	dpcp := dpSize * m.ContextParallelSize
 	r := bucketsReport{pipeRank: f.pipeRank, pipeSize: len(chunks), dp: dpcp, cp: m.ContextParallelSize, world: world, ddp: ddp, dtype: dp.GradDTypeFor(resolved.ParamDType(), ddp.GradReduceInFP32)}
 	for v, ch := range chunks[f.pipeRank] {
-		specs, err := gpt.ChunkParamSpecs(m, m.TensorModelParallelSize, gpt.ChunkSpec{
-			PreProcess: ch.PreProcess, PostProcess: ch.PostProcess, LayerOffset: ch.LayerOffset, NumLayers: ch.NumLayers,
-			MTP: ch.MTPLayers > 0,
-		})
+		specs, err := gpt.ChunkParamSpecs(m, m.TensorModelParallelSize, gpt.SpecOf(ch))
 		if err != nil {
 			return bucketsReport{}, err
 		}

@@ -140,7 +140,11 @@ func (m *Model) ForwardInputs(t *autograd.Tape, in Inputs, r *Randomness, checkp
 		if x = m.input; x == nil {
 			return nil, fmt.Errorf("gpt: the model chunk of decoder layers [%d, %d) has no embedding and no input tensor: call SetInputTensor before Forward", spec.LayerOffset, spec.LayerOffset+spec.NumLayers)
 		}
-		if err := m.checkInput(x, b, s); err != nil {
+		parts := 1
+		if spec.AfterMTP && in.MTP != nil {
+			parts += len(in.MTP) // the depths' states follow the main ones
+		}
+		if err := m.checkInput(x, b, s, parts); err != nil {
 			return nil, err
 		}
 	}
@@ -154,27 +158,69 @@ func (m *Model) ForwardInputs(t *autograd.Tape, in Inputs, r *Randomness, checkp
 	}
 	recompute := checkpoint == nil || *checkpoint
 	x = m.decoder(t, x, ps, stats, recompute)
-	if err := t.Err(); err != nil || !spec.PostProcess {
+	if err := t.Err(); err != nil || m.FinalLayernormW == nil && !spec.MTP && !spec.PostProcess {
 		return x, err
 	}
-	headParams := nonNil(m.FinalLayernormW, m.FinalLayernormB, m.OutputLayerWeight())
-	if err := preHook(in.PreHook, headParams...); err != nil {
+	tailParams := nonNil(m.FinalLayernormW, m.FinalLayernormB)
+	if spec.PostProcess {
+		tailParams = append(tailParams, m.OutputLayerWeight())
+	}
+	if spec.MTP && !slices.Contains(tailParams, m.WordEmbeddings) {
+		tailParams = append(tailParams, m.WordEmbeddings) // the depths embed with it
+	}
+	if err := preHook(in.PreHook, tailParams...); err != nil {
 		return nil, err
 	}
-	y, err := m.head(t, x, labels, in, ps, stats, recompute)
+	y, err := m.tail(t, x, labels, in, ps, stats, recompute)
 	if err != nil {
 		return nil, err
 	}
-	return postHook(in.PostHook, y, headParams...), t.Err()
+	return postHook(in.PostHook, y, tailParams...), t.Err()
 }
 
-// checkInput checks the shape of the hidden states SetInputTensor gave.
-func (m *Model) checkInput(x *autograd.Var, b, s int) error {
+// tail runs what follows the chunk's decoder layers: the final layernorm
+// (when the chunk holds it, config.TransformerConfig.HoldsFinalNorm), the MTP depths (Spec.MTP, given in.MTP) and the head
+// (Spec.PostProcess). A chunk with the depths but not the head returns the
+// main hidden states followed by each depth's along the sequence; a head
+// after them (Spec.AfterMTP) splits its input so.
+func (m *Model) tail(t *autograd.Tape, x *autograd.Var, labels []int32, in Inputs, ps *pass, stats *ActivationStats, recompute bool) (*autograd.Var, error) {
+	spec := m.Spec
+	if m.FinalLayernormW != nil {
+		x = m.norm(t, x, m.FinalLayernormW, m.FinalLayernormB)
+	}
+	if !spec.PostProcess {
+		if !spec.MTP || in.MTP == nil {
+			return x, t.Err()
+		}
+		parts := []*autograd.Var{x}
+		err := m.mtpDepths(t, x, in, ps, recompute, func(_ int, h *autograd.Var) error {
+			parts = append(parts, h)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return autograd.Cat(t, 0, parts...), t.Err()
+	}
+	var depths []*autograd.Var
+	if spec.AfterMTP && in.MTP != nil {
+		rows := x.Value.Dim(0) / (1 + len(in.MTP))
+		for k := range 1 + len(in.MTP) {
+			depths = append(depths, autograd.Narrow(t, x, 0, k*rows, rows))
+		}
+		x, depths = depths[0], depths[1:]
+	}
+	return m.head(t, x, labels, depths, in, ps, stats, recompute)
+}
+
+// checkInput checks the shape of the hidden states SetInputTensor gave:
+// parts of s rows each along the sequence.
+func (m *Model) checkInput(x *autograd.Var, b, s, parts int) error {
 	rows := s
 	if m.sequenceParallel() {
 		rows = s / m.tpSize()
 	}
-	want := []int{rows, b, m.Config.HiddenSize}
+	want := []int{parts * rows, b, m.Config.HiddenSize}
 	if !slices.Equal(x.Shape(), want) {
 		return fmt.Errorf("gpt: the input tensor of the model chunk of decoder layers [%d, %d) has shape %v, want %v", m.Spec.LayerOffset, m.Spec.LayerOffset+m.Spec.NumLayers, x.Shape(), want)
 	}
@@ -211,13 +257,13 @@ func (m *Model) embed(t *autograd.Tape, ids, positions []int32, b, s int, hidden
 	return nn.Dropout(t, x, m.Config.HiddenDropout, hidden), nil
 }
 
-// head runs the final layernorm and the output layer on x and returns the
-// per-token losses against labels, or the logits when labels is nil (see
-// Forward); with in.MTP given, the MTP depths' losses follow the main ones
-// (see ForwardInputs).
-func (m *Model) head(t *autograd.Tape, x *autograd.Var, labels []int32, in Inputs, ps *pass, stats *ActivationStats, recompute bool) (*autograd.Var, error) {
+// head runs the output layer on the normed x and returns the per-token
+// losses against labels, or the logits when labels is nil (see Forward);
+// with in.MTP given, the MTP depths' losses follow the main ones (see
+// ForwardInputs): of the depths the chunk runs, or of depths, their
+// hidden states from an earlier chunk.
+func (m *Model) head(t *autograd.Tape, x *autograd.Var, labels []int32, depths []*autograd.Var, in Inputs, ps *pass, stats *ActivationStats, recompute bool) (*autograd.Var, error) {
 	b, s := in.Rows, in.Seq
-	x = m.norm(t, x, m.FinalLayernormW, m.FinalLayernormB)
 	if labels == nil {
 		logits, err := m.logits(t, x)
 		if err != nil {
@@ -233,10 +279,30 @@ func (m *Model) head(t *autograd.Tape, x *autograd.Var, labels []int32, in Input
 	if stats != nil {
 		stats.AfterHead, stats.AfterLoss = t.ActivationBytes(), t.ActivationBytes()
 	}
-	if err != nil || in.MTP == nil || len(m.MTP) == 0 {
+	if err != nil || in.MTP == nil || m.Config.MTPNumLayers == 0 {
 		return losses, err
 	}
-	more, err := m.mtpLosses(t, x, in, ps, stats, recompute)
+	var more []*autograd.Var
+	loss := func(k int, h *autograd.Var) error {
+		if err := checkTokens(fmt.Sprintf("MTP depth %d label", k), in.MTP[k].Labels, b, s, m.Config.VocabSize); err != nil {
+			return err
+		}
+		l, err := m.outputLoss(t, h, in.MTP[k].Labels, b, s)
+		if stats != nil {
+			stats.AfterMTP = append(stats.AfterMTP, t.ActivationBytes())
+		}
+		more = append(more, l)
+		return err
+	}
+	if m.Spec.MTP {
+		err = m.mtpDepths(t, x, in, ps, recompute, loss)
+	} else {
+		for k, h := range depths {
+			if err = loss(k, h); err != nil {
+				break
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -58,8 +58,8 @@ type Model struct {
 	// Layers are the chunk's decoder layers: Layers[i] is global layer
 	// Spec.LayerOffset+i.
 	Layers          []*Layer
-	FinalLayernormW *nn.Parameter // decoder.final_layernorm.weight [h] (PostProcess only)
-	FinalLayernormB *nn.Parameter // decoder.final_layernorm.bias [h] (PostProcess with LayerNorm only)
+	FinalLayernormW *nn.Parameter // decoder.final_layernorm.weight [h] (Spec.FinalNorm only)
+	FinalLayernormB *nn.Parameter // decoder.final_layernorm.bias [h] (Spec.FinalNorm with LayerNorm only)
 	// Output is the output layer: column-parallel, no bias, logits
 	// [s, b, V_pad/tp] (PostProcess only). Tied, it has no weight of its
 	// own and is given the word embedding's; untied
@@ -82,17 +82,33 @@ type Model struct {
 // ChunkSpec says which part of the GPT a model chunk holds.
 type ChunkSpec struct {
 	PreProcess  bool // the word and position embeddings
-	PostProcess bool // the final layernorm, the output layer and the loss
+	PostProcess bool // the output layer and the loss
 	LayerOffset int  // global index of the first decoder layer
 	NumLayers   int  // number of decoder layers (may be 0)
 	// MTP says the chunk holds the mtp_num_layers multi-token-prediction
-	// depths (all or none; with PostProcess).
+	// depths (all or none), and with them a copy of the word embedding.
 	MTP bool
+	// AfterMTP says the depths ran on an earlier chunk: in training the
+	// chunk's input holds the main hidden states followed by each depth's
+	// along the sequence (config.PipelineChunk.AfterMTP).
+	AfterMTP bool
 }
 
 // WholeModel is the spec of the chunk that holds the whole model.
 func WholeModel(cfg config.TransformerConfig) ChunkSpec {
 	return ChunkSpec{PreProcess: true, PostProcess: true, NumLayers: cfg.NumLayers, MTP: cfg.MTPNumLayers > 0}
+}
+
+// SpecOf is the spec of the pipeline chunk ch (config.PipelineChunks).
+func SpecOf(ch config.PipelineChunk) ChunkSpec {
+	return ChunkSpec{PreProcess: ch.PreProcess, PostProcess: ch.PostProcess, LayerOffset: ch.LayerOffset, NumLayers: ch.NumLayers,
+		MTP: ch.MTPLayers > 0, AfterMTP: ch.AfterMTP}
+}
+
+// finalNorm reports whether the chunk holds the decoder's final layernorm
+// (config.TransformerConfig.HoldsFinalNorm).
+func (s ChunkSpec) finalNorm(cfg config.TransformerConfig) bool {
+	return cfg.HoldsFinalNorm(s.PostProcess, s.LayerOffset, s.NumLayers)
 }
 
 // Layer is one transformer layer (decoder.layers.{i}, or an MTP depth's
@@ -171,9 +187,8 @@ func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec Chu
 	if spec.LayerOffset < 0 || spec.NumLayers < 0 || spec.LayerOffset+spec.NumLayers > cfg.NumLayers {
 		return nil, fmt.Errorf("gpt: a model chunk of decoder layers [%d, %d) does not fit num_layers %d", spec.LayerOffset, spec.LayerOffset+spec.NumLayers, cfg.NumLayers)
 	}
-	if spec.MTP && (!spec.PostProcess || cfg.MTPNumLayers == 0 || !spec.PreProcess && !cfg.ShareEmbeddingsAndOutputWeights) {
-		return nil, fmt.Errorf("gpt: a model chunk holding the MTP depths needs the loss, mtp_num_layers > 0 and the word embedding (the first stage's, or the tied output layer's copy); got post_process %v, mtp_num_layers %d, pre_process %v, tied %v",
-			spec.PostProcess, cfg.MTPNumLayers, spec.PreProcess, cfg.ShareEmbeddingsAndOutputWeights)
+	if (spec.MTP || spec.AfterMTP) && cfg.MTPNumLayers == 0 || spec.MTP && spec.AfterMTP {
+		return nil, fmt.Errorf("gpt: a model chunk with mtp %v and after_mtp %v for mtp_num_layers %d: the depths need mtp_num_layers > 0 and sit on one chunk", spec.MTP, spec.AfterMTP, cfg.MTPNumLayers)
 	}
 	ws := 1
 	if tpg != nil {
@@ -191,14 +206,14 @@ func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec Chu
 	b.m = m
 	h, v, vp := cfg.HiddenSize, cfg.VocabSize, cfg.PaddedVocabSize()
 	var err error
-	if spec.PreProcess || spec.PostProcess && cfg.ShareEmbeddingsAndOutputWeights {
+	if config.HoldsWordEmbedding(spec.PreProcess, spec.PostProcess, spec.MTP, cfg.ShareEmbeddingsAndOutputWeights) {
 		m.Embedding, err = tp.NewVocabParallelEmbedding("embedding.word_embeddings", vp, h, tpg, b.vocabInit(), tp.WithReduceScatterEmbeddings(b.sp))
 		if err != nil {
 			return nil, err
 		}
 		m.WordEmbeddings = m.add(m.Embedding.Weight)
-		// A chunk without the embedding holds the tied weight as its
-		// output layer: a copy of the first chunk's.
+		// A chunk without the embedding holds the weight as the tied
+		// output layer's, or the MTP depths', a copy of the first chunk's.
 		m.WordEmbeddings.Shared = !spec.PreProcess
 	} else {
 		b.skip(v * h)
@@ -223,12 +238,17 @@ func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec Chu
 		}
 		m.Layers = append(m.Layers, l)
 	}
-	if !spec.PostProcess {
+	if spec.finalNorm(cfg) {
+		m.FinalLayernormW, m.FinalLayernormB = b.norm("decoder.final_layernorm")
+	}
+	if !spec.PostProcess && !spec.MTP {
 		return m, nil
 	}
-	m.FinalLayernormW, m.FinalLayernormB = b.norm("decoder.final_layernorm")
 	if err := b.mtp(spec); err != nil {
 		return nil, err
+	}
+	if !spec.PostProcess {
+		return m, nil
 	}
 	oc := tp.ColumnParallelConfig{Group: tpg, SkipWeightParamAllocation: true, SequenceParallel: b.sp, UnfusedWeightGrad: b.unfused}
 	if !cfg.ShareEmbeddingsAndOutputWeights {

@@ -153,40 +153,31 @@ func (l *MTPLayer) forward(t *autograd.Tape, m *Model, h *autograd.Var, ids []in
 	return run(t, []*autograd.Var{h, e})
 }
 
-// mtpLosses runs the MTP depths on the decoder's normed output x and
-// returns each depth's per-token losses against its labels (see
+// mtpDepths runs the MTP depths on the decoder's normed output x and
+// hands each depth's hidden states to each, in depth order (see
 // ForwardInputs).
-func (m *Model) mtpLosses(t *autograd.Tape, x *autograd.Var, in Inputs, ps *pass, stats *ActivationStats, recompute bool) ([]*autograd.Var, error) {
+func (m *Model) mtpDepths(t *autograd.Tape, x *autograd.Var, in Inputs, ps *pass, recompute bool, each func(k int, h *autograd.Var) error) error {
 	if len(in.MTP) != len(m.MTP) {
-		return nil, fmt.Errorf("gpt: the chunk holds %d MTP depths but the micro-batch gives inputs for %d (gpt.MTPBatch)", len(m.MTP), len(in.MTP))
+		return fmt.Errorf("gpt: the chunk holds %d MTP depths but the micro-batch gives inputs for %d (gpt.MTPBatch)", len(m.MTP), len(in.MTP))
 	}
 	b, s := in.Rows, in.Seq
-	var out []*autograd.Var
 	h := x
 	for k, l := range m.MTP {
 		if err := checkTokens(fmt.Sprintf("MTP depth %d token id", k), in.MTP[k].IDs, b, s, m.Config.VocabSize); err != nil {
-			return nil, err
+			return err
 		}
-		if err := checkTokens(fmt.Sprintf("MTP depth %d label", k), in.MTP[k].Labels, b, s, m.Config.VocabSize); err != nil {
-			return nil, err
-		}
-		used := l.parameters() // (the word embedding's hooks ran with the embedding's or the head's)
+		used := l.parameters() // (the word embedding's hooks ran with the chunk's tail's)
 		if err := preHook(ps.preHook, used...); err != nil {
-			return nil, err
+			return err
 		}
 		var err error
 		if h, err = l.forward(t, m, h, in.MTP[k].IDs, b, s, ps, recompute); err != nil {
-			return nil, err
+			return err
 		}
 		h = postHook(ps.postHook, h, used...)
-		losses, err := m.outputLoss(t, h, in.MTP[k].Labels, b, s)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, losses)
-		if stats != nil {
-			stats.AfterMTP = append(stats.AfterMTP, t.ActivationBytes())
+		if err := each(k, h); err != nil {
+			return err
 		}
 	}
-	return out, nil
+	return t.Err()
 }

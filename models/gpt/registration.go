@@ -116,9 +116,14 @@ func paramList(cfg config.TransformerConfig, tpSize int, spec ChunkSpec, registe
 			add(name+".bias", n)
 		}
 	}
-	word := ParamSpec{Name: "embedding.word_embeddings.weight", Shape: []int{v, h}, SharedEmbedding: registered && tied && cfg.PipelineModelParallelSize > 1}
-	if spec.PreProcess {
+	word := ParamSpec{Name: "embedding.word_embeddings.weight", Shape: []int{v, h},
+		SharedEmbedding: registered && cfg.WordEmbeddingShared()}
+	if spec.PreProcess || spec.MTP && registered {
+		// (the MTP depths' copy registers first, as the reference's
+		// embedding on an MTP stage)
 		out = append(out, word)
+	}
+	if spec.PreProcess {
 		if cfg.LearnedPositions() {
 			add("embedding.position_embeddings.weight", cfg.MaxPositions(), h)
 		}
@@ -126,7 +131,7 @@ func paramList(cfg config.TransformerConfig, tpSize int, spec ChunkSpec, registe
 	for i := spec.LayerOffset; i < spec.LayerOffset+spec.NumLayers; i++ {
 		layerParams(cfg, tpSize, fmt.Sprintf("decoder.layers.%d.", i), cfg.IsMoELayer(i), add, norm)
 	}
-	if spec.PostProcess {
+	if spec.finalNorm(cfg) {
 		norm("decoder.final_layernorm", h)
 	}
 	if spec.MTP {
@@ -143,7 +148,7 @@ func paramList(cfg config.TransformerConfig, tpSize int, spec ChunkSpec, registe
 		switch {
 		case !tied:
 			add("output_layer.weight", v, h)
-		case registered && !spec.PreProcess:
+		case registered && !spec.PreProcess && !spec.MTP:
 			out = append(out, word)
 		}
 	}
@@ -219,15 +224,13 @@ func (m *Model) RegisteredParameters() []*nn.Parameter {
 			}
 		}
 	}
-	if m.Spec.PreProcess {
+	if m.Spec.PreProcess || m.Spec.MTP {
 		add(m.WordEmbeddings, m.PositionEmbeddings)
 	}
 	for _, l := range m.Layers {
 		add(l.registered()...)
 	}
-	if m.Spec.PostProcess {
-		add(m.FinalLayernormW, m.FinalLayernormB)
-	}
+	add(m.FinalLayernormW, m.FinalLayernormB)
 	for _, l := range m.MTP {
 		add(l.EnormW, l.EnormB, l.HnormW, l.HnormB)
 		add(l.EHProj.Parameters()...)
@@ -236,7 +239,7 @@ func (m *Model) RegisteredParameters() []*nn.Parameter {
 	}
 	if m.Spec.PostProcess {
 		add(m.OutputWeight)
-		if !m.Spec.PreProcess {
+		if !m.Spec.PreProcess && !m.Spec.MTP {
 			add(m.WordEmbeddings)
 		}
 	}
