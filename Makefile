@@ -142,6 +142,8 @@ reference:
 	/usr/bin/python3 tools/torchref/gpt_ref.py --config moe_c --out testdata/gpt_ref_moe_c --check testdata/gpt_ref_moe_c
 	/usr/bin/python3 tools/torchref/gpt_ref.py --config mtp_a --out testdata/gpt_ref_mtp_a --check testdata/gpt_ref_mtp_a
 	/usr/bin/python3 tools/torchref/gpt_ref.py --config mtp_b --out testdata/gpt_ref_mtp_b --check testdata/gpt_ref_mtp_b
+	/usr/bin/python3 tools/torchref/gpt_ref.py --config mla_a --out testdata/gpt_ref_mla_a --check testdata/gpt_ref_mla_a
+	/usr/bin/python3 tools/torchref/gpt_ref.py --config mla_b --out testdata/gpt_ref_mla_b --check testdata/gpt_ref_mla_b
 	/usr/bin/python3 tools/torchref/tp_ce_ref.py --out testdata/tp_ce
 	/usr/bin/python3 tools/torchref/tp_ce_ref.py --check testdata/tp_ce
 	/usr/bin/python3 tools/torchref/bucket_layout_ref.py

@@ -89,8 +89,14 @@ func (c TransformerConfig) QKVWidth() int {
 }
 
 // AttentionWidth returns n·d, the width of the attention's output and of
-// linear_proj's input (h unless kv_channels is set).
-func (c TransformerConfig) AttentionWidth() int { return c.NumAttentionHeads * c.HeadDim() }
+// linear_proj's input (h unless kv_channels is set; n·v_head_dim under
+// multi-latent attention).
+func (c TransformerConfig) AttentionWidth() int {
+	if c.MultiLatentAttention {
+		return c.NumAttentionHeads * c.VHeadDim
+	}
+	return c.NumAttentionHeads * c.HeadDim()
+}
 
 // FC1Width returns linear_fc1's output width: FFN(), doubled for a gated
 // linear unit (gate and up projections).
@@ -237,5 +243,8 @@ func (c TransformerConfig) OptionsDesc() string {
 	add(!c.AddBiasLinear && !c.AddQKVBias, "no biases")
 	add(!c.AddBiasLinear && c.AddQKVBias, "biases on linear_qkv only")
 	add(c.ApplyResidualConnectionPostLayernorm, "post-norm residuals")
+	add(c.MultiLatentAttention && c.RopeType == "yarn" && c.RotaryScalingFactor > 1, "multi-latent attention with YaRN ×%g", c.RotaryScalingFactor)
+	add(c.MultiLatentAttention && !(c.RopeType == "yarn" && c.RotaryScalingFactor > 1), "multi-latent attention")
+	add(c.MTPNumLayers > 0, "%d MTP depths", c.MTPNumLayers)
 	return strings.Join(out, ", ")
 }

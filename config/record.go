@@ -140,6 +140,19 @@ var recordOptions = []recordOption{
 	moeOption(textOption("moe_token_drop_policy", nil, func(c *TransformerConfig) *string { return &c.MoETokenDropPolicy })),
 	moeOption(boolOption("moe_pad_expert_input_to_capacity", func(c *TransformerConfig) *bool { return &c.MoEPadExpertInputToCapacity })),
 	intOption("mtp_num_layers", func(c *TransformerConfig) *int { return &c.MTPNumLayers }),
+	boolOption("multi_latent_attention", func(c *TransformerConfig) *bool { return &c.MultiLatentAttention }),
+	mlaOption(intOption("q_lora_rank", func(c *TransformerConfig) *int { return &c.QLoRARank })),
+	mlaOption(intOption("kv_lora_rank", func(c *TransformerConfig) *int { return &c.KVLoRARank })),
+	mlaOption(intOption("qk_head_dim", func(c *TransformerConfig) *int { return &c.QKHeadDim })),
+	mlaOption(intOption("qk_pos_emb_head_dim", func(c *TransformerConfig) *int { return &c.QKPosEmbHeadDim })),
+	mlaOption(intOption("v_head_dim", func(c *TransformerConfig) *int { return &c.VHeadDim })),
+	mlaOption(textOption("rope_type", nil, func(c *TransformerConfig) *string { return &c.RopeType })),
+	mlaOption(float64Option("rotary_scaling_factor", func(c *TransformerConfig) *float64 { return &c.RotaryScalingFactor })),
+	mlaOption(intOption("original_max_position_embeddings", func(c *TransformerConfig) *int { return &c.OriginalMaxPositionEmbeddings })),
+	mlaOption(float64Option("beta_fast", func(c *TransformerConfig) *float64 { return &c.BetaFast })),
+	mlaOption(float64Option("beta_slow", func(c *TransformerConfig) *float64 { return &c.BetaSlow })),
+	mlaOption(float64Option("mscale", func(c *TransformerConfig) *float64 { return &c.MScale })),
+	mlaOption(float64Option("mscale_all_dim", func(c *TransformerConfig) *float64 { return &c.MScaleAllDim })),
 	mtpOption(float64Option("mtp_loss_scaling_factor", func(c *TransformerConfig) *float64 { return &c.MTPLossScalingFactor })),
 }
 
@@ -154,6 +167,12 @@ func moeOption(o recordOption) recordOption {
 // does not read (see moeOption).
 func mtpOption(o recordOption) recordOption {
 	return readOnlyWith(o, func(c TransformerConfig) bool { return c.MTPNumLayers > 0 })
+}
+
+// mlaOption is o, an option of multi-latent attention, which a model
+// without it does not read (see moeOption).
+func mlaOption(o recordOption) recordOption {
+	return readOnlyWith(o, func(c TransformerConfig) bool { return c.MultiLatentAttention })
 }
 
 // readOnlyWith is o recorded with its default's value where reads(c) is

@@ -117,6 +117,7 @@ type TransformerConfig struct {
 
 	// MoE holds the mixture-of-experts settings (moe.go).
 	MoE
+	MLA
 
 	// ---- Pipeline split (pipeline_split.go, pipeline_layout.go) ----
 
@@ -171,6 +172,7 @@ func DefaultTransformerConfig() TransformerConfig {
 		ModelParallelConfig:             DefaultModelParallelConfig(),
 		LayernormEpsilon:                1e-5,
 		MTPLossScalingFactor:            0.1,
+		MLA:                             DefaultMLA(),
 		HiddenDropout:                   0.1,
 		AttentionDropout:                0.1,
 		InitMethodStd:                   0.02,
@@ -301,6 +303,7 @@ func (c TransformerConfig) modelViolations() []Violation {
 	c.recomputeViolations(&vs)
 	c.pipelineViolations(&vs)
 	c.mtpViolations(&vs)
+	c.mlaViolations(&vs)
 	return vs
 }
 

@@ -203,8 +203,8 @@ func TestCkptModelOptionsUnreadable(t *testing.T) {
 		model map[string]string
 		want  string
 	}{
-		{map[string]string{"multi_latent_attention": "true", "normalization": "RMSNorm"},
-			"the checkpoint records model options this gotron does not know (multi_latent_attention): load it with the gotron that saved it"},
+		{map[string]string{"attention_output_gate": "true", "normalization": "RMSNorm"},
+			"the checkpoint records model options this gotron does not know (attention_output_gate): load it with the gotron that saved it"},
 		{map[string]string{"rotary_percent": "half"}, `the checkpoint's manifest is damaged: the model option rotary_percent is recorded as "half", which is not a value of it`},
 	} {
 		d := copyDir(t, dir)

@@ -58,6 +58,7 @@ func addModelOptionFlags(f *pflag.FlagSet, m *config.TransformerConfig) *modelFl
 	f.BoolVar(&mf.noGradAccumulationFusion, "no-gradient-accumulation-fusion", false, "compute each linear layer's weight gradient apart and then add it to the main gradient (rounded to the parameters' type first under --bf16 or --fp16), instead of accumulating it in the GEMM")
 	f.IntVar(&m.MTPNumLayers, "mtp-num-layers", m.MTPNumLayers, "multi-token prediction: this many depths after the decoder, each predicting one token further (DeepSeek-V3's MTP), trained with the shared embedding and output layer")
 	f.Float64Var(&m.MTPLossScalingFactor, "mtp-loss-scaling-factor", m.MTPLossScalingFactor, "the weight of the MTP depths' mean loss in the objective")
+	addMLAFlags(f, &m.MLA)
 	mf.moe = addMoEFlags(f, m)
 	return mf
 }
@@ -161,4 +162,22 @@ func invalidArguments(errs []string) error {
 		return fmt.Errorf("invalid arguments: %s", errs[0])
 	}
 	return fmt.Errorf("invalid arguments (%d):\n  - %s", len(errs), strings.Join(errs, "\n  - "))
+}
+
+// addMLAFlags adds multi-latent attention's flags (the reference's mla and
+// YaRN arguments, with its defaults).
+func addMLAFlags(f *pflag.FlagSet, a *config.MLA) {
+	f.BoolVar(&a.MultiLatentAttention, "multi-latent-attention", a.MultiLatentAttention, "multi-latent attention (DeepSeek's MLA) in place of linear_qkv: keys and values through a low-rank latent, rotary channels apart")
+	f.IntVar(&a.QLoRARank, "q-lora-rank", a.QLoRARank, "MLA: the queries' latent width (0: project the queries directly)")
+	f.IntVar(&a.KVLoRARank, "kv-lora-rank", a.KVLoRARank, "MLA: the keys' and values' latent width")
+	f.IntVar(&a.QKHeadDim, "qk-head-dim", a.QKHeadDim, "MLA: query and key channels per head without position")
+	f.IntVar(&a.QKPosEmbHeadDim, "qk-pos-emb-head-dim", a.QKPosEmbHeadDim, "MLA: query and key channels per head with the rotary embedding")
+	f.IntVar(&a.VHeadDim, "v-head-dim", a.VHeadDim, "MLA: value channels per head")
+	f.StringVar(&a.RopeType, "rope-type", a.RopeType, "MLA's rotary embedding: rope or yarn")
+	f.Float64Var(&a.RotaryScalingFactor, "rotary-scaling-factor", a.RotaryScalingFactor, "YaRN's context scaling factor")
+	f.Float64Var(&a.MScale, "mscale", a.MScale, "YaRN's mscale")
+	f.Float64Var(&a.MScaleAllDim, "mscale-all-dim", a.MScaleAllDim, "YaRN's mscale_all_dim (also MLA's softmax scale)")
+	f.IntVar(&a.OriginalMaxPositionEmbeddings, "yarn-original-max-position-embeddings", a.OriginalMaxPositionEmbeddings, "YaRN: the context the frequencies were trained for")
+	f.Float64Var(&a.BetaFast, "yarn-beta-fast", a.BetaFast, "YaRN: the correction range's fast rotations")
+	f.Float64Var(&a.BetaSlow, "yarn-beta-slow", a.BetaSlow, "YaRN: the correction range's slow rotations")
 }

@@ -82,6 +82,21 @@ type Config struct {
 	// The MTP settings (absent: none).
 	MTPNumLayers         *int     `json:"mtp_num_layers"`
 	MTPLossScalingFactor *float64 `json:"mtp_loss_scaling_factor"`
+
+	// The MLA settings (absent: none).
+	MultiLatentAttention          bool    `json:"multi_latent_attention"`
+	QLoRARank                     *int    `json:"q_lora_rank"`
+	KVLoRARank                    int     `json:"kv_lora_rank"`
+	QKHeadDim                     int     `json:"qk_head_dim"`
+	QKPosEmbHeadDim               int     `json:"qk_pos_emb_head_dim"`
+	VHeadDim                      int     `json:"v_head_dim"`
+	RopeType                      string  `json:"rope_type"`
+	RotaryScalingFactor           float64 `json:"rotary_scaling_factor"`
+	OriginalMaxPositionEmbeddings int     `json:"original_max_position_embeddings"`
+	BetaFast                      float64 `json:"beta_fast"`
+	BetaSlow                      float64 `json:"beta_slow"`
+	MScale                        float64 `json:"mscale"`
+	MScaleAllDim                  float64 `json:"mscale_all_dim"`
 }
 
 // Model returns the fixture's model as gotron's TransformerConfig (no
@@ -134,6 +149,15 @@ func (c Config) Model() config.TransformerConfig {
 	if c.MTPLossScalingFactor != nil {
 		m.MTPLossScalingFactor = *c.MTPLossScalingFactor
 	}
+	if c.MultiLatentAttention {
+		m.MLA = config.MLA{MultiLatentAttention: true, KVLoRARank: c.KVLoRARank, QKHeadDim: c.QKHeadDim, QKPosEmbHeadDim: c.QKPosEmbHeadDim,
+			VHeadDim: c.VHeadDim, RopeType: c.RopeType, RotaryScalingFactor: c.RotaryScalingFactor,
+			OriginalMaxPositionEmbeddings: c.OriginalMaxPositionEmbeddings, BetaFast: c.BetaFast, BetaSlow: c.BetaSlow,
+			MScale: c.MScale, MScaleAllDim: c.MScaleAllDim}
+		if c.QLoRARank != nil {
+			m.QLoRARank = *c.QLoRARank
+		}
+	}
 	return m
 }
 
@@ -166,7 +190,7 @@ func (c Config) moe(m *config.TransformerConfig) {
 
 // Fixtures are the fixture directories under testdata: the GPT-2 shape
 // and the Llama-class option sets.
-var Fixtures = []string{"gpt_ref", "gpt_ref_llama", "gpt_ref_variant_a", "gpt_ref_variant_b", "gpt_ref_variant_c", "gpt_ref_moe_a", "gpt_ref_moe_b", "gpt_ref_moe_c", "gpt_ref_mtp_a", "gpt_ref_mtp_b"}
+var Fixtures = []string{"gpt_ref", "gpt_ref_llama", "gpt_ref_variant_a", "gpt_ref_variant_b", "gpt_ref_variant_c", "gpt_ref_moe_a", "gpt_ref_moe_b", "gpt_ref_moe_c", "gpt_ref_mtp_a", "gpt_ref_mtp_b", "gpt_ref_mla_a", "gpt_ref_mla_b"}
 
 // Losses is testdata/gpt_ref/losses.json: each step's loss (before its
 // update) and gradient norm (before clipping).

@@ -24,3 +24,25 @@ func TestTrainingFLOPs(t *testing.T) {
 		t.Errorf("MoE every other layer: %g, want %g", got, want)
 	}
 }
+
+// TestTrainingFLOPsMLAAndMTP: with multi-latent attention and MTP depths
+// (dense layers), the weights counted are every GEMM weight of the model
+// (its 2-d tensors but the embedding; the tied output layer once per
+// prediction), and the attention square's per-head width is q_d + v_d.
+func TestTrainingFLOPsMLAAndMTP(t *testing.T) {
+	c := config.DefaultTransformerConfig()
+	c.NumLayers, c.HiddenSize, c.NumAttentionHeads, c.SeqLength, c.VocabSize = 3, 64, 4, 32, 512
+	c.PositionEmbeddingType, c.MTPNumLayers = config.RoPE, 2
+	c.MLA = config.MLA{MultiLatentAttention: true, QLoRARank: 24, KVLoRARank: 16, QKHeadDim: 8, QKPosEmbHeadDim: 4, VHeadDim: 12, RopeType: "rope"}
+	var weights float64
+	for _, p := range paramList(c, 1, WholeModel(c), false) {
+		if len(p.Shape) == 2 && p.Name != "embedding.word_embeddings.weight" {
+			weights += float64(p.Numel())
+		}
+	}
+	T, h, s, V, n := 100.0, 64.0, 32.0, 512.0, 4.0
+	want := 6*T*(weights+3*V*h) + 6*(3+2)*n*(12+12)*s*T
+	if got := TrainingFLOPs(c, 100); got != want {
+		t.Errorf("MLA with 2 MTP depths: %g FLOPs, want %g", got, want)
+	}
+}

@@ -433,7 +433,11 @@ func preHook(h func([]*nn.Parameter) error, ps ...*nn.Parameter) error {
 // parameters returns the layer's parameters.
 func (l *Layer) parameters() []*nn.Parameter {
 	ps := nonNil(l.InputLayernormW, l.InputLayernormB)
-	ps = append(ps, l.QKV.Parameters()...)
+	if l.MLA != nil {
+		ps = append(ps, l.MLA.parameters()...)
+	} else {
+		ps = append(ps, l.QKV.Parameters()...)
+	}
 	ps = append(ps, nonNil(l.QLayernormW, l.QLayernormB, l.KLayernormW, l.KLayernormB)...)
 	ps = append(ps, l.Proj.Parameters()...)
 	ps = append(ps, nonNil(l.PreMLPLayernormW, l.PreMLPLayernormB)...)
@@ -498,14 +502,17 @@ func (l *Layer) forward(t *autograd.Tape, x *autograd.Var, m *Model, ps *pass) *
 	if cfg.ApplyResidualConnectionPostLayernorm {
 		residual = y
 	}
-	qkv, _, err := l.QKV.Forward(t, y, nil, nil) // [s, b, (n + 2g)·d/tp]
+	qkv, err := l.attentionInput(t, y, m, ps) // [s, b, n·3·d/tp]
 	if err != nil {
 		t.Fail(err)
-		return qkv
+		return y
 	}
-	qkv = nn.PrepareQKV(t, qkv, m.qkvLayout(), l.qkvOptions(m, ps)) // [s, b, n·3·d/tp]
-	y = l.attention(t, qkv, m, ps)                                  // [s, b, n·d/tp]
-	y, _, err = l.Proj.Forward(t, y)                                // [s, b, h], or [s/tp, b, h] under SP
+	y = l.attention(t, qkv, m, ps) // [s, b, n·d/tp]
+	if l.MLA != nil {
+		a := cfg.MLA
+		y = mlaValues(t, y, cfg.NumAttentionHeads/m.tpSize(), mlaHeadDim(a), a.VHeadDim) // [s, b, n·v/tp]
+	}
+	y, _, err = l.Proj.Forward(t, y) // [s, b, h], or [s/tp, b, h] under SP
 	if err != nil {
 		t.Fail(err)
 		return y
@@ -544,6 +551,19 @@ func (l *Layer) forward(t *autograd.Tape, x *autograd.Var, m *Model, ps *pass) *
 	return autograd.Add(t, residual, y)
 }
 
+// attentionInput returns the attention core's input for the normed y:
+// linear_qkv's output regrouped (PrepareQKV: q/k norms, RoPE), or MLA's.
+func (l *Layer) attentionInput(t *autograd.Tape, y *autograd.Var, m *Model, ps *pass) (*autograd.Var, error) {
+	if l.MLA != nil {
+		return l.MLA.qkv(t, y, m, ps)
+	}
+	qkv, _, err := l.QKV.Forward(t, y, nil, nil) // [s, b, (n + 2g)·d/tp]
+	if err != nil {
+		return nil, err
+	}
+	return nn.PrepareQKV(t, qkv, m.qkvLayout(), l.qkvOptions(m, ps)), nil
+}
+
 // attention runs the attention core on the multi-head qkv [s, b, n·3·d/tp]
 // (under selective recompute, checkpointed) and returns the context
 // [s, b, n·d/tp].
@@ -551,7 +571,7 @@ func (l *Layer) attention(t *autograd.Tape, qkv *autograd.Var, m *Model, ps *pas
 	cfg := m.Config
 	heads := cfg.NumAttentionHeads / m.tpSize()
 	// The attention's GEMMs run in the precision of the layer's weights.
-	prec := l.QKV.Weight.Value.DType()
+	prec := l.Proj.Weight.Value.DType()
 	attend := func(t *autograd.Tape, qkv *autograd.Var) *autograd.Var {
 		if m.CP.Size() > 1 {
 			return cp.Attention(t, qkv, heads, cp.Options{

@@ -65,7 +65,8 @@ type ActivationEstimate struct {
 // distributed or sequence parallel) per RecomputeNumLayers layers. The
 // head keeps the final norm's input and output (8·sbh·r + k·4·sb·r) and
 // the logits with one log-sum-exp per token (4·sb·V_p/t + 8·sb, 4·sb on one
-// rank without padding). Each MTP depth keeps the embedding's mask, 12·sbh·r
+// rank without padding). Under multi-latent attention the attention terms
+// are mlaActivations' instead. Each MTP depth keeps the embedding's mask, 12·sbh·r
 // + 2·k·4·sb·r (enorm's input, eh_proj's [s, b, 2h] input, the two norms'
 // statistics), a layer and a head; under full recompute the mask, its
 // embedding (4·sbh·r) and a head without the final norm's input and
@@ -93,9 +94,15 @@ func EstimateActivations(cfg config.TransformerConfig, b int) ActivationEstimate
 	if cfg.HiddenDropout > 0 {
 		e.Embedding = rep(sbh)
 	}
-	layer := rep(16*sbh+2*stats*sb) + (12*sb*nd+4*sb*nd+4*sb*f1+4*sb*f)/t
-	if cfg.QKLayernorm {
-		layer += (4*sb*int64(cfg.QKVWidth()) + stats*sb*(a+g)) / t
+	layer := rep(16*sbh+2*stats*sb) + (4*sb*f1+4*sb*f)/t
+	switch {
+	case cfg.MultiLatentAttention:
+		layer += mlaActivations(cfg, sb, t, stats, rep)
+	default:
+		layer += (12*sb*nd + 4*sb*nd) / t
+		if cfg.QKLayernorm {
+			layer += (4*sb*int64(cfg.QKVWidth()) + stats*sb*(a+g)) / t
+		}
 	}
 	if cfg.HiddenDropout > 0 {
 		layer += rep(2 * sbh)
@@ -133,6 +140,34 @@ func EstimateActivations(cfg config.TransformerConfig, b int) ActivationEstimate
 		e.Total = e.Embedding + n*e.PerLayer + (int64(cfg.NumLayers)-n)*EstimateActivations(full, b).PerLayer + e.Head + int64(cfg.MTPNumLayers)*e.MTP
 	}
 	return e
+}
+
+// mlaActivations is an MLA layer's attention share beyond the replicated
+// part every layer keeps (its projections read the input norm's output):
+// the attention core's packed input, 12·sb·n·d/t (d = max(q_d, v_d),
+// mlaHeadDim); the query latent's kept copies, r·(8·sb·q_lora + k·4·sb)
+// with q_layernorm (its input and output) or r·4·sb·q_lora without, and
+// the same of the key-value latent; linear_proj's input 4·sb·n·v_d/t; and
+// under context parallelism without selective recompute, when d ≠ v_d,
+// the ring attention's output 4·sb·n·d/t, kept beside linear_proj's
+// narrower input.
+func mlaActivations(cfg config.TransformerConfig, sb, t, stats int64, rep func(int64) int64) int64 {
+	a := cfg.MLA
+	n, d, vd := int64(cfg.NumAttentionHeads), int64(mlaHeadDim(a)), int64(a.VHeadDim)
+	latent := func(w int) int64 {
+		if cfg.QKLayernorm {
+			return rep(8*sb*int64(w) + stats*sb)
+		}
+		return rep(4 * sb * int64(w))
+	}
+	out := 12*sb*n*d/t + latent(a.KVLoRARank) + 4*sb*n*vd/t
+	if a.QLoRARank > 0 {
+		out += latent(a.QLoRARank)
+	}
+	if d != vd && cfg.ContextParallelSize > 1 && cfg.RecomputeGranularity != "selective" {
+		out += 4 * sb * n * d / t
+	}
+	return out
 }
 
 // mtpActivations is one MTP depth's share: the embedding's (dropout mask),

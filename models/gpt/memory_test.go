@@ -59,7 +59,7 @@ func TestActivationMemoryMatchesEstimate(t *testing.T) {
 			vs = append(vs, variant{1, false, 0.1, rc, 100, 2, 2, c, ""}, variant{2, true, 0.1, rc, 100, 2, 2, c, ""}, variant{1, false, 0, rc, 100, 1, 4, c, ""})
 		}
 	}
-	for _, o := range []string{"llama", "qknorm", "misc", "mtp"} {
+	for _, o := range []string{"llama", "qknorm", "misc", "mtp", "mla", "mla-noq"} {
 		for _, rc := range []config.Recompute{{}, {RecomputeGranularity: "selective"}, full("uniform", 1, false)} {
 			vs = append(vs, variant{1, false, 0.1, rc, 100, 2, 1, "", o}, variant{2, true, 0.1, rc, 100, 2, 1, "", o}, variant{1, false, 0, rc, 100, 1, 2, "p2p", o})
 		}
@@ -182,6 +182,15 @@ var optionPresets = map[string]func(c *config.TransformerConfig){
 		c.LayernormZeroCenteredGamma, c.QKLayernorm, c.PositionEmbeddingType = true, true, config.RoPE
 		c.RotaryInterleaved, c.RotaryPercent, c.KVChannels, c.NumQueryGroups = true, 0.5, 12, 2
 		c.AddBiasLinear, c.AddQKVBias = false, true
+	},
+	"mla": func(c *config.TransformerConfig) {
+		c.Normalization, c.QKLayernorm, c.PositionEmbeddingType = config.RMSNormType, true, config.RoPE
+		c.MLA = config.MLA{MultiLatentAttention: true, QLoRARank: 16, KVLoRARank: 12, QKHeadDim: 6, QKPosEmbHeadDim: 4, VHeadDim: 8,
+			RopeType: "yarn", RotaryScalingFactor: 4, OriginalMaxPositionEmbeddings: 8, BetaFast: 32, BetaSlow: 1, MScale: 1, MScaleAllDim: 1}
+	},
+	"mla-noq": func(c *config.TransformerConfig) {
+		c.PositionEmbeddingType = config.RoPE
+		c.MLA = config.MLA{MultiLatentAttention: true, KVLoRARank: 12, QKHeadDim: 8, QKPosEmbHeadDim: 4, VHeadDim: 16, RopeType: "rope"}
 	},
 	"mtp": func(c *config.TransformerConfig) {
 		c.PositionEmbeddingType, c.MTPNumLayers = config.RoPE, 2

@@ -127,7 +127,9 @@ type Layer struct {
 	QKV                      *tp.ColumnParallelLinear
 	QLayernormW, QLayernormB *nn.Parameter // self_attention.q_layernorm [d]
 	KLayernormW, KLayernormB *nn.Parameter // self_attention.k_layernorm [d]
-	// Proj is linear_proj [h, n·d/tp].
+	// MLA replaces QKV and the q/k norms under multi_latent_attention.
+	MLA *MLA
+	// Proj is linear_proj [h, n·d/tp] (n·v_head_dim/tp under MLA).
 	Proj                               *tp.RowParallelLinear
 	PreMLPLayernormW, PreMLPLayernormB *nn.Parameter // [h]
 	// FC1 is linear_fc1 [ffn/tp, h], or for a gated linear unit
@@ -311,7 +313,11 @@ func (b *builder) vocabInit() tp.InitMethod {
 // over the hidden size: weight 1 (0 when stored zero-centred), bias 0,
 // marked sequence-parallel under SP.
 func (b *builder) norm(prefix string) (w, bias *nn.Parameter) {
-	h := b.cfg.HiddenSize
+	return b.normOf(prefix, b.cfg.HiddenSize)
+}
+
+// normOf is norm over h channels.
+func (b *builder) normOf(prefix string, h int) (w, bias *nn.Parameter) {
 	w = b.constant(prefix+".weight", b.normOne(), h)
 	w.SequenceParallel = b.sp
 	if !b.cfg.RMSNorm() {
@@ -352,6 +358,28 @@ func (b *builder) layer(i int) (*Layer, error) {
 	return b.layerAt(fmt.Sprintf("decoder.layers.%d.", i), i, b.cfg.IsMoELayer(i))
 }
 
+// attentionInputs builds the layer's projections before the attention
+// core: linear_qkv and its q/k norms, or multi-latent attention's (MLA).
+func (b *builder) attentionInputs(l *Layer, p string) error {
+	cfg := b.cfg
+	var err error
+	if cfg.MultiLatentAttention {
+		l.MLA, err = b.mla(p + "self_attention.")
+		return err
+	}
+	if l.QKV, err = tp.NewColumnParallelLinear(p+"self_attention.linear_qkv", cfg.HiddenSize, cfg.QKVWidth(), tp.ColumnParallelConfig{
+		Group: b.tpg, Init: b.normal(cfg.InitMethodStd), Bias: cfg.QKVBias(), SequenceParallel: b.sp, UnfusedWeightGrad: b.unfused,
+	}); err != nil {
+		return err
+	}
+	b.m.add(l.QKV.Parameters()...)
+	if cfg.QKLayernorm {
+		l.QLayernormW, l.QLayernormB = b.qkNorm(p + "self_attention.q_layernorm")
+		l.KLayernormW, l.KLayernormB = b.qkNorm(p + "self_attention.k_layernorm")
+	}
+	return nil
+}
+
 // layerAt builds the transformer layer with prefix p and number i, a MoE
 // layer when moeLayer (decoder layer i, or an MTP depth's inner layer).
 func (b *builder) layerAt(p string, i int, moeLayer bool) (*Layer, error) {
@@ -360,15 +388,8 @@ func (b *builder) layerAt(p string, i int, moeLayer bool) (*Layer, error) {
 	l := &Layer{Number: i, Prefix: p}
 	var err error
 	l.InputLayernormW, l.InputLayernormB = b.norm(p + "input_layernorm")
-	if l.QKV, err = tp.NewColumnParallelLinear(p+"self_attention.linear_qkv", h, cfg.QKVWidth(), tp.ColumnParallelConfig{
-		Group: tpg, Init: b.normal(std), Bias: cfg.QKVBias(), SequenceParallel: sp, UnfusedWeightGrad: b.unfused,
-	}); err != nil {
+	if err := b.attentionInputs(l, p); err != nil {
 		return nil, err
-	}
-	m.add(l.QKV.Parameters()...)
-	if cfg.QKLayernorm {
-		l.QLayernormW, l.QLayernormB = b.qkNorm(p + "self_attention.q_layernorm")
-		l.KLayernormW, l.KLayernormB = b.qkNorm(p + "self_attention.k_layernorm")
 	}
 	if l.Proj, err = tp.NewRowParallelLinear(p+"self_attention.linear_proj", cfg.AttentionWidth(), h, tp.RowParallelConfig{
 		Group: tpg, Init: b.normal(outStd), Bias: cfg.AddBiasLinear, InputIsParallel: true, SequenceParallel: sp, UnfusedWeightGrad: b.unfused,
@@ -414,6 +435,9 @@ func layerDraws(cfg config.TransformerConfig, i int) int {
 func layerDrawsOf(cfg config.TransformerConfig, moeLayer bool) int {
 	h := cfg.HiddenSize
 	sizes := []int{cfg.QKVWidth() * h, h * cfg.AttentionWidth()}
+	if cfg.MultiLatentAttention {
+		sizes = append(mlaDraws(cfg), h*cfg.AttentionWidth())
+	}
 	if moeLayer {
 		sizes = append(sizes, moeDraws(cfg)...)
 	} else {

@@ -1,6 +1,7 @@
 package gpt
 
 import (
+	"fmt"
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/cp"
@@ -81,7 +82,8 @@ func (m *Model) OutputLayerWeight() *nn.Parameter {
 // last length is kept.
 func (m *Model) rotary(s int) (*kernels.RotaryTable, error) {
 	c := m.Config
-	if !c.UsesRoPE() {
+	spec, ok := c.Rotary()
+	if !ok {
 		return nil, nil
 	}
 	m.ropeMu.Lock()
@@ -99,7 +101,7 @@ func (m *Model) rotary(s int) (*kernels.RotaryTable, error) {
 			pos[i] = i
 		}
 	}
-	t, err := kernels.NewRotaryTable(pos, c.RotaryDim(), float64(c.RotaryBase), c.RotaryInterleaved)
+	t, err := rotaryTable(pos, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -108,4 +110,16 @@ func (m *Model) rotary(s int) (*kernels.RotaryTable, error) {
 		m.ropeLen = s
 	}
 	return t, nil
+}
+
+// rotaryTable is the table of positions pos for the rotary embedding spec.
+func rotaryTable(pos []int, spec config.RotarySpec) (*kernels.RotaryTable, error) {
+	if spec.Rot < 2 || spec.Rot%2 != 0 || spec.InvFreq != nil && len(spec.InvFreq) != spec.Rot/2 {
+		return nil, fmt.Errorf("gpt: rotary embeddings of %d channels (%d frequencies): the count must be even and at least 2", spec.Rot, len(spec.InvFreq))
+	}
+	inv := spec.InvFreq
+	if inv == nil {
+		inv = kernels.RotaryInvFreq(spec.Rot, spec.Base)
+	}
+	return kernels.NewRotaryTableOf(pos, inv, spec.Interleaved, spec.Factor), nil
 }

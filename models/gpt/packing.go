@@ -102,7 +102,8 @@ func (m *Model) checkPacking(in Inputs) error {
 // kept and rebuilt only for a larger position: a position's cosines and
 // sines do not depend on the table holding them.
 func (m *Model) rotaryOf(s, b int, positions []int32) (*kernels.RotaryTable, []int32, error) {
-	if positions == nil || !m.Config.UsesRoPE() {
+	spec, ok := m.Config.Rotary()
+	if positions == nil || !ok {
 		t, err := m.rotary(s)
 		return t, nil, err
 	}
@@ -118,7 +119,7 @@ func (m *Model) rotaryOf(s, b int, positions []int32) (*kernels.RotaryTable, []i
 		for i := range pos {
 			pos[i] = i
 		}
-		t, err := kernels.NewRotaryTable(pos, c.RotaryDim(), float64(c.RotaryBase), c.RotaryInterleaved)
+		t, err := rotaryTable(pos, spec)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -164,13 +164,18 @@ func layerParams(cfg config.TransformerConfig, tpSize int, p string, moeLayer bo
 	if cfg.AddBiasLinear {
 		add(p+"self_attention.linear_proj.bias", h)
 	}
-	add(p+"self_attention.linear_qkv.weight", cfg.QKVWidth()/tpSize, h)
-	if cfg.QKVBias() {
-		add(p+"self_attention.linear_qkv.bias", cfg.QKVWidth()/tpSize)
-	}
-	if cfg.QKLayernorm {
-		norm(p+"self_attention.q_layernorm", cfg.HeadDim())
-		norm(p+"self_attention.k_layernorm", cfg.HeadDim())
+	switch {
+	case cfg.MultiLatentAttention:
+		mlaParams(cfg, tpSize, p+"self_attention.", add, norm)
+	default:
+		add(p+"self_attention.linear_qkv.weight", cfg.QKVWidth()/tpSize, h)
+		if cfg.QKVBias() {
+			add(p+"self_attention.linear_qkv.bias", cfg.QKVWidth()/tpSize)
+		}
+		if cfg.QKLayernorm {
+			norm(p+"self_attention.q_layernorm", cfg.HeadDim())
+			norm(p+"self_attention.k_layernorm", cfg.HeadDim())
+		}
 	}
 	norm(p+"pre_mlp_layernorm", h)
 	if moeLayer {
@@ -251,11 +256,36 @@ func (m *Model) RegisteredParameters() []*nn.Parameter {
 func (l *Layer) registered() []*nn.Parameter {
 	ps := nonNil(l.InputLayernormW, l.InputLayernormB)
 	ps = append(ps, l.Proj.Parameters()...)
-	ps = append(ps, l.QKV.Parameters()...)
+	if l.MLA != nil {
+		ps = append(ps, l.MLA.parameters()...)
+	} else {
+		ps = append(ps, l.QKV.Parameters()...)
+	}
 	ps = append(ps, nonNil(l.QLayernormW, l.QLayernormB, l.KLayernormW, l.KLayernormB, l.PreMLPLayernormW, l.PreMLPLayernormB)...)
 	if l.MoE != nil {
 		return append(ps, l.MoE.Parameters()...)
 	}
 	ps = append(ps, l.FC1.Parameters()...)
 	return append(ps, l.FC2.Parameters()...)
+}
+
+// mlaParams lists an MLA layer's projections and norms as layerParams
+// does, in the reference's registration order.
+func mlaParams(cfg config.TransformerConfig, tpSize int, p string, add func(string, ...int), norm func(string, int)) {
+	a, h, n := cfg.MLA, cfg.HiddenSize, cfg.NumAttentionHeads
+	qd := a.MLAQHeadDim()
+	if a.QLoRARank > 0 {
+		add(p+"linear_q_down_proj.weight", a.QLoRARank/tpSize, h)
+		add(p+"linear_q_up_proj.weight", n*qd/tpSize, a.QLoRARank)
+	} else {
+		add(p+"linear_q_proj.weight", n*qd/tpSize, h)
+	}
+	add(p+"linear_kv_down_proj.weight", (a.KVLoRARank+a.QKPosEmbHeadDim)/tpSize, h)
+	add(p+"linear_kv_up_proj.weight", n*(a.QKHeadDim+a.VHeadDim)/tpSize, a.KVLoRARank)
+	if cfg.QKLayernorm {
+		if a.QLoRARank > 0 {
+			norm(p+"q_layernorm", a.QLoRARank)
+		}
+		norm(p+"kv_layernorm", a.KVLoRARank)
+	}
 }

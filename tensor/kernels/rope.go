@@ -27,21 +27,39 @@ func NewRotaryTable(positions []int, rot int, base float64, interleaved bool) (*
 	if rot < 2 || rot%2 != 0 {
 		return nil, fmt.Errorf("kernels: rotary embeddings of %d channels: the count must be even and at least 2", rot)
 	}
-	half := rot / 2
-	inv := make([]float32, half)
+	return NewRotaryTableOf(positions, RotaryInvFreq(rot, base), interleaved, 1), nil
+}
+
+// RotaryInvFreq returns RoPE's inverse frequencies base^(−2k/rot) for
+// k < rot/2, every step float32 as in the reference, pow in float64.
+func RotaryInvFreq(rot int, base float64) []float32 {
+	inv := make([]float32, rot/2)
 	for k := range inv {
 		e := float32(2*k) / float32(rot)
 		inv[k] = 1 / float32(math.Pow(base, float64(e)))
 	}
-	t := &RotaryTable{Cos: make([]float32, len(positions)*half), Sin: make([]float32, len(positions)*half), Rot: rot, Interleaved: interleaved}
+	return inv
+}
+
+// NewRotaryTableOf returns the table of positions for the inverse
+// frequencies inv (2·len(inv) rotated channels), its cosines and sines
+// multiplied by factor (YaRN's concentration factor; 1 for RoPE): the
+// angle p·inv[k] in float32, cos and sin in float64 rounded to float32,
+// then scaled.
+func NewRotaryTableOf(positions []int, inv []float32, interleaved bool, factor float32) *RotaryTable {
+	half := len(inv)
+	t := &RotaryTable{Cos: make([]float32, len(positions)*half), Sin: make([]float32, len(positions)*half), Rot: 2 * half, Interleaved: interleaved}
 	for i, p := range positions {
 		for k, f := range inv {
 			a := float64(float32(p) * f)
-			t.Cos[i*half+k] = float32(math.Cos(a))
-			t.Sin[i*half+k] = float32(math.Sin(a))
+			c, s := float32(math.Cos(a)), float32(math.Sin(a))
+			if factor != 1 {
+				c, s = c*factor, s*factor
+			}
+			t.Cos[i*half+k], t.Sin[i*half+k] = c, s
 		}
 	}
-	return t, nil
+	return t
 }
 
 // Rotate applies the rotation of position row i to the first Rot channels of every head

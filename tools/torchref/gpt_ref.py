@@ -142,6 +142,18 @@ def mtp_variant(base, **opts):
     return keyed_variant(base, "MTP", MTP_KEYS, model.mtp_options, opts)
 
 
+# The MLA options of the MLA fixtures, in the order config.json lists them
+# last. The other fixtures have none: model.MLA_DEFAULTS.
+MLA_KEYS = ("multi_latent_attention", "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim",
+            "v_head_dim", "rope_type", "rotary_scaling_factor", "original_max_position_embeddings",
+            "beta_fast", "beta_slow", "mscale", "mscale_all_dim")
+
+
+def mla_variant(base, **opts):
+    """base followed by every one of MLA_KEYS."""
+    return keyed_variant(base, "MLA", MLA_KEYS, model.mla_options, opts)
+
+
 # CONFIGS are the fixtures' settings by --config name.
 CONFIGS = {
     "gpt2": FIXTURE,
@@ -308,6 +320,26 @@ CONFIGS["mtp_a"] = mtp_variant(CONFIGS["llama"], mtp_num_layers=1, mtp_loss_scal
 # embedding, squared ReLU, post-LayerNorm residuals, all biases, tied) with
 # two MTP depths weighted 0.3 in all (0.15 each).
 CONFIGS["mtp_b"] = mtp_variant(CONFIGS["variant_b"], mtp_num_layers=2, mtp_loss_scaling_factor=0.3)
+
+# mla_a: the llama model without grouped queries (MLA refuses them), with
+# qk_layernorm (MLA's kv_layernorm) and multi-latent attention without a
+# query low-rank projection: kv_lora_rank 24, heads of 16 + 8 rotary channels
+# for queries and keys, values of 12, plain RoPE.
+CONFIGS["mla_a"] = mla_variant(
+    dict(CONFIGS["llama"], group_query_attention=False, num_query_groups=4, qk_layernorm=True),
+    multi_latent_attention=True, q_lora_rank=None, kv_lora_rank=24, qk_head_dim=16, qk_pos_emb_head_dim=8,
+    v_head_dim=12, rope_type="rope", rotary_scaling_factor=1.0, original_max_position_embeddings=4096,
+    beta_fast=32.0, beta_slow=1.0, mscale=1.0, mscale_all_dim=0.0)
+# mla_b: as mla_a with a query low-rank projection (q_lora_rank 20, with
+# q_layernorm), kv_lora_rank 16, heads of 12 + 8, values of 16, and
+# DeepSeek-V3's YaRN (scaling factor 40, mscale 1, mscale_all_dim 1) over an
+# original context of 16 positions, so that the 32-token sequences reach
+# the frequencies YaRN blends and the softmax takes its m² scale.
+CONFIGS["mla_b"] = mla_variant(
+    dict(CONFIGS["llama"], group_query_attention=False, num_query_groups=4, qk_layernorm=True),
+    multi_latent_attention=True, q_lora_rank=20, kv_lora_rank=16, qk_head_dim=12, qk_pos_emb_head_dim=8,
+    v_head_dim=16, rope_type="yarn", rotary_scaling_factor=40.0, original_max_position_embeddings=16,
+    beta_fast=32.0, beta_slow=1.0, mscale=1.0, mscale_all_dim=1.0)
 
 METADATA = {"format": "pt", "producer": "gotron tools/torchref/gpt_ref.py"}
 

@@ -276,24 +276,25 @@ def param_shapes(cfg):
 def _layer_shapes(p, cfg, is_moe):
     """The tensors of the transformer layer with prefix p, in module order."""
     o = options(cfg)
-    m = moe_options(cfg)
     h = cfg["hidden_size"]
-    f = cfg["ffn_hidden_size"]
     n, g, d = o["heads"], o["groups"], o["head_dim"]
-    out = []
-    out += _norm_shapes(p + "input_layernorm", h, o)
-    out.append((p + "self_attention.linear_qkv.weight", [(n + 2 * g) * d, h]))
-    if o["add_bias_linear"] or o["add_qkv_bias"]:
-        out.append((p + "self_attention.linear_qkv.bias", [(n + 2 * g) * d]))
-    if o["qk_layernorm"]:
-        out += _norm_shapes(p + "self_attention.q_layernorm", d, o)
-        out += _norm_shapes(p + "self_attention.k_layernorm", d, o)
-    out.append((p + "self_attention.linear_proj.weight", [h, n * d]))
-    if o["add_bias_linear"]:
-        out.append((p + "self_attention.linear_proj.bias", [h]))
+    out = _norm_shapes(p + "input_layernorm", h, o)
+    if mla_options(cfg)["multi_latent_attention"]:
+        out += _mla_shapes(p + "self_attention.", cfg)
+    else:
+        out.append((p + "self_attention.linear_qkv.weight", [(n + 2 * g) * d, h]))
+        if o["add_bias_linear"] or o["add_qkv_bias"]:
+            out.append((p + "self_attention.linear_qkv.bias", [(n + 2 * g) * d]))
+        if o["qk_layernorm"]:
+            out += _norm_shapes(p + "self_attention.q_layernorm", d, o)
+            out += _norm_shapes(p + "self_attention.k_layernorm", d, o)
+        out.append((p + "self_attention.linear_proj.weight", [h, n * d]))
+        if o["add_bias_linear"]:
+            out.append((p + "self_attention.linear_proj.bias", [h]))
     out += _norm_shapes(p + "pre_mlp_layernorm", h, o)
     if is_moe:
-        return out + _moe_shapes(p + "mlp.", h, o, m)
+        return out + _moe_shapes(p + "mlp.", h, o, moe_options(cfg))
+    f = cfg["ffn_hidden_size"]
     f1 = 2 * f if o["swiglu"] else f
     out.append((p + "mlp.linear_fc1.weight", [f1, h]))
     if o["add_bias_linear"]:
@@ -301,6 +302,30 @@ def _layer_shapes(p, cfg, is_moe):
     out.append((p + "mlp.linear_fc2.weight", [h, f]))
     if o["add_bias_linear"]:
         out.append((p + "mlp.linear_fc2.bias", [h]))
+    return out
+
+
+def _mla_shapes(p, cfg):
+    """MLASelfAttention's tensors in Megatron's module order: linear_proj
+    (built by MultiLatentAttention), then linear_q_proj or linear_q_down_proj
+    and linear_q_up_proj, linear_kv_down_proj, linear_kv_up_proj, and under
+    qk_layernorm q_layernorm [q_lora_rank] (with q_lora_rank) and kv_layernorm
+    [kv_lora_rank]. No biases but linear_proj's."""
+    o, a = options(cfg), mla_options(cfg)
+    h, n = cfg["hidden_size"], o["heads"]
+    qk, r, vd, kvr, qr = a["qk_head_dim"], a["qk_pos_emb_head_dim"], a["v_head_dim"], a["kv_lora_rank"], a["q_lora_rank"]
+    out = [(p + "linear_proj.weight", [h, n * vd])]
+    if o["add_bias_linear"]:
+        out.append((p + "linear_proj.bias", [h]))
+    if qr:
+        out += [(p + "linear_q_down_proj.weight", [qr, h]), (p + "linear_q_up_proj.weight", [n * (qk + r), qr])]
+    else:
+        out.append((p + "linear_q_proj.weight", [n * (qk + r), h]))
+    out += [(p + "linear_kv_down_proj.weight", [kvr + r, h]), (p + "linear_kv_up_proj.weight", [n * (qk + vd), kvr])]
+    if o["qk_layernorm"]:
+        if qr:
+            out += _norm_shapes(p + "q_layernorm", qr, o)
+        out += _norm_shapes(p + "kv_layernorm", kvr, o)
     return out
 
 
@@ -458,19 +483,145 @@ def split_qkv(qkv, heads, groups):
     return q, x[:, :, :, per, :], x[:, :, :, per + 1, :]
 
 
-def core_attention(q, k, v):
-    """Causal softmax(q k^T / sqrt(head_dim)) v.
+def core_attention(q, k, v, scale=None):
+    """Causal softmax(q k^T · scale) v, scale 1/sqrt(head_dim) by default.
 
-    q, k, v [b, heads, s, head_dim] -> context [s, b, heads*head_dim],
-    flattened head-major. Softmax in the input dtype (fp32 for the model).
+    q, k [b, heads, s, head_dim], v [b, heads, s, v_dim] -> context
+    [s, b, heads*v_dim], flattened head-major. Softmax in the input dtype
+    (fp32 for the model).
     """
     b, n, s, hd = q.shape
-    scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(hd))
+    if scale is None:
+        scale = 1.0 / math.sqrt(hd)
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scale
     future = torch.triu(torch.ones(s, s, dtype=torch.bool), diagonal=1)
     scores = scores.masked_fill(future, float("-inf"))
     probs = torch.softmax(scores, dim=-1)
-    ctx = torch.matmul(probs, v)  # [b, n, s, hd]
-    return ctx.permute(2, 0, 1, 3).reshape(s, b, n * hd)
+    ctx = torch.matmul(probs, v)  # [b, n, s, v_dim]
+    return ctx.permute(2, 0, 1, 3).reshape(s, b, n * v.shape[-1])
+
+
+# The multi-latent-attention options (Megatron's MLATransformerConfig and its
+# argparse defaults): a config without multi_latent_attention (or false) has
+# none. rope_type is MLA's ("yarn" by default, which with
+# rotary_scaling_factor 1 is plain RoPE).
+MLA_DEFAULTS = {
+    "multi_latent_attention": False,
+    "q_lora_rank": None,
+    "kv_lora_rank": 32,
+    "qk_head_dim": 128,
+    "qk_pos_emb_head_dim": 64,
+    "v_head_dim": 128,
+    "rope_type": "yarn",
+    "rotary_scaling_factor": 1.0,
+    "original_max_position_embeddings": 4096,
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+    "mscale": 1.0,
+    "mscale_all_dim": 0.0,
+}
+
+
+def mla_options(cfg):
+    """Return cfg's MLA options with the defaults filled in, validated."""
+    a = dict(MLA_DEFAULTS)
+    a.update({k: cfg[k] for k in MLA_DEFAULTS if k in cfg})
+    if a["multi_latent_attention"]:
+        if a["rope_type"] not in ("rope", "yarn"):
+            raise ValueError(f"rope_type {a['rope_type']!r}: want rope or yarn")
+        if a["qk_pos_emb_head_dim"] % 2:
+            raise ValueError("qk_pos_emb_head_dim must be even")
+        if options(cfg)["group_query_attention"]:
+            raise ValueError("Megatron refuses grouped-query attention with MLA")
+    return a
+
+
+def yarn_get_mscale(scale, mscale):
+    """_yarn_get_mscale: 1 for scale <= 1, else 0.1·mscale·ln(scale) + 1."""
+    if scale <= 1:
+        return 1.0
+    return 0.1 * mscale * math.log(scale) + 1.0
+
+
+def mla_rope_tables(s, a, dtype=torch.float32):
+    """cos, sin [s, r] of MLA's rotary embedding (r = qk_pos_emb_head_dim) and
+    the factor they are multiplied by: RoPE (rotary_base, positions 0..s-1),
+    or YaRN (megatron/core/models/common/embeddings/yarn_rotary_pos_embedding.py:
+    the inverse frequencies blended between base^(-2i/r) and that over
+    rotary_scaling_factor by a linear ramp over the correction range, and the
+    concentration factor mscale(factor, mscale)/mscale(factor, mscale_all_dim))."""
+    r = a["qk_pos_emb_head_dim"]
+    base = 10000.0 if "rotary_base" not in a else a["rotary_base"]
+    extra = 1.0 / (base ** (torch.arange(0, r, 2, dtype=torch.float32) / r))
+    factor = 1.0
+    if a["rope_type"] == "yarn":
+        f = a["rotary_scaling_factor"]
+        inter = 1.0 / (f * base ** (torch.arange(0, r, 2, dtype=torch.float32) / r))
+
+        def corr(rot):
+            return (r * math.log(a["original_max_position_embeddings"] / (rot * 2 * math.pi))) / (2 * math.log(base))
+
+        low, high = max(math.floor(corr(a["beta_fast"])), 0), min(math.ceil(corr(a["beta_slow"])), r - 1)
+        if low == high:
+            high += 0.001
+        ramp = torch.clamp((torch.arange(r // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+        mask = 1.0 - ramp
+        extra = inter * (1 - mask) + extra * mask
+        factor = yarn_get_mscale(f, a["mscale"]) / yarn_get_mscale(f, a["mscale_all_dim"])
+    freqs = torch.outer(torch.arange(s, dtype=torch.float32), extra)
+    freqs = torch.cat((freqs, freqs), dim=-1)
+    return (torch.cos(freqs) * factor).to(dtype), (torch.sin(freqs) * factor).to(dtype)
+
+
+def mla_rope(t, cos, sin):
+    """Megatron's apply_rotary_pos_emb with multi_latent_attention: the channels
+    de-interleaved ([0, 2, 4, ...; 1, 3, 5, ...]), then rotated by halves.
+    t [s, b, heads, r], cos and sin [s, r]."""
+    t = torch.cat((t[..., 0::2], t[..., 1::2]), dim=-1)
+    half = t.shape[-1] // 2
+    rot = torch.cat((-t[..., half:], t[..., :half]), dim=-1)
+    return t * cos[:, None, None, :] + rot * sin[:, None, None, :]
+
+
+def mla_attention(x, p, prefix, cfg):
+    """Megatron-Core's MLASelfAttention (local spec, no dropout): x [s, b, h] -> [s, b, h].
+
+        q = q_proj(x), or q_up(q_layernorm(q_down(x)))          [s, b, n, qk + r]
+        kv_c, k_pe = split(kv_down(x), [kv_lora_rank, r])
+        k_nope, v = split(kv_up(kv_layernorm(kv_c)), [qk, v_dim]) per head
+        query = [q_nope; rope(q_pe)], key = [k_nope; rope(k_pe) for every head]
+        out = linear_proj(softmax(query·keyᵀ · m²/sqrt(qk + r) + causal) · v)
+
+    with q_layernorm and kv_layernorm only under qk_layernorm (the local
+    spec's IdentityOp otherwise) and m = mscale(rotary_scaling_factor,
+    mscale_all_dim) for YaRN (1 for RoPE)."""
+    o, a = options(cfg), mla_options(cfg)
+    s, b, _ = x.shape
+    n = o["heads"]
+    qk, r, vd, kvr = a["qk_head_dim"], a["qk_pos_emb_head_dim"], a["v_head_dim"], a["kv_lora_rank"]
+    qln = o["qk_layernorm"]
+    if a["q_lora_rank"]:
+        qc = linear(x, p[prefix + "linear_q_down_proj.weight"])
+        if qln:
+            qc = norm(qc, p, prefix + "q_layernorm", o)
+        q = linear(qc, p[prefix + "linear_q_up_proj.weight"])
+    else:
+        q = linear(x, p[prefix + "linear_q_proj.weight"])
+    q = q.reshape(s, b, n, qk + r)
+    kv_c, k_pe = torch.split(linear(x, p[prefix + "linear_kv_down_proj.weight"]), [kvr, r], dim=-1)
+    if qln:
+        kv_c = norm(kv_c, p, prefix + "kv_layernorm", o)
+    kv = linear(kv_c, p[prefix + "linear_kv_up_proj.weight"]).reshape(s, b, n, qk + vd)
+    q_nope, q_pe = torch.split(q, [qk, r], dim=-1)
+    k_nope, v = torch.split(kv, [qk, vd], dim=-1)
+    cos, sin = mla_rope_tables(s, dict(a, rotary_base=o["rotary_base"]), x.dtype)
+    query = torch.cat((q_nope, mla_rope(q_pe, cos, sin)), dim=-1)
+    k_pe = mla_rope(k_pe.unsqueeze(2), cos, sin).expand(s, b, n, r)
+    key = torch.cat((k_nope, k_pe), dim=-1)
+    m = yarn_get_mscale(a["rotary_scaling_factor"], a["mscale_all_dim"]) if a["rope_type"] == "yarn" else 1.0
+    scale = m * m / math.sqrt(qk + r)
+    ctx = core_attention(*(t.permute(1, 2, 0, 3) for t in (query, key, v)), scale=scale)
+    return linear(ctx, p[prefix + "linear_proj.weight"], p.get(prefix + "linear_proj.bias"))
 
 
 def self_attention(x, p, prefix, cfg):
@@ -724,6 +875,8 @@ def transformer_layer(h, p, pre, cfg, moe_layer_index=None, attention=self_atten
     o = options(cfg)
     post_ln = o["apply_residual_connection_post_layernorm"]
     x = norm(h, p, pre + "input_layernorm", o)
+    if mla_options(cfg)["multi_latent_attention"] and attention is self_attention:
+        attention = mla_attention
     h = (x if post_ln else h) + attention(x, p, pre + "self_attention.", cfg)
     x = norm(h, p, pre + "pre_mlp_layernorm", o)
     if moe_layer_index is not None:

@@ -1,0 +1,67 @@
+package train
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/gotron/gotron/config"
+)
+
+// mlaArgs is llamaArgs without grouped queries (MLA refuses them), with
+// qk_layernorm (MLA's q and kv norms) and multi-latent attention: a query
+// latent of 16, a key-value latent of 16, heads of 8 + 8 rotary query and
+// key channels and 12 value channels.
+func mlaArgs(world int) Args {
+	a := llamaArgs(world)
+	m := &a.Model
+	m.NumQueryGroups, m.QKLayernorm = 0, true
+	m.MLA = config.MLA{MultiLatentAttention: true, QLoRARank: 16, KVLoRARank: 16, QKHeadDim: 8, QKPosEmbHeadDim: 8, VHeadDim: 12,
+		RopeType: "rope", RotaryScalingFactor: 1, OriginalMaxPositionEmbeddings: 4096, BetaFast: 32, BetaSlow: 1, MScale: 1}
+	return a
+}
+
+// TestMLAMatchesSingleRank is the layout-equivalence test of multi-latent
+// attention: the 20-step loss curve and the final validation loss equal
+// one rank's to 1e-6 and the first step's gathered gradients to 1e-5,
+// under TP 2 with and without SP (the down projections gathered, the
+// latents scattered back), CP 2 with p2p and a2a (the rotary positions of
+// each rank's chunks), PP 2, DP 2 with the distributed optimizer, full
+// and selective recompute; for MLA with a query latent and DeepSeek-V3's
+// YaRN, and without the query latent (linear_q_proj).
+func TestMLAMatchesSingleRank(t *testing.T) {
+	for _, variant := range []struct {
+		name string
+		set  func(m *config.TransformerConfig)
+	}{
+		{"yarn", func(m *config.TransformerConfig) {
+			m.RopeType, m.RotaryScalingFactor, m.MScale, m.MScaleAllDim, m.OriginalMaxPositionEmbeddings = "yarn", 40, 1, 1, 8
+		}},
+		{"no-q-latent", func(m *config.TransformerConfig) { m.QLoRARank = 0 }},
+	} {
+		t.Run(variant.name, func(t *testing.T) {
+			one := mlaArgs(1)
+			variant.set(&one.Model)
+			wantLoss, wantGrads := tpRun(t, one)
+			for _, l := range []llamaLayout{
+				{world: 2, tp: 2, sp: true}, {world: 2, tp: 2}, {world: 2, cp: 2, comm: "p2p"}, {world: 2, cp: 2, comm: "a2a"},
+				{world: 2, pp: 2}, {world: 2, distOpt: true},
+			} {
+				t.Run(l.String(), func(t *testing.T) {
+					a := l.args()
+					a.Model.NumQueryGroups, a.Model.QKLayernorm, a.Model.MLA = 0, true, mlaArgs(1).Model.MLA
+					variant.set(&a.Model)
+					losses, grads := tpRun(t, a)
+					checkEquivalent(t, losses, grads, wantLoss, wantGrads, 1e-6, 1e-5)
+				})
+			}
+			for _, rc := range []config.Recompute{{RecomputeGranularity: "selective"}, {RecomputeGranularity: "full", RecomputeMethod: "uniform", RecomputeNumLayers: 1}} {
+				t.Run(fmt.Sprintf("recompute-%s", rc.RecomputeGranularity), func(t *testing.T) {
+					a := one
+					a.Model.Recompute = rc
+					losses, grads := tpRun(t, a)
+					checkEquivalent(t, losses, grads, wantLoss, wantGrads, 1e-6, 1e-5)
+				})
+			}
+		})
+	}
+}
