@@ -245,6 +245,6 @@ func (c TransformerConfig) OptionsDesc() string {
 	add(c.ApplyResidualConnectionPostLayernorm, "post-norm residuals")
 	add(c.MultiLatentAttention && c.RopeType == "yarn" && c.RotaryScalingFactor > 1, "multi-latent attention with YaRN ×%g", c.RotaryScalingFactor)
 	add(c.MultiLatentAttention && !(c.RopeType == "yarn" && c.RotaryScalingFactor > 1), "multi-latent attention")
-	add(c.MTPNumLayers > 0, "%d MTP depths", c.MTPNumLayers)
+	add(c.MTPNumLayers > 0, "MTP depths: %d", c.MTPNumLayers)
 	return strings.Join(out, ", ")
 }

@@ -65,3 +65,38 @@ func TestMLAMatchesSingleRank(t *testing.T) {
 		})
 	}
 }
+
+// TestMLACheckpointAcrossLayouts saves an MLA model (query latent, YaRN)
+// at TP 2 with SP after 5 iterations and loads it on one rank, at PP 2
+// and at CP 2: the next 5 losses equal an uninterrupted run's at the
+// loading layout to 1e-6, so the column-parallel projections travel as
+// whole tensors.
+func TestMLACheckpointAcrossLayouts(t *testing.T) {
+	layout := func(l llamaLayout) Args {
+		a := l.args()
+		a.Model.NumQueryGroups, a.Model.QKLayernorm, a.Model.MLA = 0, true, mlaArgs(1).Model.MLA
+		a.Model.RopeType, a.Model.RotaryScalingFactor, a.Model.MScaleAllDim, a.Model.OriginalMaxPositionEmbeddings = "yarn", 40, 1, 8
+		a.TrainIters, a.LRDecayIters, a.EvalIters = 10, 10, 0
+		return a
+	}
+	dir := t.TempDir()
+	first := layout(llamaLayout{world: 2, tp: 2, sp: true})
+	first.TrainIters, first.Save = 5, dir
+	mustRun(t, first)
+	for _, l := range []llamaLayout{{world: 1}, {world: 2, pp: 2}, {world: 2, cp: 2, comm: "p2p"}} {
+		t.Run(l.String(), func(t *testing.T) {
+			a := layout(l)
+			full := mustRun(t, a)
+			a.Load = dir
+			res := mustRun(t, a)
+			if res.StartIteration != 5 || len(res.Losses) != 5 {
+				t.Fatalf("resumed at %d with %d losses, want 5 and 5", res.StartIteration, len(res.Losses))
+			}
+			for i, loss := range res.Losses {
+				if e := relErr(loss, full.Losses[5+i]); e > 1e-6 {
+					t.Errorf("iteration %d: resumed %.9f, uninterrupted %.9f", 6+i, loss, full.Losses[5+i])
+				}
+			}
+		})
+	}
+}
