@@ -15,7 +15,7 @@ const (
 	LayerEmbedding LayerType = 'E' // the word and position embeddings (pre_process)
 	LayerDecoder   LayerType = 't' // one transformer decoder layer
 	LayerMTP       LayerType = 'm' // one multi-token-prediction layer
-	LayerLoss      LayerType = 'L' // the final layernorm, output layer and loss (post_process)
+	LayerLoss      LayerType = 'L' // the output layer and loss (post_process), and the final layernorm without MTP layers
 )
 
 // Letter returns the layout-string letter of t ("E", "t", "m" or "L").

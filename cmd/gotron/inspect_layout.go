@@ -137,7 +137,11 @@ func writeLayoutTable(w io.Writer, c config.TransformerConfig, stages *config.Pi
 	if c.PipelinePlacement != config.PlacementLoop {
 		fmt.Fprintf(w, "placed in a %s: rank r's virtual stage 0 holds stage r, its virtual stage 1 stage 2P−1−r\n", strings.ToUpper(c.PipelinePlacement.String()))
 	}
-	fmt.Fprintln(w, "E embedding, tI-J decoder layers I to J, m MTP layer, L final layernorm, output layer and loss")
+	if c.MTPNumLayers > 0 {
+		fmt.Fprintln(w, "E embedding, tI-J decoder layers I to J (the last with the final layernorm), m MTP layer, L output layer and loss")
+	} else {
+		fmt.Fprintln(w, "E embedding, tI-J decoder layers I to J, m MTP layer, L final layernorm, output layer and loss")
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	head := []string{"pp rank"}
