@@ -79,13 +79,12 @@ func (m MLA) MLARotaryFactor() float64 {
 }
 
 // MLAInvFreq returns the inverse frequencies of MLA's rotary embedding
-// over qk_pos_emb_head_dim channels and base (float32 steps as the
+// over r channels (RotaryDim) and base (float32 steps as the
 // reference's): base^(−2i/r), or under YaRN those blended with the same
 // over rotary_scaling_factor by a linear ramp over the correction range
 // of beta_fast and beta_slow rotations in original_max_position_embeddings
 // (yarn_rotary_pos_embedding.py).
-func (m MLA) MLAInvFreq(base float64) []float32 {
-	r := m.QKPosEmbHeadDim
+func (m MLA) MLAInvFreq(base float64, r int) []float32 {
 	extra := make([]float32, r/2)
 	for i := range extra {
 		extra[i] = 1 / float32(math.Pow(base, float64(float32(2*i)/float32(r))))
@@ -172,7 +171,8 @@ type RotarySpec struct {
 // Rotary returns the model's rotary embedding, ok false when no layer
 // rotates: RoPE's over RotaryDim channels of every query and key head
 // (position_embedding_type rope), or MLA's over the qk_pos_emb_head_dim
-// channels, with its RoPE or YaRN frequencies and factor. MLA's
+// channels (the first RotaryDim of them), with its RoPE or YaRN
+// frequencies and factor. MLA's
 // reference de-interleaves those channels and rotates halves
 // (apply_rotary_pos_emb with mla_rotary_interleaved); that is the
 // interleaved rotation up to one permutation of the channels of queries
@@ -180,7 +180,8 @@ type RotarySpec struct {
 // them interleaved in place.
 func (c TransformerConfig) Rotary() (RotarySpec, bool) {
 	if c.MultiLatentAttention {
-		return RotarySpec{Rot: c.QKPosEmbHeadDim, Interleaved: true, InvFreq: c.MLAInvFreq(float64(c.RotaryBase)), Factor: float32(c.MLARotaryFactor())}, true
+		rot := c.RotaryDim()
+		return RotarySpec{Rot: rot, Interleaved: true, InvFreq: c.MLAInvFreq(float64(c.RotaryBase), rot), Factor: float32(c.MLARotaryFactor())}, true
 	}
 	if !c.UsesRoPE() {
 		return RotarySpec{}, false

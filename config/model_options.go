@@ -128,13 +128,23 @@ func (c TransformerConfig) LearnedPositions() bool { return c.PositionEmbedding(
 func (c TransformerConfig) UsesRoPE() bool { return c.PositionEmbedding() == RoPE }
 
 // RotaryDim returns the number of rotated channels of each head:
-// int(d·rotary_percent), as Megatron truncates it.
+// int(d·rotary_percent), as Megatron truncates it; under multi-latent
+// attention, of the qk_pos_emb_head_dim rotary channels (all of them under
+// YaRN, whose embedding keeps its whole width, as the reference's
+// YarnRotaryEmbedding does).
 func (c TransformerConfig) RotaryDim() int {
+	d := c.HeadDim()
+	if c.MultiLatentAttention {
+		d = c.QKPosEmbHeadDim
+		if c.RopeType == "yarn" {
+			return d
+		}
+	}
 	p := c.RotaryPercent
 	if p <= 0 || p >= 1 {
-		return c.HeadDim()
+		return d
 	}
-	return int(float64(c.HeadDim()) * p)
+	return int(float64(d) * p)
 }
 
 // SwiGLUFFN is the MLP width Megatron's training flags give --swiglu
@@ -187,10 +197,14 @@ func (c TransformerConfig) modelOptionViolations(vs *violationList) {
 		vs.add(fieldList("kv_channels", "num_attention_heads"),
 			"kv_channels %d with num_attention_heads %d makes linear_qkv %.3g columns wide, beyond any model (at most 2^31): choose a smaller --kv-channels", c.HeadDim(), n, w)
 	}
-	if c.UsesRoPE() {
+	if c.UsesRoPE() || c.MultiLatentAttention {
 		if p := c.RotaryPercent; !(p > 0 && p <= 1) || math.IsNaN(p) {
 			vs.add(fieldList("rotary_percent"), "rotary_percent is %g: the rotated fraction of each head must lie in (0, 1]; set --rotary-percent", p)
-		} else if d := c.RotaryDim(); c.HeadDim() > 0 && (d < 2 || d%2 != 0) {
+		} else if d := c.RotaryDim(); c.MultiLatentAttention && c.QKPosEmbHeadDim > 0 && (d < 2 || d%2 != 0) {
+			vs.add(fieldList("rotary_percent", "qk_pos_emb_head_dim"),
+				"rotary_percent %g of qk_pos_emb_head_dim %d rotates %d channels: RoPE rotates channel pairs, so the count must be even and at least 2; choose --rotary-percent (or --qk-pos-emb-head-dim)",
+				c.RotaryPercent, c.QKPosEmbHeadDim, d)
+		} else if !c.MultiLatentAttention && c.HeadDim() > 0 && (d < 2 || d%2 != 0) {
 			vs.add(fieldList("rotary_percent", "kv_channels"),
 				"rotary_percent %g of head dimension %d (kv_channels, or hidden_size/num_attention_heads) rotates %d channels: RoPE rotates channel pairs, so the count must be even and at least 2; choose --rotary-percent (or --kv-channels) so that head_dim·percent is even",
 				c.RotaryPercent, c.HeadDim(), d)

@@ -15,7 +15,7 @@ const (
 	GroupTPDP      = "tp-dp"       // tensor and data parallel, without cp
 	GroupTPDPCP    = "tp-dp-cp"    // tensor and data parallel with cp
 	GroupMP        = "tp-pp"       // model parallel (Megatron's mp)
-	GroupEmbd      = "embd"        // word embedding: first and last stage of each pp group
+	GroupEmbd      = "embd"        // word embedding: first and last stage of each pp group (Sizes.EmbeddingStages with MTP)
 	GroupPosEmbd   = "pos-embd"    // position embedding: first stage of each pp group
 	GroupIntraDPCP = "intra-dp-cp" // dp-cp within one distributed-optimizer instance
 
@@ -59,7 +59,7 @@ func GroupKinds() []GroupKind {
 		{GroupTPDP, GridDense, "get_tensor_and_data_parallel_group()", "tensor and data parallel without cp"},
 		{GroupTPDPCP, GridDense, "tp_dp_cp", "tensor and data parallel with cp"},
 		{GroupMP, GridDense, "mp", "model parallel: tensor and pipeline"},
-		{GroupEmbd, GridDense, "embd", "word embedding: first and last pp stage (tied-embedding gradients)"},
+		{GroupEmbd, GridDense, "embd", "word embedding: first and last pp stage, or the stages holding a copy (tied-embedding and MTP gradients)"},
 		{GroupPosEmbd, GridDense, "pos_embd", "position embedding: first pp stage"},
 		{GroupIntraDPCP, GridDense, "intra_dp_cp", "dp-cp within one distributed-optimizer instance"},
 		{GroupExptTP, GridExpert, "expt_tp", "expert tensor parallel"},

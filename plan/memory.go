@@ -353,8 +353,9 @@ func parameterCount(c config.TransformerConfig) float64 {
 }
 
 // expertCount returns the parameters of the whole model's routed experts
-// (E·(f₁·h + h·f) per MoE layer, E·(f₁ + h) more with add_bias_linear), 0
-// for a dense model.
+// (E·(f₁·h + h·f) per MoE layer, E·(f₁ + h) more with add_bias_linear; the
+// MTP depths' layers when the decoder's last is MoE), 0 for a dense
+// model.
 func expertCount(c config.TransformerConfig) float64 {
 	if c.NumMoEExperts <= 0 {
 		return 0
@@ -373,6 +374,9 @@ func expertCount(c config.TransformerConfig) float64 {
 		}
 	} else {
 		layers = float64(c.NumLayers)
+	}
+	if c.NumLayers > 0 && c.IsMoELayer(c.NumLayers-1) {
+		layers += float64(c.MTPNumLayers) // the MTP depths' layers are MoE too
 	}
 	per := f1*h + h*f
 	if c.AddBiasLinear {

@@ -33,6 +33,7 @@ func TestExpertsCounted(t *testing.T) {
 	for _, bias := range []bool{false, true} {
 		b := m
 		b.AddBiasLinear = bias
+		b.MoELayerFreq, b.MTPNumLayers, b.PositionEmbeddingType = []int{1}, 1, config.RoPE // (MoE depths)
 		specs, err := gpt.ChunkParamSpecs(b, 1, gpt.WholeModel(b))
 		if err != nil {
 			t.Fatal(err)

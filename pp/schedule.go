@@ -107,6 +107,11 @@ type Config struct {
 	OverlapP2PCommWarmupFlush bool
 	BatchP2PComm              bool
 	DeallocatePipelineOutputs bool
+	// ExchangesShapes says the pipeline's messages carry their shapes
+	// first (variable_seq_lengths, or a standalone MTP stage): ZB-H2, ZB-V
+	// and DualPipeV post receives long before their peers send, and the
+	// shape exchange blocks such a receive, so they are refused with it.
+	ExchangesShapes bool
 	// GradSyncFunc and ParamSyncFunc say whether config.grad_sync_func and
 	// config.param_sync_func are set (the distributed optimizer with
 	// overlapped reduction and gather sets them).
@@ -129,6 +134,9 @@ type Config struct {
 func (c Config) CheckSchedule() error {
 	if err := c.checkDeferEmbedding(); err != nil {
 		return err
+	}
+	if c.ExchangesShapes && (c.Schedule == ScheduleZBH2 || c.Schedule == ScheduleZBV || c.Schedule == ScheduleDualPipeV) {
+		return fmt.Errorf("--pipeline-schedule %s with pipeline messages that carry their shapes (a standalone MTP stage, or variable_seq_lengths): the schedule posts receives before its peers send, and the shape exchange would block them; not built yet: put the MTP layers with the loss (m in the stage of L), or choose %s, %s or the interleaved schedule", c.Schedule, ScheduleOneFOneB, ScheduleZBH1)
 	}
 	switch c.Schedule {
 	case "", ScheduleOneFOneB:

@@ -93,8 +93,9 @@ func TestZeroBubbleH1Defers(t *testing.T) {
 	}
 }
 
-// TestSplitSchedulesRefused: ZB-H1 where it cannot run is refused with the
-// rule and the fix.
+// TestSplitSchedulesRefused: ZB-H1 and ZB-H2 where they cannot run, and
+// the schedules that post receives early with shape-carrying messages,
+// are refused with the rule and the fix.
 func TestSplitSchedulesRefused(t *testing.T) {
 	for _, c := range []struct {
 		cfg  Config
@@ -105,6 +106,10 @@ func TestSplitSchedulesRefused(t *testing.T) {
 		{Config{PP: 1, Microbatches: 4, Schedule: ScheduleZBH2}, "zb-h2: pipeline_model_parallel_size = 1"},
 		{Config{PP: 2, VPP: 2, Microbatches: 4, Schedule: ScheduleZBH2}, "zb-h2 runs one model chunk per rank"},
 		{Config{PP: 2, Microbatches: 4, Schedule: "zb-h9"}, `"zb-h9"`},
+		// Shape-carrying messages block the receives these post early.
+		{Config{PP: 2, Microbatches: 4, Schedule: ScheduleZBH2, ExchangesShapes: true}, "zb-h2 with pipeline messages that carry their shapes"},
+		{Config{PP: 2, VPP: 2, Microbatches: 4, Schedule: ScheduleZBV, ExchangesShapes: true}, "zb-v with pipeline messages that carry their shapes"},
+		{Config{PP: 2, VPP: 2, Microbatches: 4, Schedule: ScheduleDualPipeV, ExchangesShapes: true}, "dualpipev with pipeline messages"},
 	} {
 		if _, err := Build(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)

@@ -433,7 +433,8 @@ func (a Args) checkProfile(world int, v *violations) {
 		m = a.GlobalBatchAt(0) / (a.MicroBatchSize * dp)
 	}
 	if err := (pp.Config{PP: mp.PipelineModelParallelSize, VPP: mp.VirtualPipelineModelParallelSize, Microbatches: m,
-		OverlapP2PComm: mp.OverlapP2PComm, Schedule: a.PipelineSchedule, DeferEmbeddingWgrad: deferEmb}).CheckSchedule(); err != nil {
+		OverlapP2PComm: mp.OverlapP2PComm, Schedule: a.PipelineSchedule, DeferEmbeddingWgrad: deferEmb,
+		ExchangesShapes: mp.VariableSeqLengths || a.Model.MTPStandalone()}).CheckSchedule(); err != nil {
 		v.addErr(err)
 	}
 	p := a.ProfileSchedule

@@ -8,11 +8,13 @@
 //	loss_t = cross_entropy(logits_t, label_t)
 //
 // With mtp_num_layers D (MTPLayer), D multi-token-prediction depths follow
-// the final layernorm on the chunk with the loss: depth k embeds the ids
-// rolled left by k + 1 (MTPBatch), projects [enorm(e); hnorm(h)] to h, runs
-// one transformer layer and its own final norm, and its logits through the
-// shared output layer predict the labels rolled as far; the chunk returns
-// the depths' per-token losses after the main ones.
+// the final layernorm, on the chunk with the loss or on one of their own
+// (ChunkSpec.MTP): depth k embeds the ids rolled left by k + 1 (MTPBatch),
+// projects [enorm(e); hnorm(h)] to h, runs one transformer layer and its
+// own final norm, and its logits through the shared output layer predict
+// the labels rolled as far; the loss chunk returns the depths' per-token
+// losses after the main ones. With multi_latent_attention every layer's
+// attention is MLA's.
 //
 // With per-token position ids (Inputs.PositionIDs, --reset-position-ids)
 // the embedding adds position_embeddings[position_ids] and RoPE turns each

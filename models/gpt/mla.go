@@ -197,8 +197,8 @@ func (f *mlaPackFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tens
 	if q.Dim(2) != n*qd || kv.Dim(2) != n*(qk+vd) || kr.Dim(2) != r || kv.Dim(0) != s || kr.Dim(0) != s {
 		return nil, fmt.Errorf("gpt: MLA queries %v, keys and values %v, rotary keys %v for %d heads of %d+%d query, %d value channels", q.Shape(), kv.Shape(), kr.Shape(), n, qk, r, vd)
 	}
-	if f.rope == nil || f.rope.Rot != r {
-		return nil, fmt.Errorf("gpt: MLA needs a rotary table of %d channels", r)
+	if f.rope == nil || f.rope.Rot > r {
+		return nil, fmt.Errorf("gpt: MLA needs a rotary table of at most %d channels", r)
 	}
 	out := tensor.New(s, b, n*3*d)
 	qd_, kvd, krd, od := q.Data(), kv.Data(), kr.Data(), out.Data()

@@ -551,6 +551,10 @@ def mla_rope_tables(s, a, dtype=torch.float32):
     rotary_scaling_factor by a linear ramp over the correction range, and the
     concentration factor mscale(factor, mscale)/mscale(factor, mscale_all_dim))."""
     r = a["qk_pos_emb_head_dim"]
+    if a["rope_type"] == "rope":
+        # RotaryEmbedding(qk_pos_emb_head_dim, rotary_percent): the first
+        # int(r·percent) channels (YaRN keeps its whole width)
+        r = int(r * a.get("rotary_percent", 1.0))
     base = 10000.0 if "rotary_base" not in a else a["rotary_base"]
     extra = 1.0 / (base ** (torch.arange(0, r, 2, dtype=torch.float32) / r))
     factor = 1.0
@@ -574,13 +578,16 @@ def mla_rope_tables(s, a, dtype=torch.float32):
 
 
 def mla_rope(t, cos, sin):
-    """Megatron's apply_rotary_pos_emb with multi_latent_attention: the channels
-    de-interleaved ([0, 2, 4, ...; 1, 3, 5, ...]), then rotated by halves.
-    t [s, b, heads, r], cos and sin [s, r]."""
+    """Megatron's apply_rotary_pos_emb with multi_latent_attention: the first
+    cos.shape[-1] channels de-interleaved ([0, 2, 4, ...; 1, 3, 5, ...]), then
+    rotated by halves, the rest passed through. t [s, b, heads, r], cos and
+    sin [s, rot]."""
+    rot_dim = cos.shape[-1]
+    t, t_pass = t[..., :rot_dim], t[..., rot_dim:]
     t = torch.cat((t[..., 0::2], t[..., 1::2]), dim=-1)
     half = t.shape[-1] // 2
     rot = torch.cat((-t[..., half:], t[..., :half]), dim=-1)
-    return t * cos[:, None, None, :] + rot * sin[:, None, None, :]
+    return torch.cat((t * cos[:, None, None, :] + rot * sin[:, None, None, :], t_pass), dim=-1)
 
 
 def mla_attention(x, p, prefix, cfg):
@@ -614,11 +621,11 @@ def mla_attention(x, p, prefix, cfg):
     kv = linear(kv_c, p[prefix + "linear_kv_up_proj.weight"]).reshape(s, b, n, qk + vd)
     q_nope, q_pe = torch.split(q, [qk, r], dim=-1)
     k_nope, v = torch.split(kv, [qk, vd], dim=-1)
-    cos, sin = mla_rope_tables(s, dict(a, rotary_base=o["rotary_base"]), x.dtype)
+    cos, sin = mla_rope_tables(s, dict(a, rotary_base=o["rotary_base"], rotary_percent=o["rotary_percent"]), x.dtype)
     query = torch.cat((q_nope, mla_rope(q_pe, cos, sin)), dim=-1)
     k_pe = mla_rope(k_pe.unsqueeze(2), cos, sin).expand(s, b, n, r)
     key = torch.cat((k_nope, k_pe), dim=-1)
-    m = yarn_get_mscale(a["rotary_scaling_factor"], a["mscale_all_dim"]) if a["rope_type"] == "yarn" else 1.0
+    m = yarn_get_mscale(a["rotary_scaling_factor"], a["mscale_all_dim"])  # whatever rope_type, as the reference
     scale = m * m / math.sqrt(qk + r)
     ctx = core_attention(*(t.permute(1, 2, 0, 3) for t in (query, key, v)), scale=scale)
     return linear(ctx, p[prefix + "linear_proj.weight"], p.get(prefix + "linear_proj.bias"))
