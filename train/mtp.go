@@ -3,7 +3,6 @@ package train
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
@@ -147,17 +146,8 @@ func (t *trainer) mtpLosses(ctx context.Context, res *pp.Result) ([]float64, err
 			out[k] += v / float64(len(res.Store))
 		}
 	}
-	if t.pp.Size() > 1 {
-		bits := make([]int64, d)
-		for k, v := range out {
-			bits[k] = int64(math.Float64bits(v))
-		}
-		if err := t.pp.Broadcast(ctx, comm.I64(bits), t.lossRank()); err != nil {
-			return nil, fmt.Errorf("MTP loss broadcast over %s: %w", t.pp.Name(), err)
-		}
-		for k, b := range bits {
-			out[k] = math.Float64frombits(uint64(b))
-		}
+	if err := t.floatsFromLastStage(ctx, out); err != nil {
+		return nil, fmt.Errorf("MTP losses: %w", err)
 	}
 	for k, v := range out {
 		avg, err := t.averageOverDP(ctx, v)

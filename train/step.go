@@ -282,13 +282,9 @@ func (t *trainer) lossFunc(ctx context.Context, tape *autograd.Tape, b data.Batc
 // overCP sums a micro-batch's loss sum and token count over the
 // context-parallel group.
 func (t *trainer) overCP(ctx context.Context, sum float32, tokens int64) (microLoss, error) {
-	g := t.cp.CP
 	s, n := []float32{sum}, []int64{tokens}
-	if err := g.AllReduce(ctx, comm.F32(s), comm.Sum); err != nil {
-		return microLoss{}, fmt.Errorf("loss all-reduce over %s: %w", g.Name(), err)
-	}
-	if err := g.AllReduce(ctx, comm.I64(n), comm.Sum); err != nil {
-		return microLoss{}, fmt.Errorf("token count all-reduce over %s: %w", g.Name(), err)
+	if err := t.sumOverCP(ctx, s, n); err != nil {
+		return microLoss{}, err
 	}
 	return microLoss{sum: float64(s[0]), tokens: n[0]}, nil
 }
@@ -432,6 +428,25 @@ func (t *trainer) fromLastStage(ctx context.Context, loss float64, tokens int64)
 		return 0, 0, err
 	}
 	return math.Float64frombits(uint64(buf[0])), buf[1], nil
+}
+
+// floatsFromLastStage broadcasts xs from the last pipeline stage, which
+// computed them, to every stage, each float64 exactly (as its bits).
+func (t *trainer) floatsFromLastStage(ctx context.Context, xs []float64) error {
+	if t.pp.Size() == 1 {
+		return nil
+	}
+	bits := make([]int64, len(xs))
+	for k, v := range xs {
+		bits[k] = int64(math.Float64bits(v))
+	}
+	if err := t.pp.Broadcast(ctx, comm.I64(bits), t.lossRank()); err != nil {
+		return fmt.Errorf("broadcast over %s: %w", t.pp.Name(), err)
+	}
+	for k, b := range bits {
+		xs[k] = math.Float64frombits(uint64(b))
+	}
+	return nil
 }
 
 // sumTokensOverDP sums the token count and the loss sum over the

@@ -121,15 +121,8 @@ func (l *MLA) qkv(t *autograd.Tape, x *autograd.Var, m *Model, ps *pass) (*autog
 	var err error
 	down := func(lin *tp.ColumnParallelLinear, x *autograd.Var, scatter bool) *autograd.Var {
 		var z *autograd.Var
-		if err != nil {
-			return nil
-		}
-		if z, _, err = lin.Forward(t, x, nil, nil); err != nil {
-			return nil
-		}
-		z = tp.GatherFromTensorModelParallelRegion(t, z, m.TP) // [s, b, out]
-		if scatter && sp {
-			z = tp.ScatterToSequenceParallelRegion(t, z, m.TP)
+		if err == nil {
+			z, err = m.wholeColumn(t, lin, x, scatter)
 		}
 		return z
 	}
@@ -297,4 +290,22 @@ func (f mlaValuesFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Ten
 		copy(dd[k*f.d:k*f.d+f.vd], gd[k*f.vd:(k+1)*f.vd])
 	}
 	return []*tensor.Tensor{dx}, nil
+}
+
+// wholeColumn applies the column-parallel lin to x ([s, b, in], or
+// [s/tp, b, in] under sequence parallelism) and gathers its output whole
+// over TP, [s, b, out] on every rank (the reference's ColumnParallelLinear
+// followed by gather_from_tensor_model_parallel_region); with scatter and
+// under sequence parallelism, back to the rank's sequence shard
+// [s/tp, b, out]. MTP's eh_proj and MLA's down projections are such.
+func (m *Model) wholeColumn(t *autograd.Tape, lin *tp.ColumnParallelLinear, x *autograd.Var, scatter bool) (*autograd.Var, error) {
+	y, _, err := lin.Forward(t, x, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	y = tp.GatherFromTensorModelParallelRegion(t, y, m.TP)
+	if scatter && m.sequenceParallel() {
+		y = tp.ScatterToSequenceParallelRegion(t, y, m.TP)
+	}
+	return y, nil
 }

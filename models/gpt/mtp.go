@@ -136,13 +136,9 @@ func (l *MTPLayer) forward(t *autograd.Tape, m *Model, h *autograd.Var, ids []in
 	}
 	run := func(t *autograd.Tape, args []*autograd.Var) (*autograd.Var, error) {
 		c := autograd.Cat(t, 2, m.norm(t, args[1], l.EnormW, l.EnormB), m.norm(t, args[0], l.HnormW, l.HnormB))
-		y, _, err := l.EHProj.Forward(t, c, nil, nil) // [s, b, h/tp]
+		y, err := m.wholeColumn(t, l.EHProj, c, true) // [s, b, h], [s/tp, b, h] under SP
 		if err != nil {
 			return nil, err
-		}
-		y = tp.GatherFromTensorModelParallelRegion(t, y, m.TP) // [s, b, h]
-		if m.sequenceParallel() {
-			y = tp.ScatterToSequenceParallelRegion(t, y, m.TP) // [s/tp, b, h]
 		}
 		y = l.Layer.forward(t, y, m, ps)
 		return m.norm(t, y, l.FinalLayernormW, l.FinalLayernormB), t.Err()
