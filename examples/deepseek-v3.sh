@@ -13,6 +13,8 @@
 #	examples/deepseek-v3.sh                       # mock data, 16 in-process ranks
 #	examples/deepseek-v3.sh --backend mpi         # 16 MPI processes (mpirun, bin/gotron-mpi)
 #	examples/deepseek-v3.sh --log-json ds.jsonl   # then: bin/gotron plot expert-load --log-json ds.jsonl
+#	examples/deepseek-v3.sh inspect-memory        # the model's activation memory, measured beside the formula
+#	                                              # (gotron inspect memory; add e.g. --tensor-model-parallel-size 2)
 #
 # Later flags override earlier ones: any flag of `gotron train` may be
 # added. Under --backend mpi the script runs mpirun -np 16 itself (add
@@ -59,6 +61,11 @@ case " $* " in
 *" --data-path "* | *" --train-data-path "* | *" --text-data-path "* | *" --go-stdlib-corpus "* | *" --mock-data "*) ;;
 *) DATA_ARGS=(--mock-data --vocab-size 1024) ;;
 esac
+if [ "${1:-}" = inspect-memory ]; then
+	shift
+	[ -x bin/gotron ] || make build
+	exec bin/gotron inspect memory "${MODEL_ARGS[@]}" "${MLA_ARGS[@]}" "${MOE_ARGS[@]}" "${MTP_ARGS[@]}" --vocab-size 1024 "$@"
+fi
 ARGS=("${MODEL_ARGS[@]}" "${MLA_ARGS[@]}" "${MOE_ARGS[@]}" "${MTP_ARGS[@]}" "${PARALLEL_ARGS[@]}" "${TRAINING_ARGS[@]}" "${DATA_ARGS[@]}" "$@")
 case " $* " in
 *" --backend mpi "*)

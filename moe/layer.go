@@ -271,7 +271,6 @@ type routerFn struct {
 	s, b  int
 	scale float32
 	r     *Routing
-	aux   []float32 // d(aux + z)/dlogits, unscaled (nil: none)
 }
 
 func (f *routerFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tensor, error) {
@@ -306,22 +305,25 @@ func (f *routerFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tenso
 			}
 		}
 		st.Passes++
-		if err := f.losses(c.Tape().Context(), ld, t, e); err != nil {
+		aux, err := f.losses(c.Tape().Context(), ld, t, e)
+		if err != nil {
 			return nil, err
 		}
+		c.State = routerState{r: r, aux: aux}
 	}
 	return tensor.FromSlice(r.Probs, t, e), nil
 }
 
 // losses computes the load-balancing and z losses of the pass, records
-// them and keeps their gradient with respect to the logits. Over a tp × cp
+// them and returns their gradient with respect to the logits (nil: no
+// such loss). Over a tp × cp
 // group of n ranks (Parallel.TPCP), each holding other tokens of the same
 // sequences, the tokens per expert are summed over the group and the
 // token count is n·T, so that the ranks' losses add up to the loss of the
 // whole sequences (Megatron's get_tokens_per_expert_and_token_count over
 // tp_cp); the z loss's coefficient is divided by n (each rank's is the
 // mean over its own tokens).
-func (f *routerFn) losses(ctx context.Context, logits []float32, t, e int) error {
+func (f *routerFn) losses(ctx context.Context, logits []float32, t, e int) ([]float32, error) {
 	cfg := f.l.Config
 	st := &f.l.Stats
 	g := f.l.Parallel.TPCP
@@ -347,22 +349,22 @@ func (f *routerFn) losses(ctx context.Context, logits []float32, t, e int) error
 	if cfg.AuxCoeff > 0 && cfg.Balance != NoBalance {
 		a, err := NewAuxScores(logits, t, e, cfg.Router.TopK, cfg.Router.ScoreFunction)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		var loss float64
 		var ds []float32
 		if cfg.Balance == SeqAuxLoss {
 			tokens := TokensPerExpert(a.Map, f.b*e)
 			if err := overGroup(tokens); err != nil {
-				return err
+				return nil, err
 			}
 			if loss, ds, err = a.SeqLoadBalancingLoss(f.s, f.b, tokens, n*f.s, cfg.AuxCoeff); err != nil {
-				return err
+				return nil, err
 			}
 		} else {
 			tokens := TokensPerExpert(a.Map, e)
 			if err := overGroup(tokens); err != nil {
-				return err
+				return nil, err
 			}
 			loss, ds = LoadBalancingLoss(a.Scores, tokens, n*t, e, cfg.Router.TopK, cfg.AuxCoeff)
 		}
@@ -375,14 +377,31 @@ func (f *routerFn) losses(ctx context.Context, logits []float32, t, e int) error
 		st.Z += loss / coeff
 		add(d)
 	}
-	f.aux = grad
-	return nil
+	return grad, nil
 }
 
 func (f *routerFn) Backward(c *autograd.Ctx, dProbs *tensor.Tensor) ([]*tensor.Tensor, error) {
-	d := f.r.Backward(dProbs.Contiguous().Data())
-	for i, v := range f.aux {
+	st := c.State.(routerState)
+	d := st.r.Backward(dProbs.Contiguous().Data())
+	for i, v := range st.aux {
 		d[i] += f.scale * v
 	}
-	return []*tensor.Tensor{tensor.FromSlice(d, f.r.T, f.r.E)}, nil
+	return []*tensor.Tensor{tensor.FromSlice(d, st.r.T, st.r.E)}, nil
+}
+
+// routerState is what the router keeps for backward: the routing (its
+// map, chosen experts and scores; the probabilities are the output's
+// storage, counted where they are saved) and the auxiliary losses'
+// gradient.
+type routerState struct {
+	r   *Routing
+	aux []float32 // d(aux + z)/dlogits, unscaled (nil: none)
+}
+
+// StateBytes is the routing's map (a byte per token and expert), scores
+// (float32 [T, E]) and chosen experts (int [T, k]) and the auxiliary
+// gradient (float32 [T, E], with a load-balancing or z loss).
+func (s routerState) StateBytes() int64 {
+	r := s.r
+	return int64(len(r.Map)) + 4*int64(len(r.scores)) + 8*int64(len(r.Indices)) + 4*int64(len(s.aux))
 }

@@ -23,7 +23,13 @@ type Dispatch struct {
 
 // NewDispatch lists the routed (token, expert) pairs of a [T, E] map.
 func NewDispatch(m []bool, t, e int) *Dispatch {
-	d := &Dispatch{Counts: make([]int, e), Offsets: make([]int, e)}
+	n := 0
+	for _, on := range m[:t*e] {
+		if on {
+			n++
+		}
+	}
+	d := &Dispatch{Token: make([]int, 0, n), Expert: make([]int, 0, n), Counts: make([]int, e), Offsets: make([]int, e)}
 	for j := 0; j < e; j++ {
 		d.Offsets[j] = len(d.Token)
 		for i := 0; i < t; i++ {
@@ -53,13 +59,27 @@ func (f permuteFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Tenso
 	for n, tok := range f.d.Token {
 		copy(yd[n*h:(n+1)*h], xd[tok*h:(tok+1)*h])
 	}
-	c.State = x.Dim(0)
+	c.State = dispatchState{f.d, x.Dim(0)}
 	return y, nil
+}
+
+// dispatchState is what a permutation keeps for backward: the dispatch
+// (which its unpermutation shares) and the tokens it gathered from.
+type dispatchState struct {
+	d      *Dispatch
+	tokens int
+}
+
+// StateBytes is the dispatch's four int lists: 16 bytes per routed row
+// and per expert.
+func (s dispatchState) StateBytes() int64 {
+	d := s.d
+	return 8 * int64(len(d.Token)+len(d.Expert)+len(d.Counts)+len(d.Offsets))
 }
 
 func (f permuteFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Tensor, error) {
 	h := dy.Dim(1)
-	dx := tensor.New(c.State.(int), h)
+	dx := tensor.New(c.State.(dispatchState).tokens, h)
 	dxd, dyd := dx.Data(), dy.Contiguous().Data()
 	for n, tok := range f.d.Token {
 		kernels.AddInto(dxd[tok*h:(tok+1)*h], dyd[n*h:(n+1)*h])

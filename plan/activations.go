@@ -12,6 +12,8 @@ import (
 	"github.com/gotron/gotron/data"
 	"github.com/gotron/gotron/mesh"
 	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/moe"
+	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/rng"
 	"github.com/gotron/gotron/tp"
 )
@@ -25,16 +27,17 @@ type Row struct {
 	Config config.TransformerConfig
 	// PerLayer is the measured bytes one transformer layer keeps (the
 	// mean over the layers); Estimate is gotron's formula
-	// (gpt.EstimateActivations).
+	// (gpt.EstimateActivations), its mean over the same layers.
 	PerLayer, Estimate int64
 	// Korthikanti is the per-layer formula of Korthikanti et al. 2022,
 	// Table 2, in bytes of 16-bit activations; gotron keeps float32, so
 	// compare Estimate with 2·Korthikanti less the terms gotron never
-	// stores (see docs/MEMORY.md).
+	// stores (see docs/MEMORY.md). 0 for a MoE model.
 	Korthikanti float64
 	// EndOfForward is the whole model's activation memory at the end of
-	// forward; Peak the largest during forward and backward.
-	EndOfForward, Peak int64
+	// forward (its MTP depths' included); Peak the largest during forward
+	// and backward; EstimateTotal gotron's formula for EndOfForward.
+	EndOfForward, Peak, EstimateTotal int64
 }
 
 // memoryLayouts are the layouts MeasureActivations compares, on t ranks.
@@ -46,14 +49,20 @@ func memoryLayouts(base config.TransformerConfig, t int) []struct {
 		name string
 		cfg  config.TransformerConfig
 	}
-	add := func(name string, tp int, sp bool, rc config.Recompute) {
+	moe := base.NumMoEExperts > 0
+	add := func(name string, tp int, sp bool, rc config.Recompute) bool {
+		if moe && (tp > 1 && !sp || rc.RecomputeGranularity == "full") {
+			return false // MoE needs SP under TP and refuses full recompute
+		}
 		c := base
 		c.TensorModelParallelSize, c.SequenceParallel, c.Recompute = tp, sp, rc
 		c.ContextParallelSize, c.HierarchicalContextParallelSizes, c.CPCommType = 1, nil, nil
+		c.ExpertModelParallelSize, c.ExpertTensorParallelSize = 1, 0 // every expert on each rank, split over its TP
 		out = append(out, struct {
 			name string
 			cfg  config.TransformerConfig
 		}{name, c})
+		return true
 	}
 	sel := config.Recompute{RecomputeGranularity: "selective"}
 	full := config.Recompute{RecomputeGranularity: "full", RecomputeMethod: "uniform", RecomputeNumLayers: 1}
@@ -72,9 +81,10 @@ func memoryLayouts(base config.TransformerConfig, t int) []struct {
 	if n := base.ContextParallelSize; n > 1 {
 		typ := base.LayerCPCommType(0)
 		cpAdd := func(name string, tp int, sp bool, rc config.Recompute) {
-			add(name, tp, sp, rc)
-			c := &out[len(out)-1].cfg
-			c.ContextParallelSize, c.HierarchicalContextParallelSizes, c.CPCommType = n, base.HierarchicalContextParallelSizes, base.CPCommType
+			if add(name, tp, sp, rc) {
+				c := &out[len(out)-1].cfg
+				c.ContextParallelSize, c.HierarchicalContextParallelSizes, c.CPCommType = n, base.HierarchicalContextParallelSizes, base.CPCommType
+			}
 		}
 		cpAdd(fmt.Sprintf("CP %d (%s)", n, typ), 1, false, config.Recompute{})
 		cpAdd(fmt.Sprintf("CP %d + selective", n), 1, false, sel)
@@ -123,10 +133,12 @@ func Korthikanti(cfg config.TransformerConfig, b int) float64 {
 // model's context-parallel size is n) on in-process ranks, its weights,
 // data and dropout drawn from seed, and reports rank 0's measured
 // activation memory beside gotron's and Korthikanti et al.'s formulas.
+// A MoE model's layouts hold every expert on each rank (EP 1), split over
+// the layout's TP (expert_tensor_parallel_size t), so that the rows its
+// experts keep follow from the config, not from the routing; they leave
+// out TP without SP and full recompute, which MoE refuses, and
+// Korthikanti (a dense layer's) is 0.
 func MeasureActivations(ctx context.Context, model config.TransformerConfig, b int, seed uint64) ([]Row, error) {
-	if model.NumMoEExperts > 0 {
-		return nil, fmt.Errorf("--num-experts %d: gotron's activation-memory formula does not cover MoE layers yet (their saved rows depend on the routing); inspect the dense model, or measure a MoE run's peak_activation_bytes with --log-json", model.NumMoEExperts)
-	}
 	if model.VocabSize == 0 {
 		model.VocabSize = 256
 	}
@@ -135,8 +147,11 @@ func MeasureActivations(ctx context.Context, model config.TransformerConfig, b i
 		if err := l.cfg.Validate(); err != nil {
 			return nil, fmt.Errorf("%s: %w", l.name, err)
 		}
-		row := Row{Layout: l.name, Config: l.cfg, Estimate: gpt.EstimateActivations(l.cfg, b).PerLayer,
-			Korthikanti: Korthikanti(l.cfg, b)}
+		row := Row{Layout: l.name, Config: l.cfg, Estimate: meanLayer(l.cfg, b), Korthikanti: Korthikanti(l.cfg, b),
+			EstimateTotal: gpt.EstimateActivations(l.cfg, b).Total}
+		if l.cfg.NumMoEExperts > 0 {
+			row.Korthikanti = 0 // the paper's layers are dense
+		}
 		n := max(l.cfg.TensorModelParallelSize, 1) * max(l.cfg.ContextParallelSize, 1)
 		err := local.NewWorld(n, comm.Options{}).Run(ctx, func(ctx context.Context, w comm.Group) error {
 			return measureRank(ctx, w, l.cfg, b, seed, &row)
@@ -149,12 +164,20 @@ func MeasureActivations(ctx context.Context, model config.TransformerConfig, b i
 	return rows, nil
 }
 
+// meanLayer is gotron's formula for a decoder layer of cfg, the mean over
+// its layers (MoE and dense ones differ).
+func meanLayer(cfg config.TransformerConfig, b int) int64 {
+	e := gpt.EstimateActivations(cfg, b)
+	return (e.Total - e.Embedding - e.Head - int64(cfg.MTPNumLayers)*e.MTP) / int64(max(cfg.NumLayers, 1))
+}
+
 // measureRank is one rank of a layout of MeasureActivations: one
 // micro-batch of b rows forward and backward through model cfg, and, on
 // rank 0, the activation memory per layer, at the end of the forward pass
 // and at its peak into row.
 func measureRank(ctx context.Context, w comm.Group, cfg config.TransformerConfig, b int, seed uint64, row *Row) error {
-	groups, err := mesh.Initialize(ctx, w, mesh.Sizes{TP: max(cfg.TensorModelParallelSize, 1), PP: 1, CP: max(cfg.ContextParallelSize, 1), EP: 1, ETP: 1})
+	groups, err := mesh.Initialize(ctx, w, mesh.Sizes{TP: max(cfg.TensorModelParallelSize, 1), PP: 1, CP: max(cfg.ContextParallelSize, 1),
+		EP: 1, ETP: max(cfg.EffectiveExpertTensorParallelSize(), 1)})
 	if err != nil {
 		return err
 	}
@@ -165,7 +188,8 @@ func measureRank(ctx context.Context, w comm.Group, cfg config.TransformerConfig
 			return err
 		}
 	}
-	m, err := gpt.NewParallel(cfg, rng.New(seed), g, gpt.WithContextParallel(cpg))
+	experts := moe.Parallel{EP: groups.Get(mesh.GroupEP), ETP: groups.Get(mesh.GroupExptTP), TPEP: groups.Get(mesh.GroupTPEP), TPCP: groups.Get(mesh.GroupTPCP)}
+	m, err := gpt.NewParallel(cfg, rng.New(seed), g, gpt.WithContextParallel(cpg), gpt.WithExperts(experts))
 	if err != nil {
 		return err
 	}
@@ -175,13 +199,21 @@ func measureRank(ctx context.Context, w comm.Group, cfg config.TransformerConfig
 	}
 	var st gpt.ActivationStats
 	tape := autograd.NewTape(ctx)
-	mb := gpt.SplitBatch(data.MockDataset{Seed: seed, Vocab: cfg.VocabSize, Seq: cfg.SeqLength}.Batch(data.ConstantStep(0, b), 0, b), m.CP)
-	losses, err := m.ForwardInputs(tape, gpt.Inputs{IDs: mb.InputIDs, Labels: mb.Labels, Rows: mb.Rows, Seq: mb.Seq, Stats: &st},
+	full := data.MockDataset{Seed: seed, Vocab: cfg.VocabSize, Seq: cfg.SeqLength}.Batch(data.ConstantStep(0, b), 0, b)
+	mb := gpt.SplitBatch(full, m.CP)
+	var mtp []gpt.MTPInputs
+	for k := range cfg.MTPNumLayers {
+		d := gpt.SplitBatch(gpt.MTPBatch(full, k), m.CP)
+		mtp = append(mtp, gpt.MTPInputs{IDs: d.InputIDs, Labels: d.Labels})
+	}
+	losses, err := m.ForwardInputs(tape, gpt.Inputs{IDs: mb.InputIDs, Labels: mb.Labels, Rows: mb.Rows, Seq: mb.Seq, Stats: &st, MTP: mtp},
 		&gpt.Randomness{Default: def, Tracker: tracker}, nil)
 	if err != nil {
 		return err
 	}
-	if err := autograd.Backward(tape, gpt.MaskedMeanLoss(tape, losses, mb, 1), nil); err != nil {
+	// Every per-token loss, the MTP depths' too, with weight 1: the memory
+	// does not depend on the weights.
+	if err := autograd.Backward(tape, autograd.WeightedSum(tape, losses, tensor.Full(1, losses.Value.Len())), nil); err != nil {
 		return err
 	}
 	if w.Rank() == 0 {

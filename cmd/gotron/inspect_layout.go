@@ -8,15 +8,15 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/pp"
 )
 
 func newInspectLayoutCmd() *cobra.Command {
-	c := config.DefaultTransformerConfig()
+	var pf pipelineFlags
 	var asJSON bool
-	var schedule string
 	cmd := &cobra.Command{
 		Use:   "layout",
 		Short: "Print which layers each pipeline rank and virtual stage holds",
@@ -34,29 +34,16 @@ the embedding and the loss; the layout line still lists the stages in model
 order.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if s := c.PipelineModelParallelLayout; s != "" && (!cmd.Flags().Changed("num-layers") || !cmd.Flags().Changed("mtp-num-layers")) {
-				l, err := config.ParsePipelineLayout(s, 1)
-				if err != nil {
-					return err
-				}
-				if !cmd.Flags().Changed("num-layers") {
-					c.NumLayers = l.Count(config.LayerDecoder)
-				}
-				if !cmd.Flags().Changed("mtp-num-layers") {
-					c.MTPNumLayers = l.Count(config.LayerMTP)
-				}
-			}
-			if schedule != "" {
-				r := c.ResolvePipelineLayout()
-				if err := (pp.Config{PP: r.PipelineModelParallelSize, VPP: r.VirtualPipelineModelParallelSize, Schedule: schedule}).CheckSchedule(); err != nil {
-					return err
-				}
-			}
-			loop, err := c.PipelineChunks() // the stages, in model order
+			c, err := pf.config(cmd)
 			if err != nil {
 				return err
 			}
-			c.PipelinePlacement = pp.PlacementOf(schedule)
+			inOrder := c
+			inOrder.PipelinePlacement = config.PlacementLoop
+			loop, err := inOrder.PipelineChunks() // the stages, in model order
+			if err != nil {
+				return err
+			}
 			chunks, err := c.PipelineChunks()
 			if err != nil {
 				return err
@@ -70,6 +57,21 @@ order.`,
 	}
 	f := cmd.Flags()
 	f.SortFlags = false
+	pf.add(f)
+	f.BoolVar(&asJSON, "json", false, `print JSON: {"stages": [["E","t",…],…], "ranks": [{"rank", "chunks": [{"vpp", "layers", "decoder_offset"}]}]}`)
+	return cmd
+}
+
+// pipelineFlags are the flags that place a model's layers on pipeline
+// ranks, shared by inspect layout and inspect groups.
+type pipelineFlags struct {
+	c        config.TransformerConfig
+	schedule string
+}
+
+func (pf *pipelineFlags) add(f *pflag.FlagSet) {
+	c := &pf.c
+	*c = config.DefaultTransformerConfig()
 	f.IntVar(&c.NumLayers, "num-layers", 0, "decoder layers (default with a layout: its number of t)")
 	f.IntVar(&c.PipelineModelParallelSize, "pipeline-model-parallel-size", 1, "pipeline-parallel size")
 	f.IntVar(&c.VirtualPipelineModelParallelSize, "virtual-pipeline-model-parallel-size", 0, "model chunks per pipeline rank (0: none, or derived from the layout or --num-layers-per-virtual-pipeline-stage)")
@@ -80,9 +82,34 @@ order.`,
 	f.BoolVar(&c.AccountForEmbeddingInPipelineSplit, "account-for-embedding-in-pipeline-split", false, "count the embedding as a layer of the even split")
 	f.BoolVar(&c.AccountForLossInPipelineSplit, "account-for-loss-in-pipeline-split", false, "count the loss as a layer of the even split")
 	f.IntVar(&c.MTPNumLayers, "mtp-num-layers", 0, "multi-token-prediction layers (default with a layout: its number of m)")
-	f.StringVar(&schedule, "pipeline-schedule", "", "pipeline schedule the chunks are placed for: zb-v and dualpipev place them in a V (with 2 virtual stages); any other, the reference's loop")
-	f.BoolVar(&asJSON, "json", false, `print JSON: {"stages": [["E","t",…],…], "ranks": [{"rank", "chunks": [{"vpp", "layers", "decoder_offset"}]}]}`)
-	return cmd
+	f.StringVar(&pf.schedule, "pipeline-schedule", "", "pipeline schedule the chunks are placed for: zb-v and dualpipev place them in a V (with 2 virtual stages); any other, the reference's loop")
+}
+
+// config returns the flags' config: --num-layers and --mtp-num-layers
+// from the layout when not given, the schedule checked against the
+// pipeline and its placement set.
+func (pf *pipelineFlags) config(cmd *cobra.Command) (config.TransformerConfig, error) {
+	c := pf.c
+	if s := c.PipelineModelParallelLayout; s != "" && (!cmd.Flags().Changed("num-layers") || !cmd.Flags().Changed("mtp-num-layers")) {
+		l, err := config.ParsePipelineLayout(s, 1)
+		if err != nil {
+			return c, err
+		}
+		if !cmd.Flags().Changed("num-layers") {
+			c.NumLayers = l.Count(config.LayerDecoder)
+		}
+		if !cmd.Flags().Changed("mtp-num-layers") {
+			c.MTPNumLayers = l.Count(config.LayerMTP)
+		}
+	}
+	if pf.schedule != "" {
+		r := c.ResolvePipelineLayout()
+		if err := (pp.Config{PP: r.PipelineModelParallelSize, VPP: r.VirtualPipelineModelParallelSize, Schedule: pf.schedule}).CheckSchedule(); err != nil {
+			return c, err
+		}
+	}
+	c.PipelinePlacement = pp.PlacementOf(pf.schedule)
+	return c, nil
 }
 
 // layoutJSON is the --json document: the stages in layout order (stage

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -52,6 +53,42 @@ func TestInspectGroupsJSON(t *testing.T) {
 		if !reflect.DeepEqual(doc.Groups[name], g) {
 			t.Errorf("%s: %v, want %v", name, doc.Groups[name], g)
 		}
+	}
+}
+
+// TestInspectGroupsEmbedding: the word-embedding group follows the
+// pipeline flags as gotron train builds it — the first and last rank; rank
+// 0 alone under the V; with an MTP stage of its own, that stage too (and
+// not the last rank when the output layer is untied) — and an impossible
+// layout is one error.
+func TestInspectGroupsEmbedding(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want [][]int
+	}{
+		{[]string{"--pipeline-model-parallel-size", "4"}, [][]int{{0, 3}}},
+		{[]string{"--pipeline-model-parallel-size", "2", "--num-layers", "4", "--virtual-pipeline-model-parallel-size", "2", "--pipeline-schedule", "zb-v"}, [][]int{{0}, {1}}},
+		{[]string{"--pipeline-model-parallel-size", "4", "--pipeline-model-parallel-layout", "Et|t|m|L"}, [][]int{{0, 2, 3}}},
+		{[]string{"--pipeline-model-parallel-size", "4", "--pipeline-model-parallel-layout", "Et|t|m|L", "--untie-embeddings-and-output-weights"}, [][]int{{0, 2}}},
+		{[]string{"--pipeline-model-parallel-size", "4", "--pipeline-model-parallel-layout", "Et|t|tm|L", "--untie-embeddings-and-output-weights"}, [][]int{{0, 2}}},
+	} {
+		out, err := run(t, append([]string{"inspect", "groups", "--world-size", "4", "--json"}, c.args...)...)
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		var doc struct {
+			Groups map[string][][]int `json:"groups"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if got := doc.Groups["embd"]; fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%v: embd %v, want %v", c.args, got, c.want)
+		}
+	}
+	_, err := run(t, "inspect", "groups", "--world-size", "4", "--pipeline-model-parallel-size", "4", "--pipeline-model-parallel-layout", "Et|t|m|Lt")
+	if err == nil || !strings.Contains(err.Error(), "the last layer must be the loss L") {
+		t.Fatalf("a layout with a layer after the loss: %v, want the layout's error", err)
 	}
 }
 

@@ -25,7 +25,10 @@ sequence parallelism, selective and full recompute (and, with
 and prints rank 0's
 activation memory (bytes saved for backward) per layer, measured, beside
 gotron's formula and Korthikanti et al. 2022's (Table 2, 16-bit activations),
-and the whole model's at the end of forward and at its peak.`,
+and the whole model's at the end of forward (beside the formula's) and at its
+peak. A MoE model's
+layouts hold every expert on each rank, split over the layout's tensor-parallel
+ranks, and leave out TP without SP and full recompute (MoE refuses both).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := model.apply(); err != nil {
@@ -40,9 +43,13 @@ and the whole model's at the end of forward and at its peak.`,
 			fmt.Fprintf(out, "s=%d b=%d h=%d a=%d L=%d V=%d, hidden and attention dropout %g/%g; bytes per rank (rank 0)\n",
 				m.SeqLength, a.MicroBatchSize, m.HiddenSize, m.NumAttentionHeads, m.NumLayers, m.VocabSize, m.HiddenDropout, m.AttentionDropout)
 			w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(w, "layout\tper layer\tgotron formula\tKorthikanti (16-bit)\tKorthikanti ×2 (32-bit)\tend of forward\tpeak\t")
+			fmt.Fprintln(w, "layout\tper layer\tgotron formula\tKorthikanti (16-bit)\tKorthikanti ×2 (32-bit)\tend of forward\tgotron formula\tpeak\t")
 			for _, r := range rows {
-				fmt.Fprintf(w, "%s\t%d\t%d\t%.0f\t%.0f\t%d\t%d\t\n", r.Layout, r.PerLayer, r.Estimate, r.Korthikanti, 2*r.Korthikanti, r.EndOfForward, r.Peak)
+				k, k2 := fmt.Sprintf("%.0f", r.Korthikanti), fmt.Sprintf("%.0f", 2*r.Korthikanti)
+				if r.Korthikanti == 0 {
+					k, k2 = "-", "-" // a MoE model: the paper's layers are dense
+				}
+				fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t\n", r.Layout, r.PerLayer, r.Estimate, k, k2, r.EndOfForward, r.EstimateTotal, r.Peak)
 			}
 			return w.Flush()
 		},

@@ -1,6 +1,9 @@
 package gpt
 
-import "github.com/gotron/gotron/config"
+import (
+	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/moe"
+)
 
 // ActivationStats receives, when set as Inputs.Stats, the tape's
 // activation bytes (autograd.Tape.ActivationBytes: what the forward pass
@@ -32,11 +35,30 @@ type ActivationEstimate struct {
 	PerLayer int64
 	// Head is the final layer norm's, the output layer's and the loss's.
 	Head int64
+	// PerMoELayer is one MoE layer's share (0 without experts): PerLayer
+	// with the experts' terms (moeActivations) in place of the dense
+	// MLP's.
+	PerMoELayer int64
+	// RoutingDependent reports that PerMoELayer is the expectation under
+	// a balanced routing rather than exact: with expert parallelism the
+	// rows a rank's experts receive depend on where the tokens go, and so
+	// does what capacity dropping keeps when it does not pad.
+	RoutingDependent bool
 	// MTP is one multi-token-prediction depth's share, its loss included
 	// (0 without MTP).
 	MTP int64
-	// Total = Embedding + layers·PerLayer + Head + mtp_num_layers·MTP.
+	// Total = Embedding + the layers' (PerLayer each, PerMoELayer each MoE
+	// layer) + Head + mtp_num_layers·MTP.
 	Total int64
+}
+
+// Layer returns decoder layer i's share under cfg: PerMoELayer for a MoE
+// layer, else PerLayer.
+func (e ActivationEstimate) Layer(cfg config.TransformerConfig, i int) int64 {
+	if cfg.IsMoELayer(i) {
+		return e.PerMoELayer
+	}
+	return e.PerLayer
 }
 
 // EstimateActivations returns gotron's activation memory per rank for a
@@ -66,7 +88,8 @@ type ActivationEstimate struct {
 // head keeps the final norm's input and output (8·sbh·r + k·4·sb·r) and
 // the logits with one log-sum-exp per token (4·sb·V_p/t + 8·sb, 4·sb on one
 // rank without padding). Under multi-latent attention the attention terms
-// are mlaActivations' instead. Each MTP depth keeps the embedding's mask, 12·sbh·r
+// are mlaActivations' instead; a MoE layer's MLP terms are
+// moeActivations'. Each MTP depth keeps the embedding's mask, 12·sbh·r
 // + 2·k·4·sb·r (enorm's input, eh_proj's [s, b, 2h] input, the two norms'
 // statistics), a layer and a head; under full recompute the mask, its
 // embedding (4·sbh·r) and a head without the final norm's input and
@@ -94,7 +117,7 @@ func EstimateActivations(cfg config.TransformerConfig, b int) ActivationEstimate
 	if cfg.HiddenDropout > 0 {
 		e.Embedding = rep(sbh)
 	}
-	layer := rep(16*sbh+2*stats*sb) + (4*sb*f1+4*sb*f)/t
+	layer := rep(16*sbh + 2*stats*sb)
 	switch {
 	case cfg.MultiLatentAttention:
 		layer += mlaActivations(cfg, sb, t, stats, rep)
@@ -110,19 +133,26 @@ func EstimateActivations(cfg config.TransformerConfig, b int) ActivationEstimate
 	if cfg.RecomputeGranularity != "selective" {
 		layer += 4 * a * B * s / t
 	}
+	e.PerLayer = layer + (4*sb*f1+4*sb*f)/t
+	if cfg.NumMoEExperts > 0 {
+		moe, exact := moeActivations(cfg, sb, t, rep)
+		e.PerMoELayer, e.RoutingDependent = layer+moe, !exact
+	}
 	if cfg.RecomputeGranularity == "full" {
 		in := 4 * sbh
 		if sp || cfg.DistributeSavedActivations && t > 1 {
 			in /= t
 		}
-		layer = in / int64(max(cfg.RecomputeNumLayers, 1))
+		e.PerLayer = in / int64(max(cfg.RecomputeNumLayers, 1))
 		if cfg.RecomputeMethod == "block" {
 			// Only the first RecomputeNumLayers layers are checkpointed;
 			// PerLayer is their share.
-			layer = in
+			e.PerLayer = in
+		}
+		if cfg.NumMoEExperts > 0 {
+			e.PerMoELayer = e.PerLayer // a checkpoint keeps the input alone
 		}
 	}
-	e.PerLayer = layer
 	vp := int64(cfg.PaddedVocabSize())
 	lse := 8 * sb
 	if t == 1 && vp == int64(cfg.VocabSize) {
@@ -132,14 +162,92 @@ func EstimateActivations(cfg config.TransformerConfig, b int) ActivationEstimate
 	if cfg.MTPNumLayers > 0 {
 		e.MTP = mtpActivations(cfg, e, rep(sbh), rep(stats*sb))
 	}
-	e.Total = e.Embedding + int64(cfg.NumLayers)*e.PerLayer + e.Head + int64(cfg.MTPNumLayers)*e.MTP
-	if cfg.RecomputeGranularity == "full" && cfg.RecomputeMethod == "block" {
-		n := int64(min(cfg.RecomputeNumLayers, cfg.NumLayers))
-		full := cfg
-		full.Recompute = config.Recompute{}
-		e.Total = e.Embedding + n*e.PerLayer + (int64(cfg.NumLayers)-n)*EstimateActivations(full, b).PerLayer + e.Head + int64(cfg.MTPNumLayers)*e.MTP
-	}
+	e.Total = e.Embedding + e.layers(cfg, b) + e.Head + int64(cfg.MTPNumLayers)*e.MTP
 	return e
+}
+
+// layers is the decoder layers' share: each layer's, except that block
+// recompute leaves the layers after its first RecomputeNumLayers whole.
+func (e ActivationEstimate) layers(cfg config.TransformerConfig, b int) int64 {
+	whole := e
+	if cfg.RecomputeGranularity == "full" && cfg.RecomputeMethod == "block" {
+		plain := cfg
+		plain.Recompute = config.Recompute{}
+		whole = EstimateActivations(plain, b)
+	}
+	var n int64
+	for i := range cfg.NumLayers {
+		if cfg.RecomputeMethod == "block" && i >= cfg.RecomputeNumLayers {
+			n += whole.Layer(cfg, i)
+		} else {
+			n += e.Layer(cfg, i)
+		}
+	}
+	return n
+}
+
+// moeActivations is a MoE layer's MLP share, in place of the dense MLP's,
+// for a rank holding T = r·sb tokens (r = 1/t under sequence
+// parallelism), E experts, top-k, ep·etp ranks on the expert grid. The
+// router keeps its map, scores and chosen experts, T·E·(1 + 4) + 8·T·k
+// bytes, and with a load-balancing or z loss their gradient, 4·T·E. The
+// router sends out R = k·T rows (capacity dropping: E·min(c, T) padded,
+// at most min(k·T, E·c) otherwise, c = moe.Capacity(k·T, E, factor)).
+// This rank's experts receive N = R·etp of them (every expert-TP rank
+// runs all its experts' rows; with ep > 1, R·etp is the balanced
+// expectation: the tokens go where the router sends them) and keep their
+// input 4·N·h and linear_fc1's output 4·N·f₁/etp (SequentialMLP also
+// linear_fc2's input, 4·N·f/etp; the grouped MLP recomputes it). The
+// combine keeps the experts' output and the probabilities it weights
+// them by: under the all-gather dispatcher the N gathered rows, 4·N·h,
+// and every tp-ep rank's probabilities, 4·ep·etp·T·E; under the
+// all-to-all one (and on one rank) this rank's R rows and T·E
+// probabilities. The permutation's dispatch lists keep 16 bytes per row
+// it permutes (N gathered, else R) and per expert. Shared experts keep
+// what the dense MLP keeps at their width, (4·sb·fs₁ + 4·sb·fs)/t. exact
+// is false where N depends on the routing.
+func moeActivations(cfg config.TransformerConfig, sb, t int64, rep func(int64) int64) (bytes int64, exact bool) {
+	f1, f, fs1, fs := moeWidths(cfg)
+	h, e, k := int64(cfg.HiddenSize), int64(cfg.NumMoEExperts), int64(cfg.MoERouterTopK)
+	ep, etp := int64(max(cfg.ExpertModelParallelSize, 1)), int64(max(cfg.EffectiveExpertTensorParallelSize(), 1))
+	tok := rep(sb)
+	routed, exact := moeRoutedRows(cfg, tok)
+	exact = exact && ep == 1
+	bytes = tok*e*5 + 8*tok*k
+	if cfg.MoERouterLoadBalancingType != "none" && cfg.MoEAuxLossCoeff > 0 || cfg.MoEZLossCoeff > 0 {
+		bytes += 4 * tok * e
+	}
+	rows := routed * etp
+	expertMLP := 4*rows*h + 4*rows*int64(f1)/etp
+	if !cfg.MoEGroupedGEMM {
+		expertMLP += 4 * rows * int64(f) / etp
+	}
+	combine, permuted := 4*routed*h+4*tok*e, routed
+	if ep*etp > 1 && cfg.MoETokenDispatcherType != moe.AllToAllDispatcher {
+		combine, permuted = 4*rows*h+4*ep*etp*tok*e, rows
+	}
+	bytes += expertMLP + combine + 16*(permuted+e) + (4*sb*int64(fs1)+4*sb*int64(fs))/t
+	return bytes, exact
+}
+
+// moeRoutedRows is the rows the router sends out for tok tokens, and
+// whether the config fixes it: k·tok, or under capacity dropping (c =
+// moe.Capacity(k·tok, E, factor)) E·min(c, tok) when padded to capacity,
+// k·tok when c ≥ tok (nothing is dropped), else at most min(k·tok, E·c).
+func moeRoutedRows(cfg config.TransformerConfig, tok int64) (int64, bool) {
+	e, k := int64(cfg.NumMoEExperts), int64(cfg.MoERouterTopK)
+	factor := cfg.MoEExpertCapacityFactor
+	if factor <= 0 {
+		return k * tok, true
+	}
+	c := int64(moe.Capacity(int(k*tok), int(e), factor))
+	switch {
+	case cfg.MoEPadExpertInputToCapacity:
+		return e * min(c, tok), true
+	case c >= tok:
+		return k * tok, true
+	}
+	return min(k*tok, e*c), false
 }
 
 // mlaActivations is an MLA layer's attention share beyond the replicated
@@ -183,5 +291,5 @@ func mtpActivations(cfg config.TransformerConfig, e ActivationEstimate, rsbh, rS
 	if cfg.RecomputeGranularity == "full" {
 		return e.Embedding + 4*rsbh + (e.Head - 4*rsbh - rStats)
 	}
-	return e.Embedding + 12*rsbh + 2*rStats + e.PerLayer + e.Head
+	return e.Embedding + 12*rsbh + 2*rStats + e.Layer(cfg, cfg.NumLayers-1) + e.Head
 }

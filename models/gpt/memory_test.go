@@ -3,6 +3,7 @@ package gpt
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/gotron/gotron/cp"
 	"github.com/gotron/gotron/data"
 	"github.com/gotron/gotron/mesh"
+	"github.com/gotron/gotron/moe"
 	"github.com/gotron/gotron/tensor"
 	"github.com/gotron/gotron/tensor/rng"
 	"github.com/gotron/gotron/tp"
@@ -59,8 +61,11 @@ func TestActivationMemoryMatchesEstimate(t *testing.T) {
 			vs = append(vs, variant{1, false, 0.1, rc, 100, 2, 2, c, ""}, variant{2, true, 0.1, rc, 100, 2, 2, c, ""}, variant{1, false, 0, rc, 100, 1, 4, c, ""})
 		}
 	}
-	for _, o := range []string{"llama", "qknorm", "misc", "mtp", "mla", "mla-noq"} {
+	for _, o := range []string{"llama", "qknorm", "misc", "mtp", "mla", "mla-noq", "moe", "moe-mixed", "moe-pad", "moe-a2a", "moe-mtp"} {
 		for _, rc := range []config.Recompute{{}, {RecomputeGranularity: "selective"}, full("uniform", 1, false)} {
+			if rc.RecomputeGranularity == "full" && strings.HasPrefix(o, "moe") {
+				continue // MoE refuses full recompute
+			}
 			vs = append(vs, variant{1, false, 0.1, rc, 100, 2, 1, "", o}, variant{2, true, 0.1, rc, 100, 2, 1, "", o}, variant{1, false, 0, rc, 100, 1, 2, "p2p", o})
 		}
 	}
@@ -83,12 +88,13 @@ func TestActivationMemoryMatchesEstimate(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			err := local.NewWorld(v.tp*v.cp, comm.Options{}).Run(ctx, func(ctx context.Context, w comm.Group) error {
-				groups, err := mesh.Initialize(ctx, w, mesh.Sizes{TP: v.tp, PP: 1, CP: v.cp, EP: 1, ETP: 1})
+				groups, err := mesh.Initialize(ctx, w, mesh.Sizes{TP: v.tp, PP: 1, CP: v.cp, EP: 1, ETP: max(cfg.EffectiveExpertTensorParallelSize(), 1)})
 				if err != nil {
 					return err
 				}
 				g := groups.TP()
-				m, err := NewParallel(cfg, rng.New(5), g)
+				m, err := NewParallel(cfg, rng.New(5), g, WithExperts(moe.Parallel{EP: groups.Get(mesh.GroupEP), ETP: groups.Get(mesh.GroupExptTP),
+					TPEP: groups.Get(mesh.GroupTPEP), TPCP: groups.Get(mesh.GroupTPCP)}))
 				if err != nil {
 					return err
 				}
@@ -140,7 +146,7 @@ func TestActivationMemoryMatchesEstimate(t *testing.T) {
 					// A uniform chunk's bytes (its input) appear after its
 					// first layer, the rest of the chunk adds none; block
 					// recompute leaves the layers after the first n whole.
-					w := want.PerLayer
+					w := want.Layer(cfg, i)
 					switch {
 					case rc.RecomputeMethod == "uniform" && i%rc.RecomputeNumLayers == 0:
 						w *= int64(rc.RecomputeNumLayers)
@@ -191,6 +197,26 @@ var optionPresets = map[string]func(c *config.TransformerConfig){
 	"mla-noq": func(c *config.TransformerConfig) {
 		c.PositionEmbeddingType = config.RoPE
 		c.MLA = config.MLA{MultiLatentAttention: true, KVLoRARank: 12, QKHeadDim: 8, QKPosEmbHeadDim: 4, VHeadDim: 16, RopeType: "rope"}
+	},
+	"moe": func(c *config.TransformerConfig) {
+		c.NumMoEExperts, c.MoERouterTopK, c.MoEFFNHiddenSize, c.MoEGroupedGEMM = 4, 2, 24, true
+		c.MoERouterLoadBalancingType, c.MoEAuxLossCoeff = "aux_loss", 1e-2
+	},
+	"moe-mixed": func(c *config.TransformerConfig) { // SequentialMLP, shared experts, biases, DeepSeek's router
+		c.NumMoEExperts, c.MoELayerFreq, c.MoERouterTopK, c.MoESharedExpertIntermediateSize = 4, []int{0, 1, 1, 0}, 2, 16
+		c.GatedLinearUnit, c.ActivationFunc, c.MoERouterScoreFunction, c.MoERouterEnableExpertBias = true, config.SiLU, "sigmoid", true
+		c.MoERouterNumGroups, c.MoERouterGroupTopK, c.MoERouterLoadBalancingType, c.MoEAuxLossCoeff, c.MoEZLossCoeff = 2, 1, "seq_aux_loss", 1e-3, 1e-3
+	},
+	"moe-pad": func(c *config.TransformerConfig) {
+		c.NumMoEExperts, c.MoERouterTopK, c.MoEExpertCapacityFactor, c.MoEPadExpertInputToCapacity = 4, 2, 0.5, true
+		c.MoERouterLoadBalancingType = "none"
+	},
+	"moe-a2a": func(c *config.TransformerConfig) {
+		c.NumMoEExperts, c.MoERouterTopK, c.MoETokenDispatcherType, c.MoEGroupedGEMM, c.MoERouterPreSoftmax = 4, 1, "alltoall", true, true
+		c.MoERouterLoadBalancingType, c.MoEZLossCoeff = "none", 1e-3
+	},
+	"moe-mtp": func(c *config.TransformerConfig) {
+		c.NumMoEExperts, c.MoERouterTopK, c.MoELayerFreq, c.MTPNumLayers, c.PositionEmbeddingType = 4, 2, []int{0, 0, 0, 1}, 1, config.RoPE
 	},
 	"mtp": func(c *config.TransformerConfig) {
 		c.PositionEmbeddingType, c.MTPNumLayers = config.RoPE, 2
