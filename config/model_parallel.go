@@ -358,8 +358,10 @@ type ModelParallelConfig struct {
 	MicrobatchGroupSizePerVPStage int `json:"microbatch_group_size_per_vp_stage,omitempty"`
 
 	// MTPStandalone is set from the pipeline layout when the multi-token
-	// prediction block sits on its own virtual stage; it forces the shape
-	// exchange in pipeline messages.
+	// prediction block sits on its own virtual stage; in the reference it
+	// forces the shape exchange in pipeline messages (p2p.Config has it).
+	// gotron's trainer derives those shapes from the layout instead and
+	// exchanges none (TransformerConfig.MTPStandalone says where).
 	MTPStandalone bool `json:"mtp_standalone"`
 
 	// ---- CPU offloading ----

@@ -22,6 +22,8 @@ type Chunk interface {
 // of the tensors it receives: activations and their gradients are
 // [s/cp (/tp under sequence parallelism), b, h]; with variable sequence
 // lengths the communicator takes each shape from the sender instead.
+// Chunks whose boundaries carry other shapes say so in InputShapes and
+// OutputShapes.
 type P2P struct {
 	Comm *p2p.Communicator
 	// GradComm, when set, carries the gradients and Comm the activations
@@ -31,6 +33,25 @@ type P2P struct {
 	// between two ranks (the V placement's, ZB-V) needs it.
 	GradComm *p2p.Communicator
 	Shape    []int
+	// InputShapes[v] and OutputShapes[v], when present and not nil, are
+	// the shapes of chunk v's input activation (and its gradient) and of
+	// its output (and the gradient received for it) instead of Shape:
+	// after a standalone MTP stage the pipeline carries the depths'
+	// hidden states beside the main ones.
+	InputShapes, OutputShapes [][]int
+}
+
+// shapeOf is the shape of the tensor op receives: its chunk's input for
+// an activation, its output for a gradient.
+func (p P2P) shapeOf(op Op) []int {
+	shapes := p.OutputShapes
+	if op.Dir == RecvPrev {
+		shapes = p.InputShapes
+	}
+	if op.Chunk < len(shapes) && shapes[op.Chunk] != nil {
+		return shapes[op.Chunk]
+	}
+	return p.Shape
 }
 
 // Args are what one call of a forward-backward function needs (the
@@ -566,9 +587,9 @@ func (e *executor) addOp(w *wire, op *Op) error {
 	case p2p.SendPrev:
 		w.ex.SendPrev = t
 	case p2p.RecvPrev:
-		w.ex.RecvPrev = true
+		w.ex.RecvPrev, w.ex.Shape = true, e.a.P2P.shapeOf(*op)
 	case p2p.RecvNext:
-		w.ex.RecvNext = true
+		w.ex.RecvNext, w.ex.ShapeNext = true, e.a.P2P.shapeOf(*op)
 	}
 	return nil
 }

@@ -108,9 +108,11 @@ type Config struct {
 	BatchP2PComm              bool
 	DeallocatePipelineOutputs bool
 	// ExchangesShapes says the pipeline's messages carry their shapes
-	// first (variable_seq_lengths, or a standalone MTP stage): ZB-H2, ZB-V
-	// and DualPipeV post receives long before their peers send, and the
-	// shape exchange blocks such a receive, so they are refused with it.
+	// first (variable_seq_lengths): ZB-H2, ZB-V and DualPipeV post
+	// receives long before their peers send, and the shape exchange blocks
+	// such a receive, so they are refused with it. (Shapes the caller
+	// knows, a standalone MTP stage's, travel in P2P.InputShapes and
+	// OutputShapes instead, with any schedule.)
 	ExchangesShapes bool
 	// GradSyncFunc and ParamSyncFunc say whether config.grad_sync_func and
 	// config.param_sync_func are set (the distributed optimizer with
@@ -136,7 +138,7 @@ func (c Config) CheckSchedule() error {
 		return err
 	}
 	if c.ExchangesShapes && (c.Schedule == ScheduleZBH2 || c.Schedule == ScheduleZBV || c.Schedule == ScheduleDualPipeV) {
-		return fmt.Errorf("--pipeline-schedule %s with pipeline messages that carry their shapes (a standalone MTP stage, or variable_seq_lengths): the schedule posts receives before its peers send, and the shape exchange would block them; not built yet: put the MTP layers with the loss (m in the stage of L), or choose %s, %s or the interleaved schedule", c.Schedule, ScheduleOneFOneB, ScheduleZBH1)
+		return fmt.Errorf("--pipeline-schedule %s with pipeline messages that carry their shapes (variable_seq_lengths): the schedule posts receives before its peers send, and the shape exchange would block them; not built: drop --variable-seq-lengths, or choose %s, %s or the interleaved schedule", c.Schedule, ScheduleOneFOneB, ScheduleZBH1)
 	}
 	switch c.Schedule {
 	case "", ScheduleOneFOneB:

@@ -434,7 +434,7 @@ func (a Args) checkProfile(world int, v *violations) {
 	}
 	if err := (pp.Config{PP: mp.PipelineModelParallelSize, VPP: mp.VirtualPipelineModelParallelSize, Microbatches: m,
 		OverlapP2PComm: mp.OverlapP2PComm, Schedule: a.PipelineSchedule, DeferEmbeddingWgrad: deferEmb,
-		ExchangesShapes: mp.VariableSeqLengths || a.Model.MTPStandalone()}).CheckSchedule(); err != nil {
+		ExchangesShapes: mp.VariableSeqLengths}).CheckSchedule(); err != nil {
 		v.addErr(err)
 	}
 	p := a.ProfileSchedule

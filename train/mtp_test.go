@@ -5,6 +5,7 @@ import (
 
 	"github.com/gotron/gotron/ckpt/safetensors"
 	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/pp"
 )
 
 // mtpArgs is llamaArgs with tied embeddings and two multi-token-prediction
@@ -50,7 +51,7 @@ func TestMTPMatchesSingleRank(t *testing.T) {
 		layouts []string
 	}{
 		{"dense", func(*config.TransformerConfig) {}, []string{"tp2-sp", "cp2", "pp2", "pp2-vpp2", "pp2-layout", "dp2-distopt", "recompute-full", "recompute-selective",
-			"pp2-standalone", "pp2-standalone-tp2-sp", "pp2-standalone-cp2"}},
+			"pp2-standalone", "pp2-standalone-tp2-sp", "pp2-standalone-cp2", "pp2-standalone-zb-h2", "pp2-standalone-zb-v", "pp2-standalone-dualpipev"}},
 		{"untied", func(m *config.TransformerConfig) { m.ShareEmbeddingsAndOutputWeights = false }, []string{"pp2", "pp2-standalone"}},
 		{"8-layers", func(m *config.TransformerConfig) { m.NumLayers = 8 }, []string{"doc-E|t*3|(t|)*5mmL", "doc-E|t*3|(t|)*4tmm|L", "doc-E|t*3|(t|)*3tt|mm|L"}},
 		{"moe", func(m *config.TransformerConfig) {
@@ -108,6 +109,20 @@ func mtpLayout(name string) Args {
 		a = mtpArgs(2)
 		a.Model.PipelineModelParallelSize, a.Model.VirtualPipelineModelParallelSize = 2, 2
 		a.Model.PipelineModelParallelLayout = "Ett|tt|mm|L"
+	case "pp2-standalone-zb-h2":
+		// Ettttmm|L: the depths on rank 0 after its layers, the loss alone
+		// on rank 1, under ZB-H2 (which posts receives long before their
+		// sends: the shapes come from the layout, not an exchange).
+		a = mtpArgs(2)
+		a.Model.PipelineModelParallelSize, a.Model.PipelineModelParallelLayout = 2, "Ettttmm|L"
+		a.PipelineSchedule = pp.ScheduleZBH2
+	case "pp2-standalone-zb-v", "pp2-standalone-dualpipev":
+		// Ett|tt|mm|L in a V: rank 0 holds the first stage and the loss,
+		// rank 1 the second stage and the depths.
+		a = mtpArgs(2)
+		a.Model.PipelineModelParallelSize, a.Model.VirtualPipelineModelParallelSize = 2, 2
+		a.Model.PipelineModelParallelLayout = "Ett|tt|mm|L"
+		a.PipelineSchedule = name[len("pp2-standalone-"):]
 	case "pp2-standalone-tp2-sp", "pp2-standalone-cp2":
 		a = mtpArgs(4)
 		a.Model.PipelineModelParallelSize, a.Model.VirtualPipelineModelParallelSize = 2, 2
@@ -187,5 +202,26 @@ func TestMTPCheckpointAcrossLayouts(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMTPSampleMatchesSingleRank: the text sample generated through a
+// pipeline with a standalone MTP stage (the depths are dropped when
+// generating, so every boundary carries the main hidden states alone) is
+// the one-rank sample, in the loop placement and in ZB-V's V.
+func TestMTPSampleMatchesSingleRank(t *testing.T) {
+	sample := func(a Args) string {
+		t.Helper()
+		a.Model.VocabSize, a.TrainIters, a.LRWarmupIters, a.Sample = 256, 2, 0, 24
+		return mustRun(t, a).Sample
+	}
+	want := sample(mtpArgs(1))
+	if len(want) == 0 {
+		t.Fatal("no sample on one rank")
+	}
+	for _, name := range []string{"pp2-standalone", "pp2-standalone-zb-v"} {
+		if got := sample(mtpLayout(name)); got != want {
+			t.Errorf("%s: sample %q, one rank %q", name, got, want)
+		}
 	}
 }

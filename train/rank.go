@@ -231,7 +231,7 @@ func (t *trainer) newP2P(ctx context.Context) error {
 	}
 	cfg := p2p.ConfigFrom(&t.a.Model.ModelParallelConfig)
 	cfg.Timers = t.timersFunc()
-	cfg.MTPStandalone = cfg.MTPStandalone || t.a.Model.MTPStandalone()
+	cfg.MTPStandalone = false // the schedules pass the shapes (trainer.pipelineP2P)
 	var err error
 	if t.p2p, err = p2p.New(t.pp, cfg); err != nil || !t.a.Model.PipelinePlacement.GradientsApart() {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/gotron/gotron/autograd"
@@ -173,7 +174,7 @@ func (t *trainer) forwardBackward(ctx context.Context, tape *autograd.Tape, ds d
 	}
 	args := pp.Args{Trace: trace,
 		Config: cfg, Rank: t.pp.Rank(), Tape: tape, Chunks: chunks, ForwardStep: fwd,
-		P2P:             pp.P2P{Comm: t.p2p, GradComm: t.p2pGrad, Shape: t.activationShape()},
+		P2P:             t.pipelineP2P(forwardOnly),
 		NumMicrobatches: micro, ForwardOnly: forwardOnly, ContextParallelSize: cfg.ContextParallelSize,
 		Schedule: a.PipelineSchedule,
 	}
@@ -248,6 +249,34 @@ func (t *trainer) activationShape() []int {
 		s /= t.tp.Size()
 	}
 	return []int{s, t.a.MicroBatchSize, m.HiddenSize}
+}
+
+// pipelineP2P is the schedule's pipeline communicators and the shapes it
+// receives: activationShape, and in training, past a standalone MTP stage,
+// the main hidden states followed by each depth's along the sequence
+// (gpt.Model.Forward), (1 + mtp_num_layers) times as long. gotron knows
+// these shapes from the layout and sends no shape messages for them (the
+// reference's mtp_standalone exchanges them before every message), so
+// every schedule runs with the MTP stage anywhere the layout rules allow.
+// In evaluation the depths are dropped and every boundary is
+// activationShape.
+func (t *trainer) pipelineP2P(forwardOnly bool) pp.P2P {
+	p := pp.P2P{Comm: t.p2p, GradComm: t.p2pGrad, Shape: t.activationShape()}
+	if forwardOnly || !t.a.Model.MTPStandalone() {
+		return p
+	}
+	long := slices.Clone(p.Shape)
+	long[0] *= 1 + t.a.Model.MTPNumLayers
+	p.InputShapes, p.OutputShapes = make([][]int, len(t.chunks)), make([][]int, len(t.chunks))
+	for v, c := range t.chunks {
+		if c.Spec.AfterMTP {
+			p.InputShapes[v] = long
+		}
+		if c.Spec.MTP || c.Spec.AfterMTP {
+			p.OutputShapes[v] = long
+		}
+	}
+	return p
 }
 
 // lossFunc is the GPT's loss_func for micro-batch b: the sum of the

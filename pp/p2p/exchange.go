@@ -22,10 +22,24 @@ type Exchange struct {
 	// for a receive unless the shapes are exchanged (VariableSeqLengths or
 	// MTPStandalone), in which case it is ignored.
 	Shape []int
+	// ShapeNext, when set, is the shape of the tensor from the next stage
+	// instead of Shape: a caller that knows both shapes, where they differ
+	// (a gradient of another size than the activation received in the same
+	// call), passes them here without a shape exchange.
+	ShapeNext []int
 	// Async returns the ops' handles instead of waiting for them (the
 	// reference's wait_on_reqs=False, used with overlap_p2p_comm). Only for
 	// unbatched exchanges (BatchP2PComm false).
 	Async bool
+}
+
+// shape is the shape of the tensor received in direction d: ShapeNext
+// from the next stage when set, else Shape.
+func (ex Exchange) shape(d Dir) []int {
+	if d == RecvNext && ex.ShapeNext != nil {
+		return ex.ShapeNext
+	}
+	return ex.Shape
 }
 
 // Communicate performs one exchange and returns the tensors received from
@@ -119,7 +133,7 @@ func (c *Communicator) communicate(ctx context.Context, call string, ex Exchange
 			fromPrev, ops[RecvPrev] = c.recvMsg(ex.Shape)
 		}
 		if ex.RecvNext {
-			fromNext, ops[RecvNext] = c.recvMsg(ex.Shape)
+			fromNext, ops[RecvNext] = c.recvMsg(ex.shape(RecvNext))
 		}
 		h, err = c.issue(ctx, call, phaseData, c.cfg.BatchP2PComm, &ops)
 	}
@@ -151,12 +165,13 @@ func (c *Communicator) check(call string, ex Exchange, present [numDirs]bool) er
 		if !present[d] || variable {
 			continue
 		}
-		if ex.Shape == nil {
+		shape := ex.shape(d)
+		if shape == nil {
 			return fmt.Errorf("p2p: %s: %v needs the shape of the tensor to receive: pass it, typically (seq_length/cp [/tp with sequence parallelism], micro_batch_size, hidden_size), or set VariableSeqLengths to exchange shapes", call, d)
 		}
-		for _, n := range ex.Shape {
+		for _, n := range shape {
 			if n < 0 {
-				return fmt.Errorf("p2p: %s: %v shape %v has a negative dimension", call, d, ex.Shape)
+				return fmt.Errorf("p2p: %s: %v shape %v has a negative dimension", call, d, shape)
 			}
 		}
 	}

@@ -225,3 +225,42 @@ func variableSequence(ctx context.Context, c *Communicator) error {
 	}
 	return errors.Join(errs...)
 }
+
+// TestShapeNext: in one exchange the middle stage of three receives an
+// activation of one shape from the previous stage and a gradient of
+// another from the next (ShapeNext), batched and not, without a shape
+// exchange; a receive from the next stage falls back to Shape without it.
+func TestShapeNext(t *testing.T) {
+	fill := func(shape ...int) *tensor.Tensor {
+		x := tensor.New(shape...)
+		for i := range x.Data() {
+			x.Data()[i] = float32(i + 1)
+		}
+		return x
+	}
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			mustRun(t, 3, f32(m.batched), func(ctx context.Context, c *Communicator) error {
+				switch c.rank {
+				case 0:
+					_, _, _, err := c.Communicate(ctx, Exchange{SendNext: fill(2, 1, 3)})
+					return err
+				case 2:
+					_, _, _, err := c.Communicate(ctx, Exchange{SendPrev: fill(4, 1, 3)})
+					return err
+				}
+				prev, next, _, err := c.Communicate(ctx, Exchange{RecvPrev: true, RecvNext: true, Shape: []int{2, 1, 3}, ShapeNext: []int{4, 1, 3}})
+				if err != nil {
+					return err
+				}
+				if !slices.Equal(prev.Shape(), []int{2, 1, 3}) || !slices.Equal(prev.Data(), fill(2, 1, 3).Data()) || !slices.Equal(next.Shape(), []int{4, 1, 3}) || !slices.Equal(next.Data(), fill(4, 1, 3).Data()) {
+					return fmt.Errorf("received %v and %v, want the [2 1 3] and [4 1 3] sent", prev, next)
+				}
+				return nil
+			})
+		})
+	}
+	if got := (Exchange{Shape: []int{1, 2, 3}}).shape(RecvNext); !slices.Equal(got, []int{1, 2, 3}) {
+		t.Errorf("RecvNext without ShapeNext: %v, want Shape", got)
+	}
+}
