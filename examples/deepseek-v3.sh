@@ -12,6 +12,7 @@
 #
 #	examples/deepseek-v3.sh                       # mock data, 16 in-process ranks
 #	examples/deepseek-v3.sh --backend mpi         # 16 MPI processes (mpirun, bin/gotron-mpi)
+#	examples/deepseek-v3.sh --pipeline-schedule zb-v   # the same 32 stages in a V (or dualpipev)
 #	examples/deepseek-v3.sh --log-json ds.jsonl   # then: bin/gotron plot expert-load --log-json ds.jsonl
 #	examples/deepseek-v3.sh inspect-memory        # the model's activation memory, measured beside the formula
 #	                                              # (gotron inspect memory; add e.g. --tensor-model-parallel-size 2)

@@ -66,3 +66,55 @@ func TestDeepSeekV3LayoutMatchesSingleRank(t *testing.T) {
 		}
 	}
 }
+
+// TestDeepSeekV3BF16 trains the DeepSeek-V3-shaped model cut to 5 layers
+// (3 dense, 2 MoE; MLA, one MTP depth) in bf16: on one rank its loss and
+// depth-loss curves follow float32's to 2% without equalling them, and
+// under PP 2 × VPP 2 with the depth on a stage of its own
+// (Ettt|tt|m|L) and TP 2 + SP they follow bf16's one rank to 1e-4, the
+// tolerance of bf16 layouts (TestMixedPrecisionLayouts).
+func TestDeepSeekV3BF16(t *testing.T) {
+	small := func(world int) Args {
+		a := deepseekArgs(world)
+		a.Model.NumLayers, a.Model.MoELayerFreq = 5, []int{0, 0, 0, 1, 1}
+		a.GlobalBatchSize = 8
+		return a
+	}
+	fp32 := mustRun(t, small(1))
+	one := small(1)
+	one.Model.BF16 = true
+	bf16 := mustRun(t, one)
+	same := true
+	for i := range fp32.Losses {
+		same = same && bf16.Losses[i] == fp32.Losses[i]
+		if e := relErr(bf16.Losses[i], fp32.Losses[i]); e > 0.02 {
+			t.Errorf("step %d: bf16 loss %.6f, float32 %.6f (relative %.3g > 2%%)", i+1, bf16.Losses[i], fp32.Losses[i], e)
+		}
+		if e := relErr(bf16.MTPLosses[i][0], fp32.MTPLosses[i][0]); e > 0.02 {
+			t.Errorf("step %d: bf16 MTP loss %.6f, float32 %.6f (relative %.3g > 2%%)", i+1, bf16.MTPLosses[i][0], fp32.MTPLosses[i][0], e)
+		}
+	}
+	if same {
+		t.Error("the bf16 loss curve equals the float32 one bit for bit: the model does not run in bfloat16")
+	}
+	a := small(8)
+	a.Model.BF16 = true
+	a.Model.PipelineModelParallelSize, a.Model.VirtualPipelineModelParallelSize = 2, 2
+	a.Model.PipelineModelParallelLayout = "Ettt|tt|m|L"
+	a.Model.TensorModelParallelSize, a.Model.SequenceParallel = 2, true
+	got := mustRun(t, a)
+	worst, worstFP32 := 0.0, 0.0
+	for i := range bf16.Losses {
+		worst = max(worst, relErr(got.Losses[i], bf16.Losses[i]), relErr(got.MTPLosses[i][0], bf16.MTPLosses[i][0]))
+		worstFP32 = max(worstFP32, relErr(bf16.Losses[i], fp32.Losses[i]))
+	}
+	t.Logf("bf16 against float32 on one rank: %.2g; PP2 × VPP2 × TP2 against one rank in bf16: %.2g", worstFP32, worst)
+	for i := range bf16.Losses {
+		if e := relErr(got.Losses[i], bf16.Losses[i]); e > 1e-4 {
+			t.Errorf("step %d: PP2 × VPP2 × TP2 loss %.8f, one rank %.8f (relative %.2g)", i+1, got.Losses[i], bf16.Losses[i], e)
+		}
+		if e := relErr(got.MTPLosses[i][0], bf16.MTPLosses[i][0]); e > 1e-4 {
+			t.Errorf("step %d: PP2 × VPP2 × TP2 MTP loss %.8f, one rank %.8f (relative %.2g)", i+1, got.MTPLosses[i][0], bf16.MTPLosses[i][0], e)
+		}
+	}
+}
