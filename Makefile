@@ -129,7 +129,8 @@ bench: build build-mpi
 
 # Regenerates the reference fixtures: PyTorch's in testdata/gpt_ref (GPT-2),
 # testdata/gpt_ref_{llama,variant_a,variant_b,variant_c} and testdata/tp_ce,
-# and the bucket layouts in dp/testdata/layout.
+# the bucket layouts in dp/testdata/layout, and the Hugging Face models in
+# testdata/hf_{gpt2,llama} and testdata/hf_export_{gpt2,llama}.
 reference:
 	@scripts/deps.sh torch
 	/usr/bin/python3 tools/torchref/gpt_ref.py --selftest --out testdata/gpt_ref --check testdata/gpt_ref
@@ -148,6 +149,11 @@ reference:
 	/usr/bin/python3 tools/torchref/tp_ce_ref.py --check testdata/tp_ce
 	/usr/bin/python3 tools/torchref/bucket_layout_ref.py
 	/usr/bin/python3 tools/torchref/moe_ref.py --selftest
+	/usr/bin/python3 tools/torchref/hf_ref.py --family gpt2 --out testdata/hf_gpt2 --check testdata/hf_gpt2
+	/usr/bin/python3 tools/torchref/hf_ref.py --family llama --out testdata/hf_llama --check testdata/hf_llama
+	GOTRON_UPDATE_HF_EXPORT=1 $(GO) test -run TestExportMatchesPyTorch ./ckpt/hf
+	/usr/bin/python3 tools/torchref/hf_ref.py --logits testdata/hf_export_gpt2 --check testdata/hf_export_gpt2
+	/usr/bin/python3 tools/torchref/hf_ref.py --logits testdata/hf_export_llama --check testdata/hf_export_llama
 	/usr/bin/python3 tools/torchref/moe_ref.py --out testdata/moe_ref
 	/usr/bin/python3 tools/torchref/moe_ref.py --check testdata/moe_ref
 	/usr/bin/python3 tools/torchref/indexed_ref.py --out data/indexed/testdata --check data/indexed/testdata

@@ -48,16 +48,17 @@ func (t *trainer) setRNGStates(states [][4]uint64) error {
 // defaults (TransformerConfig.Record); resume refuses a checkpoint whose model differs.
 func argsRecord(a Args, world int) ckpt.Args {
 	m := a.Model
-	r := map[string]int{
-		"num_layers": m.NumLayers, "hidden_size": m.HiddenSize, "num_attention_heads": m.NumAttentionHeads,
-		"ffn_hidden_size": m.FFN(), "seq_length": m.SeqLength, "max_position_embeddings": m.MaxPositions(),
-		"vocab_size": m.VocabSize, "global_batch_size": a.GlobalBatchSize, "world_size": world,
+	r := modelShape(m)
+	for k, v := range map[string]int{
+		"seq_length": m.SeqLength, "global_batch_size": a.GlobalBatchSize, "world_size": world,
 		"tensor_model_parallel_size":           max(m.TensorModelParallelSize, 1),
 		"pipeline_model_parallel_size":         max(m.PipelineModelParallelSize, 1),
 		"virtual_pipeline_model_parallel_size": m.NumModelChunks(),
 		"rampup_batch_size_start":              a.RampupBatchSize.Start,
 		"rampup_batch_size_increment":          a.RampupBatchSize.Increment,
 		"rampup_batch_size_samples":            a.RampupBatchSize.Samples,
+	} {
+		r[k] = v
 	}
 	if m.ContextParallelSize > 1 {
 		// Recorded only when used (absent: 1), so that the whole-tensor
@@ -72,6 +73,34 @@ func argsRecord(a Args, world int) ckpt.Args {
 		args.Scheduler = schedulerRecord(a)
 	}
 	return args
+}
+
+// modelShape is the model's shape as a checkpoint records it, by
+// Megatron's argument names.
+func modelShape(m config.TransformerConfig) map[string]int {
+	return map[string]int{
+		"num_layers": m.NumLayers, "hidden_size": m.HiddenSize, "num_attention_heads": m.NumAttentionHeads,
+		"ffn_hidden_size": m.FFN(), "max_position_embeddings": m.MaxPositions(), "vocab_size": m.VocabSize,
+	}
+}
+
+// ImportedArgs is the record of a checkpoint whose model comes from
+// elsewhere (a Hugging Face checkpoint, ckpt/hf): its shape and options
+// and the one-rank layout of its single shard, and nothing of a run —
+// no sequence length, batch, data or schedule, which the run that loads
+// it with --finetune (and --use-checkpoint-args) chooses.
+func ImportedArgs(m config.TransformerConfig) ckpt.Args {
+	r := modelShape(m)
+	r["world_size"], r["tensor_model_parallel_size"], r["pipeline_model_parallel_size"] = 1, 1, 1
+	return ckpt.Args{Ints: r, Model: m.Record()}
+}
+
+// ModelOfCheckpoint is the model config a checkpoint's record describes:
+// the defaults with its shape and options (as --use-checkpoint-args takes
+// them).
+func ModelOfCheckpoint(saved ckpt.Args) (config.TransformerConfig, error) {
+	a, err := useCheckpointArgs(DefaultArgs(), saved)
+	return a.Model, err
 }
 
 // dataRecord is what a checkpoint records of the run's data: the

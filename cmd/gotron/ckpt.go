@@ -238,13 +238,14 @@ func damageError(rep ckpt.VerifyReport, err error) error {
 	return &checkpointDamage{rep: rep, err: err}
 }
 
-// newCkptConvertCmd is `gotron ckpt convert (--to-whole | --from-whole)
-// SRC DST`.
+// newCkptConvertCmd is `gotron ckpt convert (--to-whole | --from-whole |
+// --to-hf | --from-hf) SRC DST`.
 func newCkptConvertCmd() *cobra.Command {
-	var toWhole, fromWhole bool
+	var toWhole, fromWhole, toHF, fromHF bool
+	var tok tokenizerFiles
 	cmd := &cobra.Command{
-		Use:   "convert (--to-whole | --from-whole) SRC DST",
-		Short: "Convert a checkpoint between the distributed and the whole-tensor form",
+		Use:   "convert (--to-whole | --from-whole | --to-hf | --from-hf) SRC DST",
+		Short: "Convert a checkpoint between the distributed, the whole-tensor and Hugging Face's form",
 		Long: `convert --to-whole SRC DST reads the latest iteration of the distributed
 checkpoint SRC (every checksum verified) and writes it into DST in the
 whole-tensor form (model.safetensors with Megatron's parameter names,
@@ -257,26 +258,61 @@ The layout recorded is the one state.json's arguments name (world, tensor-,
 pipeline- and virtual-pipeline-parallel sizes), so that a run of that layout
 continues every rank's generator streams.
 
+convert --to-hf SRC DST writes the model of the latest iteration of the
+gotron checkpoint SRC (either form) into DST as a Hugging Face checkpoint of
+its family — GPT-2 (GPT2LMHeadModel: LayerNorm, learned positions, GELU) or
+Llama (LlamaForCausalLM: RMSNorm, RoPE, SwiGLU, no biases) — config.json and
+model.safetensors in float32, with the tokenizer files --vocab-file and
+--merge-file, or --tokenizer-model, name copied beside them. A model neither
+family expresses (MoE, MLA, MTP, …) is refused with every reason.
+
+convert --from-hf SRC DST reads the Hugging Face checkpoint SRC (config.json,
+model.safetensors or its index of pieces; F32, F16 or BF16) of the GPT-2 or
+Llama family and writes it into DST as a gotron checkpoint at iteration 0
+with one shard and no optimizer state: train from it with --load DST
+--finetune --use-checkpoint-args. The weights move exactly (transposed,
+rows reordered): --to-hf of that checkpoint gives SRC's tensors bit for bit.
+
 DST receives the iteration and its tracker, atomically; it must not already
-hold that iteration, nor be SRC.`,
+hold that iteration (or a Hugging Face checkpoint), nor be SRC.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if toWhole == fromWhole {
-				return fmt.Errorf("ckpt convert: pass exactly one of --to-whole (SRC distributed, DST whole-tensor) and --from-whole (SRC whole-tensor, DST distributed)")
+			n := 0
+			for _, b := range []bool{toWhole, fromWhole, toHF, fromHF} {
+				if b {
+					n++
+				}
+			}
+			if n != 1 {
+				return fmt.Errorf("ckpt convert: pass exactly one of --to-whole (SRC distributed, DST whole-tensor), --from-whole (SRC whole-tensor, DST distributed), --to-hf (SRC gotron, DST Hugging Face) and --from-hf (SRC Hugging Face, DST gotron)")
+			}
+			if !toHF && tok != (tokenizerFiles{}) {
+				return fmt.Errorf("ckpt convert: --vocab-file, --merge-file and --tokenizer-model name the tokenizer files --to-hf copies; drop them, or convert --to-hf")
 			}
 			src, dst := args[0], args[1]
 			if sameDir(src, dst) {
 				return fmt.Errorf("ckpt convert: SRC and DST are both %s: converting in place would replace the iteration it converts; pass another DST", src)
 			}
-			if toWhole {
-				return convertToWhole(cmd.OutOrStdout(), src, dst)
+			out := cmd.OutOrStdout()
+			switch {
+			case toWhole:
+				return convertToWhole(out, src, dst)
+			case fromWhole:
+				return convertFromWhole(out, src, dst)
+			case toHF:
+				return convertToHF(out, src, dst, tok)
 			}
-			return convertFromWhole(cmd.OutOrStdout(), src, dst)
+			return convertFromHF(out, src, dst)
 		},
 	}
 	f := cmd.Flags()
 	f.BoolVar(&toWhole, "to-whole", false, "SRC is a distributed checkpoint; write the whole-tensor form into DST")
 	f.BoolVar(&fromWhole, "from-whole", false, "SRC is a whole-tensor checkpoint; write a distributed checkpoint into DST")
+	f.BoolVar(&toHF, "to-hf", false, "SRC is a gotron checkpoint; write its model as a Hugging Face GPT-2 or Llama checkpoint into DST")
+	f.BoolVar(&fromHF, "from-hf", false, "SRC is a Hugging Face GPT-2 or Llama checkpoint; write a gotron checkpoint into DST")
+	f.StringVar(&tok.vocab, "vocab-file", "", "with --to-hf: GPT-2's vocab.json to copy into DST")
+	f.StringVar(&tok.merges, "merge-file", "", "with --to-hf: GPT-2's merges.txt to copy into DST")
+	f.StringVar(&tok.model, "tokenizer-model", "", "with --to-hf: a Hugging Face tokenizer.json (or a directory holding one) to copy into DST")
 	return cmd
 }
 
