@@ -263,7 +263,8 @@ gotron checkpoint SRC (either form) into DST as a Hugging Face checkpoint of
 its family — GPT-2 (GPT2LMHeadModel: LayerNorm, learned positions, GELU) or
 Llama (LlamaForCausalLM: RMSNorm, RoPE, SwiGLU, no biases) — config.json and
 model.safetensors in float32, with the tokenizer files --vocab-file and
---merge-file, or --tokenizer-model, name copied beside them. A model neither
+--merge-file, or --tokenizer-model, name copied beside them (--gpt2-tokenizer:
+GPT-2's own, built into gotron). A model neither
 family expresses (MoE, MLA, MTP, …) is refused with every reason.
 
 convert --from-hf SRC DST reads the Hugging Face checkpoint SRC (config.json,
@@ -287,7 +288,7 @@ hold that iteration (or a Hugging Face checkpoint), nor be SRC.`,
 				return fmt.Errorf("ckpt convert: pass exactly one of --to-whole (SRC distributed, DST whole-tensor), --from-whole (SRC whole-tensor, DST distributed), --to-hf (SRC gotron, DST Hugging Face) and --from-hf (SRC Hugging Face, DST gotron)")
 			}
 			if !toHF && tok != (tokenizerFiles{}) {
-				return fmt.Errorf("ckpt convert: --vocab-file, --merge-file and --tokenizer-model name the tokenizer files --to-hf copies; drop them, or convert --to-hf")
+				return fmt.Errorf("ckpt convert: --vocab-file, --merge-file, --tokenizer-model and --gpt2-tokenizer name the tokenizer files --to-hf writes; drop them, or convert --to-hf")
 			}
 			src, dst := args[0], args[1]
 			if sameDir(src, dst) {
@@ -313,6 +314,7 @@ hold that iteration (or a Hugging Face checkpoint), nor be SRC.`,
 	f.StringVar(&tok.vocab, "vocab-file", "", "with --to-hf: GPT-2's vocab.json to copy into DST")
 	f.StringVar(&tok.merges, "merge-file", "", "with --to-hf: GPT-2's merges.txt to copy into DST")
 	f.StringVar(&tok.model, "tokenizer-model", "", "with --to-hf: a Hugging Face tokenizer.json (or a directory holding one) to copy into DST")
+	f.BoolVar(&tok.gpt2, "gpt2-tokenizer", false, "with --to-hf: write GPT-2's own vocab.json and merges.txt (gotron's built-in GPT2BPETokenizer) into DST")
 	return cmd
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gotron/gotron/ckpt"
 	"github.com/gotron/gotron/ckpt/hf"
+	"github.com/gotron/gotron/data/tokenizer"
 	"github.com/gotron/gotron/train"
 )
 
@@ -19,6 +20,9 @@ import (
 // tokenizer.json (a file, or a directory holding one).
 type tokenizerFiles struct {
 	vocab, merges, model string
+	// gpt2 writes GPT-2's own vocab.json and merges.txt, built into
+	// gotron (tokenizer.WriteGPT2Files), instead.
+	gpt2 bool
 }
 
 // copies lists the files to copy as (source, name in DST).
@@ -27,6 +31,8 @@ func (t tokenizerFiles) copies() ([][2]string, error) {
 	switch {
 	case (t.vocab == "") != (t.merges == ""):
 		return nil, fmt.Errorf("ckpt convert --to-hf: --vocab-file and --merge-file go together (GPT-2's vocab.json and merges.txt)")
+	case t.gpt2 && (t.vocab != "" || t.model != ""):
+		return nil, fmt.Errorf("ckpt convert --to-hf: --gpt2-tokenizer writes GPT-2's own tokenizer files: drop --vocab-file, --merge-file and --tokenizer-model, or it")
 	case t.vocab != "":
 		out = append(out, [2]string{t.vocab, "vocab.json"}, [2]string{t.merges, "merges.txt"})
 	}
@@ -100,6 +106,12 @@ func convertToHF(w io.Writer, src, dst string, tok tokenizerFiles) error {
 		return err
 	}
 	var names []string
+	if tok.gpt2 {
+		if err := tokenizer.WriteGPT2Files(dst); err != nil {
+			return fmt.Errorf("ckpt convert --to-hf: GPT-2's tokenizer files: %w", err)
+		}
+		names = append(names, "vocab.json", "merges.txt")
+	}
 	for _, cp := range copies {
 		if err := copyFile(cp[0], filepath.Join(dst, cp[1])); err != nil {
 			return fmt.Errorf("ckpt convert --to-hf: %w", err)
@@ -109,7 +121,7 @@ func convertToHF(w io.Writer, src, dst string, tok tokenizerFiles) error {
 	fmt.Fprintf(w, "converted iteration %d of %s (%d layers, hidden %d) into a Hugging Face %s checkpoint in %s (%s, %s%s)\n",
 		c.State.Iteration, src, cfg.NumLayers, cfg.HiddenSize, m.Family(), dst, hf.ConfigFile, hf.WeightsFile, withFiles(names))
 	if len(names) == 0 {
-		fmt.Fprintln(w, "no tokenizer files written: pass --vocab-file and --merge-file (GPT-2's) or --tokenizer-model (a tokenizer.json) to copy the run's beside the weights")
+		fmt.Fprintln(w, "no tokenizer files written: pass --vocab-file and --merge-file (GPT-2's) or --tokenizer-model (a tokenizer.json) to copy the run's beside the weights, or --gpt2-tokenizer for GPT-2's own (gotron's built-in GPT2BPETokenizer)")
 	}
 	return nil
 }

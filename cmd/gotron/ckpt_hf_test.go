@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,8 +45,13 @@ func TestConvertHF(t *testing.T) {
 			if err != nil || !strings.Contains(out, "--finetune --use-checkpoint-args") {
 				t.Fatalf("--from-hf: %v\n%s", err, out)
 			}
-			if out, err := run(t, "ckpt", "convert", "--to-hf", ck, back); err != nil {
+			if out, err := run(t, "ckpt", "convert", "--to-hf", "--gpt2-tokenizer", ck, back); err != nil {
 				t.Fatalf("--to-hf: %v\n%s", err, out)
+			}
+			for _, f := range []string{"vocab.json", "merges.txt"} {
+				if fi, err := os.Stat(filepath.Join(back, f)); err != nil || fi.Size() < 100000 {
+					t.Errorf("--gpt2-tokenizer: %s: %v", f, err)
+				}
 			}
 			want, err := hf.Read(src)
 			if err != nil {
@@ -111,7 +117,7 @@ func TestConvertHFErrors(t *testing.T) {
 		{[]string{"--from-hf", dir, filepath.Join(dir, "x")}, "config.json"},
 		{[]string{"--to-hf", src, filepath.Join(dir, "y")}, "not a gotron checkpoint"},
 		{[]string{"--to-hf", "--vocab-file", "v.json", ck, filepath.Join(dir, "z")}, "go together"},
-		{[]string{"--from-hf", "--tokenizer-model", "t.json", src, filepath.Join(dir, "w")}, "--to-hf copies"},
+		{[]string{"--from-hf", "--tokenizer-model", "t.json", src, filepath.Join(dir, "w")}, "--to-hf writes"},
 		{[]string{"--to-hf", "--from-hf", src, filepath.Join(dir, "v")}, "exactly one"},
 	} {
 		if _, err := run(t, append([]string{"ckpt", "convert"}, c.args...)...); err == nil || !strings.Contains(err.Error(), c.want) {
