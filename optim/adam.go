@@ -10,11 +10,11 @@ import (
 	"github.com/gotron/gotron/tensor/kernels"
 )
 
-// AdamConfig holds Adam's hyper-parameters (Megatron's --adam-beta1,
-// --adam-beta2, --adam-eps, --weight-decay).
+// AdamConfig holds Adam's fixed hyper-parameters (Megatron's
+// --adam-beta1, --adam-beta2, --adam-eps); the learning rate and the
+// weight decay, which the schedule sets, come with each step (Hyper).
 type AdamConfig struct {
 	Beta1, Beta2, Eps float32
-	WeightDecay       float32
 	// Decoupled selects AdamW's decoupled weight decay
 	// (p ← p·(1 − lr·wd) before the Adam update), which is what Megatron's
 	// Adam does; false adds wd·p to the gradient instead (torch.optim.Adam).
@@ -155,15 +155,16 @@ func NoWeightDecay(p *nn.Parameter) bool {
 	return p.Value.Rank() == 1 || strings.HasSuffix(p.Name, ".bias")
 }
 
-// Step applies one update with learning rate lr to every segment whose
-// parameter has a gradient:
+// Step applies one update with hp's learning rate lr and weight decay wd
+// to every segment whose parameter has a gradient:
 //
 //	m ← β1·m + (1−β1)·g,  v ← β2·v + (1−β2)·g²
 //	p ← p − lr·(m/(1−β1ᵗ)) / (sqrt(v)/sqrt(1−β2ᵗ) + eps)
 //
-// with weight decay as AdamConfig says (torch.optim.Adam/AdamW order of
+// with the weight decay wd (none for NoWeightDecay's parameters) applied
+// as AdamConfig.Decoupled says (torch.optim.Adam/AdamW order of
 // operations).
-func (o *Adam) Step(lr float32) error {
+func (o *Adam) Step(hp Hyper) error {
 	o.Steps++
 	for i := range o.Segments {
 		s := &o.Segments[i]
@@ -174,12 +175,12 @@ func (o *Adam) Step(lr float32) error {
 		if s.GradSrc.Len() == 0 && (!p.Grad.IsContiguous() || p.Grad.Len() != p.Value.Len()) {
 			return fmt.Errorf("optim: parameter %q has a gradient of shape %v for a value of shape %v", p.Name, p.Grad.Shape(), p.Value.Shape())
 		}
-		wd := o.Config.WeightDecay
+		wd := hp.WeightDecay
 		if NoWeightDecay(p) {
 			wd = 0
 		}
 		h := kernels.AdamHyper{
-			LR: lr, Beta1: o.Config.Beta1, Beta2: o.Config.Beta2, Eps: o.Config.Eps,
+			LR: hp.LR, Beta1: o.Config.Beta1, Beta2: o.Config.Beta2, Eps: o.Config.Eps,
 			WeightDecay: wd, Step: o.Steps, Decoupled: o.Config.Decoupled,
 		}
 		pd, gd, m, v := s.Value(), s.Grad(), s.ExpAvg, s.ExpAvgSq

@@ -46,10 +46,11 @@ func NewDistributedOptimizer(ddps []dp.Wrapper, cfg AdamConfig) (*DistributedOpt
 	return &DistributedOptimizer{Adam: NewAdamSegments(segs, cfg), DDPs: ddps}, nil
 }
 
-// Step updates this rank's shards with learning rate lr, then lets each
-// wrapper bring the update to its parameters (dp.Wrapper.ParamsUpdated).
-func (o *DistributedOptimizer) Step(ctx context.Context, lr float32) error {
-	if err := o.Adam.Step(lr); err != nil {
+// Step updates this rank's shards with the step's learning rate and
+// weight decay h, then lets each wrapper bring the update to its
+// parameters (dp.Wrapper.ParamsUpdated).
+func (o *DistributedOptimizer) Step(ctx context.Context, h Hyper) error {
+	if err := o.Adam.Step(h); err != nil {
 		return err
 	}
 	for _, d := range o.DDPs {

@@ -25,11 +25,11 @@ type Optimizer interface {
 	// gradients (non-finite if they are).
 	Prepare(ctx context.Context) (ok bool, gradNorm float64, err error)
 	// Update clips the main gradients to the configured norm (given the
-	// norm Prepare returned) and updates the parameters with learning
-	// rate lr; under the distributed optimizer it then all-gathers the
-	// updated parameters, unless overlap_param_gather leaves that to the
-	// next forward pass.
-	Update(ctx context.Context, lr float32, gradNorm float64) error
+	// norm Prepare returned) and updates the parameters with the step's
+	// learning rate and weight decay h; under the distributed optimizer it
+	// then all-gathers the updated parameters, unless overlap_param_gather
+	// leaves that to the next forward pass.
+	Update(ctx context.Context, h Hyper, gradNorm float64) error
 	// Adam is the update's state: its segments (parameters, moments, main
 	// parameters) and step count, which checkpoints save and load.
 	Adam() *Adam
@@ -45,7 +45,7 @@ type Optimizer interface {
 
 // Step runs Prepare and, unless the scaler skips the iteration or the
 // norm is not finite (ErrNonFiniteNorm), Update.
-func Step(ctx context.Context, o Optimizer, lr float32) (ok bool, gradNorm float64, err error) {
+func Step(ctx context.Context, o Optimizer, h Hyper) (ok bool, gradNorm float64, err error) {
 	ok, norm, err := o.Prepare(ctx)
 	if err != nil || !ok {
 		return ok, norm, err
@@ -53,7 +53,7 @@ func Step(ctx context.Context, o Optimizer, lr float32) (ok bool, gradNorm float
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
 		return false, norm, fmt.Errorf("%w: %g", ErrNonFiniteNorm, norm)
 	}
-	return true, norm, o.Update(ctx, lr, norm)
+	return true, norm, o.Update(ctx, h, norm)
 }
 
 // ErrNonFiniteNorm is Step's refusal to update with a NaN or infinite
@@ -156,9 +156,9 @@ func (b *base) overParts(ctx context.Context, local func(owned func(*nn.Paramete
 }
 
 // clipAndUpdate clips to the norm and takes the Adam step.
-func (b *base) clipAndUpdate(lr float32, norm float64) error {
+func (b *base) clipAndUpdate(h Hyper, norm float64) error {
 	b.adam.ClipGradients(norm, b.o.ClipGrad)
-	return b.adam.Step(lr)
+	return b.adam.Step(h)
 }
 
 // plain is the plain optimizer: every rank updates whole parameters.
@@ -172,8 +172,8 @@ func NewPlain(params []*nn.Parameter, cfg AdamConfig, o Options) Optimizer {
 }
 
 // Update implements Optimizer.
-func (l *plain) Update(_ context.Context, lr float32, norm float64) error {
-	return l.clipAndUpdate(lr, norm)
+func (l *plain) Update(_ context.Context, h Hyper, norm float64) error {
+	return l.clipAndUpdate(h, norm)
 }
 
 // distributed is the distributed optimizer behind the interface.
@@ -195,7 +195,7 @@ func NewDistributed(ddps []dp.Wrapper, cfg AdamConfig, o Options) (Optimizer, er
 
 // Update implements Optimizer: the shards' update, then the parameters'
 // all-gather (DistributedOptimizer.Step).
-func (o *distributed) Update(ctx context.Context, lr float32, norm float64) error {
+func (o *distributed) Update(ctx context.Context, h Hyper, norm float64) error {
 	o.adam.ClipGradients(norm, o.o.ClipGrad)
-	return o.d.Step(ctx, lr)
+	return o.d.Step(ctx, h)
 }

@@ -39,7 +39,10 @@ func toyGrad(it, r, k, i int) float32 {
 	return float32(math.Cos(float64(3*it+5*r+7*k+i))) * float32(1+r)
 }
 
-var toyAdam = AdamConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Decoupled: true}
+var toyAdam = AdamConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, Decoupled: true}
+
+// toyHyper is the toy tests' step: learning rate 1e-2, weight decay 0.1.
+var toyHyper = Hyper{LR: 1e-2, WeightDecay: 0.1}
 
 // serialSteps is the reference: one rank, whose gradient is the
 // data-parallel ranks' mean as the reduction forms it (each scaled by 1/n,
@@ -58,7 +61,7 @@ func serialSteps(t *testing.T, n, iters int, clip float64) ([][]float32, []float
 			}
 			p.Grad = tensor.FromSlice(g, p.Value.Shape()...)
 		}
-		ok, norm, err := Step(context.Background(), o, 1e-2)
+		ok, norm, err := Step(context.Background(), o, toyHyper)
 		if err != nil || !ok {
 			t.Fatalf("serial step %d: ok %v, %v", it, ok, err)
 		}
@@ -105,7 +108,7 @@ func TestDistributedStepMatchesSerial(t *testing.T) {
 						if err := d.FinishGradSync(ctx, false); err != nil {
 							return err
 						}
-						ok, norm, err := Step(ctx, o, 1e-2)
+						ok, norm, err := Step(ctx, o, toyHyper)
 						if err != nil || !ok {
 							return fmt.Errorf("step %d: ok %v, %v", it, ok, err)
 						}
@@ -155,7 +158,7 @@ func TestStepSkipsWhereAnyRankOverflows(t *testing.T) {
 			}
 			p.Grad = tensor.FromSlice(gd, p.Value.Shape()...)
 		}
-		ok, norm, err := Step(ctx, o, 1e-2)
+		ok, norm, err := Step(ctx, o, toyHyper)
 		if err != nil || ok || !math.IsNaN(norm) {
 			return fmt.Errorf("rank %d: Step = %v, %v, %v; want a skip", g.Rank(), ok, norm, err)
 		}
@@ -169,7 +172,7 @@ func TestStepSkipsWhereAnyRankOverflows(t *testing.T) {
 			gd[0] = float32(math.NaN())
 			p.Param.Grad = tensor.FromSlice(gd, p.Param.Value.Shape()...)
 		}
-		if _, _, err := Step(ctx, nan, 1e-2); !errors.Is(err, ErrNonFiniteNorm) {
+		if _, _, err := Step(ctx, nan, toyHyper); !errors.Is(err, ErrNonFiniteNorm) {
 			return fmt.Errorf("rank %d: a NaN gradient: %v, want ErrNonFiniteNorm", g.Rank(), err)
 		}
 		return nil

@@ -66,11 +66,24 @@ type Args struct {
 	LRWarmupSamples  int     // --lr-warmup-samples (with --train-samples)
 	LRDecaySamples   int     // --lr-decay-samples (with --train-samples; 0: TrainSamples)
 	WeightDecay      float64 // --weight-decay
-	AdamBeta1        float64 // --adam-beta1
-	AdamBeta2        float64 // --adam-beta2
-	AdamEps          float64 // --adam-eps
-	ClipGrad         float64 // --clip-grad (0 disables)
-	Seed             uint64  // --seed
+	// LRWSDDecayIters and LRWSDDecaySamples (with --train-samples) are
+	// --lr-decay-style WSD's annealing at the end of the decay, in the
+	// shape LRWSDDecayStyle: exponential (the default), linear, cosine or
+	// minus_sqrt (--lr-wsd-decay-*).
+	LRWSDDecayIters, LRWSDDecaySamples int
+	LRWSDDecayStyle                    string
+	// WeightDecayIncrStyle is --weight-decay-incr-style: constant (the
+	// default: --weight-decay throughout), or linear or cosine from
+	// StartWeightDecay to EndWeightDecay over the run (--start- and
+	// --end-weight-decay, nil when not given; required then, refused
+	// with constant, as Megatron's).
+	WeightDecayIncrStyle             string
+	StartWeightDecay, EndWeightDecay *float64
+	AdamBeta1                        float64 // --adam-beta1
+	AdamBeta2                        float64 // --adam-beta2
+	AdamEps                          float64 // --adam-eps
+	ClipGrad                         float64 // --clip-grad (0 disables)
+	Seed                             uint64  // --seed
 
 	LogInterval  int // --log-interval
 	EvalInterval int // --eval-interval (0: only at the end)
@@ -204,6 +217,8 @@ func DefaultArgs() Args {
 		LR:                        1e-4,
 		LRDecayStyle:              "linear",
 		WeightDecay:               0.01,
+		LRWSDDecayStyle:           "exponential",
+		WeightDecayIncrStyle:      "constant",
 		AdamBeta1:                 0.9,
 		AdamBeta2:                 0.999,
 		AdamEps:                   1e-8,
@@ -262,6 +277,17 @@ func (a Args) Schedule() optim.Schedule {
 	}
 	if a.LRWarmupFraction > 0 {
 		s.WarmupIters = int(a.LRWarmupFraction * float64(s.DecayIters))
+	}
+	s.WSDDecayIters, s.WSDStyle, s.WDIncrIters = a.LRWSDDecayIters, a.LRWSDDecayStyle, a.TrainIters
+	if s.Samples {
+		s.WSDDecayIters, s.WDIncrIters = a.LRWSDDecaySamples, a.TrainSamples
+	}
+	s.StartWD, s.EndWD, s.WDIncrStyle = a.WeightDecay, a.WeightDecay, a.WeightDecayIncrStyle
+	if a.StartWeightDecay != nil {
+		s.StartWD = *a.StartWeightDecay
+	}
+	if a.EndWeightDecay != nil {
+		s.EndWD = *a.EndWeightDecay
 	}
 	return s
 }
@@ -568,7 +594,24 @@ func (a Args) checkSchedule(_ int, v *violations) {
 	if a.SaveInterval > 0 && a.Save == "" {
 		v.add("--save-interval %d without --save: pass the checkpoint directory with --save", a.SaveInterval)
 	}
+	a.checkWeightDecayFlags(v)
 	v.addErr(a.Schedule().Validate())
+}
+
+// checkWeightDecayFlags: --start- and --end-weight-decay go with an
+// increasing weight decay and not with a constant one, and the WSD flags
+// with WSD, as Megatron asserts.
+func (a Args) checkWeightDecayFlags(v *violations) {
+	given := a.StartWeightDecay != nil || a.EndWeightDecay != nil
+	switch constant := a.WeightDecayIncrStyle == "constant"; {
+	case constant && given:
+		v.add("--start-weight-decay and --end-weight-decay with --weight-decay-incr-style constant: a constant weight decay is --weight-decay; drop them, or choose --weight-decay-incr-style linear or cosine")
+	case !constant && (a.StartWeightDecay == nil || a.EndWeightDecay == nil):
+		v.add("--weight-decay-incr-style %s moves the weight decay from --start-weight-decay to --end-weight-decay: give both", a.WeightDecayIncrStyle)
+	}
+	if a.LRDecayStyle != "WSD" && (a.LRWSDDecayIters != 0 || a.LRWSDDecaySamples != 0) {
+		v.add("--lr-wsd-decay-iters/--lr-wsd-decay-samples set the annealing of --lr-decay-style WSD, and the style is %s: drop them, or choose WSD", a.LRDecayStyle)
+	}
 }
 
 // checkOptimizer: Adam's and the clipping's ranges.

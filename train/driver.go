@@ -8,6 +8,7 @@ import (
 	"github.com/gotron/gotron/ckpt"
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/data/source"
+	"github.com/gotron/gotron/optim"
 	"github.com/gotron/gotron/pp"
 )
 
@@ -196,7 +197,7 @@ func (r *Rank) TimeOptimizerStep(ctx context.Context) (adam, gather time.Duratio
 		return 0, 0, fmt.Errorf("timing the optimizer step: %w", err)
 	}
 	start := time.Now()
-	if err := t.opt.Adam().Step(0); err != nil {
+	if err := t.opt.Adam().Step(optim.Hyper{WeightDecay: float32(t.sched.WD(t.opt.Adam().Steps))}); err != nil {
 		return 0, 0, err
 	}
 	adam = time.Since(start)

@@ -22,11 +22,19 @@ func schedulerRecord(a Args) map[string]string {
 		unit = "samples"
 	}
 	f := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
-	return map[string]string{
+	r := map[string]string{
 		"max_lr": f(s.MaxLR), "min_lr": f(s.MinLR), "lr_decay_style": s.Style,
 		"lr_warmup_steps": strconv.Itoa(s.WarmupIters), "lr_decay_steps": strconv.Itoa(s.DecayIters),
 		"lr_steps_unit": unit, "weight_decay": f(a.WeightDecay),
 	}
+	if s.WDIncrStyle != "constant" {
+		r["start_wd"], r["end_wd"], r["wd_incr_style"] = f(s.StartWD), f(s.EndWD), s.WDIncrStyle
+		r["wd_incr_steps"] = strconv.Itoa(s.WDIncrIters)
+	}
+	if s.Style == "WSD" {
+		r["lr_wsd_decay_steps"], r["lr_wsd_decay_style"] = strconv.Itoa(s.WSDDecayIters), s.WSDStyle
+	}
+	return r
 }
 
 // schedulerFlags are the flags that set each recorded schedule value.
@@ -34,7 +42,9 @@ var schedulerFlags = map[string]string{
 	"max_lr": "--lr", "min_lr": "--min-lr", "lr_decay_style": "--lr-decay-style",
 	"lr_warmup_steps": "--lr-warmup-iters/--lr-warmup-samples/--lr-warmup-fraction",
 	"lr_decay_steps":  "--lr-decay-iters/--lr-decay-samples", "lr_steps_unit": "--train-iters/--train-samples",
-	"weight_decay": "--weight-decay",
+	"weight_decay": "--weight-decay", "start_wd": "--start-weight-decay", "end_wd": "--end-weight-decay",
+	"wd_incr_style": "--weight-decay-incr-style", "wd_incr_steps": "--train-iters/--train-samples",
+	"lr_wsd_decay_steps": "--lr-wsd-decay-iters/--lr-wsd-decay-samples", "lr_wsd_decay_style": "--lr-wsd-decay-style",
 }
 
 // resumeScheduler applies the checkpoint's schedule record (rec; nil for
@@ -72,12 +82,25 @@ func resumeScheduler(a Args, rec map[string]string) (Args, error) {
 			diffs = append(diffs, fmt.Sprintf("%s %s in the checkpoint, %s in this run (%s)", k, v, w, schedulerFlags[k]))
 		}
 	}
+	for _, k := range []string{"wd_incr_style", "lr_wsd_decay_steps"} { // recorded where used
+		if _, ok := rec[k]; ok != (now[k] != "") {
+			diffs = append(diffs, fmt.Sprintf("%s %s in the checkpoint, %s in this run (%s)", k, orNone(rec[k]), orNone(now[k]), schedulerFlags[k]))
+		}
+	}
 	if len(diffs) == 0 {
 		return a, nil
 	}
 	sort.Strings(diffs)
 	return a, fmt.Errorf("the learning-rate schedule differs from the checkpoint's: %s: pass the checkpoint's values, or --override-opt_param-scheduler to train on with this run's, or --use-checkpoint-opt_param-scheduler to take the checkpoint's",
 		strings.Join(diffs, "; "))
+}
+
+// orNone is v, or "none" for a value not recorded.
+func orNone(v string) string {
+	if v == "" {
+		return "none"
+	}
+	return v
 }
 
 // applySchedulerRecord sets a's schedule to the record's
@@ -115,19 +138,48 @@ func applySchedulerRecord(a Args, rec map[string]string) (Args, error) {
 		return a, err
 	}
 	a.LRDecayStyle, a.LRWarmupFraction = rec["lr_decay_style"], 0
+	if a, err = applyWeightDecayRecord(a, rec, num); err != nil {
+		return a, err
+	}
+	wsd := 0
+	if a.LRDecayStyle == "WSD" {
+		if wsd, err = count("lr_wsd_decay_steps"); err != nil {
+			return a, err
+		}
+		a.LRWSDDecayStyle = rec["lr_wsd_decay_style"]
+	}
 	switch rec["lr_steps_unit"] {
 	case "iterations":
 		if a.TrainSamples > 0 {
 			return a, fmt.Errorf("--use-checkpoint-opt_param-scheduler: the checkpoint's schedule counts iterations, and this run --train-samples: use --train-iters")
 		}
-		a.LRWarmupIters, a.LRDecayIters = warm, decay
+		a.LRWarmupIters, a.LRDecayIters, a.LRWSDDecayIters = warm, decay, wsd
 	case "samples":
 		if a.TrainSamples == 0 {
 			return a, fmt.Errorf("--use-checkpoint-opt_param-scheduler: the checkpoint's schedule counts samples, and this run iterations: use --train-samples")
 		}
-		a.LRWarmupSamples, a.LRDecaySamples = warm, decay
+		a.LRWarmupSamples, a.LRDecaySamples, a.LRWSDDecaySamples = warm, decay, wsd
 	default:
 		return a, bad("lr_steps_unit")
 	}
+	return a, nil
+}
+
+// applyWeightDecayRecord sets a's weight-decay increment to the record's:
+// constant when it records none.
+func applyWeightDecayRecord(a Args, rec map[string]string, num func(string, *float64) error) (Args, error) {
+	a.WeightDecayIncrStyle, a.StartWeightDecay, a.EndWeightDecay = "constant", nil, nil
+	style, ok := rec["wd_incr_style"]
+	if !ok {
+		return a, nil
+	}
+	var start, end float64
+	if err := num("start_wd", &start); err != nil {
+		return a, err
+	}
+	if err := num("end_wd", &end); err != nil {
+		return a, err
+	}
+	a.WeightDecayIncrStyle, a.StartWeightDecay, a.EndWeightDecay = style, &start, &end
 	return a, nil
 }

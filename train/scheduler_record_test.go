@@ -100,3 +100,81 @@ func TestResumeScheduleEdges(t *testing.T) {
 		t.Errorf("no record, no flag: %v", err)
 	}
 }
+
+// TestWeightDecayAndWSDSchedules: the weight decay's increment reaches
+// the optimizer step by step — from w to w is the constant w's run bit
+// for bit, from 0 to 0.5 another run — and WSD whose linear annealing
+// spans the whole decay is the linear schedule bit for bit, while its
+// exponential one is another; a checkpoint records both, a resume with a
+// constant weight decay or another decay style is refused naming them,
+// and --use-checkpoint-opt_param-scheduler takes them (the uninterrupted
+// run's losses).
+func TestWeightDecayAndWSDSchedules(t *testing.T) {
+	run := func(a Args) *Result {
+		t.Helper()
+		res, err := Run(context.Background(), a, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	wd := func(style string, start, end float64) Args {
+		a := mockArgs(6)
+		a.WeightDecay, a.WeightDecayIncrStyle, a.StartWeightDecay, a.EndWeightDecay = 0.05, style, &start, &end
+		if style == "constant" {
+			a.StartWeightDecay, a.EndWeightDecay = nil, nil
+		}
+		return a
+	}
+	constant := run(wd("constant", 0, 0))
+	sameEnds := run(wd("linear", 0.05, 0.05))
+	rising := run(wd("cosine", 0, 0.5))
+	for i := range constant.Losses {
+		if sameEnds.Losses[i] != constant.Losses[i] {
+			t.Errorf("step %d: linear from 0.05 to 0.05 gives %v, constant 0.05 %v", i+1, sameEnds.Losses[i], constant.Losses[i])
+		}
+	}
+	if last := len(rising.Losses) - 1; rising.Losses[last] == constant.Losses[last] {
+		t.Error("a weight decay rising from 0 to 0.5 trains as the constant 0.05: the schedule does not reach the optimizer")
+	}
+
+	wsd := func(style string) Args {
+		a := mockArgs(6)
+		a.LRDecayStyle, a.LRWSDDecayStyle, a.LRWSDDecayIters = "WSD", style, 4 // decay 6 − warmup 2
+		return a
+	}
+	linear := mockArgs(6)
+	linear.LRDecayStyle = "linear"
+	want, got, expo := run(linear), run(wsd("linear")), run(wsd("exponential"))
+	for i := range want.Losses {
+		if got.Losses[i] != want.Losses[i] {
+			t.Errorf("step %d: WSD linear over the whole decay: loss %v, linear %v", i+1, got.Losses[i], want.Losses[i])
+		}
+	}
+	if last := len(want.Losses) - 1; expo.Losses[last] == want.Losses[last] {
+		t.Error("WSD's exponential annealing trains as the linear decay")
+	}
+
+	saved := wd("linear", 0, 0.5)
+	saved.LRDecayStyle, saved.LRWSDDecayIters, saved.LRWSDDecayStyle = "WSD", 3, "cosine"
+	whole := run(saved)
+	first := saved // the same schedule, stopped after iteration 3
+	first.ExitInterval, first.Save = 3, t.TempDir()
+	run(first)
+	changed := mockArgs(6)
+	changed.Load, changed.LRDecayIters = first.Save, 6
+	_, err := Run(context.Background(), changed, Options{})
+	for _, w := range []string{"wd_incr_style linear in the checkpoint, none in this run (--weight-decay-incr-style)",
+		"lr_decay_style WSD in the checkpoint, cosine in this run", "lr_wsd_decay_steps 3 in the checkpoint, none in this run"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("a resume with a constant weight decay and cosine decay: %v, want %q", err, w)
+		}
+	}
+	changed.UseCheckpointOptParamScheduler = true
+	res := run(changed)
+	for i, l := range res.Losses {
+		if w := whole.Losses[3+i]; math.Abs(l-w) > 1e-6*math.Abs(w) {
+			t.Errorf("--use-checkpoint-opt_param-scheduler: loss %d %v, the uninterrupted run's %v", 4+i, l, w)
+		}
+	}
+}

@@ -62,11 +62,12 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 		}
 	}
 	scale := t.lossScale()
-	lr := t.sched.LR(t.opt.Adam().Steps)
+	pos := t.opt.Adam().Steps
 	if t.sched.Samples {
-		lr = t.sched.LR(int(t.lrSamples))
+		pos = int(t.lrSamples)
 	}
-	ok, norm, err := t.optimizerStep(ctx, loss, lr)
+	lr := t.sched.LR(pos)
+	ok, norm, err := t.optimizerStep(ctx, loss, optim.Hyper{LR: float32(lr), WeightDecay: float32(t.sched.WD(pos))})
 	switch {
 	case err != nil:
 		return stepResult{}, err
@@ -107,9 +108,9 @@ func (t *trainer) paramStats(ctx context.Context, stepped bool) (norm, zeros flo
 
 // optimizerStep prepares the main gradients (the loss scaler may skip the
 // update: ok false, the norm NaN) and takes the gradient norm, then clips
-// and updates the parameters with learning rate lr; it returns the norm.
-// A non-finite loss or norm stops the run.
-func (t *trainer) optimizerStep(ctx context.Context, loss, lr float64) (ok bool, norm float64, err error) {
+// and updates the parameters with the schedule's learning rate and weight
+// decay h; it returns the norm. A non-finite loss or norm stops the run.
+func (t *trainer) optimizerStep(ctx context.Context, loss float64, h optim.Hyper) (ok bool, norm float64, err error) {
 	if f := t.timersFunc(); f != nil {
 		timer := f("optimizer", 1)
 		timer.Start(false)
@@ -121,7 +122,7 @@ func (t *trainer) optimizerStep(ctx context.Context, loss, lr float64) (ok bool,
 	if math.IsNaN(loss) || math.IsInf(loss, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
 		return false, 0, fmt.Errorf("iteration %d: the loss is %g and the gradient norm %g: training diverged; lower --lr, raise --lr-warmup-iters, or set --clip-grad", t.iteration+1, loss, norm)
 	}
-	return true, norm, t.opt.Update(ctx, float32(lr), norm)
+	return true, norm, t.opt.Update(ctx, h, norm)
 }
 
 // forwardBackward runs one pass over the rank's microbatches of global

@@ -20,6 +20,7 @@ func newTrainCmd() *cobra.Command {
 	var textPath, backend, cpuProfile string
 	var tokFlags *tokenizerFlags
 	var rampup []int
+	var startWD, endWD float64
 	var model *modelFlags // addModelFlags below
 	cmd := &cobra.Command{
 		Use:   "train",
@@ -46,6 +47,12 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 					return fmt.Errorf("--rampup-batch-size takes three numbers, START INCREMENT SAMPLES (got %d): for example --rampup-batch-size 16 16 100000", len(rampup))
 				}
 				a.RampupBatchSize = data.Ramp{Start: rampup[0], Increment: rampup[1], Samples: rampup[2]}
+			}
+			if cmd.Flags().Changed("start-weight-decay") {
+				a.StartWeightDecay = &startWD
+			}
+			if cmd.Flags().Changed("end-weight-decay") {
+				a.EndWeightDecay = &endWD
 			}
 			if err := tensorBoardFlags(cmd, &a); err != nil {
 				return err
@@ -128,7 +135,10 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 	f.BoolVar(&a.SkipTrain, "skip-train", false, "with --load: train nothing, evaluate the loaded model")
 	f.Float64Var(&a.LR, "lr", a.LR, "peak learning rate")
 	f.Float64Var(&a.MinLR, "min-lr", a.MinLR, "learning rate at the end of decay")
-	f.StringVar(&a.LRDecayStyle, "lr-decay-style", a.LRDecayStyle, "constant, linear, cosine or inverse-square-root")
+	f.StringVar(&a.LRDecayStyle, "lr-decay-style", a.LRDecayStyle, "constant, linear, cosine, inverse-square-root or WSD (warmup, stable, decay: --lr-wsd-decay-iters)")
+	f.IntVar(&a.LRWSDDecayIters, "lr-wsd-decay-iters", 0, "WSD: iterations of annealing at the end of the decay")
+	f.IntVar(&a.LRWSDDecaySamples, "lr-wsd-decay-samples", 0, "WSD: samples of annealing at the end of the decay (with --train-samples)")
+	f.StringVar(&a.LRWSDDecayStyle, "lr-wsd-decay-style", a.LRWSDDecayStyle, "WSD's annealing: exponential, linear, cosine or minus_sqrt")
 	f.IntVar(&a.LRWarmupIters, "lr-warmup-iters", a.LRWarmupIters, "iterations of linear warmup")
 	f.Float64Var(&a.LRWarmupInit, "lr-warmup-init", a.LRWarmupInit, "the learning rate the warmup starts from (it rises linearly to --lr)")
 	f.IntVar(&a.LRDecayIters, "lr-decay-iters", a.LRDecayIters, "iterations over which the learning rate decays (0: --train-iters)")
@@ -136,6 +146,9 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 	f.IntVar(&a.LRWarmupSamples, "lr-warmup-samples", 0, "samples of linear warmup (with --train-samples)")
 	f.IntVar(&a.LRDecaySamples, "lr-decay-samples", 0, "samples over which the learning rate decays (with --train-samples; 0: --train-samples)")
 	f.Float64Var(&a.WeightDecay, "weight-decay", a.WeightDecay, "decoupled weight decay of the 2-d weights")
+	f.StringVar(&a.WeightDecayIncrStyle, "weight-decay-incr-style", a.WeightDecayIncrStyle, "constant (--weight-decay), or linear or cosine from --start-weight-decay to --end-weight-decay over the run")
+	f.Float64Var(&startWD, "start-weight-decay", 0, "the weight decay at the start (with --weight-decay-incr-style linear or cosine)")
+	f.Float64Var(&endWD, "end-weight-decay", 0, "the weight decay at the end of the run (with --weight-decay-incr-style linear or cosine)")
 	f.Float64Var(&a.AdamBeta1, "adam-beta1", a.AdamBeta1, "Adam's β1")
 	f.Float64Var(&a.AdamBeta2, "adam-beta2", a.AdamBeta2, "Adam's β2")
 	f.Float64Var(&a.AdamEps, "adam-eps", a.AdamEps, "Adam's ε")
