@@ -47,6 +47,9 @@ func TestRecomputeRules(t *testing.T) {
 		}, [][]string{{"seq_length", "sequence_parallel", "tensor_model_parallel_size"}}, []string{"30", "multiple of 4"}},
 		{"vocab multiple below 1", func(c *TransformerConfig) { c.MakeVocabSizeDivisibleBy = 0 },
 			[][]string{{"make_vocab_size_divisible_by"}}, []string{"--make-vocab-size-divisible-by"}},
+		{"xavier with a router bias", func(c *TransformerConfig) {
+			c.InitMethodXavierUniform, c.NumMoEExperts, c.MoERouterTopK, c.AddBiasLinear = true, 4, 2, true
+		}, [][]string{{"init_method_xavier_uniform", "add_bias_linear", "num_moe_experts"}}, []string{"--disable-bias-linear", "two dimensions"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -49,6 +49,15 @@ type TransformerConfig struct {
 	// linear_proj and linear_fc2 use InitMethodStd/sqrt(2·NumLayers)
 	// (init_method_std, 0.02).
 	InitMethodStd float64 `json:"init_method_std"`
+	// InitMethodXavierUniform draws every weight the init methods draw
+	// (the embeddings, the linear layers, the router and the experts;
+	// linear_proj and linear_fc2 unscaled) from U(−a, a), a =
+	// sqrt(6/(fan_in + fan_out)) of the whole weight (the embeddings' fan
+	// the real vocabulary, where Megatron's is the padded one, which
+	// depends on the TP size), instead of the normal
+	// (--init-method-xavier-uniform: Megatron's init_method and
+	// scaled_init_method become torch.nn.init.xavier_uniform_).
+	InitMethodXavierUniform bool `json:"init_method_xavier_uniform,omitempty"`
 	// ShareEmbeddingsAndOutputWeights ties the output layer to the word
 	// embedding (share_embeddings_and_output_weights, true for GPT).
 	ShareEmbeddingsAndOutputWeights bool `json:"share_embeddings_and_output_weights"`
@@ -288,6 +297,9 @@ func (c TransformerConfig) modelViolations() []Violation {
 	}
 	if c.InitMethodStd <= 0 {
 		vs.add(fieldList("init_method_std"), "init_method_std is %g: it must be positive; set --init-method-std", c.InitMethodStd)
+	}
+	if c.InitMethodXavierUniform && c.NumMoEExperts > 0 && c.AddBiasLinear {
+		vs.add(fieldList("init_method_xavier_uniform", "add_bias_linear", "num_moe_experts"), "init_method_xavier_uniform with a MoE router's bias (add_bias_linear, num_moe_experts %d): the router draws its bias [E] from the init method, and Xavier's bound needs a weight of two dimensions (torch's xavier_uniform_ refuses it); add --disable-bias-linear, or drop --init-method-xavier-uniform", c.NumMoEExperts)
 	}
 	if c.MakeVocabSizeDivisibleBy < 1 {
 		vs.add(fieldList("make_vocab_size_divisible_by"), "make_vocab_size_divisible_by is %d: it must be at least 1; set --make-vocab-size-divisible-by", c.MakeVocabSizeDivisibleBy)

@@ -172,3 +172,32 @@ func checkMTPLosses(t *testing.T, name string, got [][]float64) {
 		}
 	}
 }
+
+// TestXavierInitLayouts: --init-method-xavier-uniform draws each whole
+// weight as one rank does, so TP 2 with SP and PP 2 follow the one-rank
+// loss curve to 1e-6, and the curve is not the normal init's.
+func TestXavierInitLayouts(t *testing.T) {
+	xavier := func(world int, set func(a *Args)) []float64 {
+		a := ppArgs(world, 1, 1)
+		a.TrainIters, a.Model.InitMethodXavierUniform = 6, true
+		set(&a)
+		return mustRun(t, a).Losses
+	}
+	want := xavier(1, func(*Args) {})
+	for name, set := range map[string]func(a *Args){
+		"tp2-sp": func(a *Args) { a.Model.TensorModelParallelSize, a.Model.SequenceParallel = 2, true },
+		"pp2":    func(a *Args) { a.Model.PipelineModelParallelSize = 2 },
+	} {
+		got := xavier(2, set)
+		for i := range want {
+			if e := relErr(got[i], want[i]); e > 1e-6 {
+				t.Errorf("%s, step %d: loss %.9f, one rank %.9f", name, i+1, got[i], want[i])
+			}
+		}
+	}
+	normal := ppArgs(1, 1, 1)
+	normal.TrainIters = 6
+	if mustRun(t, normal).Losses[0] == want[0] {
+		t.Error("the Xavier init's first loss is the normal init's")
+	}
+}

@@ -229,6 +229,7 @@ func addModelFlags(f *pflag.FlagSet, m *config.TransformerConfig) *modelFlags {
 	f.Float32Var(&m.HiddenDropout, "hidden-dropout", m.HiddenDropout, "dropout after attention and MLP outputs and on embeddings")
 	f.Float32Var(&m.AttentionDropout, "attention-dropout", m.AttentionDropout, "dropout on attention probabilities")
 	f.Float64Var(&m.InitMethodStd, "init-method-std", m.InitMethodStd, "standard deviation of weight initialisation")
+	f.BoolVar(&m.InitMethodXavierUniform, "init-method-xavier-uniform", false, "draw the weights from Xavier's uniform U(−a, a), a = sqrt(6/(fan_in + fan_out)), instead of N(0, --init-method-std)")
 	f.Float32Var(&m.LayernormEpsilon, "layernorm-epsilon", m.LayernormEpsilon, "ε of every LayerNorm/RMSNorm (the same setting as --norm-epsilon)")
 	f.BoolVar(&m.CalculatePerTokenLoss, "calculate-per-token-loss", m.CalculatePerTokenLoss, "normalise the loss by the global batch's token count")
 	f.IntVar(&m.MakeVocabSizeDivisibleBy, "make-vocab-size-divisible-by", m.MakeVocabSizeDivisibleBy, "pad the vocabulary to a multiple of this × the tensor-parallel size (padding changes no loss or gradient)")

@@ -68,7 +68,7 @@ func (b *builder) mla(p string) (*MLA, error) {
 			return
 		}
 		*dst, err = tp.NewColumnParallelLinear(p+name, in, out, tp.ColumnParallelConfig{
-			Group: b.tpg, Init: b.normal(cfg.InitMethodStd), SequenceParallel: b.sp, UnfusedWeightGrad: b.unfused,
+			Group: b.tpg, Init: b.initMethod(cfg.InitMethodStd), SequenceParallel: b.sp, UnfusedWeightGrad: b.unfused,
 		})
 		if err == nil {
 			b.m.add((*dst).Parameters()...)

@@ -2,6 +2,7 @@ package gpt
 
 import (
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/gotron/gotron/autograd"
@@ -223,7 +224,7 @@ func NewChunk(cfg config.TransformerConfig, g *rng.RNG, tpg comm.Group, spec Chu
 	if cfg.LearnedPositions() {
 		if spec.PreProcess {
 			pos := tensor.New(cfg.MaxPositions(), h)
-			b.fill(pos.Data(), cfg.InitMethodStd)
+			b.draw(pos.Data(), pos.Dim(0), pos.Dim(1), cfg.InitMethodStd)
 			m.PositionEmbeddings = m.add(nn.NewParameter("embedding.position_embeddings.weight", pos))
 			m.PositionEmbeddings.SequenceParallel = b.sp
 		} else {
@@ -281,15 +282,29 @@ type builder struct {
 }
 
 // normal is the init method N(0, sd) drawing from the model's stream.
-func (b *builder) normal(sd float64) tp.InitMethod {
-	return func(w *tensor.Tensor) { b.fill(w.Data(), sd) }
+func (b *builder) initMethod(sd float64) tp.InitMethod {
+	return func(w *tensor.Tensor) { b.draw(w.Data(), w.Dim(0), w.Dim(1), sd) }
 }
 
-// fill draws w from N(0, sd); without perform_initialization it draws
-// nothing and w stays zero (a checkpoint will fill it).
-func (b *builder) fill(w []float32, sd float64) {
-	if b.init {
+// draw fills w, a weight of rows × cols (its fan-out and fan-in), from
+// N(0, sd), or under init_method_xavier_uniform from U(−a, a), a =
+// sqrt(6/(rows + cols)). The uniform values are a·erf(z/√2) of the same
+// normal draws z (2Φ(z) − 1 is uniform on (−1, 1)), so both take the
+// same draws from the stream and skip skips either. Without
+// perform_initialization it draws nothing and w stays zero (a checkpoint
+// will fill it).
+func (b *builder) draw(w []float32, rows, cols int, sd float64) {
+	if !b.init {
+		return
+	}
+	if !b.cfg.InitMethodXavierUniform {
 		b.g.FillNormal(w, 0, sd)
+		return
+	}
+	b.g.FillNormal(w, 0, 1)
+	a := math.Sqrt(6 / float64(rows+cols))
+	for i, z := range w {
+		w[i] = float32(a * math.Erf(float64(z)/math.Sqrt2))
 	}
 }
 
@@ -305,7 +320,10 @@ func (b *builder) skip(n int) {
 // N(0, std), the padding rows [V, V_pad) zero and drawn after nothing.
 func (b *builder) vocabInit() tp.InitMethod {
 	return func(w *tensor.Tensor) {
-		b.fill(w.Narrow(0, 0, b.cfg.VocabSize).Contiguous().Data(), b.cfg.InitMethodStd)
+		// Xavier's fan-out is the real vocabulary, not the padded one
+		// (which depends on the TP size), so that every layout draws the
+		// same table.
+		b.draw(w.Narrow(0, 0, b.cfg.VocabSize).Contiguous().Data(), b.cfg.VocabSize, w.Dim(1), b.cfg.InitMethodStd)
 	}
 }
 
@@ -368,7 +386,7 @@ func (b *builder) attentionInputs(l *Layer, p string) error {
 		return err
 	}
 	if l.QKV, err = tp.NewColumnParallelLinear(p+"self_attention.linear_qkv", cfg.HiddenSize, cfg.QKVWidth(), tp.ColumnParallelConfig{
-		Group: b.tpg, Init: b.normal(cfg.InitMethodStd), Bias: cfg.QKVBias(), SequenceParallel: b.sp, UnfusedWeightGrad: b.unfused,
+		Group: b.tpg, Init: b.initMethod(cfg.InitMethodStd), Bias: cfg.QKVBias(), SequenceParallel: b.sp, UnfusedWeightGrad: b.unfused,
 	}); err != nil {
 		return err
 	}
@@ -392,7 +410,7 @@ func (b *builder) layerAt(p string, i int, moeLayer bool) (*Layer, error) {
 		return nil, err
 	}
 	if l.Proj, err = tp.NewRowParallelLinear(p+"self_attention.linear_proj", cfg.AttentionWidth(), h, tp.RowParallelConfig{
-		Group: tpg, Init: b.normal(outStd), Bias: cfg.AddBiasLinear, InputIsParallel: true, SequenceParallel: sp, UnfusedWeightGrad: b.unfused,
+		Group: tpg, Init: b.initMethod(outStd), Bias: cfg.AddBiasLinear, InputIsParallel: true, SequenceParallel: sp, UnfusedWeightGrad: b.unfused,
 	}); err != nil {
 		return nil, err
 	}
@@ -407,14 +425,14 @@ func (b *builder) layerAt(p string, i int, moeLayer bool) (*Layer, error) {
 		stride = 2 // each rank holds its gate rows and its up rows
 	}
 	if l.FC1, err = tp.NewColumnParallelLinear(p+"mlp.linear_fc1", h, cfg.FC1Width(), tp.ColumnParallelConfig{
-		Group: tpg, Init: b.normal(std), Bias: cfg.AddBiasLinear, SkipBiasAdd: true, SequenceParallel: sp, Stride: stride,
+		Group: tpg, Init: b.initMethod(std), Bias: cfg.AddBiasLinear, SkipBiasAdd: true, SequenceParallel: sp, Stride: stride,
 		UnfusedWeightGrad: b.unfused,
 	}); err != nil {
 		return nil, err
 	}
 	m.add(l.FC1.Parameters()...)
 	if l.FC2, err = tp.NewRowParallelLinear(p+"mlp.linear_fc2", cfg.FFN(), h, tp.RowParallelConfig{
-		Group: tpg, Init: b.normal(outStd), Bias: cfg.AddBiasLinear, InputIsParallel: true, SequenceParallel: sp, UnfusedWeightGrad: b.unfused,
+		Group: tpg, Init: b.initMethod(outStd), Bias: cfg.AddBiasLinear, InputIsParallel: true, SequenceParallel: sp, UnfusedWeightGrad: b.unfused,
 	}); err != nil {
 		return nil, err
 	}

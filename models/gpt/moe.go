@@ -104,16 +104,16 @@ func (b *builder) moeLayer(p string) (*moe.Layer, error) {
 	l := &moe.Layer{Config: b.moeConfig(), Parallel: par, FirstExpert: first}
 	l.Parallel.Dispatcher = cfg.MoETokenDispatcherType
 	l.Router = b.m.add(nn.NewParameter(p+"mlp.router.weight", tensor.New(e, h)))
-	b.fill(l.Router.Value.Data(), cfg.InitMethodStd)
+	b.draw(l.Router.Value.Data(), e, h, cfg.InitMethodStd)
 	l.Router.SequenceParallel = b.sp // each TP rank routes its own tokens
 	if cfg.AddBiasLinear {
 		l.RouterBias = b.m.add(nn.NewParameter(p+"mlp.router.bias", tensor.New(e)))
-		b.fill(l.RouterBias.Value.Data(), cfg.InitMethodStd)
+		b.draw(l.RouterBias.Value.Data(), e, 1, cfg.InitMethodStd) // (not with xavier: config refuses it)
 		l.RouterBias.SequenceParallel = b.sp
 	}
 	expert := func(name string, sd float64, rows, cols, dim int) (*nn.Parameter, error) {
 		w := tensor.New(rows, cols)
-		b.fill(w.Data(), sd)
+		b.draw(w.Data(), rows, cols, sd)
 		shape := []int{rows, cols}
 		shape[dim] /= etp
 		q := nn.NewParameter(name, tensor.New(shape...))
@@ -168,13 +168,13 @@ func (b *builder) moeLayer(p string) (*moe.Layer, error) {
 		var err error
 		sh := &moe.SharedMLP{Act: activation(cfg), Gated: cfg.GatedLinearUnit}
 		if sh.FC1, err = tp.NewColumnParallelLinear(p+"mlp.shared_experts.linear_fc1", h, fs1, tp.ColumnParallelConfig{
-			Group: b.tpg, Init: b.normal(cfg.InitMethodStd), Bias: cfg.AddBiasLinear, SkipBiasAdd: true, SequenceParallel: b.sp, Stride: stride,
+			Group: b.tpg, Init: b.initMethod(cfg.InitMethodStd), Bias: cfg.AddBiasLinear, SkipBiasAdd: true, SequenceParallel: b.sp, Stride: stride,
 			UnfusedWeightGrad: b.unfused,
 		}); err != nil {
 			return nil, err
 		}
 		if sh.FC2, err = tp.NewRowParallelLinear(p+"mlp.shared_experts.linear_fc2", fs, h, tp.RowParallelConfig{
-			Group: b.tpg, Init: b.normal(cfg.OutputLayerInitStd()), Bias: cfg.AddBiasLinear, InputIsParallel: true, SequenceParallel: b.sp,
+			Group: b.tpg, Init: b.initMethod(cfg.OutputLayerInitStd()), Bias: cfg.AddBiasLinear, InputIsParallel: true, SequenceParallel: b.sp,
 			UnfusedWeightGrad: b.unfused,
 		}); err != nil {
 			return nil, err

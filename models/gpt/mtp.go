@@ -102,7 +102,7 @@ func (b *builder) mtp(spec ChunkSpec) error {
 		l.HnormW, l.HnormB = b.norm(p + "hnorm")
 		var err error
 		if l.EHProj, err = tp.NewColumnParallelLinear(p+"eh_proj", 2*h, h, tp.ColumnParallelConfig{
-			Group: b.tpg, Init: b.normal(cfg.InitMethodStd), SequenceParallel: b.sp, UnfusedWeightGrad: b.unfused,
+			Group: b.tpg, Init: b.initMethod(cfg.InitMethodStd), SequenceParallel: b.sp, UnfusedWeightGrad: b.unfused,
 		}); err != nil {
 			return err
 		}
