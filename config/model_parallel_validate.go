@@ -120,8 +120,8 @@ func (c ModelParallelConfig) checkReferenceRules(vs *violationList) {
 	// Rule 1.
 	if c.SequenceParallel && tp <= 1 {
 		vs.add(fieldList("sequence_parallel", "tensor_model_parallel_size"),
-			"sequence_parallel = true needs tensor parallelism, but tensor_model_parallel_size = %d: "+
-				"set tensor_model_parallel_size > 1 or sequence_parallel = false", tp)
+			"sequence_parallel is true and tensor_model_parallel_size is %d: sequence parallelism splits the "+
+				"sequence over the tensor-parallel ranks; set --tensor-model-parallel-size above 1, or drop --sequence-parallel", tp)
 	}
 
 	// Rule 3, dense then expert.

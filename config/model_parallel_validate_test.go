@@ -84,7 +84,7 @@ func TestModelParallelReferenceRules(t *testing.T) {
 		{"rule 1: sequence parallel without tensor parallel",
 			func(c *ModelParallelConfig) { c.SequenceParallel = true },
 			[][]string{{"sequence_parallel", "tensor_model_parallel_size"}},
-			[]string{"tensor_model_parallel_size = 1", "sequence_parallel = false"}},
+			[]string{"tensor_model_parallel_size is 1", "drop --sequence-parallel"}},
 		{"rule 1: sequence parallel with tensor parallel is valid",
 			func(c *ModelParallelConfig) { c.SequenceParallel, c.TensorModelParallelSize = true, 2 }, nil, nil},
 		{"rule 3: weight shards below tp",

@@ -132,7 +132,7 @@ func TestTensorParallelErrors(t *testing.T) {
 			a.WorldSize, a.Model.TensorModelParallelSize, a.Model.SequenceParallel, a.Model.SeqLength = 4, 4, true, 18
 		}, []string{"seq_length 18 is not divisible by tensor_model_parallel_size 4", "--sequence-parallel"}},
 		{"sequence parallel without tp", func(a *Args) { a.Model.SequenceParallel = true },
-			[]string{"sequence_parallel = true needs tensor parallelism"}},
+			[]string{"sequence_parallel is true and tensor_model_parallel_size is 1", "--tensor-model-parallel-size above 1", "drop --sequence-parallel"}},
 		{"prompt outside a small vocabulary", func(a *Args) { a.Sample = 10 },
 			[]string{"--sample-prompt", "outside the vocabulary [0, 100)", "--vocab-size 256"}},
 	} {

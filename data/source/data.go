@@ -49,6 +49,21 @@ func (a Data) IndexedData() bool {
 	return len(a.DataPath) > 0 || len(a.TrainDataPath) > 0 || len(a.ValidDataPath) > 0 || len(a.TestDataPath) > 0
 }
 
+// indexedFlags names the indexed-data flags given: --data-path, or the
+// per-split paths.
+func (a Data) indexedFlags() string {
+	var out []string
+	for _, f := range []struct {
+		paths []string
+		flag  string
+	}{{a.DataPath, "--data-path"}, {a.TrainDataPath, "--train-data-path"}, {a.ValidDataPath, "--valid-data-path"}, {a.TestDataPath, "--test-data-path"}} {
+		if len(f.paths) > 0 {
+			out = append(out, f.flag)
+		}
+	}
+	return strings.Join(out, "/")
+}
+
 // DataErrors lists what is wrong with the data flags: not exactly one source,
 // options that only apply to some; skipTrain says the run evaluates only
 // (--skip-train), which needs no training data.
@@ -59,7 +74,7 @@ func (a Data) DataErrors(skipTrain bool) []string {
 	for _, s := range []struct {
 		on   bool
 		flag string
-	}{{a.MockData, "--mock-data"}, {a.IndexedData(), "--data-path"}, {len(a.TextDataPath) > 0, "--text-data-path"}, {a.GoStdlibCorpus, "--go-stdlib-corpus"}} {
+	}{{a.MockData, "--mock-data"}, {a.IndexedData(), a.indexedFlags()}, {len(a.TextDataPath) > 0, "--text-data-path"}, {a.GoStdlibCorpus, "--go-stdlib-corpus"}} {
 		if s.on {
 			given = append(given, s.flag)
 		}
@@ -78,7 +93,7 @@ func (a Data) DataErrors(skipTrain bool) []string {
 	if len(a.TestDataPath) > 0 {
 		add("--test-data-path: gotron evaluates no test split (the reference's evaluation on it after training is not provided): drop the flag")
 	}
-	if perSplit && len(a.TrainDataPath) == 0 && !skipTrain {
+	if len(a.ValidDataPath) > 0 && len(a.TrainDataPath) == 0 && !skipTrain {
 		add("--valid-data-path without --train-data-path: give the training data too")
 	}
 	if a.Split != "" && len(a.DataPath) == 0 {

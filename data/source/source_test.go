@@ -35,6 +35,11 @@ func TestDataErrors(t *testing.T) {
 	if errs := (Data{ValidDataPath: []string{"v"}}).DataErrors(true); len(errs) != 0 {
 		t.Errorf("--valid-data-path alone under --skip-train: %q, want no error", errs)
 	}
+	// The errors name the flags given, not their kin.
+	errs := strings.Join((Data{MockData: true, TestDataPath: []string{"t"}}).DataErrors(false), "\n")
+	if !strings.Contains(errs, "(got --mock-data and --test-data-path)") || strings.Contains(errs, "--valid-data-path") {
+		t.Errorf("--mock-data with --test-data-path: %q, want the two flags named and no --valid-data-path", errs)
+	}
 }
 
 // TestOpenMock: mock data draws the training and validation streams from
