@@ -109,6 +109,11 @@ type Args struct {
 	// where gotron would otherwise start from scratch (--load that is
 	// also --save; --exit-on-missing-checkpoint).
 	ExitOnMissingCheckpoint bool
+	// CkptFormat is --ckpt-format: torch_dist, the only one. gotron's
+	// checkpoints are one sharded format that loads at any layout, the
+	// role of Megatron's torch_dist (its default); torch (a rank's whole
+	// state per file) and the others are refused.
+	CkptFormat string
 	// OverrideOptParamScheduler and UseCheckpointOptParamScheduler decide,
 	// on resume, between this run's learning-rate schedule and the
 	// checkpoint's when they differ (--override-opt_param-scheduler,
@@ -218,6 +223,7 @@ func DefaultArgs() Args {
 		LRDecayStyle:              "linear",
 		WeightDecay:               0.01,
 		LRWSDDecayStyle:           "exponential",
+		CkptFormat:                "torch_dist",
 		WeightDecayIncrStyle:      "constant",
 		AdamBeta1:                 0.9,
 		AdamBeta2:                 0.999,
@@ -520,6 +526,9 @@ func (a Args) checkCheckpointFlags(world int, v *violations) {
 				v.add("%s says how to load a checkpoint, and --load is not given: pass --load DIR or drop %s", x.flag, x.flag)
 			}
 		}
+	}
+	if a.CkptFormat != "torch_dist" {
+		v.add("--ckpt-format %s: gotron's checkpoints are one sharded format that any layout loads, as Megatron's torch_dist: drop the flag, or pass torch_dist", a.CkptFormat)
 	}
 	if a.OverrideOptParamScheduler && a.UseCheckpointOptParamScheduler {
 		v.add("--override-opt_param-scheduler keeps this run's learning-rate schedule and --use-checkpoint-opt_param-scheduler takes the checkpoint's: give one")

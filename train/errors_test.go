@@ -131,6 +131,8 @@ func TestTensorParallelErrors(t *testing.T) {
 		{"sequence not divisible under sp", func(a *Args) {
 			a.WorldSize, a.Model.TensorModelParallelSize, a.Model.SequenceParallel, a.Model.SeqLength = 4, 4, true, 18
 		}, []string{"seq_length 18 is not divisible by tensor_model_parallel_size 4", "--sequence-parallel"}},
+		{"a checkpoint format gotron does not write", func(a *Args) { a.CkptFormat = "torch" },
+			[]string{"--ckpt-format torch", "pass torch_dist"}},
 		{"sequence parallel without tp", func(a *Args) { a.Model.SequenceParallel = true },
 			[]string{"sequence_parallel is true and tensor_model_parallel_size is 1", "--tensor-model-parallel-size above 1", "drop --sequence-parallel"}},
 		{"prompt outside a small vocabulary", func(a *Args) { a.Sample = 10 },

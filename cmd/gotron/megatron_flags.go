@@ -54,6 +54,7 @@ var cpuNoOps = map[string]cpuNoOp{
 	"--no-manual-gc-eval":                      {0, "Python's garbage collector; gotron's is Go's"},
 	"--no-mmap-bin-files":                      {0, "how the .bin file is read; the data are the same"},
 	"--deterministic-mode":                     {0, "gotron's runs are deterministic whatever the flag"},
+	"--auto-detect-ckpt-format":                {0, "gotron reads its one checkpoint format (--ckpt-format torch_dist)"},
 }
 
 // commandArgs prepares a command line for the root command: Megatron's

@@ -44,18 +44,18 @@ func TestMegatronNoOpFlags(t *testing.T) {
 // one error: a Megatron flag gotron lacks says so, a typo gets the
 // nearest flag, anything else is unknown.
 func TestUnknownFlags(t *testing.T) {
-	_, err := run(t, append(append([]string{}, trainArgs...), "--num-layer", "2", "--ckpt-format", "torch_dist", "--frobnicate", "--tensorbord-dir", "x")...)
+	_, err := run(t, append(append([]string{}, trainArgs...), "--num-layer", "2", "--fp8-format", "hybrid", "--frobnicate", "--tensorbord-dir", "x")...)
 	if err == nil {
 		t.Fatal("accepted")
 	}
 	msg := err.Error()
 	for _, w := range []string{"4 flags gotron train does not take", "unknown flag --num-layer; did you mean --num-layers?",
-		"--ckpt-format is a Megatron flag gotron does not have", "unknown flag --frobnicate\n", "did you mean --tensorboard-dir?"} {
+		"--fp8-format is a Megatron flag gotron does not have", "unknown flag --frobnicate\n", "did you mean --tensorboard-dir?"} {
 		if !strings.Contains(msg+"\n", w) {
 			t.Errorf("%q does not say %q", msg, w)
 		}
 	}
-	if _, err := run(t, append(append([]string{}, trainArgs...), "--ckpt-format", "torch")...); err == nil || strings.Contains(err.Error(), "\n") {
+	if _, err := run(t, append(append([]string{}, trainArgs...), "--fp8-format", "e4m3")...); err == nil || strings.Contains(err.Error(), "\n") {
 		t.Errorf("one unknown flag: %v, want one line", err)
 	}
 	if _, err := run(t, "train", "--help"); err != nil {

@@ -164,6 +164,7 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 	f.BoolVar(&a.NoSaveOptim, "no-save-optim", false, "leave the optimizer state out of checkpoints")
 	f.BoolVar(&a.NoSaveRNG, "no-save-rng", false, "leave the generators' states out of checkpoints")
 	f.BoolVar(&a.ExitOnMissingCheckpoint, "exit-on-missing-checkpoint", false, "with --load that is also --save: stop with an error when it holds no checkpoint, instead of starting from scratch")
+	f.StringVar(&a.CkptFormat, "ckpt-format", a.CkptFormat, "torch_dist: gotron's sharded checkpoints, which load at any layout (Megatron's torch_dist; no other format is built)")
 	f.BoolVar(&a.OverrideOptParamScheduler, "override-opt_param-scheduler", false, "with --load: train on with this run's learning-rate schedule (--lr, --min-lr, warmup, decay, --weight-decay) where it differs from the checkpoint's")
 	f.BoolVar(&a.UseCheckpointOptParamScheduler, "use-checkpoint-opt_param-scheduler", false, "with --load: take the learning-rate schedule from the checkpoint instead of the flags")
 	f.BoolVar(&a.NoLoadOptim, "no-load-optim", false, "with --load: start Adam afresh (zero moments, step 0) instead of loading its state")
