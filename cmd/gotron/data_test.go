@@ -442,6 +442,7 @@ func TestPreprocessRefuses(t *testing.T) {
 		{[]string{"preprocess", "--input", in, "--output-prefix", out, "--append-eod"}, "gotron: --tokenizer-type is required"},
 		{preprocessArgs(in, out, "--vocab-size", "100"), "gotron: --vocab-size sets the NullTokenizer's number of ids"},
 		{preprocessArgs(empty, out), "gotron: --input: 1 file(s) and no document in them"},
+		{preprocessArgs(in, out, "--partitions", "0"), "gotron: --partitions 0: must be at least 1"},
 	} {
 		stdout, stderr, code := runMain(t, c.args...)
 		msg := strings.TrimSuffix(stderr, "\n")
@@ -474,6 +475,37 @@ func TestTrainDataPathTextFile(t *testing.T) {
 	for _, w := range []string{"not an indexed dataset", "gotron preprocess --input " + txt, "--text-data-path " + txt} {
 		if !strings.Contains(msg, w) {
 			t.Errorf("the error lacks %q:\n%s", w, msg)
+		}
+	}
+}
+
+// TestPreprocessPartitionFlags: Megatron's --partitions,
+// --keep-sequential-samples and --keep-newlines are accepted, each with a
+// note, and the dataset is the one written without them, byte for byte.
+func TestPreprocessPartitionFlags(t *testing.T) {
+	root := t.TempDir()
+	in := filepath.Join(root, "in.jsonl")
+	if err := os.WriteFile(in, []byte(`{"text": "Hello world\nand more"}`+"\n"+`{"text": "Second"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plain, flagged := filepath.Join(root, "plain"), filepath.Join(root, "flagged")
+	if _, stderr, code := runMain(t, preprocessArgs(in, plain)...); code != 0 {
+		t.Fatalf("preprocess: %s", stderr)
+	}
+	stdout, stderr, code := runMain(t, preprocessArgs(in, flagged, "--partitions", "4", "--keep-sequential-samples", "--keep-newlines")...)
+	if code != 0 {
+		t.Fatalf("preprocess with the partition flags: %s", stderr)
+	}
+	for _, w := range []string{"note: --partitions 4", "note: --keep-sequential-samples", "note: --keep-newlines"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("no %q in:\n%s", w, stdout)
+		}
+	}
+	for _, ext := range []string{".bin", ".idx"} {
+		a, errA := os.ReadFile(plain + "_text_document" + ext)
+		b, errB := os.ReadFile(flagged + "_text_document" + ext)
+		if errA != nil || errB != nil || !bytes.Equal(a, b) {
+			t.Errorf("%s differs with the partition flags (%v, %v)", ext, errA, errB)
 		}
 	}
 }
