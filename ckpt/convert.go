@@ -17,13 +17,16 @@ import (
 // prefixes of the same tensors in the whole-tensor form: a model tensor
 // "model/NAME" is NAME in model.safetensors; Adam's moments
 // "optimizer/exp_avg/NAME" and "optimizer/exp_avg_sq/NAME" are
-// exp_avg.NAME and exp_avg_sq.NAME in optimizer.safetensors.
+// exp_avg.NAME and exp_avg_sq.NAME in optimizer.safetensors, and SGD's
+// "optimizer/momentum_buffer/NAME" is momentum_buffer.NAME.
 const (
 	ModelKey       = "model/"
 	ExpAvgKey      = "optimizer/exp_avg/"
 	ExpAvgSqKey    = "optimizer/exp_avg_sq/"
+	MomentumKey    = "optimizer/momentum_buffer/"
 	expAvgPrefix   = "exp_avg."
 	expAvgSqPrefix = "exp_avg_sq."
+	momentumPrefix = "momentum_buffer."
 )
 
 // ToWhole reads every tensor of r's iteration whole into the
@@ -67,7 +70,7 @@ func ToWhole(r *Reader) (*Checkpoint, error) {
 		shape := m.Tensors[key]
 		name, optimizer, ok := wholeName(key)
 		if !ok {
-			return nil, fmt.Errorf("%s: tensor %s is neither %s…, %s… nor %s…: the whole-tensor form cannot hold it", filepath.Join(r.Dir, ManifestFile), key, ModelKey, ExpAvgKey, ExpAvgSqKey)
+			return nil, fmt.Errorf("%s: tensor %s is none of %s…, %s…, %s… and %s…: the whole-tensor form cannot hold it", filepath.Join(r.Dir, ManifestFile), key, ModelKey, ExpAvgKey, ExpAvgSqKey, MomentumKey)
 		}
 		n, err := numel(shape)
 		if err != nil {
@@ -123,6 +126,8 @@ func wholeName(key string) (name string, optimizer, ok bool) {
 		return expAvgPrefix + key[len(ExpAvgKey):], true, true
 	case strings.HasPrefix(key, ExpAvgSqKey) && len(key) > len(ExpAvgSqKey):
 		return expAvgSqPrefix + key[len(ExpAvgSqKey):], true, true
+	case strings.HasPrefix(key, MomentumKey) && len(key) > len(MomentumKey):
+		return momentumPrefix + key[len(MomentumKey):], true, true
 	}
 	return "", false, false
 }
@@ -137,6 +142,8 @@ func distKey(name string, optimizer bool) (string, bool) {
 		return ExpAvgSqKey + name[len(expAvgSqPrefix):], true
 	case strings.HasPrefix(name, expAvgPrefix) && len(name) > len(expAvgPrefix):
 		return ExpAvgKey + name[len(expAvgPrefix):], true
+	case strings.HasPrefix(name, momentumPrefix) && len(name) > len(momentumPrefix):
+		return MomentumKey + name[len(momentumPrefix):], true
 	}
 	return "", false
 }
@@ -186,7 +193,7 @@ func FromWhole(dir string, c *Checkpoint, layout Layout) error {
 		for _, t := range part.tensors {
 			key, ok := distKey(t.Name, part.optimizer)
 			if !ok {
-				return fmt.Errorf("convert into %s: %s holds tensor %q, neither %s… nor %s…: rename or remove it", dir, part.file, t.Name, expAvgPrefix, expAvgSqPrefix)
+				return fmt.Errorf("convert into %s: %s holds tensor %q, none of %s…, %s… and %s…: rename or remove it", dir, part.file, t.Name, expAvgPrefix, expAvgSqPrefix, momentumPrefix)
 			}
 			if _, dup := m.Tensors[key]; dup {
 				return fmt.Errorf("convert into %s: %s holds tensor %q twice: remove one", dir, part.file, t.Name)

@@ -22,6 +22,22 @@ type AdamConfig struct {
 	// Workers is the number of goroutines an update may use (0 or 1: the
 	// caller's only). It changes no result.
 	Workers int
+	// SGD replaces Adam by torch.optim.SGD (--optimizer sgd) with
+	// Momentum (--sgd-momentum; 0: none) and the weight decay added to
+	// the gradient; β1, β2, ε and Decoupled are then unused.
+	SGD      bool
+	Momentum float32
+}
+
+// newState gives a segment its zero optimizer state: Adam's two moments,
+// or SGD's momentum buffer (none without momentum).
+func (c AdamConfig) newState(s *Segment) {
+	switch {
+	case !c.SGD:
+		s.ExpAvg, s.ExpAvgSq = make([]float32, s.Len), make([]float32, s.Len)
+	case c.Momentum != 0:
+		s.Momentum = make([]float32, s.Len)
+	}
 }
 
 // Segment is a contiguous run of one parameter's elements that an
@@ -33,8 +49,11 @@ type Segment struct {
 	Param       *nn.Parameter
 	Offset, Len int
 	// ExpAvg and ExpAvgSq are Adam's first and second moments (fp32), Len
-	// elements each.
+	// elements each; nil under SGD.
 	ExpAvg, ExpAvgSq []float32
+	// Momentum is SGD's momentum_buffer (fp32, Len elements); nil under
+	// Adam, and under SGD without momentum.
+	Momentum []float32
 	// Main holds the float32 main parameters of a 16-bit parameter's
 	// elements (Megatron's fp32 main params), Len elements; nil for a
 	// float32 parameter, which is its own main parameter.
@@ -99,7 +118,8 @@ func (s *Segment) initMain() {
 }
 
 // Adam is the Adam optimizer over segments of parameters, holding fp32
-// exp_avg and exp_avg_sq for each.
+// exp_avg and exp_avg_sq for each — or, with AdamConfig.SGD, Megatron's
+// other optimizer, SGD, holding its momentum buffer.
 //
 // As in Megatron, weight decay applies only to parameters with two or more
 // dimensions: biases and LayerNorm parameters are not decayed
@@ -117,8 +137,10 @@ func NewAdam(params []*nn.Parameter, cfg AdamConfig) *Adam {
 	o := &Adam{Config: cfg}
 	for _, p := range params {
 		n := p.Value.Len()
-		o.Segments = append(o.Segments, Segment{Param: p, Len: n, ExpAvg: make([]float32, n), ExpAvgSq: make([]float32, n)})
-		o.Segments[len(o.Segments)-1].initMain()
+		o.Segments = append(o.Segments, Segment{Param: p, Len: n})
+		s := &o.Segments[len(o.Segments)-1]
+		cfg.newState(s)
+		s.initMain()
 	}
 	return o
 }
@@ -129,7 +151,7 @@ func NewAdamSegments(segs []Segment, cfg AdamConfig) *Adam {
 	o := &Adam{Config: cfg, Segments: segs}
 	for i := range o.Segments {
 		s := &o.Segments[i]
-		s.ExpAvg, s.ExpAvgSq = make([]float32, s.Len), make([]float32, s.Len)
+		cfg.newState(s)
 		s.initMain()
 	}
 	return o
@@ -141,9 +163,29 @@ func NewAdamSegments(segs []Segment, cfg AdamConfig) *Adam {
 func (o *Adam) StateElements() int {
 	n := 0
 	for _, s := range o.Segments {
-		n += len(s.ExpAvg) + len(s.ExpAvgSq) + len(s.Main)
+		n += len(s.ExpAvg) + len(s.ExpAvgSq) + len(s.Momentum) + len(s.Main)
 	}
 	return n
+}
+
+// update returns the step of segment s's elements [lo, hi) with h (the
+// segment's weight decay): Adam's, or SGD's.
+func (o *Adam) update(s *Segment, h Hyper) func(lo, hi int) {
+	pd, gd := s.Value(), s.Grad()
+	if o.Config.SGD {
+		sh := kernels.SGDHyper{LR: h.LR, Momentum: o.Config.Momentum, WeightDecay: h.WeightDecay}
+		return func(lo, hi int) {
+			var buf []float32
+			if s.Momentum != nil {
+				buf = s.Momentum[lo:hi]
+			}
+			kernels.SGDStep(pd[lo:hi], gd[lo:hi], buf, sh)
+		}
+	}
+	ah := kernels.AdamHyper{LR: h.LR, Beta1: o.Config.Beta1, Beta2: o.Config.Beta2, Eps: o.Config.Eps,
+		WeightDecay: h.WeightDecay, Step: o.Steps, Decoupled: o.Config.Decoupled}
+	m, v := s.ExpAvg, s.ExpAvgSq
+	return func(lo, hi int) { kernels.AdamStep(pd[lo:hi], gd[lo:hi], m[lo:hi], v[lo:hi], ah) }
 }
 
 // minAdamWork is the least number of elements worth a goroutine in Step.
@@ -179,17 +221,14 @@ func (o *Adam) Step(hp Hyper) error {
 		if NoWeightDecay(p) {
 			wd = 0
 		}
-		h := kernels.AdamHyper{
-			LR: hp.LR, Beta1: o.Config.Beta1, Beta2: o.Config.Beta2, Eps: o.Config.Eps,
-			WeightDecay: wd, Step: o.Steps, Decoupled: o.Config.Decoupled,
-		}
-		pd, gd, m, v := s.Value(), s.Grad(), s.ExpAvg, s.ExpAvgSq
+		update := o.update(s, Hyper{LR: hp.LR, WeightDecay: wd})
+		pd := s.Value()
 		var model []uint16
 		if s.Main != nil {
 			model = s.modelBits()
 		}
 		kernels.ParallelFor(len(pd), max(1, min(o.Config.Workers, len(pd)/minAdamWork)), func(lo, hi int) {
-			kernels.AdamStep(pd[lo:hi], gd[lo:hi], m[lo:hi], v[lo:hi], h)
+			update(lo, hi)
 			if model != nil { // the 16-bit model parameters follow their main copy
 				tensor.RoundInto(p.Value.DType(), model[lo:hi], pd[lo:hi])
 			}

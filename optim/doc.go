@@ -1,10 +1,12 @@
 // Package optim holds gotron's optimizers: Adam with decoupled or L2
-// weight decay (Megatron's default optimizer) over whole parameters or,
-// as the distributed optimizer, over this rank's shards of the
+// weight decay (Megatron's default optimizer), or SGD with momentum
+// (AdamConfig.SGD, torch.optim.SGD's arithmetic), over whole parameters
+// or, as the distributed optimizer, over this rank's shards of the
 // data-parallel gradient buffers (package dp); mixed precision (float32
 // main parameters and gradients of 16-bit parameters) with constant or
-// dynamic loss scaling; global gradient-norm clipping; and the
-// learning-rate schedule of Megatron's OptimizerParamScheduler.
+// dynamic loss scaling; global gradient-norm clipping; and Megatron's
+// OptimizerParamScheduler: the learning rate and the weight decay of each
+// step (Schedule, Hyper).
 //
 // A training loop holds an Optimizer (NewPlain or NewDistributed) and
 // calls it once the iteration's gradients are reduced: Prepare widens the

@@ -47,9 +47,9 @@ var toyHyper = Hyper{LR: 1e-2, WeightDecay: 0.1}
 // serialSteps is the reference: one rank, whose gradient is the
 // data-parallel ranks' mean as the reduction forms it (each scaled by 1/n,
 // summed in rank order), stepped iters times by the plain optimizer.
-func serialSteps(t *testing.T, n, iters int, clip float64) ([][]float32, []float64) {
+func serialSteps(t *testing.T, opt AdamConfig, n, iters int, clip float64) ([][]float32, []float64) {
 	ps := toyParams()
-	o := NewPlain(ps, toyAdam, Options{ClipGrad: clip, Norm: []NormPart{{}}})
+	o := NewPlain(ps, opt, Options{ClipGrad: clip, Norm: []NormPart{{}}})
 	var norms []float64
 	for it := range iters {
 		for k, p := range ps {
@@ -74,64 +74,74 @@ func serialSteps(t *testing.T, n, iters int, clip float64) ([][]float32, []float
 	return out, norms
 }
 
+// toySGD is SGD with momentum (--optimizer sgd --sgd-momentum 0.9).
+var toySGD = AdamConfig{SGD: true, Momentum: 0.9}
+
 // TestDistributedStepMatchesSerial: the distributed optimizer over 2 and 4
 // data-parallel ranks (gradients reduce-scattered by dp.DDP, each rank
 // updating its shard, the parameters all-gathered) leaves every rank with
 // the serial optimizer's parameters, bit for bit without clipping, and
 // to 1e-6 with it (the norm's squares are summed shard by shard); the
-// norms agree to 1e-12.
+// norms agree to 1e-12. So does SGD with momentum (each rank's shard of
+// the momentum buffer).
 func TestDistributedStepMatchesSerial(t *testing.T) {
 	for _, clip := range []float64{0, 0.5} {
 		for _, n := range []int{2, 4} {
-			t.Run(fmt.Sprintf("dp%d/clip%g", n, clip), func(t *testing.T) {
-				want, wantNorms := serialSteps(t, n, 3, clip)
-				cfg := config.DefaultDDPConfig()
-				cfg.UseDistributedOptimizer = true
-				err := local.NewWorld(n, comm.Options{Timeout: time.Minute}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
-					ps := toyParams()
-					d, err := dp.New(ps, cfg, dp.Options{Group: g, BucketSize: 40})
-					if err != nil {
-						return err
-					}
-					o, err := NewDistributed([]dp.Wrapper{d}, toyAdam, Options{ClipGrad: clip, FoundInf: g, Norm: []NormPart{{Group: g}}})
-					if err != nil {
-						return err
-					}
-					for it := range 3 {
-						d.ZeroGradBuffer()
-						for k, p := range ps {
-							gd := p.Grad.Data()
-							for i := range gd {
-								gd[i] = toyGrad(it, g.Rank(), k, i)
-							}
-						}
-						if err := d.FinishGradSync(ctx, false); err != nil {
-							return err
-						}
-						ok, norm, err := Step(ctx, o, toyHyper)
-						if err != nil || !ok {
-							return fmt.Errorf("step %d: ok %v, %v", it, ok, err)
-						}
-						if e := math.Abs(norm-wantNorms[it]) / wantNorms[it]; e > 1e-12 {
-							t.Errorf("rank %d step %d: norm %v, serial %v", g.Rank(), it, norm, wantNorms[it])
-						}
-					}
-					for k, p := range ps {
-						for i, v := range p.Value.Data() {
-							w := want[k][i]
-							if clip == 0 && v != w || math.Abs(float64(v-w)) > 1e-6*(1+math.Abs(float64(w))) {
-								t.Errorf("rank %d: %s[%d] = %v, serial %v", g.Rank(), p.Name, i, v, w)
-								return nil
-							}
-						}
-					}
-					return nil
+			for name, opt := range map[string]AdamConfig{"adam": toyAdam, "sgd": toySGD} {
+				t.Run(fmt.Sprintf("%s/dp%d/clip%g", name, n, clip), func(t *testing.T) {
+					testDistributedStep(t, opt, n, clip)
 				})
-				if err != nil {
-					t.Fatal(err)
-				}
-			})
+			}
 		}
+	}
+}
+
+func testDistributedStep(t *testing.T, opt AdamConfig, n int, clip float64) {
+	want, wantNorms := serialSteps(t, opt, n, 3, clip)
+	cfg := config.DefaultDDPConfig()
+	cfg.UseDistributedOptimizer = true
+	err := local.NewWorld(n, comm.Options{Timeout: time.Minute}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
+		ps := toyParams()
+		d, err := dp.New(ps, cfg, dp.Options{Group: g, BucketSize: 40})
+		if err != nil {
+			return err
+		}
+		o, err := NewDistributed([]dp.Wrapper{d}, opt, Options{ClipGrad: clip, FoundInf: g, Norm: []NormPart{{Group: g}}})
+		if err != nil {
+			return err
+		}
+		for it := range 3 {
+			d.ZeroGradBuffer()
+			for k, p := range ps {
+				gd := p.Grad.Data()
+				for i := range gd {
+					gd[i] = toyGrad(it, g.Rank(), k, i)
+				}
+			}
+			if err := d.FinishGradSync(ctx, false); err != nil {
+				return err
+			}
+			ok, norm, err := Step(ctx, o, toyHyper)
+			if err != nil || !ok {
+				return fmt.Errorf("step %d: ok %v, %v", it, ok, err)
+			}
+			if e := math.Abs(norm-wantNorms[it]) / wantNorms[it]; e > 1e-12 {
+				t.Errorf("rank %d step %d: norm %v, serial %v", g.Rank(), it, norm, wantNorms[it])
+			}
+		}
+		for k, p := range ps {
+			for i, v := range p.Value.Data() {
+				w := want[k][i]
+				if clip == 0 && v != w || math.Abs(float64(v-w)) > 1e-6*(1+math.Abs(float64(w))) {
+					t.Errorf("rank %d: %s[%d] = %v, serial %v", g.Rank(), p.Name, i, v, w)
+					return nil
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -28,8 +28,13 @@ type Run struct {
 	// worker's scratch each.
 	Threads int
 	// Save says the run writes checkpoints (a copy of the state), in the
-	// background with AsyncSave, with Adam's moments with SaveOptim.
+	// background with AsyncSave, with the optimizer's state with SaveOptim.
 	Save, AsyncSave, SaveOptim bool
+	// SGD says the optimizer is SGD (--optimizer sgd), which keeps one
+	// float32 a parameter (its momentum buffer) with SGDMomentum, none
+	// without; the zero value is Adam, which keeps two.
+	SGD         bool
+	SGDMomentum float64
 	// PipelineSchedule is --pipeline-schedule ("" for the reference's):
 	// a zero-bubble schedule holds more microbatches on a stage than 1F1B
 	// (pp.HeldMicrobatches).
@@ -65,9 +70,10 @@ type Need struct {
 	Weights float64
 	// Gradients are their gradient buffers.
 	Gradients float64
-	// Optimizer is Adam's two moments, and the float32 main parameters of
-	// a 16-bit model, divided over the data-parallel ranks under the
-	// distributed optimizer.
+	// Optimizer is the optimizer's state (Adam's two moments, SGD's
+	// momentum buffer) and the float32 main parameters of a 16-bit model,
+	// divided over the data-parallel ranks under the distributed
+	// optimizer.
 	Optimizer float64
 	// Activations are what forward passes keep for backward: one
 	// micro-batch per rank without pipelining, min(p−i, m) on pipeline
@@ -145,14 +151,27 @@ func machineShare(a Run, world, localRanks int) stateShare {
 		dp: float64(dp), edp: float64(edp), shards: float64(max(dp/max(a.DDP.NumDistributedOptimizerInstances, 1), 1))}
 }
 
+// moments is the float32 values of optimizer state a parameter has:
+// Adam's two moments, SGD's momentum buffer, or none.
+func (a Run) moments() float64 {
+	switch {
+	case !a.SGD:
+		return 2
+	case a.SGDMomentum != 0:
+		return 1
+	}
+	return 0
+}
+
 // modelState is the weights, gradients and optimizer state the share
-// takes: 4, 4 and 8 bytes a parameter in float32; 2, 4 (2 when reduced in
-// 16 bits) and 12 in bf16 or fp16; the optimizer's over dp (edp for
+// takes: 4, 4 and 4·m bytes a parameter in float32 (m = 2 moments for
+// Adam, SGD's 1 or 0); 2, 4 (2 when reduced in 16 bits) and 4·m + 4 (the
+// main parameters) in bf16 or fp16; the optimizer's over dp (edp for
 // experts) under the distributed optimizer.
 func (st stateShare) modelState(a Run) Need {
-	w, g, o := 4.0, 4.0, 8.0
+	w, g, o := 4.0, 4.0, 4*a.moments()
 	if a.Model.BF16 || a.Model.FP16 {
-		w, o = 2, 12
+		w, o = 2, 4*a.moments()+4
 		if a.GradReduceInBF16 || a.Model.FP16 && !a.DDP.GradReduceInFP32 {
 			g = 2
 		}
@@ -323,7 +342,7 @@ func attentionScratch(a Run, localRanks int) float64 {
 func (st stateShare) checkpointCopy(a Run, world, localRanks int) float64 {
 	saved := 4.0
 	if a.SaveOptim {
-		saved = 12
+		saved += 4 * a.moments()
 	}
 	c := (st.dense*st.copies + st.experts*st.ecopies) * saved
 	if a.DDP.UseDistributedOptimizer || localRanks >= world {

@@ -83,6 +83,14 @@ func TestMemoryShares(t *testing.T) {
 	if bf := Memory(r, 1, 1); bf.Weights != 2*p || bf.Gradients != 4*p || bf.Optimizer != 12*p || bf.Checkpoint != 12*p {
 		t.Errorf("bf16 with a save: %+v, want 2/4/12 bytes per parameter and a 12-byte copy", bf)
 	}
+	r.SGD, r.SGDMomentum = true, 0.9 // one momentum buffer instead of two moments
+	if sgd := Memory(r, 1, 1); sgd.Optimizer != 8*p || sgd.Checkpoint != 8*p {
+		t.Errorf("bf16 SGD with momentum: %+v, want 8 bytes of optimizer state per parameter and an 8-byte copy", sgd)
+	}
+	r.SGDMomentum = 0
+	if sgd := Memory(r, 1, 1); sgd.Optimizer != 4*p || sgd.Checkpoint != 4*p {
+		t.Errorf("bf16 SGD without momentum: %+v, want the main parameters alone (4 bytes)", sgd)
+	}
 }
 
 // TestZeroBubbleInFlight: under ZB-H1 every stage counts P microbatches in

@@ -79,11 +79,15 @@ type Args struct {
 	// with constant, as Megatron's).
 	WeightDecayIncrStyle             string
 	StartWeightDecay, EndWeightDecay *float64
-	AdamBeta1                        float64 // --adam-beta1
-	AdamBeta2                        float64 // --adam-beta2
-	AdamEps                          float64 // --adam-eps
-	ClipGrad                         float64 // --clip-grad (0 disables)
-	Seed                             uint64  // --seed
+	// Optimizer is --optimizer: adam (the default) or sgd, with
+	// SGDMomentum (--sgd-momentum, 0.9; 0: none).
+	Optimizer   string
+	SGDMomentum float64
+	AdamBeta1   float64 // --adam-beta1
+	AdamBeta2   float64 // --adam-beta2
+	AdamEps     float64 // --adam-eps
+	ClipGrad    float64 // --clip-grad (0 disables)
+	Seed        uint64  // --seed
 
 	LogInterval  int // --log-interval
 	EvalInterval int // --eval-interval (0: only at the end)
@@ -224,6 +228,8 @@ func DefaultArgs() Args {
 		WeightDecay:               0.01,
 		LRWSDDecayStyle:           "exponential",
 		CkptFormat:                "torch_dist",
+		Optimizer:                 "adam",
+		SGDMomentum:               0.9,
 		WeightDecayIncrStyle:      "constant",
 		AdamBeta1:                 0.9,
 		AdamBeta2:                 0.999,
@@ -400,7 +406,7 @@ func (a Args) checkFinite(_ int, v *violations) {
 		flag string
 		x    float64
 	}{
-		{"--lr", a.LR}, {"--min-lr", a.MinLR}, {"--lr-warmup-init", a.LRWarmupInit}, {"--weight-decay", a.WeightDecay}, {"--clip-grad", a.ClipGrad},
+		{"--lr", a.LR}, {"--min-lr", a.MinLR}, {"--lr-warmup-init", a.LRWarmupInit}, {"--weight-decay", a.WeightDecay}, {"--clip-grad", a.ClipGrad}, {"--sgd-momentum", a.SGDMomentum},
 		{"--adam-beta1", a.AdamBeta1}, {"--adam-beta2", a.AdamBeta2}, {"--adam-eps", a.AdamEps},
 		{"--init-method-std", a.Model.InitMethodStd}, {"--hidden-dropout", float64(a.Model.HiddenDropout)},
 		{"--attention-dropout", float64(a.Model.AttentionDropout)}, {"--norm-epsilon", float64(a.Model.LayernormEpsilon)},
@@ -634,6 +640,12 @@ func (a Args) checkOptimizer(_ int, v *violations) {
 		v.add("--adam-eps %g: must be positive", a.AdamEps)
 	}
 	v.notNegative(flagValue{"--weight-decay", a.WeightDecay}, flagValue{"--clip-grad", a.ClipGrad})
+	if a.Optimizer != "adam" && a.Optimizer != "sgd" {
+		v.add("--optimizer %q: choose adam or sgd", a.Optimizer)
+	}
+	if a.SGDMomentum < 0 || a.SGDMomentum >= 1 {
+		v.add("--sgd-momentum %g: must lie in [0, 1)", a.SGDMomentum)
+	}
 }
 
 // checkDataAndSample: the data flags, the held-out split, the timeout,

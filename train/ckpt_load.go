@@ -84,7 +84,7 @@ func (t *trainer) checkCheckpoint(r *ckpt.Reader, loadOptim bool) error {
 	}
 	whole, buffers := gpt.ParameterShapes(t.a.Model), gpt.BufferShapes(t.a.Model)
 	for name := range whole {
-		for _, k := range keyFields {
+		for _, k := range t.keyFields() {
 			if !r.Has(k.prefix+name) && (k.prefix == ckpt.ModelKey || loadOptim) {
 				hint := "it was saved from another model"
 				if k.prefix != ckpt.ModelKey {
@@ -150,14 +150,15 @@ func (t *trainer) loadWeights(r *ckpt.Reader) error {
 	return nil
 }
 
-// loadMoments reads Adam's moments: each optimizer segment its own range.
+// loadMoments reads the optimizer's state (Adam's moments, SGD's momentum
+// buffer): each optimizer segment its own range.
 func (t *trainer) loadMoments(r *ckpt.Reader) error {
 	whole := gpt.ParameterShapes(t.a.Model)
 	segs := t.opt.Adam().Segments
 	for i := range segs {
 		s := &segs[i]
 		p := s.Param
-		for _, k := range keyFields[1:] {
+		for _, k := range t.keyFields()[1:] {
 			if err := r.Load(t.sharded(k.prefix+p.Name, p, whole[p.Name], s.Offset, k.field(s))); err != nil {
 				return err
 			}

@@ -12,13 +12,26 @@ import (
 	"github.com/gotron/gotron/nn"
 )
 
-// keyFields pairs each checkpoint key prefix (the float32 (main) weights,
-// Adam's moments, of each parameter under its Megatron name) with the
-// optimizer segment's array.
-var keyFields = []struct {
+// keyField pairs a checkpoint key prefix with the optimizer segment's
+// array it saves.
+type keyField struct {
 	prefix string
 	field  segmentField
-}{{ckpt.ModelKey, mainOf}, {ckpt.ExpAvgKey, expAvgOf}, {ckpt.ExpAvgSqKey, expAvgSqOf}}
+}
+
+// keyFields are the checkpoint's tensors of each parameter under its
+// Megatron name: the float32 (main) weights, then the optimizer's state —
+// Adam's two moments, or SGD's momentum buffer (none without momentum).
+func (t *trainer) keyFields() []keyField {
+	out := []keyField{{ckpt.ModelKey, mainOf}}
+	switch {
+	case t.a.Optimizer != "sgd":
+		out = append(out, keyField{ckpt.ExpAvgKey, expAvgOf}, keyField{ckpt.ExpAvgSqKey, expAvgSqOf})
+	case t.a.SGDMomentum != 0:
+		out = append(out, keyField{ckpt.MomentumKey, momentumOf})
+	}
+	return out
+}
 
 // save writes a distributed checkpoint of the current iteration: every
 // rank writes, in parallel, the pieces of the tensors it owns into its own
@@ -121,14 +134,11 @@ var (
 
 // savedFields are the tensors a save writes: the weights, and the
 // moments unless --no-save-optim.
-func (t *trainer) savedFields() []struct {
-	prefix string
-	field  segmentField
-} {
+func (t *trainer) savedFields() []keyField {
 	if t.a.NoSaveOptim {
-		return keyFields[:1]
+		return t.keyFields()[:1]
 	}
-	return keyFields
+	return t.keyFields()
 }
 
 // layout describes the run's parallel layout for the manifest.

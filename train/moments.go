@@ -13,6 +13,7 @@ type segmentField func(s *optim.Segment) []float32
 var (
 	expAvgOf   segmentField = func(s *optim.Segment) []float32 { return s.ExpAvg }
 	expAvgSqOf segmentField = func(s *optim.Segment) []float32 { return s.ExpAvgSq }
+	momentumOf segmentField = func(s *optim.Segment) []float32 { return s.Momentum }
 	mainOf     segmentField = func(s *optim.Segment) []float32 { return s.Value() }
 )
 

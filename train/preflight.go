@@ -19,7 +19,7 @@ func (a Args) memoryRun() plan.Run {
 	return plan.Run{Model: a.Model, DDP: a.DDP, GradReduceInBF16: a.GradReduceInBF16,
 		MicroBatchSize: a.MicroBatchSize, GlobalBatchSize: a.GlobalBatchSize, Threads: a.Threads,
 		Save: a.Save != "", AsyncSave: a.AsyncSave, SaveOptim: !a.NoSaveOptim,
-		PipelineSchedule: a.PipelineSchedule}
+		SGD: a.Optimizer == "sgd", SGDMomentum: a.SGDMomentum, PipelineSchedule: a.PipelineSchedule}
 }
 
 // estimateMemory is the memory localRanks of the world's ranks need

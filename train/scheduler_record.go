@@ -34,6 +34,9 @@ func schedulerRecord(a Args) map[string]string {
 	if s.Style == "WSD" {
 		r["lr_wsd_decay_steps"], r["lr_wsd_decay_style"] = strconv.Itoa(s.WSDDecayIters), s.WSDStyle
 	}
+	if a.Optimizer == "sgd" { // (absent: adam, as every earlier checkpoint)
+		r["optimizer"], r["sgd_momentum"] = a.Optimizer, f(a.SGDMomentum)
+	}
 	return r
 }
 
@@ -45,6 +48,7 @@ var schedulerFlags = map[string]string{
 	"weight_decay": "--weight-decay", "start_wd": "--start-weight-decay", "end_wd": "--end-weight-decay",
 	"wd_incr_style": "--weight-decay-incr-style", "wd_incr_steps": "--train-iters/--train-samples",
 	"lr_wsd_decay_steps": "--lr-wsd-decay-iters/--lr-wsd-decay-samples", "lr_wsd_decay_style": "--lr-wsd-decay-style",
+	"optimizer": "--optimizer", "sgd_momentum": "--sgd-momentum",
 }
 
 // resumeScheduler applies the checkpoint's schedule record (rec; nil for
@@ -56,7 +60,13 @@ var schedulerFlags = map[string]string{
 // that does not load the optimizer (--finetune, --no-load-optim) starts
 // the schedule afresh and checks nothing.
 func resumeScheduler(a Args, rec map[string]string) (Args, error) {
-	if a.Finetune || a.NoLoadOptim || a.OverrideOptParamScheduler {
+	if a.Finetune || a.NoLoadOptim {
+		return a, nil
+	}
+	if err := sameOptimizer(a, rec); err != nil {
+		return a, err
+	}
+	if a.OverrideOptParamScheduler {
 		return a, nil
 	}
 	if rec == nil {
@@ -93,6 +103,38 @@ func resumeScheduler(a Args, rec map[string]string) (Args, error) {
 	sort.Strings(diffs)
 	return a, fmt.Errorf("the learning-rate schedule differs from the checkpoint's: %s: pass the checkpoint's values, or --override-opt_param-scheduler to train on with this run's, or --use-checkpoint-opt_param-scheduler to take the checkpoint's",
 		strings.Join(diffs, "; "))
+}
+
+// sameOptimizer refuses to load the state of another optimizer (Adam's
+// moments into SGD, or SGD's momentum with another momentum): the
+// record's optimizer, adam when it names none. Without a record (a
+// checkpoint saved without its optimizer state, or by an older gotron)
+// the keys' check on loading speaks.
+func sameOptimizer(a Args, rec map[string]string) error {
+	if rec == nil {
+		return nil
+	}
+	was, mom := "adam", ""
+	if rec["optimizer"] != "" {
+		was, mom = rec["optimizer"], rec["sgd_momentum"]
+	}
+	now := schedulerRecord(a)
+	is := "adam"
+	if now["optimizer"] != "" {
+		is = now["optimizer"]
+	}
+	if was != is || mom != now["sgd_momentum"] {
+		return fmt.Errorf("the checkpoint's optimizer is %s, this run's %s: its state does not carry over; pass the checkpoint's --optimizer (and --sgd-momentum), or --no-load-optim to start the optimizer afresh", describeOptimizer(was, mom), describeOptimizer(is, now["sgd_momentum"]))
+	}
+	return nil
+}
+
+// describeOptimizer is "adam", or "sgd with momentum μ".
+func describeOptimizer(name, momentum string) string {
+	if name == "sgd" {
+		return "sgd with momentum " + momentum
+	}
+	return name
 }
 
 // orNone is v, or "none" for a value not recorded.

@@ -178,3 +178,66 @@ func TestWeightDecayAndWSDSchedules(t *testing.T) {
 		}
 	}
 }
+
+// TestSGD: --optimizer sgd is in effect (another curve than Adam's), DP 2 with the
+// distributed optimizer (each rank its shard of the momentum buffer)
+// follows one rank to 1e-6, a checkpoint holds the momentum buffer and a
+// resume gives the uninterrupted run's losses, and a resume with Adam, or
+// another momentum, is refused naming the optimizers.
+func TestSGD(t *testing.T) {
+	sgd := func(world int) Args {
+		a := mockArgs(8)
+		a.WorldSize, a.Optimizer, a.SGDMomentum, a.LR, a.MinLR, a.WeightDecay = world, "sgd", 0.9, 0.3, 0.03, 0.01
+		return a
+	}
+	one := sgd(1)
+	want, err := Run(context.Background(), one, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adam := one
+	adam.Optimizer = "adam"
+	if other, err := Run(context.Background(), adam, Options{}); err != nil || other.Losses[2] == want.Losses[2] {
+		t.Errorf("SGD trains as Adam (%v): the optimizer is not in effect", err)
+	}
+	two := sgd(2)
+	two.DDP.UseDistributedOptimizer = true
+	got, err := Run(context.Background(), two, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want.Losses {
+		if e := relErr(got.Losses[i], want.Losses[i]); e > 1e-6 {
+			t.Errorf("DP 2, distributed optimizer, step %d: loss %v, one rank %v", i+1, got.Losses[i], want.Losses[i])
+		}
+	}
+	saved := one
+	saved.ExitInterval, saved.Save = 4, t.TempDir()
+	if _, err := Run(context.Background(), saved, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	resumed := one
+	resumed.Load = saved.Save
+	res, err := Run(context.Background(), resumed, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range res.Losses {
+		if w := want.Losses[4+i]; l != w {
+			t.Errorf("resumed step %d: loss %v, uninterrupted %v", 5+i, l, w)
+		}
+	}
+	for _, c := range []struct {
+		edit func(a *Args)
+		want string
+	}{
+		{func(a *Args) { a.Optimizer = "adam" }, "the checkpoint's optimizer is sgd with momentum 0.9, this run's adam"},
+		{func(a *Args) { a.SGDMomentum = 0.5 }, "sgd with momentum 0.9, this run's sgd with momentum 0.5"},
+	} {
+		a := resumed
+		c.edit(&a)
+		if _, err := Run(context.Background(), a, Options{}); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "--no-load-optim") {
+			t.Errorf("%v, want an error naming %q and --no-load-optim", err, c.want)
+		}
+	}
+}

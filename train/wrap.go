@@ -68,7 +68,7 @@ func (t *trainer) wrapChunks(ctx context.Context, workers int) error {
 	var err error
 	cfg := optim.AdamConfig{
 		Beta1: float32(a.AdamBeta1), Beta2: float32(a.AdamBeta2), Eps: float32(a.AdamEps),
-		Decoupled: true, Workers: workers,
+		Decoupled: true, Workers: workers, SGD: a.Optimizer == "sgd", Momentum: float32(a.SGDMomentum),
 	}
 	o := optim.Options{FoundInf: t.groups.World, ClipGrad: a.ClipGrad, Norm: t.normParts()}
 	if o.Scaler, err = a.newScaler(); err != nil {

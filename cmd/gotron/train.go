@@ -149,6 +149,8 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 	f.StringVar(&a.WeightDecayIncrStyle, "weight-decay-incr-style", a.WeightDecayIncrStyle, "constant (--weight-decay), or linear or cosine from --start-weight-decay to --end-weight-decay over the run")
 	f.Float64Var(&startWD, "start-weight-decay", 0, "the weight decay at the start (with --weight-decay-incr-style linear or cosine)")
 	f.Float64Var(&endWD, "end-weight-decay", 0, "the weight decay at the end of the run (with --weight-decay-incr-style linear or cosine)")
+	f.StringVar(&a.Optimizer, "optimizer", a.Optimizer, "adam, or sgd (torch.optim.SGD: --sgd-momentum, the weight decay added to the gradient)")
+	f.Float64Var(&a.SGDMomentum, "sgd-momentum", a.SGDMomentum, "SGD's momentum (0: none)")
 	f.Float64Var(&a.AdamBeta1, "adam-beta1", a.AdamBeta1, "Adam's β1")
 	f.Float64Var(&a.AdamBeta2, "adam-beta2", a.AdamBeta2, "Adam's β2")
 	f.Float64Var(&a.AdamEps, "adam-eps", a.AdamEps, "Adam's ε")

@@ -23,6 +23,15 @@ type torchReference struct {
 		Grads                 []f32s
 		P, M, V               f32s
 	}
+	SGD []struct {
+		Name         string
+		LR, Momentum float64
+		WeightDecay  float64 `json:"weight_decay"`
+		Steps        int
+		P0           f32s
+		Grads        []f32s
+		P, Buf       f32s
+	} `json:"sgd"`
 	Gelu      struct{ X, Y, Dy, Dx f32s }
 	LayerNorm struct {
 		Rows, Cols                 int
@@ -96,6 +105,31 @@ func checkULP(t *testing.T, what string, got, want []float32, floor float32, lim
 		t.Errorf("%s vs torch: %.1f ulp at [%d]: %v, torch %v (limit %v)", what, worst, at, got[at], want[at], limit)
 	} else {
 		t.Logf("%s vs torch: max %.2f ulp", what, worst)
+	}
+}
+
+// TestSGDMatchesTorch: SGDStep over five steps, without momentum, with
+// it, and with it and weight decay, gives torch.optim.SGD's parameters and
+// momentum buffer bit for bit.
+func TestSGDMatchesTorch(t *testing.T) {
+	ref := loadTorch(t)
+	if len(ref.SGD) != 3 {
+		t.Fatalf("%d SGD cases in the fixture, want 3", len(ref.SGD))
+	}
+	for _, c := range ref.SGD {
+		h := SGDHyper{LR: float32(c.LR), Momentum: float32(c.Momentum), WeightDecay: float32(c.WeightDecay)}
+		p := clone(c.P0)
+		var buf []float32
+		if c.Momentum != 0 {
+			buf = make([]float32, len(p))
+		}
+		for s := 0; s < c.Steps; s++ {
+			SGDStep(p, c.Grads[s], buf, h)
+		}
+		checkULP(t, c.Name+" param", p, c.P, 0, 0)
+		if buf != nil {
+			checkULP(t, c.Name+" momentum_buffer", buf, c.Buf, 0, 0)
+		}
 	}
 }
 

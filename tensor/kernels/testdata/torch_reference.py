@@ -110,6 +110,29 @@ vals = torch.cat([randn(300) * torch.exp(randn(300, std=8.0)),
                   torch.tensor([1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -11, 2.0 ** -24 * 1.5])])
 out['half'] = dict(x=bits(vals), bf16=u16(vals.to(torch.bfloat16)), f16=u16(vals.to(torch.float16)))
 
+# SGD (torch.optim.SGD, dampening 0, not Nesterov): without momentum, with
+# momentum, with momentum and (coupled) weight decay. Drawn last, so the
+# cases above keep their inputs.
+sgd = []
+for name, hyper in [
+    ('sgd', dict(lr=1e-2, momentum=0.0, weight_decay=0.0)),
+    ('sgd_momentum', dict(lr=3e-2, momentum=0.9, weight_decay=0.0)),
+    ('sgd_momentum_wd', dict(lr=1e-2, momentum=0.8, weight_decay=0.05)),
+]:
+    n, steps = 67, 5
+    p0 = randn(n, std=0.5)
+    grads = [randn(n) * torch.exp(randn(n, std=2.0)) for _ in range(steps)]
+    p = torch.nn.Parameter(p0.clone())
+    opt = torch.optim.SGD([p], **hyper)
+    for g in grads:
+        p.grad = g.clone()
+        opt.step()
+    buf = opt.state[p].get('momentum_buffer')
+    sgd.append(dict(name=name, lr=hyper['lr'], momentum=hyper['momentum'], weight_decay=hyper['weight_decay'],
+                    steps=steps, p0=bits(p0), grads=[bits(g) for g in grads], p=bits(p),
+                    buf=bits(buf) if buf is not None else []))
+out['sgd'] = sgd
+
 with open('torch_reference.json', 'w') as f:
     json.dump(out, f, separators=(',', ':'))
     f.write('\n')
