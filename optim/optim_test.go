@@ -92,6 +92,7 @@ func TestWSDAndWeightDecayValues(t *testing.T) {
 		{func(s *Schedule) { s.WDIncrStyle = "step" }, "--weight-decay-incr-style"},
 		{func(s *Schedule) { s.WDIncrStyle, s.WDIncrIters = "linear", 0 }, "length"},
 		{func(s *Schedule) { s.StartWD = -1 }, "≥ 0"},
+		{func(s *Schedule) { s.WDIncrStyle, s.StartWD, s.EndWD = "linear", 0.1, 0 }, "end ≥ start"},
 	} {
 		s := base
 		c.edit(&s)

@@ -117,6 +117,9 @@ func (s Schedule) validateWD() error {
 			return fmt.Errorf("--start-weight-decay %g and --end-weight-decay %g with --weight-decay-incr-style constant: a constant weight decay is --weight-decay; choose linear or cosine to move from one to the other", s.StartWD, s.EndWD)
 		}
 	case "linear", "cosine":
+		if s.EndWD < s.StartWD {
+			return fmt.Errorf("--start-weight-decay %g above --end-weight-decay %g: the weight decay increases (Megatron asserts end ≥ start)", s.StartWD, s.EndWD)
+		}
 		if s.WDIncrIters <= 0 {
 			return fmt.Errorf("--weight-decay-incr-style %s increases the weight decay over the run's length, which is %d", s.WDIncrStyle, s.WDIncrIters)
 		}

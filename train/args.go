@@ -79,6 +79,11 @@ type Args struct {
 	// with constant, as Megatron's).
 	WeightDecayIncrStyle             string
 	StartWeightDecay, EndWeightDecay *float64
+	// WeightDecayIncrIters is the increment's length in the schedule's
+	// unit: 0 for the run's (--train-iters or --train-samples), as
+	// Megatron's; --use-checkpoint-opt_param-scheduler sets the
+	// checkpoint's.
+	WeightDecayIncrIters int
 	// Optimizer is --optimizer: adam (the default) or sgd, with
 	// SGDMomentum (--sgd-momentum, 0.9; 0: none).
 	Optimizer   string
@@ -293,6 +298,9 @@ func (a Args) Schedule() optim.Schedule {
 	s.WSDDecayIters, s.WSDStyle, s.WDIncrIters = a.LRWSDDecayIters, a.LRWSDDecayStyle, a.TrainIters
 	if s.Samples {
 		s.WSDDecayIters, s.WDIncrIters = a.LRWSDDecaySamples, a.TrainSamples
+	}
+	if a.WeightDecayIncrIters > 0 {
+		s.WDIncrIters = a.WeightDecayIncrIters
 	}
 	s.StartWD, s.EndWD, s.WDIncrStyle = a.WeightDecay, a.WeightDecay, a.WeightDecayIncrStyle
 	if a.StartWeightDecay != nil {

@@ -25,9 +25,11 @@ func schedulerRecord(a Args) map[string]string {
 	r := map[string]string{
 		"max_lr": f(s.MaxLR), "min_lr": f(s.MinLR), "lr_decay_style": s.Style,
 		"lr_warmup_steps": strconv.Itoa(s.WarmupIters), "lr_decay_steps": strconv.Itoa(s.DecayIters),
-		"lr_steps_unit": unit, "weight_decay": f(a.WeightDecay),
+		"lr_steps_unit": unit,
 	}
-	if s.WDIncrStyle != "constant" {
+	if s.WDIncrStyle == "constant" {
+		r["weight_decay"] = f(a.WeightDecay)
+	} else {
 		r["start_wd"], r["end_wd"], r["wd_incr_style"] = f(s.StartWD), f(s.EndWD), s.WDIncrStyle
 		r["wd_incr_steps"] = strconv.Itoa(s.WDIncrIters)
 	}
@@ -167,6 +169,9 @@ func applySchedulerRecord(a Args, rec map[string]string) (Args, error) {
 		return n, nil
 	}
 	for k, dst := range map[string]*float64{"max_lr": &a.LR, "min_lr": &a.MinLR, "weight_decay": &a.WeightDecay} {
+		if _, ok := rec[k]; !ok && k == "weight_decay" {
+			continue // an increasing weight decay's record: its ends instead
+		}
 		if err := num(k, dst); err != nil {
 			return a, err
 		}
@@ -180,7 +185,7 @@ func applySchedulerRecord(a Args, rec map[string]string) (Args, error) {
 		return a, err
 	}
 	a.LRDecayStyle, a.LRWarmupFraction = rec["lr_decay_style"], 0
-	if a, err = applyWeightDecayRecord(a, rec, num); err != nil {
+	if a, err = applyWeightDecayRecord(a, rec, num, count); err != nil {
 		return a, err
 	}
 	wsd := 0
@@ -207,10 +212,10 @@ func applySchedulerRecord(a Args, rec map[string]string) (Args, error) {
 	return a, nil
 }
 
-// applyWeightDecayRecord sets a's weight-decay increment to the record's:
-// constant when it records none.
-func applyWeightDecayRecord(a Args, rec map[string]string, num func(string, *float64) error) (Args, error) {
-	a.WeightDecayIncrStyle, a.StartWeightDecay, a.EndWeightDecay = "constant", nil, nil
+// applyWeightDecayRecord sets a's weight-decay increment to the record's,
+// its length included: constant when it records none.
+func applyWeightDecayRecord(a Args, rec map[string]string, num func(string, *float64) error, count func(string) (int, error)) (Args, error) {
+	a.WeightDecayIncrStyle, a.StartWeightDecay, a.EndWeightDecay, a.WeightDecayIncrIters = "constant", nil, nil, 0
 	style, ok := rec["wd_incr_style"]
 	if !ok {
 		return a, nil
@@ -222,6 +227,10 @@ func applyWeightDecayRecord(a Args, rec map[string]string, num func(string, *flo
 	if err := num("end_wd", &end); err != nil {
 		return a, err
 	}
-	a.WeightDecayIncrStyle, a.StartWeightDecay, a.EndWeightDecay = style, &start, &end
+	steps, err := count("wd_incr_steps")
+	if err != nil {
+		return a, err
+	}
+	a.WeightDecayIncrStyle, a.StartWeightDecay, a.EndWeightDecay, a.WeightDecayIncrIters = style, &start, &end, steps
 	return a, nil
 }

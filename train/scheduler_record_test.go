@@ -241,3 +241,39 @@ func TestSGD(t *testing.T) {
 		}
 	}
 }
+
+// TestWeightDecayIncrementResume: --use-checkpoint-opt_param-scheduler
+// takes the weight decay's increment with its length (the checkpoint's
+// run of 6 iterations, not this run's 8), so the resumed iterations are
+// the uninterrupted run's; and under an increasing weight decay
+// --weight-decay is not part of the schedule, so another value resumes.
+func TestWeightDecayIncrementResume(t *testing.T) {
+	start, end := 0.0, 0.5
+	a := mockArgs(6)
+	a.WeightDecayIncrStyle, a.StartWeightDecay, a.EndWeightDecay, a.LRDecayIters = "linear", &start, &end, 6
+	whole, err := Run(context.Background(), a, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := a
+	first.ExitInterval, first.Save = 3, t.TempDir()
+	if _, err := Run(context.Background(), first, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	longer := mockArgs(8)
+	longer.Load, longer.UseCheckpointOptParamScheduler = first.Save, true
+	res, err := Run(context.Background(), longer, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if l, w := res.Losses[i], whole.Losses[3+i]; math.Abs(l-w) > 1e-6*math.Abs(w) {
+			t.Errorf("step %d: loss %v, the uninterrupted run's %v (the increment's length not taken)", 4+i, l, w)
+		}
+	}
+	other := a
+	other.Load, other.WeightDecay = first.Save, 0.3
+	if _, err := Run(context.Background(), other, Options{}); err != nil {
+		t.Errorf("another --weight-decay under an increasing weight decay: %v", err)
+	}
+}

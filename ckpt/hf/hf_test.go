@@ -254,6 +254,15 @@ func TestImportRefusals(t *testing.T) {
 		want string
 	}{
 		{"rope scaling", func(m *Model) { m.Config["rope_scaling"] = map[string]any{"rope_type": "llama3"} }, "rope_scaling"},
+		{"rope parameters with scaling (transformers 5)", func(m *Model) {
+			m.Config["rope_parameters"] = map[string]any{"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0}
+		}, "rope_parameters"},
+		{"rope parameters without their base", func(m *Model) { m.Config["rope_parameters"] = map[string]any{"rope_type": "default"} }, "lacks"},
+		{"two rotary bases", func(m *Model) {
+			m.Config["rope_parameters"] = map[string]any{"rope_type": "default", "rope_theta": 500000.0}
+		}, "disagree"},
+		{"a scaling without its type", func(m *Model) { m.Config["rope_scaling"] = map[string]any{"factor": 8.0} }, "rope_scaling"},
+		{"a null count", func(m *Model) { m.Config["vocab_size"] = nil }, "config.json: vocab_size is missing"},
 		{"activation", func(m *Model) { m.Config["hidden_act"] = "gelu" }, "hidden_act"},
 		{"fractional theta", func(m *Model) { m.Config["rope_theta"] = 10000.5 }, "rope_theta"},
 		{"no vocabulary", func(m *Model) { delete(m.Config, "vocab_size") }, "vocab_size is missing"},
@@ -269,10 +278,39 @@ func TestImportRefusals(t *testing.T) {
 				m.Config[k] = v
 			}
 			c.edit(m)
-			if _, _, err := Import(m); err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("got %v, want an error naming %q", err, c.want)
+			if _, _, err := Import(m); err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "not a count") {
+				t.Errorf("got %v, want an error naming %q (once)", err, c.want)
 			}
 		})
+	}
+}
+
+// TestImportRopeParameters: transformers 5 keeps the rotary base in
+// rope_parameters (rope_type default) and writes no rope_theta; a
+// rope_scaling of type default is no scaling. Both import, with the base.
+func TestImportRopeParameters(t *testing.T) {
+	base, err := Read(fixture("hf_llama"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, edit := range map[string]func(c map[string]any){
+		"rope_parameters": func(c map[string]any) {
+			delete(c, "rope_theta")
+			c["rope_parameters"] = map[string]any{"rope_type": "default", "rope_theta": 500000.0}
+		},
+		"rope_scaling default": func(c map[string]any) {
+			c["rope_theta"], c["rope_scaling"] = 500000.0, map[string]any{"rope_type": "default"}
+		},
+	} {
+		c := map[string]any{}
+		for k, v := range base.Config {
+			c[k] = v
+		}
+		edit(c)
+		cfg, _, err := Import(&Model{Config: c, Tensors: base.Tensors})
+		if err != nil || cfg.RotaryBase != 500000 {
+			t.Errorf("%s: rotary base %d, %v; want 500000", name, cfg.RotaryBase, err)
+		}
 	}
 }
 

@@ -161,7 +161,11 @@ func (r *reader) number(key string, def float64, required bool) float64 {
 
 // int is the whole number key (def when absent; required when def < 0).
 func (r *reader) int(key string, def int) int {
-	f := r.number(key, float64(def), def < 0)
+	if v, ok := r.m[key]; def < 0 && (!ok || v == nil) {
+		r.fail("%s is missing", key)
+		return 0
+	}
+	f := r.number(key, float64(def), false)
 	if f != math.Trunc(f) || f < 0 || f > math.MaxInt32 {
 		r.fail("%s is %v, not a count", key, f)
 		return max(def, 0)

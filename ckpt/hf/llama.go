@@ -42,7 +42,7 @@ func llamaFromConfig(m map[string]any) (config.TransformerConfig, error) {
 		c.SeqLength = c.MaxPositionEmbeddings // (for validation: --seq-length is the run's)
 	}
 	c.LayernormEpsilon = float32(r.float("rms_norm_eps", 1e-6))
-	theta := r.float("rope_theta", 10000)
+	theta := ropeTheta(&r)
 	if theta != math.Trunc(theta) || theta < 1 || theta > math.MaxInt32 {
 		r.fail("rope_theta %g: gotron's rotary base is a whole number (--rotary-base)", theta)
 	}
@@ -54,12 +54,56 @@ func llamaFromConfig(m map[string]any) (config.TransformerConfig, error) {
 	if act := r.string("hidden_act", "silu"); act != "silu" {
 		r.fail("hidden_act %q: Llama's SwiGLU is silu", act)
 	}
-	if s, ok := m["rope_scaling"]; ok && s != nil {
-		r.fail("rope_scaling %v: gotron rotates Llama's queries and keys without scaling (Llama 3.1's and YaRN's are not built)", s)
+	for _, key := range []string{"rope_scaling", "rope_parameters"} {
+		if t := ropeType(m[key]); t != "" && t != "default" {
+			r.fail("%s %v: gotron rotates Llama's queries and keys without scaling (rope_type default; Llama 3.1's and YaRN's are not built)", key, m[key])
+		}
 	}
 	r.want("attention_bias", false, "gotron's Llama has no attention biases")
 	r.want("mlp_bias", false, "gotron's Llama has no MLP biases")
 	return c, r.err()
+}
+
+// ropeTheta is the rotary base: rope_theta, where transformers 4 keeps
+// it, or rope_parameters.rope_theta (transformers 5); both must agree.
+func ropeTheta(r *reader) float64 {
+	top := r.float("rope_theta", 10000)
+	rp, set := r.m["rope_parameters"]
+	if !set || rp == nil {
+		return top
+	}
+	p, ok := rp.(map[string]any)
+	if !ok || p["rope_theta"] == nil {
+		r.fail("rope_parameters %v: gotron reads Llama's rotary base from rope_parameters.rope_theta, which it lacks", rp)
+		return top
+	}
+	inner := (&reader{m: p}).float("rope_theta", top)
+	if _, set := r.m["rope_theta"]; set && inner != top {
+		r.fail("rope_theta %g and rope_parameters.rope_theta %g disagree", top, inner)
+	}
+	return inner
+}
+
+// ropeType is the rope_type (or, in older files, type) of a rope_scaling
+// or rope_parameters object; "" for none, "?" for a value that is no
+// such object.
+func ropeType(v any) string {
+	if v == nil {
+		return ""
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return "?"
+	}
+	for _, k := range []string{"rope_type", "type"} {
+		if t, ok := m[k].(string); ok {
+			return t
+		}
+	}
+	if _, scaled := m["factor"]; scaled {
+		return "?" // a scaling without its type
+	}
+	return "default"
 }
 
 // exportLlama puts the Llama tensors of cfg's weights w into out:

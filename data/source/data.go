@@ -117,8 +117,8 @@ func (a Data) DataErrors(skipTrain bool) []string {
 	if err := a.Tokenizer.CheckFiles(); err != nil {
 		add("%v", err)
 	}
-	if a.Tokenizer.Type != "" && !a.IndexedData() && !a.MockData {
-		add("--tokenizer-type with %s: byte-level text is its own tokenizer; tokenize text with gotron preprocess and train with --data-path", strings.Join(given, ""))
+	if a.Tokenizer.Type != "" && !a.IndexedData() && !a.MockData && len(given) == 1 {
+		add("--tokenizer-type with %s: byte-level text is its own tokenizer; tokenize text with gotron preprocess and train with --data-path", given[0])
 	}
 	return errs
 }

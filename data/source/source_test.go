@@ -8,6 +8,7 @@ import (
 
 	"github.com/gotron/gotron/data"
 	"github.com/gotron/gotron/data/indexed"
+	"github.com/gotron/gotron/data/tokenizer"
 )
 
 // TestDataErrors: exactly one source, and the options that belong to one.
@@ -34,6 +35,12 @@ func TestDataErrors(t *testing.T) {
 	}
 	if errs := (Data{ValidDataPath: []string{"v"}}).DataErrors(true); len(errs) != 0 {
 		t.Errorf("--valid-data-path alone under --skip-train: %q, want no error", errs)
+	}
+	if errs := strings.Join((Data{}).DataErrors(false), "\n"); strings.Contains(errs, "--tokenizer-type with") {
+		t.Errorf("no source: %q also blames a tokenizer", errs)
+	}
+	if errs := strings.Join((Data{TextDataPath: []string{"x"}, Tokenizer: tokenizer.Options{Type: "GPT2BPETokenizer"}}).DataErrors(false), "\n"); !strings.Contains(errs, "--tokenizer-type with --text-data-path:") {
+		t.Errorf("a tokenizer with text: %q, want it named with --text-data-path", errs)
 	}
 	// The errors name the flags given, not their kin.
 	errs := strings.Join((Data{MockData: true, TestDataPath: []string{"t"}}).DataErrors(false), "\n")

@@ -99,16 +99,17 @@ def gpt2_weights(c, g):
 
 def llama_weights(c, g):
     h, n, f = c["hidden_size"], c["num_hidden_layers"], c["intermediate_size"]
-    d = h // c["num_attention_heads"]
+    d = c.get("head_dim") or h // c["num_attention_heads"]
     kv = c["num_key_value_heads"] * d
+    q = c["num_attention_heads"] * d
     w = {"model.embed_tokens.weight": torch.randn(c["vocab_size"], h, generator=g) * 0.2,
          "model.norm.weight": 1 + 0.1 * torch.randn(h, generator=g)}
     for i in range(n):
         p = "model.layers.%d." % i
         w[p + "input_layernorm.weight"] = 1 + 0.1 * torch.randn(h, generator=g)
         w[p + "post_attention_layernorm.weight"] = 1 + 0.1 * torch.randn(h, generator=g)
-        for name, shape in (("self_attn.q_proj", (h, h)), ("self_attn.k_proj", (kv, h)),
-                            ("self_attn.v_proj", (kv, h)), ("self_attn.o_proj", (h, h)),
+        for name, shape in (("self_attn.q_proj", (q, h)), ("self_attn.k_proj", (kv, h)),
+                            ("self_attn.v_proj", (kv, h)), ("self_attn.o_proj", (h, q)),
                             ("mlp.gate_proj", (f, h)), ("mlp.up_proj", (f, h)),
                             ("mlp.down_proj", (h, f))):
             w[p + name + ".weight"] = torch.randn(*shape, generator=g) * 0.2
