@@ -37,7 +37,7 @@ func Read(dir string) (*Model, error) {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	if err := d.Decode(&m.Config); err != nil {
-		return nil, fmt.Errorf("hf: %s: %w", filepath.Join(dir, ConfigFile), err)
+		return nil, fmt.Errorf("hf: %s is not a JSON object of the model's settings: %w", filepath.Join(dir, ConfigFile), err)
 	}
 	files, err := weightFiles(dir)
 	if err != nil {

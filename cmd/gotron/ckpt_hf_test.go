@@ -109,6 +109,13 @@ func TestConvertHFErrors(t *testing.T) {
 	if _, err := run(t, "ckpt", "convert", "--from-hf", src, ck); err != nil {
 		t.Fatal(err)
 	}
+	bad := filepath.Join(dir, "bad")
+	if err := os.MkdirAll(bad, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bad, "config.json"), []byte(`{"model_type": "gpt2"`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -119,6 +126,7 @@ func TestConvertHFErrors(t *testing.T) {
 		{[]string{"--to-hf", "--vocab-file", "v.json", ck, filepath.Join(dir, "z")}, "go together"},
 		{[]string{"--from-hf", "--tokenizer-model", "t.json", src, filepath.Join(dir, "w")}, "--to-hf writes"},
 		{[]string{"--to-hf", "--from-hf", src, filepath.Join(dir, "v")}, "exactly one"},
+		{[]string{"--from-hf", bad, filepath.Join(dir, "u")}, "not a JSON object"},
 	} {
 		if _, err := run(t, append([]string{"ckpt", "convert"}, c.args...)...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want an error naming %q", c.args, err, c.want)
