@@ -25,7 +25,11 @@ func TestScheduleValues(t *testing.T) {
 		{Schedule{MaxLR: 1, MinLR: 0, Style: "cosine", WarmupIters: 0, DecayIters: 100}, 50, 0.5},
 		{Schedule{MaxLR: 1, MinLR: 0, Style: "cosine", WarmupIters: 0, DecayIters: 100}, 25, 0.5 * (math.Cos(math.Pi/4) + 1)},
 		{Schedule{MaxLR: 2, MinLR: 0, Style: "constant", WarmupIters: 4, DecayIters: 8}, 7, 2},
-		{Schedule{MaxLR: 1, MinLR: 0, Style: "inverse-square-root", WarmupIters: 4}, 16, 0.5},
+		{Schedule{MaxLR: 1, MinLR: 0, Style: "inverse-square-root", WarmupIters: 4, DecayIters: 100}, 16, 0.5},
+		// Past the decay, min_lr whatever the style (get_lr checks it
+		// before inverse-square-root's branch).
+		{Schedule{MaxLR: 1, MinLR: 0.01, Style: "inverse-square-root", WarmupIters: 4, DecayIters: 20}, 20, 1 / math.Sqrt(5)},
+		{Schedule{MaxLR: 1, MinLR: 0.01, Style: "inverse-square-root", WarmupIters: 4, DecayIters: 20}, 21, 0.01},
 	}
 	for _, c := range cases {
 		if got := c.s.LR(c.step); math.Abs(got-c.want) > 1e-12 {

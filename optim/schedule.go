@@ -9,9 +9,9 @@ import (
 // the weight decay of each optimizer step, counted in iterations:
 //
 //	step ≤ warmup:  lr = init_lr + (max_lr − init_lr) · step/warmup
+//	constant:       lr = max_lr
 //	step > decay:   lr = min_lr
 //	otherwise, with r = (step − warmup)/(decay − warmup):
-//	  constant             max_lr
 //	  linear               min_lr + (max_lr − min_lr)·(1 − r)
 //	  cosine               min_lr + (max_lr − min_lr)·½(cos(πr) + 1)
 //	  inverse-square-root  max(min_lr, max_lr·sqrt(max(warmup,1))/sqrt(max(step,1)))
@@ -149,15 +149,15 @@ func (s Schedule) LR(step int) float64 {
 	if s.WarmupIters > 0 && step <= s.WarmupIters {
 		return s.InitLR + (s.MaxLR-s.InitLR)*float64(step)/float64(s.WarmupIters)
 	}
-	switch s.Style {
-	case "constant":
+	if s.Style == "constant" {
 		return s.MaxLR
-	case "inverse-square-root":
+	}
+	if step > s.DecayIters { // (inverse-square-root too, as Megatron's get_lr)
+		return s.MinLR
+	}
+	if s.Style == "inverse-square-root" {
 		w := math.Max(float64(s.WarmupIters), 1)
 		return math.Max(s.MinLR, s.MaxLR*math.Sqrt(w)/math.Sqrt(math.Max(float64(step), 1)))
-	}
-	if step > s.DecayIters {
-		return s.MinLR
 	}
 	r := float64(step-s.WarmupIters) / float64(s.DecayIters-s.WarmupIters)
 	var coeff float64
