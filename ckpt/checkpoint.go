@@ -251,6 +251,24 @@ func RemoveStale(dir string) {
 	}
 }
 
+// RemoveOlder deletes the iteration directories under dir older than
+// keep (the newest, installed; the tracker names it): a directory of
+// non-persistent checkpoints keeps one. Temporary directories of saves
+// in flight are not touched.
+func RemoveOlder(dir string, keep int) error {
+	iters, _ := filepath.Glob(filepath.Join(dir, "iter_[0-9]*"))
+	for _, p := range iters {
+		n, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(p), "iter_"))
+		if err != nil || n >= keep {
+			continue // a temporary directory (iter_N.tmp-…), or the one kept
+		}
+		if err := os.RemoveAll(p); err != nil {
+			return fmt.Errorf("removing the older checkpoint %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
 // Stale returns what saves killed mid-way left under dir: temporary
 // iteration directories and tracker files (NAME.tmp-*), which the next
 // save removes.

@@ -98,6 +98,15 @@ type Args struct {
 	EvalInterval int // --eval-interval (0: only at the end)
 	EvalIters    int // --eval-iters
 	SaveInterval int // --save-interval
+	// NonPersistentSaveInterval saves every this many iterations into
+	// NonPersistentDir, keeping only the newest there, for a fast
+	// restart (--non-persistent-save-interval); NonPersistentCkptType is
+	// "global" (the only one built; "" with an interval means global),
+	// and NonPersistentGlobalCkptDir the directory ("": SAVE/non_persistent).
+	// A --load then resumes from the newer of the two.
+	NonPersistentSaveInterval  int
+	NonPersistentCkptType      string
+	NonPersistentGlobalCkptDir string
 
 	Save string // --save: checkpoint directory
 	Load string // --load: checkpoint directory to resume from
@@ -617,8 +626,44 @@ func (a Args) checkSchedule(_ int, v *violations) {
 	if a.SaveInterval > 0 && a.Save == "" {
 		v.add("--save-interval %d without --save: pass the checkpoint directory with --save", a.SaveInterval)
 	}
+	a.checkNonPersistent(v)
 	a.checkWeightDecayFlags(v)
 	v.addErr(a.Schedule().Validate())
+}
+
+// checkNonPersistent: the non-persistent checkpoints' interval, type and
+// directory.
+func (a Args) checkNonPersistent(v *violations) {
+	switch a.NonPersistentCkptType {
+	case "", "global":
+	case "local", "in_memory":
+		v.add("--non-persistent-ckpt-type %s keeps checkpoints on each node (NVIDIA's resiliency extension) or in memory, which gotron does not build: use global, a directory every rank writes", a.NonPersistentCkptType)
+	default:
+		v.add("--non-persistent-ckpt-type %q: choose global", a.NonPersistentCkptType)
+	}
+	switch n := a.NonPersistentSaveInterval; {
+	case n < 0:
+		v.add("--non-persistent-save-interval %d: must not be negative (0: none)", n)
+	case n > 0 && a.Save == "" && a.NonPersistentGlobalCkptDir == "":
+		v.add("--non-persistent-save-interval %d without --save or --non-persistent-global-ckpt-dir: pass the directory the non-persistent checkpoints go to", n)
+	}
+}
+
+// nonPersistent reports whether the run saves or looks for non-persistent
+// checkpoints: --non-persistent-ckpt-type global, or an interval without
+// a type (global).
+func (a Args) nonPersistent() bool {
+	return a.NonPersistentCkptType == "global" || a.NonPersistentCkptType == "" && a.NonPersistentSaveInterval > 0
+}
+
+// NonPersistentDir is where non-persistent checkpoints go and are looked
+// for: --non-persistent-global-ckpt-dir, or DIR/non_persistent under dir
+// (--save when saving, --load when loading), as Megatron's.
+func (a Args) NonPersistentDir(dir string) string {
+	if a.NonPersistentGlobalCkptDir != "" {
+		return a.NonPersistentGlobalCkptDir
+	}
+	return filepath.Join(dir, "non_persistent")
 }
 
 // checkWeightDecayFlags: --start- and --end-weight-decay go with an

@@ -39,7 +39,8 @@ func (t *trainer) resume() error {
 	}
 	defer r.Close()
 	m := r.Manifest
-	where := fmt.Sprintf("--load %s (iteration %d)", t.a.Load, m.Iteration)
+	t.loadedFrom = r.Dir
+	where := fmt.Sprintf("--load %s (iteration %d)", r.Dir, m.Iteration)
 	loadOptim := !t.a.NoLoadOptim && !t.a.Finetune
 	if err := t.checkCheckpoint(r, loadOptim); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
@@ -172,15 +173,32 @@ func (t *trainer) loadMoments(r *ckpt.Reader) error {
 func openCheckpoint(a Args) (*ckpt.Reader, error) {
 	var r *ckpt.Reader
 	var err error
-	if a.CkptStep > 0 {
+	switch np := a.NonPersistentDir(a.Load); {
+	case a.CkptStep > 0:
 		r, err = ckpt.OpenIteration(a.Load, a.CkptStep)
-	} else {
+	case a.nonPersistent() && newerIn(np, a.Load):
+		if r, err = ckpt.Open(np); err != nil {
+			return nil, fmt.Errorf("--load's non-persistent checkpoint %w", err)
+		}
+		return r, nil
+	default:
 		r, err = ckpt.Open(a.Load)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("--load %w", err)
 	}
 	return r, nil
+}
+
+// newerIn reports whether directory np holds a checkpoint at least as
+// new as dir's (Megatron loads the non-persistent one then).
+func newerIn(np, dir string) bool {
+	n, err := ckpt.Latest(np)
+	if err != nil {
+		return false
+	}
+	p, err := ckpt.Latest(dir)
+	return err != nil || n >= p
 }
 
 // resumeRNG restores the generators. The streams are keyed by the rank's

@@ -66,6 +66,38 @@ func (t *trainer) save(ctx context.Context, async bool) error {
 	return err
 }
 
+// saveNonPersistent writes a non-persistent checkpoint of the current
+// iteration into Args.NonPersistentDir (its own saver; synchronously),
+// then removes that directory's older iterations: only the newest is kept
+// (Megatron's cleanup_old_non_persistent_checkpoint), and a --load that
+// sees it resumes from it when it is the newer.
+func (t *trainer) saveNonPersistent(ctx context.Context) error {
+	if err := t.finishSave(ctx, true); err != nil {
+		return err
+	}
+	if t.npSaver == nil {
+		s := *t.saver
+		s.Dir = t.a.NonPersistentDir(t.a.Save)
+		t.npSaver = &s
+	}
+	m, err := t.manifest(ctx)
+	if err != nil {
+		return err
+	}
+	if err := t.npSaver.Begin(ctx, t.iteration, m); err != nil {
+		return err
+	}
+	if _, err := t.npSaver.Write(ctx, t.checkpointPieces(), false); err != nil {
+		return err
+	}
+	if t.groups.World.Rank() == 0 {
+		if err := ckpt.RemoveOlder(t.npSaver.Dir, t.iteration); err != nil {
+			return fmt.Errorf("--non-persistent-save-interval: %w", err)
+		}
+	}
+	return nil
+}
+
 // manifest does the trainer's collective part of a save, before any
 // shard is written: the parameters' last all-gather, the generator states
 // and coordinates of every rank; rank 0 records them, with the run's state

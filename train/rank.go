@@ -85,6 +85,12 @@ type trainer struct {
 	freshStart bool
 	// saver writes the checkpoints into --save, every rank at once.
 	saver *ckpt.Saver
+	// npSaver writes the non-persistent checkpoints (NonPersistentDir);
+	// nil until the first.
+	npSaver *ckpt.Saver
+	// loadedFrom is the directory the run resumed from: --load, or its
+	// non-persistent checkpoints' when they were the newer.
+	loadedFrom string
 	// onSaved, if set, is called with the iteration of each checkpoint
 	// installed.
 	onSaved func(iteration int)

@@ -77,3 +77,48 @@ func TestResumeLongerSequenceSaysWhy(t *testing.T) {
 		t.Errorf("a longer sequence: %v", err)
 	}
 }
+
+// TestNonPersistentCheckpoints: --non-persistent-save-interval 2 saves
+// iterations 2 and 4 into --non-persistent-global-ckpt-dir and keeps only
+// the newest; a run whose --load holds nothing newer resumes from it, at
+// iteration 4, with the uninterrupted run's losses; the refusals name the
+// flags.
+func TestNonPersistentCheckpoints(t *testing.T) {
+	whole := mustRun(t, mockArgs(6))
+	np := filepath.Join(t.TempDir(), "np")
+	a := mockArgs(6)
+	a.LRDecayIters, a.ExitInterval = 6, 5
+	a.NonPersistentSaveInterval, a.NonPersistentGlobalCkptDir = 2, np
+	mustRun(t, a)
+	iters, _ := filepath.Glob(filepath.Join(np, "iter_*"))
+	if len(iters) != 1 || filepath.Base(iters[0]) != "iter_0000004" {
+		t.Fatalf("the non-persistent directory holds %v, want iter_0000004 alone", iters)
+	}
+	resume := mockArgs(6)
+	resume.LRDecayIters, resume.NonPersistentCkptType, resume.NonPersistentGlobalCkptDir = 6, "global", np
+	resume.Save = t.TempDir()
+	resume.Load = resume.Save
+	res := mustRun(t, resume)
+	if res.StartIteration != 4 {
+		t.Fatalf("resumed at iteration %d, want 4 (the non-persistent checkpoint)", res.StartIteration)
+	}
+	for i, l := range res.Losses {
+		if w := whole.Losses[4+i]; l != w {
+			t.Errorf("step %d: loss %v, the uninterrupted run's %v", 5+i, l, w)
+		}
+	}
+	for _, c := range []struct {
+		edit func(a *Args)
+		want string
+	}{
+		{func(a *Args) { a.NonPersistentSaveInterval = 2 }, "without --save or --non-persistent-global-ckpt-dir"},
+		{func(a *Args) { a.NonPersistentCkptType = "local" }, "resiliency extension"},
+		{func(a *Args) { a.NonPersistentSaveInterval = -1 }, "must not be negative"},
+	} {
+		b := mockArgs(2)
+		c.edit(&b)
+		if _, err := Run(context.Background(), b, Options{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v, want an error naming %q", err, c.want)
+		}
+	}
+}

@@ -235,7 +235,7 @@ func (r *rankRun) startup(world int, data string) {
 		log.printf("gotron: warning: %s\n", w)
 	}
 	if t.iteration > 0 {
-		log.printf("gotron: resumed from %s at iteration %d\n", a.Load, t.iteration)
+		log.printf("gotron: resumed from %s at iteration %d\n", t.loadedFrom, t.iteration)
 	}
 	if t.freshStart {
 		log.printf("gotron: --load %s holds no checkpoint yet (it is also --save): starting from scratch\n", a.Load)
@@ -291,14 +291,21 @@ func (r *rankRun) iterate(ctx context.Context) (stop bool, err error) {
 			return false, err
 		}
 	}
-	if a.Save != "" && (a.SaveInterval > 0 && t.iteration%a.SaveInterval == 0 || last) {
+	switch np := a.NonPersistentSaveInterval; {
+	case a.Save != "" && (a.SaveInterval > 0 && t.iteration%a.SaveInterval == 0 || last):
 		// With --async-save the shards are written in the background
 		// unless the run ends here.
 		if err := t.save(ctx, a.AsyncSave && !last); err != nil {
 			return false, err
 		}
-	} else if err := t.finishSave(ctx, false); err != nil {
-		return false, err
+	case np > 0 && t.iteration%np == 0:
+		if err := t.saveNonPersistent(ctx); err != nil {
+			return false, err
+		}
+	default:
+		if err := t.finishSave(ctx, false); err != nil {
+			return false, err
+		}
 	}
 	return r.exit(ctx)
 }
