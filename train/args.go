@@ -647,6 +647,13 @@ func (a Args) checkNonPersistent(v *violations) {
 	case n > 0 && a.Save == "" && a.NonPersistentGlobalCkptDir == "":
 		v.add("--non-persistent-save-interval %d without --save or --non-persistent-global-ckpt-dir: pass the directory the non-persistent checkpoints go to", n)
 	}
+	if d := a.NonPersistentGlobalCkptDir; d != "" {
+		for _, f := range []struct{ flag, dir string }{{"--save", a.Save}, {"--load", a.Load}} {
+			if f.dir != "" && filepath.Clean(f.dir) == filepath.Clean(d) {
+				v.add("--non-persistent-global-ckpt-dir %s is also %s: the non-persistent saves keep only their newest iteration and would delete the persistent ones; give it a directory of its own (the default is %s/non_persistent)", d, f.flag, f.dir)
+			}
+		}
+	}
 }
 
 // nonPersistent reports whether the run saves or looks for non-persistent

@@ -239,7 +239,7 @@ func checkLoad(a Args) (Args, error) {
 		return a, err
 	}
 	defer r.Close()
-	where := fmt.Sprintf("--load %s (iteration %d)", a.Load, r.Manifest.Iteration)
+	where := loadWhere(a, r)
 	if a.UseCheckpointArgs {
 		if a, err = useCheckpointArgs(a, r.Manifest.Args); err != nil {
 			return a, fmt.Errorf("--use-checkpoint-args: %s: %w", where, err)
@@ -259,6 +259,19 @@ func checkLoad(a Args) (Args, error) {
 	}
 	return a, nil
 }
+
+// loadWhere names the checkpoint r in errors: --load's, or its
+// non-persistent one.
+func loadWhere(a Args, r *ckpt.Reader) string {
+	if dir := loadedDir(r); filepath.Clean(dir) != filepath.Clean(a.Load) {
+		return fmt.Sprintf("--load %s's non-persistent checkpoint %s (iteration %d)", a.Load, dir, r.Manifest.Iteration)
+	}
+	return fmt.Sprintf("--load %s (iteration %d)", a.Load, r.Manifest.Iteration)
+}
+
+// loadedDir is the checkpoint directory r reads from (r.Dir is its
+// iteration's directory).
+func loadedDir(r *ckpt.Reader) string { return filepath.Dir(r.Dir) }
 
 // useCheckpointArgs takes the model's shape and options from the
 // checkpoint's record (--use-checkpoint-args).

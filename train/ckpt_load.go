@@ -39,8 +39,8 @@ func (t *trainer) resume() error {
 	}
 	defer r.Close()
 	m := r.Manifest
-	t.loadedFrom = r.Dir
-	where := fmt.Sprintf("--load %s (iteration %d)", r.Dir, m.Iteration)
+	t.loadedFrom = loadedDir(r)
+	where := loadWhere(t.a, r)
 	loadOptim := !t.a.NoLoadOptim && !t.a.Finetune
 	if err := t.checkCheckpoint(r, loadOptim); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
@@ -173,12 +173,19 @@ func (t *trainer) loadMoments(r *ckpt.Reader) error {
 func openCheckpoint(a Args) (*ckpt.Reader, error) {
 	var r *ckpt.Reader
 	var err error
-	switch np := a.NonPersistentDir(a.Load); {
-	case a.CkptStep > 0:
+	np := a.NonPersistentDir(a.Load)
+	newer := false
+	if a.CkptStep == 0 && a.nonPersistent() {
+		if newer, err = newerIn(np, a.Load); err != nil {
+			return nil, fmt.Errorf("--load's non-persistent checkpoints: %w", err)
+		}
+	}
+	switch {
+	case a.CkptStep > 0: // (a step names an iteration of --load itself)
 		r, err = ckpt.OpenIteration(a.Load, a.CkptStep)
-	case a.nonPersistent() && newerIn(np, a.Load):
+	case newer:
 		if r, err = ckpt.Open(np); err != nil {
-			return nil, fmt.Errorf("--load's non-persistent checkpoint %w", err)
+			return nil, fmt.Errorf("--load's non-persistent checkpoint %w: remove %s to resume from --load's own checkpoints (or pass --ckpt-step with one of their iterations)", err, np)
 		}
 		return r, nil
 	default:
@@ -191,14 +198,19 @@ func openCheckpoint(a Args) (*ckpt.Reader, error) {
 }
 
 // newerIn reports whether directory np holds a checkpoint at least as
-// new as dir's (Megatron loads the non-persistent one then).
-func newerIn(np, dir string) bool {
+// new as dir's (Megatron loads the non-persistent one then): false when
+// np holds none, an error when its tracker is damaged (rather than a
+// silent start from dir's older checkpoint, or from scratch).
+func newerIn(np, dir string) (bool, error) {
 	n, err := ckpt.Latest(np)
-	if err != nil {
-		return false
+	switch {
+	case errors.Is(err, ckpt.ErrNoCheckpoint):
+		return false, nil
+	case err != nil:
+		return false, err
 	}
 	p, err := ckpt.Latest(dir)
-	return err != nil || n >= p
+	return err != nil || n >= p, nil
 }
 
 // resumeRNG restores the generators. The streams are keyed by the rank's

@@ -38,6 +38,8 @@ type Prepared struct {
 	place Placement
 	data  *source.Sets
 	lock  *ckpt.Lock
+	// npLock is the lock of a non-persistent directory outside --save.
+	npLock *ckpt.Lock
 }
 
 // Prepare does what a run does before its ranks start, in Run, RunRank
@@ -66,12 +68,22 @@ func Prepare(a Args, o Options, pl Placement) (p *Prepared, err error) {
 	if err := checkMemory(a, pl.World, pl.Machine, pl.Process); err != nil {
 		return nil, err
 	}
-	if err := checkSaveDir(a.Save); err != nil {
-		return nil, err
+	npDir := "" // a non-persistent directory outside --save
+	if a.NonPersistentSaveInterval > 0 && a.NonPersistentGlobalCkptDir != "" {
+		npDir = a.NonPersistentGlobalCkptDir
+	}
+	for _, d := range []struct{ flag, dir string }{{"--save", a.Save}, {"--non-persistent-global-ckpt-dir", npDir}} {
+		if err := checkSaveDir(d.flag, d.dir); err != nil {
+			return nil, err
+		}
 	}
 	p = &Prepared{a: a, place: pl}
 	if pl.Lock {
-		if p.lock, err = lockSave(a, o); err != nil {
+		if p.lock, err = lockSave("--save", a.Save, o); err != nil {
+			return nil, err
+		}
+		if p.npLock, err = lockSave("--non-persistent-global-ckpt-dir", npDir, o); err != nil {
+			p.Close()
 			return nil, err
 		}
 	}
@@ -89,8 +101,12 @@ func Prepare(a Args, o Options, pl Placement) (p *Prepared, err error) {
 // Args returns the completed arguments.
 func (p *Prepared) Args() Args { return p.a }
 
-// Close releases the lock of --save, if this process took it.
-func (p *Prepared) Close() { p.lock.Unlock() }
+// Close releases the locks of --save and of a non-persistent directory
+// outside it, if this process took them.
+func (p *Prepared) Close() {
+	p.lock.Unlock()
+	p.npLock.Unlock()
+}
 
 // Rank is one rank's training for a program that drives the iterations
 // itself: its model chunks, optimizer, data and schedule built (a

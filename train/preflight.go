@@ -118,11 +118,11 @@ func bytesOf(x float64) string {
 	return "about " + sysmem.Format(int64(x))
 }
 
-// checkSaveDir creates the --save directory if needed and writes and
+// checkSaveDir creates a directory the run saves into (flag names it) if needed and writes and
 // removes a file in it, so that a directory that cannot hold checkpoints
 // is refused before training, not at the first save after the work it
 // would lose.
-func checkSaveDir(dir string) error {
+func checkSaveDir(flag, dir string) error {
 	if dir == "" {
 		return nil
 	}
@@ -131,7 +131,7 @@ func checkSaveDir(dir string) error {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return fmt.Errorf("invalid arguments: --save %s: %s (%v): choose a directory this user can write", dir, what, err)
+		return fmt.Errorf("invalid arguments: %s %s: %s (%v): choose a directory this user can write", flag, dir, what, err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fail("cannot create the checkpoint directory", err)

@@ -3,9 +3,12 @@ package train
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gotron/gotron/ckpt"
 )
 
 // TestSaveAndLoadSameEmptyDirStartsFromScratch: --save D --load D on a
@@ -114,11 +117,25 @@ func TestNonPersistentCheckpoints(t *testing.T) {
 		{func(a *Args) { a.NonPersistentSaveInterval = 2 }, "without --save or --non-persistent-global-ckpt-dir"},
 		{func(a *Args) { a.NonPersistentCkptType = "local" }, "resiliency extension"},
 		{func(a *Args) { a.NonPersistentSaveInterval = -1 }, "must not be negative"},
+		{func(a *Args) {
+			a.NonPersistentSaveInterval, a.Save, a.NonPersistentGlobalCkptDir = 1, np, np
+		}, "is also --save: the non-persistent saves keep only their newest iteration"},
 	} {
 		b := mockArgs(2)
 		c.edit(&b)
 		if _, err := Run(context.Background(), b, Options{}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v, want an error naming %q", err, c.want)
 		}
+	}
+	// A damaged tracker there is an error, not a silent start from the
+	// older checkpoint or from scratch.
+	if err := os.WriteFile(filepath.Join(np, ckpt.TrackerFile), []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fresh := resume
+	fresh.Save = t.TempDir()
+	fresh.Load = fresh.Save
+	if _, err := Run(context.Background(), fresh, Options{}); err == nil || !strings.Contains(err.Error(), "non-persistent checkpoints") || !strings.Contains(err.Error(), "damaged") {
+		t.Errorf("a damaged non-persistent tracker: %v, want an error naming it", err)
 	}
 }

@@ -88,21 +88,22 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 	return results[0], nil
 }
 
-// lockSave takes the lock of the --save directory for the run's life
+// lockSave takes the lock of a directory the run saves into (flag names
+// it: --save, or a non-persistent one of its own) for the run's life
 // (ckpt.LockDir): a second run saving there is refused at start-up,
 // naming the first, instead of the two replacing each other's
 // checkpoints. A lock left by a run that is gone is taken over, with a
 // note on o.Out.
-func lockSave(a Args, o Options) (*ckpt.Lock, error) {
-	if a.Save == "" {
+func lockSave(flag, dir string, o Options) (*ckpt.Lock, error) {
+	if dir == "" {
 		return nil, nil
 	}
-	l, prev, err := ckpt.LockDir(a.Save)
+	l, prev, err := ckpt.LockDir(dir)
 	if err != nil {
 		return nil, err
 	}
 	if prev != nil && o.Out != nil {
-		fmt.Fprintf(o.Out, "gotron: note: --save %s was locked by a run that is gone (%s): taking it over\n", a.Save, prev)
+		fmt.Fprintf(o.Out, "gotron: note: %s %s was locked by a run that is gone (%s): taking it over\n", flag, dir, prev)
 	}
 	return l, nil
 }
@@ -301,6 +302,9 @@ func (r *rankRun) iterate(ctx context.Context) (stop bool, err error) {
 	case np > 0 && t.iteration%np == 0:
 		if err := t.saveNonPersistent(ctx); err != nil {
 			return false, err
+		}
+		if r.log != nil {
+			r.log.printf("gotron: saved a non-persistent checkpoint at iteration %d to %s\n", t.iteration, a.NonPersistentDir(a.Save))
 		}
 	default:
 		if err := t.finishSave(ctx, false); err != nil {
