@@ -84,8 +84,9 @@ func (t *trainer) checkCheckpoint(r *ckpt.Reader, loadOptim bool) error {
 		return err
 	}
 	whole, buffers := gpt.ParameterShapes(t.a.Model), gpt.BufferShapes(t.a.Model)
+	fields := t.keyFields()
 	for name := range whole {
-		for _, k := range t.keyFields() {
+		for _, k := range fields {
 			if !r.Has(k.prefix+name) && (k.prefix == ckpt.ModelKey || loadOptim) {
 				hint := "it was saved from another model"
 				if k.prefix != ckpt.ModelKey {
@@ -155,11 +156,11 @@ func (t *trainer) loadWeights(r *ckpt.Reader) error {
 // buffer): each optimizer segment its own range.
 func (t *trainer) loadMoments(r *ckpt.Reader) error {
 	whole := gpt.ParameterShapes(t.a.Model)
-	segs := t.opt.Adam().Segments
+	segs, state := t.opt.Adam().Segments, t.keyFields()[1:]
 	for i := range segs {
 		s := &segs[i]
 		p := s.Param
-		for _, k := range t.keyFields()[1:] {
+		for _, k := range state {
 			if err := r.Load(t.sharded(k.prefix+p.Name, p, whole[p.Name], s.Offset, k.field(s))); err != nil {
 				return err
 			}

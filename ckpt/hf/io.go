@@ -130,14 +130,10 @@ func (r *reader) err() error {
 	return fmt.Errorf("hf: config.json: %s", strings.Join(r.errs, "; "))
 }
 
-// number returns key's value as a float64, def when absent or null; req
-// (def < 0 for an int) makes it required.
-func (r *reader) number(key string, def float64, required bool) float64 {
+// number returns key's value as a float64, def when absent or null.
+func (r *reader) number(key string, def float64) float64 {
 	v, ok := r.m[key]
 	if !ok || v == nil {
-		if required {
-			r.fail("%s is missing", key)
-		}
 		return def
 	}
 	var f float64
@@ -165,7 +161,7 @@ func (r *reader) int(key string, def int) int {
 		r.fail("%s is missing", key)
 		return 0
 	}
-	f := r.number(key, float64(def), false)
+	f := r.number(key, float64(def))
 	if f != math.Trunc(f) || f < 0 || f > math.MaxInt32 {
 		r.fail("%s is %v, not a count", key, f)
 		return max(def, 0)
@@ -174,7 +170,7 @@ func (r *reader) int(key string, def int) int {
 }
 
 func (r *reader) float(key string, def float64) float64 {
-	f := r.number(key, def, false)
+	f := r.number(key, def)
 	if f < 0 {
 		r.fail("%s is %v: it must not be negative", key, f)
 	}
