@@ -17,7 +17,9 @@
 //
 // A [Step] names a global batch by its size and the samples consumed before it; under
 // --rampup-batch-size the size grows with the samples consumed ([Ramp], Megatron's
-// ramp-up calculator, in exact integer arithmetic).
+// ramp-up calculator, in exact integer arithmetic), and under --step-batch-size-schedule
+// it is the batch of the last threshold passed ([StepSchedule], Megatron's step
+// calculator; [ParseStepSchedule] reads its text).
 //
 // # Text
 //

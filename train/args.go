@@ -50,6 +50,11 @@ type Args struct {
 	// global batch ramps from START to GlobalBatchSize (see data.Ramp; needs
 	// TrainSamples). The zero value: a constant global batch.
 	RampupBatchSize data.Ramp
+	// StepBatchSizeSchedule is --step-batch-size-schedule "THRESHOLD:BATCH
+	// …": the global batch of each iteration by the tokens consumed before
+	// it (see data.ParseStepSchedule; Megatron's replacement of the ramp).
+	// GlobalBatchSize is then its last batch. "": none.
+	StepBatchSizeSchedule string
 	// SkipTrain is --skip-train: no training iterations, only the
 	// evaluation (and sample) of the loaded model.
 	SkipTrain bool
@@ -198,6 +203,10 @@ type Args struct {
 	// dataNote says how the data settings differ from --load's checkpoint
 	// (checkLoad), for the start-up line.
 	dataNote string
+	// resumedAt is where --load's checkpoint left the run (checkLoad;
+	// zero without one, or with --finetune), from which the batches a run
+	// reaches are checked.
+	resumedAt resumePoint
 
 	// OverlapP2PComm is --overlap-p2p-communication (true) or
 	// --no-overlap-p2p-communication (false); nil means Megatron's default:
@@ -289,8 +298,23 @@ func (a Args) NumMicroBatches(dp int) int { return a.GlobalBatchSize / (a.MicroB
 //
 // With --train-samples the warmup and decay count samples (Megatron's
 // sample-based schedule); --lr-warmup-fraction sets the warmup to that
-// fraction of the decay, in either unit.
+// fraction of the decay, in either unit. With --step-batch-size-schedule
+// and --train-iters the schedule counts samples too, each iteration of
+// its flags being one of the final global batch (flagSchedule).
 func (a Args) Schedule() optim.Schedule {
+	s := a.flagSchedule()
+	if a.stepSchedule() != nil && !s.Samples {
+		g := a.GlobalBatchSize
+		s.WarmupIters, s.DecayIters, s.WSDDecayIters, s.WDIncrIters = s.WarmupIters*g, s.DecayIters*g, s.WSDDecayIters*g, s.WDIncrIters*g
+		s.Samples = true
+	}
+	return s
+}
+
+// flagSchedule is the learning-rate schedule in the units of its flags:
+// iterations, or samples with --train-samples. A checkpoint records it so
+// (schedulerRecord).
+func (a Args) flagSchedule() optim.Schedule {
 	s := optim.Schedule{MaxLR: a.LR, MinLR: a.MinLR, InitLR: a.LRWarmupInit, Style: a.LRDecayStyle, WarmupIters: a.LRWarmupIters, DecayIters: a.LRDecayIters}
 	if s.DecayIters == 0 {
 		s.DecayIters = a.TrainIters
@@ -457,7 +481,7 @@ func (a Args) checkBatch(world int, v *violations) {
 	// (The interleaved schedule's group rule; ZB-V and DualPipeV, on the
 	// V placement, have their own, in checkProfile.)
 	if mp.PipelineModelParallelSize > 1 && mp.VirtualPipelineModelParallelSize > 0 && rowsOK &&
-		pp.PlacementOf(a.PipelineSchedule) == config.PlacementLoop &&
+		pp.PlacementOf(a.PipelineSchedule) == config.PlacementLoop && a.StepBatchSizeSchedule == "" &&
 		a.GlobalBatchSize > 0 && a.GlobalBatchSize%(a.MicroBatchSize*dp) == 0 {
 		m := a.NumMicroBatches(dp)
 		if err := pp.ValidateInterleaved(mp.PipelineModelParallelSize, m, mp.EffectiveMicrobatchGroupSize()); err != nil {
@@ -466,6 +490,7 @@ func (a Args) checkBatch(world int, v *violations) {
 		}
 	}
 	a.validateRamp(dp, v.add)
+	a.validateSteps(dp, v.add)
 	if mp.MicrobatchGroupSizePerVPStage != 0 && mp.VirtualPipelineModelParallelSize == 0 {
 		v.add("--microbatch-group-size-per-virtual-pipeline-stage %d shapes the interleaved schedule only, and --virtual-pipeline-model-parallel-size is unset: set it (with --pipeline-model-parallel-size > 1) or drop the group size",
 			mp.MicrobatchGroupSizePerVPStage)
@@ -481,11 +506,11 @@ func (a Args) checkProfile(world int, v *violations) {
 	// one stage or a negative limit; here only its schedule is checked,
 	// with the fewest microbatches an iteration has (the first, under a
 	// batch-size ramp-up; unknown, 0, when the batch flags are wrong,
-	// which checkBatch reports).
+	// which checkBatch reports; the smallest a step schedule reaches).
 	deferEmb := mp.DeferEmbeddingWgradCompute && mp.PipelineModelParallelSize > 1 && mp.WgradDeferralLimit >= 0
 	m := 0
 	if dp := a.DataParallelSize(world); a.rowsOK(dp) {
-		m = a.GlobalBatchAt(0) / (a.MicroBatchSize * dp)
+		m = a.smallestBatch() / (a.MicroBatchSize * dp)
 	}
 	if err := (pp.Config{PP: mp.PipelineModelParallelSize, VPP: mp.VirtualPipelineModelParallelSize, Microbatches: m,
 		OverlapP2PComm: mp.OverlapP2PComm, Schedule: a.PipelineSchedule, DeferEmbeddingWgrad: deferEmb,
@@ -572,7 +597,7 @@ func (a Args) checkCheckpointFlags(world int, v *violations) {
 		v.add("--distributed-timeout-minutes %g: at most %d (a year); a collective that waits that long has hung", a.DistributedTimeoutMinutes, maxTimeoutMinutes)
 	}
 	dp := a.DataParallelSize(world)
-	if a.GlobalBatchSize != 0 && a.rowsOK(dp) && a.GlobalBatchSize%(a.MicroBatchSize*dp) != 0 {
+	if a.GlobalBatchSize != 0 && a.rowsOK(dp) && a.GlobalBatchSize%(a.MicroBatchSize*dp) != 0 && a.StepBatchSizeSchedule == "" {
 		// (0 is Megatron's default: one micro-batch per data-parallel rank.)
 		v.add("--global-batch-size %d is not divisible by --micro-batch-size × data-parallel size = %d × %d = %d: choose a global batch that is a multiple of %d",
 			a.GlobalBatchSize, a.MicroBatchSize, dp, a.MicroBatchSize*dp, a.MicroBatchSize*dp)
@@ -628,7 +653,7 @@ func (a Args) checkSchedule(_ int, v *violations) {
 	}
 	a.checkNonPersistent(v)
 	a.checkWeightDecayFlags(v)
-	v.addErr(a.Schedule().Validate())
+	v.addErr(a.flagSchedule().Validate())
 }
 
 // checkNonPersistent: the non-persistent checkpoints' interval, type and

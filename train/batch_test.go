@@ -46,6 +46,14 @@ func TestRampLayoutsMatchSingleRank(t *testing.T) {
 	if lr := recs[1].LR; math.Abs(lr-base.LR/4) > 1e-15 {
 		t.Errorf("second iteration's learning rate %g, want %g", lr, base.LR/4)
 	}
+	checkBatchLayouts(t, want, func() Args { return rampArgs(80, 2, 2, 24) })
+}
+
+// checkBatchLayouts trains the run args makes on DP 2 with the distributed
+// optimizer, on TP 2 and on PP 2: each one's losses must equal want's to
+// 1e-6 relative.
+func checkBatchLayouts(t *testing.T, want *Result, args func() Args) {
+	t.Helper()
 	for _, l := range []struct {
 		name string
 		set  func(*Args)
@@ -54,7 +62,7 @@ func TestRampLayoutsMatchSingleRank(t *testing.T) {
 		{"tp2", func(a *Args) { a.WorldSize, a.Model.TensorModelParallelSize = 2, 2 }},
 		{"pp2", func(a *Args) { a.WorldSize, a.Model.PipelineModelParallelSize = 2, 2 }},
 	} {
-		a := rampArgs(80, 2, 2, 24)
+		a := args()
 		l.set(&a)
 		got, err := Run(context.Background(), a, Options{})
 		if err != nil {
@@ -78,25 +86,34 @@ func TestRampLayoutsMatchSingleRank(t *testing.T) {
 func TestRampResumesMidRamp(t *testing.T) {
 	a := rampArgs(80, 2, 2, 24)
 	a.WorldSize = 2
+	checkResumes(t, a, 5)
+}
+
+// checkResumes trains a whole, then up to iteration at with a checkpoint,
+// then from it: the resumed run's losses must be the uninterrupted run's
+// bit for bit. It returns the resumed run's arguments.
+func checkResumes(t *testing.T, a Args, at int) Args {
+	t.Helper()
 	full, err := Run(context.Background(), a, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	first := a
-	first.Save, first.ExitInterval = dir, 5
+	first.Save, first.ExitInterval = dir, at
 	if _, err := Run(context.Background(), first, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	rest := a
 	rest.Load = dir
 	res, err := Run(context.Background(), rest, Options{})
-	if err != nil || res.StartIteration != 5 {
+	if err != nil || res.StartIteration != at {
 		t.Fatalf("resume: %+v, %v", res, err)
 	}
-	if fmt.Sprint(res.Losses) != fmt.Sprint(full.Losses[5:]) {
-		t.Errorf("resumed losses %v, uninterrupted %v", res.Losses, full.Losses[5:])
+	if fmt.Sprint(res.Losses) != fmt.Sprint(full.Losses[at:]) {
+		t.Errorf("resumed losses %v, uninterrupted %v", res.Losses, full.Losses[at:])
 	}
+	return rest
 }
 
 // TestRampRefused: every malformed ramp is one clear error naming the flag.

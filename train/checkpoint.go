@@ -67,6 +67,9 @@ func argsRecord(a Args, world int) ckpt.Args {
 		r["context_parallel_size"] = m.ContextParallelSize
 	}
 	args := ckpt.Args{Ints: r, Model: m.Record(), Data: dataRecord(a)}
+	if s := a.stepSchedule(); s != nil {
+		args.Data[stepScheduleKey] = s.String()
+	}
 	if !a.NoSaveOptim {
 		// The schedule's state goes with the optimizer's, as Megatron
 		// saves opt_param_scheduler only with the optimizer.
@@ -166,6 +169,25 @@ var checkedArgs = []struct{ key, flag string }{
 	{"rampup_batch_size_samples", "--rampup-batch-size's samples"},
 }
 
+// stepScheduleKey records --step-batch-size-schedule in a checkpoint's
+// data settings, in its samples form (data.StepSchedule.String).
+const stepScheduleKey = "step_batch_size_schedule"
+
+// stepScheduleDiff describes how the run's step schedule differs from the
+// checkpoint's ("" when it does not, or under --finetune): the iterations
+// to come follow the schedule from the consumed samples, and the past
+// ones followed the checkpoint's.
+func stepScheduleDiff(a Args, saved ckpt.Args) string {
+	was, is := saved.Data[stepScheduleKey], ""
+	if s := a.stepSchedule(); s != nil {
+		is = s.String()
+	}
+	if was == is || a.Finetune {
+		return ""
+	}
+	return fmt.Sprintf("--step-batch-size-schedule %q in the checkpoint, %q in this run (thresholds in samples)", orNone(was), orNone(is))
+}
+
 // checkArgs compares the run's settings (normalised) with a checkpoint's
 // record (argsRecord's) and lists every difference.
 func checkArgs(a Args, saved ckpt.Args) error { return compareArgs(a, saved, false) }
@@ -202,6 +224,9 @@ func compareArgs(a Args, saved ckpt.Args, early bool) error {
 			}
 			diffs = append(diffs, d)
 		}
+	}
+	if d := stepScheduleDiff(a, saved); d != "" {
+		diffs = append(diffs, d)
 	}
 	model := savedModel.OptionDiffs(a.Model)
 	if len(diffs)+len(model) == 0 {
@@ -254,6 +279,9 @@ func checkLoad(a Args) (Args, error) {
 		return a, fmt.Errorf("%s: %w", where, err)
 	}
 	a.dataNote = note
+	if !a.Finetune {
+		a.resumedAt = resumePoint{iteration: r.Manifest.Iteration, consumed: r.Manifest.ConsumedSamples}
+	}
 	if a, err = resumeScheduler(a, r.Manifest.Args.Scheduler); err != nil {
 		return a, fmt.Errorf("%s: %w", where, err)
 	}

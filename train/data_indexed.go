@@ -82,7 +82,8 @@ func checkDataVocab(a Args) error {
 
 // sampleCounts returns the samples the run reads from the train, valid and
 // test datasets, as the reference asks its dataset builder for train and
-// valid: train_iters·global_batch (or --train-samples) and
+// valid: train_iters·global_batch (or --train-samples; the sum of the
+// batches of a step schedule's train_iters) and
 // (train_iters/eval_interval + 1)·eval_iters·global_batch
 // (eval_iters·global_batch under --skip-train), so that their samples and
 // order are the reference's. gotron's evaluations read the first
@@ -99,6 +100,11 @@ func (a Args) sampleCounts() ([3]int, error) {
 	}
 	if a.TrainSamples > 0 {
 		n[0] = a.TrainSamples
+	} else if a.stepSchedule() != nil {
+		// The samples the schedule's batches consume (the reference sizes
+		// the dataset at train_iters × micro × dp under a schedule, fewer
+		// than its iterations read).
+		n[0] = int(a.trainSamplesNeeded())
 	}
 	if a.SkipTrain {
 		n[1] = a.EvalIters * a.GlobalBatchSize // the reference's count under --skip-train

@@ -17,7 +17,7 @@ import (
 // memoryRun is what the memory model (package plan) reads of the run.
 func (a Args) memoryRun() plan.Run {
 	return plan.Run{Model: a.Model, DDP: a.DDP, GradReduceInBF16: a.GradReduceInBF16,
-		MicroBatchSize: a.MicroBatchSize, GlobalBatchSize: a.GlobalBatchSize, Threads: a.Threads,
+		MicroBatchSize: a.MicroBatchSize, GlobalBatchSize: a.largestBatch(), Threads: a.Threads,
 		Save: a.Save != "", AsyncSave: a.AsyncSave, SaveOptim: !a.NoSaveOptim,
 		SGD: a.Optimizer == "sgd", SGDMomentum: a.SGDMomentum, PipelineSchedule: a.PipelineSchedule}
 }

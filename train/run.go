@@ -463,9 +463,12 @@ func (r *rankRun) finish(ctx context.Context, rank int) error {
 }
 
 // normalise fills defaults that depend on the world: the global batch is
-// one micro-batch per data-parallel rank when unset, and the vocabulary of
+// the step schedule's last, or one micro-batch per data-parallel rank, when unset, and the vocabulary of
 // byte-level text is 256 when unset.
 func normalise(a Args, world int) Args {
+	if s := a.stepSchedule(); s != nil && a.GlobalBatchSize == 0 {
+		a.GlobalBatchSize = s.Last()
+	}
 	if a.GlobalBatchSize == 0 {
 		a.GlobalBatchSize = a.MicroBatchSize * max(1, a.DataParallelSize(world))
 	}
@@ -536,6 +539,9 @@ func count(n int, one, many string) string {
 // of 2 per rank per iteration", or the ramp's range of them.
 func batchDesc(a Args, dp int) string {
 	rows := a.MicroBatchSize * dp
+	if s := a.stepSchedule(); s != nil {
+		return stepsDesc(s, a.Model.SeqLength, rows, a.MicroBatchSize)
+	}
 	if r, ok := a.ramp(); ok {
 		return fmt.Sprintf("global batch ramping from %d by %d to %d over %d samples: %d to %d micro-batches of %d per rank per iteration",
 			r.Start, r.Increment, a.GlobalBatchSize, r.Samples, r.Start/rows, a.GlobalBatchSize/rows, a.MicroBatchSize)

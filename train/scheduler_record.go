@@ -13,10 +13,11 @@ import (
 // and weight-decay schedule (ckpt.Args.Scheduler), the values
 // Megatron's OptimizerParamScheduler keeps in its state: the peak and
 // least learning rate, the decay style, the warmup and decay lengths as
-// the schedule counts them (iterations, or samples with --train-samples),
-// and the weight decay.
+// its flags count them (iterations, or samples with --train-samples; under
+// --step-batch-size-schedule iterations of its final batch), and the
+// weight decay.
 func schedulerRecord(a Args) map[string]string {
-	s := a.Schedule()
+	s := a.flagSchedule()
 	unit := "iterations"
 	if s.Samples {
 		unit = "samples"

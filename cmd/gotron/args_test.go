@@ -43,3 +43,18 @@ func TestRampupBatchSizeFlag(t *testing.T) {
 		t.Fatalf("two numbers: %v", err)
 	}
 }
+
+// TestStepBatchSizeScheduleFlag trains with Megatron's step schedule beside
+// the --global-batch-size it ends on (as Megatron's own GPT-3 example script
+// passes them), and refuses a --global-batch-size it does not end on.
+func TestStepBatchSizeScheduleFlag(t *testing.T) {
+	model := []string{"train", "--mock-data", "--vocab-size", "64", "--num-layers", "1", "--hidden-size", "32",
+		"--num-attention-heads", "4", "--seq-length", "16", "--micro-batch-size", "1", "--train-iters", "6",
+		"--step-batch-size-schedule", "0:2 64:4 0.192K:8"}
+	if _, err := run(t, append(model, "--global-batch-size", "8")...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, append(model, "--global-batch-size", "4")...); err == nil || !strings.Contains(err.Error(), "--global-batch-size 4 and --step-batch-size-schedule, whose last batch is 8") {
+		t.Fatalf("--global-batch-size 4: %v", err)
+	}
+}
