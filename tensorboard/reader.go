@@ -50,6 +50,19 @@ func Read(b []byte) ([]Scalar, error) {
 	return out, nil
 }
 
+// ByTag returns the scalars' values by tag and step (a later event of
+// the same tag and step replaces an earlier one).
+func ByTag(scalars []Scalar) map[string]map[int64]float32 {
+	out := map[string]map[int64]float32{}
+	for _, e := range scalars {
+		if out[e.Tag] == nil {
+			out[e.Tag] = map[int64]float32{}
+		}
+		out[e.Tag][e.Step] = e.Value
+	}
+	return out
+}
+
 // nextRecord checks the TFRecord at the start of b and returns its data
 // and its whole length.
 func nextRecord(b []byte) ([]byte, int, error) {

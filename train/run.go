@@ -543,7 +543,8 @@ func batchDesc(a Args, dp int) string {
 		return stepsDesc(s, a.Model.SeqLength, rows, a.MicroBatchSize)
 	}
 	if r, ok := a.ramp(); ok {
-		return fmt.Sprintf("global batch ramping from %d by %d to %d over %d samples: %d to %d micro-batches of %d per rank per iteration",
+		// (Megatron-Core core_v0.18.0 on ignores the flag with a warning.)
+		return fmt.Sprintf("global batch ramping from %d by %d to %d over %d samples, as --rampup-batch-size did up to Megatron-Core 0.17 (0.18 on ignores it for --step-batch-size-schedule): %d to %d micro-batches of %d per rank per iteration",
 			r.Start, r.Increment, a.GlobalBatchSize, r.Samples, r.Start/rows, a.GlobalBatchSize/rows, a.MicroBatchSize)
 	}
 	return fmt.Sprintf("%s of %d per rank per iteration", count(a.GlobalBatchSize/rows, "micro-batch", "micro-batches"), a.MicroBatchSize)

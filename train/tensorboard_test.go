@@ -35,13 +35,7 @@ func TestTensorBoard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]map[int64]float32{}
-	for _, e := range events {
-		if got[e.Tag] == nil {
-			got[e.Tag] = map[int64]float32{}
-		}
-		got[e.Tag][e.Step] = e.Value
-	}
+	got := tensorboard.ByTag(events)
 	steps := func(tag string) int { return len(got[tag]) }
 	for it := 2; it <= 6; it += 2 {
 		if v, ok := got["lm loss"][int64(it)]; !ok || v != float32(res.Losses[it-1]) {

@@ -36,7 +36,7 @@ sample indices are cached (or reused) as training caches them, under
 --data-cache-path or PREFIX/cache/GPTDataset_indices.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a.Tokenizer = tokFlags.o
+			a.Tokenizer, _ = tokFlags.options()
 			samples, tok, err := train.TrainingSamples(a, count)
 			if err != nil {
 				return err

@@ -26,13 +26,26 @@ func addTokenizerFlags(f *pflag.FlagSet) *tokenizerFlags {
 	return t
 }
 
+// options returns the flags' options. Megatron's GPT example scripts pass
+// --vocab-file and --merge-file without --tokenizer-type (which Megatron
+// then refuses): the two files are GPT-2's, which only GPT2BPETokenizer
+// reads, so that type is taken, and note says so.
+func (t *tokenizerFlags) options() (o tokenizer.Options, note string) {
+	o = t.o
+	if o.Type == "" && o.VocabFile != "" && o.MergeFile != "" && o.TokenizerModel == "" {
+		o.Type = tokenizer.TypeGPT2BPE
+		note = "tokenizer: --tokenizer-type " + o.Type + ", the one that reads --vocab-file and --merge-file (Megatron asks for the type)"
+	}
+	return o, note
+}
+
 // build returns the tokenizer the flags name, or nil when --tokenizer-type is unset.
 // vocabSize is the command's --vocab-size (NullTokenizer).
 func (t *tokenizerFlags) build(vocabSize int) (tokenizer.Tokenizer, error) {
-	if err := t.o.CheckFiles(); err != nil || t.o.Type == "" {
+	o, _ := t.options()
+	if err := o.CheckFiles(); err != nil || o.Type == "" {
 		return nil, err
 	}
-	o := t.o
 	o.VocabSize = vocabSize
 	return tokenizer.New(o)
 }

@@ -41,7 +41,8 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 			if textPath != "" {
 				a.TextDataPath = strings.Split(textPath, ",")
 			}
-			a.Tokenizer = tokFlags.o
+			var tokNote string
+			a.Tokenizer, tokNote = tokFlags.options()
 			if cmd.Flags().Changed("rampup-batch-size") {
 				if len(rampup) != 3 {
 					return fmt.Errorf("--rampup-batch-size takes three numbers, START INCREMENT SAMPLES (got %d): for example --rampup-batch-size 16 16 100000", len(rampup))
@@ -78,8 +79,10 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 			}
 			defer stop()
 			o := train.Options{Out: os.Stdout, Stop: &train.Stop{}}
-			if n := cmd.Annotations[noOpNote]; n != "" {
-				o.Notes = append(o.Notes, n)
+			for _, n := range []string{cmd.Annotations[noOpNote], tokNote} {
+				if n != "" {
+					o.Notes = append(o.Notes, n)
+				}
 			}
 			if in := interruptsFrom(cmd.Context()); in != nil {
 				note := "finishing the iteration, then exiting; nothing is saved without --save"
@@ -131,7 +134,7 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 	f.IntVar(&a.GlobalBatchSize, "global-batch-size", a.GlobalBatchSize, "rows per iteration over all data-parallel ranks (gradient accumulation fills the rest; 0: micro-batch-size × data-parallel size, or the last batch of --step-batch-size-schedule)")
 	f.IntVar(&a.TrainIters, "train-iters", a.TrainIters, "iterations to train")
 	f.IntVar(&a.TrainSamples, "train-samples", 0, "samples to train (the whole global batches that fit: train-samples / global-batch-size iterations without --rampup-batch-size); the learning-rate schedule then counts samples")
-	f.IntSliceVar(&rampup, "rampup-batch-size", nil, "START INCREMENT SAMPLES: grow the global batch from START by INCREMENT up to --global-batch-size over the first SAMPLES samples (with --train-samples; Megatron now ignores it for --step-batch-size-schedule, gotron ramps)")
+	f.IntSliceVar(&rampup, "rampup-batch-size", nil, "START INCREMENT SAMPLES: grow the global batch from START by INCREMENT up to --global-batch-size over the first SAMPLES samples (with --train-samples; as Megatron-Core up to 0.17: 0.18 on ignores it for --step-batch-size-schedule)")
 	f.StringVar(&a.StepBatchSizeSchedule, "step-batch-size-schedule", "", `"THRESHOLD:BATCH ...": the global batch from each threshold of tokens consumed on (K, M, B, T: 10^3, 10^6, 10^9, 10^12; the first threshold 0), e.g. "0:16 2.4B:320 4.8B:624"; --global-batch-size is its last batch`)
 	f.BoolVar(&a.SkipTrain, "skip-train", false, "with --load: train nothing, evaluate the loaded model")
 	f.Float64Var(&a.LR, "lr", a.LR, "peak learning rate")
