@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gotron/gotron/nn"
+
 	"github.com/gotron/gotron/autograd"
 	"github.com/gotron/gotron/comm"
 	"github.com/gotron/gotron/tensor"
@@ -23,6 +25,11 @@ type Options struct {
 	// call when it is > 0 and the tape is recording.
 	Dropout float32
 	RNG     *rng.RNG
+	// Keys, when set, make the dropout counter-based, keyed by the whole
+	// sequence's places (nn.AttentionKeys; Seq is the whole sequence, cp ×
+	// the rank's rows): the masks of one rank's nn.Attention, whatever the
+	// split. Their heads are the tensor-parallel rank's.
+	Keys *nn.AttentionKeys
 	// DType is the precision of the attention's GEMM operands (Q, K, V,
 	// dO, P and dS rounded to it); float32 by default.
 	DType tensor.DType
@@ -73,7 +80,7 @@ func Attention(t *autograd.Tape, qkv *autograd.Var, heads int, o Options) *autog
 		o.Dropout = 0
 	}
 	f := &attentionFn{o: o, heads: heads}
-	if o.Dropout > 0 {
+	if o.Dropout > 0 && o.Keys == nil {
 		f.seed = o.RNG.Uint64()
 	}
 	return autograd.Apply(t, f, qkv)

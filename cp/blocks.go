@@ -30,13 +30,14 @@ type blocks struct {
 	seed    uint64
 	workers int
 	seg     []int32 // the batch rows' whole-sequence segment ids [b, s], or nil
+	keys    *nn.AttentionKeys
 	scratch []*nn.BlockScratch
 	tmp     [][]float32 // per worker: one chunk's output [c][d] and lse [c]
 }
 
 func newBlocks(p *plan, o Options, seed uint64, workers int) *blocks {
 	dtype, dropout := o.DType, o.Dropout
-	k := &blocks{p: p, dtype: dtype, scale: nn.AttentionScale(p.d), dropout: dropout, seed: seed, workers: workers, seg: o.Segments}
+	k := &blocks{p: p, dtype: dtype, scale: nn.AttentionScale(p.d), dropout: dropout, seed: seed, workers: workers, seg: o.Segments, keys: o.Keys}
 	k.scratch = make([]*nn.BlockScratch, workers)
 	k.tmp = make([][]float32, workers)
 	for w := range workers {
@@ -67,7 +68,10 @@ func (k *blocks) block(pair, q, kc int) (nn.AttentionBlock, bool) {
 			return nn.AttentionBlock{}, false
 		}
 	}
-	if k.dropout > 0 {
+	if k.dropout > 0 && k.keys != nil {
+		b.Keys, b.Key = k.keys, k.keys.Key(pair/p.h, p.headBase+pair%p.h)
+		b.Q0, b.K0 = q*p.c, kc*p.c
+	} else if k.dropout > 0 {
 		// The mask is keyed by the pair's batch row and head among the
 		// tensor-parallel rank's heads and by the two chunks' sequence
 		// indices: the same for every communication type.

@@ -54,6 +54,9 @@ type AttentionOptions struct {
 	// call when it is > 0 and the tape is recording.
 	Dropout float32
 	RNG     *rng.RNG
+	// Keys, when set, make the dropout counter-based instead of drawn from
+	// RNG (AttentionKeys).
+	Keys *AttentionKeys
 	// Segments, when not nil, number the documents of every batch row,
 	// [b, s] row-major (data.Batch.Segments, --reset-attention-mask):
 	// query i of row r attends to key j ≤ i only when
@@ -61,6 +64,17 @@ type AttentionOptions struct {
 	// the softmax (probability 0, no gradient). Nil: causal attention over
 	// the whole row, computed exactly as without the field.
 	Segments []int32
+}
+
+// AttentionKeys key counter-based attention dropout (kernels.DropoutAt):
+// the probabilities of batch row r and head h are the stream Key(r, h),
+// element (query i, key j) its counter i·Seq + j, with i and j places in
+// the whole sequence of Seq tokens. A caller that keys by the row's sample
+// and the head's place among all heads draws the same masks under any
+// split of the rows, the heads or the sequence (cp.Attention's blocks).
+type AttentionKeys struct {
+	Key func(row, head int) uint64
+	Seq int
 }
 
 // Attention is CausalAttention with its options: the GEMMs' precision,
@@ -84,8 +98,8 @@ func attention(t *autograd.Tape, qkv *autograd.Var, heads int, o AttentionOption
 	if !t.Recording() {
 		o.Dropout = 0 // evaluation: no dropout
 	}
-	f := &attentionFn{heads: heads, p: o.Dropout, dtype: o.DType, seg: o.Segments, wide: o.DType == tensor.BFloat16 && widen}
-	if o.Dropout > 0 {
+	f := &attentionFn{heads: heads, p: o.Dropout, dtype: o.DType, seg: o.Segments, wide: o.DType == tensor.BFloat16 && widen, keys: o.Keys}
+	if o.Dropout > 0 && o.Keys == nil {
 		f.seed = o.RNG.Uint64()
 	}
 	return autograd.Apply(t, f, qkv)
@@ -102,6 +116,7 @@ type attentionFn struct {
 	// saved operands stay bfloat16.
 	wide bool
 	seg  []int32 // [b, s] segment ids, or nil
+	keys *AttentionKeys
 }
 
 type attentionState struct {
@@ -122,6 +137,9 @@ func (f *attentionFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Te
 	st := attentionState{s: x.Dim(0), b: x.Dim(1), n: f.heads, d: x.Dim(2) / (3 * f.heads)}
 	if f.seg != nil && len(f.seg) != st.b*st.s {
 		return nil, fmt.Errorf("nn: attention: %d segment ids for %d batch rows of %d positions", len(f.seg), st.b, st.s)
+	}
+	if f.keys != nil && f.p > 0 && f.keys.Seq != st.s {
+		return nil, fmt.Errorf("nn: attention: dropout keyed over %d positions, and the sequence has %d", f.keys.Seq, st.s)
 	}
 	st.lse = make([]float32, st.b*st.n*st.s)
 	out := tensor.Empty(st.s, st.b, st.n*st.d)
@@ -146,7 +164,7 @@ func (f *attentionFn) Forward(c *autograd.Ctx, in ...*tensor.Tensor) (*tensor.Te
 			f.mask(p, bi, s)
 			kernels.CausalSoftmaxForward(p, s, s, scale, st.lse[k*s:(k+1)*s])
 			if f.p > 0 {
-				dropoutRows(p, mask, s, f.p, f.seed, k)
+				f.dropout(p, mask, k)
 			}
 			causalRowsTimes(od[st.outOffset(bi, head):], ldo, pg.lower(f.dtype, p, s), q.at(2*d), 3*d, s, d)
 		}
@@ -194,7 +212,7 @@ func (f *attentionFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Te
 			if f.p > 0 {
 				// dV = P'ᵀ·dO with P' = P⊙mask/(1−p); then dP = dP'⊙mask/(1−p).
 				copy(pd, p)
-				dropoutRows(pd, mask, s, f.p, f.seed, k)
+				f.dropout(pd, mask, k)
 				causalColsTimes(dq[2*d:], lq, pg.lower(f.dtype, pd, s), do, d, s, d)
 				kernels.DropoutBackward(dp, dp, mask, f.p)
 			} else {
@@ -262,11 +280,16 @@ func causalColsTimes(out []float32, ldo int, p, b operand, ldb, s, d int) {
 	}
 }
 
-// dropoutRows applies inverted dropout to the s×s matrix p of (row, head)
-// pair k, drawing the mask from a generator seeded by splitmix64(seed+k).
-func dropoutRows(p []float32, mask []byte, s int, prob float32, seed uint64, k int) {
-	g := rng.New(rng.SplitMix64(seed + uint64(k)))
-	kernels.Dropout(p, mask, p, prob, g)
+// dropout applies inverted dropout to the s×s matrix p of (row, head)
+// pair k: counter-based under keys (element (i, j) is counter i·s + j of
+// the pair's stream), else drawn from a generator seeded by
+// splitmix64(seed+k).
+func (f *attentionFn) dropout(p []float32, mask []byte, k int) {
+	if f.keys != nil {
+		kernels.DropoutAt(p, mask, p, f.p, f.keys.Key(k/f.heads, k%f.heads), 0)
+		return
+	}
+	kernels.Dropout(p, mask, p, f.p, rng.New(rng.SplitMix64(f.seed+uint64(k))))
 }
 
 // StateBytes reports the log-sum-exp rows attention keeps for backward

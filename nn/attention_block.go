@@ -42,6 +42,12 @@ type AttentionBlock struct {
 	Dropout    float32
 	Seed       uint64
 	QSeg, KSeg []int32
+	// Keys, when set, make the dropout counter-based (AttentionKeys): the
+	// block's row i is query Q0+i of the whole sequence, its column j key
+	// K0+j, and its mask that of stream Key (Seed is then unused).
+	Keys   *AttentionKeys
+	Key    uint64
+	Q0, K0 int
 }
 
 // BlockScratch is a worker's scratch for AttentionBlock of up to M×N.
@@ -103,6 +109,13 @@ func (a AttentionBlock) dropped(s *BlockScratch) []float32 {
 		return s.p
 	}
 	n := a.M * a.N
+	if a.Keys != nil {
+		for i := range a.M {
+			lo, hi := i*a.N, (i+1)*a.N
+			kernels.DropoutAt(s.pr[lo:hi], s.mask[lo:hi], s.p[lo:hi], a.Dropout, a.Key, uint64((a.Q0+i)*a.Keys.Seq+a.K0))
+		}
+		return s.pr
+	}
 	kernels.Dropout(s.pr[:n], s.mask[:n], s.p[:n], a.Dropout, rng.New(rng.SplitMix64(a.Seed)))
 	return s.pr
 }

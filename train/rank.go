@@ -178,9 +178,14 @@ func (t *trainer) buildModel(ctx context.Context, perRank int) error {
 	if err != nil {
 		return err
 	}
-	t.rand = &gpt.Randomness{Default: def, Tracker: tracker}
+	// The hidden dropout is counter-based, keyed by the seed alone (the
+	// same on every rank): its masks are one rank's under any layout.
+	t.rand = &gpt.Randomness{Default: def, Tracker: tracker, Counter: true, Key: rng.Derive(t.a.Seed, dropoutKeyStream)}
 	return t.wrapChunks(ctx, perRank)
 }
+
+// dropoutKeyStream derives the counter-based dropout's key from --seed.
+const dropoutKeyStream = 0x64726f706f7574 // "dropout"
 
 // newTape returns the tape of one pass (an iteration's forward and
 // backward, an evaluation batch, a sample), under the pass's context, with

@@ -150,14 +150,15 @@ func (t *trainer) forwardBackward(ctx context.Context, tape *autograd.Tape, ds d
 		// Micro-batch m of data-parallel rank r holds rows (m·dp + r)·mbs …
 		// + mbs of the global batch, as the reference's
 		// MegatronPretrainingSampler deals them out.
-		full := ds.Batch(batch, (s.Microbatch*t.dp+t.dpRank)*mbs, mbs)
+		row0 := (s.Microbatch*t.dp + t.dpRank) * mbs
+		full := ds.Batch(batch, row0, mbs)
 		b := t.cpSplit(full)
 		c := t.chunks[s.Chunk]
 		mtp := t.mtpBatches(c, full, forwardOnly)
 		out, err := c.ForwardInputs(tape, gpt.Inputs{IDs: b.InputIDs, Labels: b.Labels, Rows: b.Rows, Seq: b.Seq,
 			PositionIDs: b.PositionIDs, Segments: b.Segments, MoEAuxLossScale: t.moeAuxLossScale(micro),
 			PreHook: t.paramPreHook(ctx, s.Chunk), PostHook: t.paramPostHook(ctx, tape, s.Chunk), CPWait: &t.cpWait,
-			MTP: mtpInputs(mtp)}, rnd, s.CheckpointActivations)
+			MTP: mtpInputs(mtp), Samples: sampleIndices(batch, row0, b.Rows)}, rnd, s.CheckpointActivations)
 		if err != nil {
 			return nil, nil, fmt.Errorf("micro-batch %d: %w", s.Microbatch, err)
 		}
@@ -187,6 +188,17 @@ func (t *trainer) forwardBackward(ctx context.Context, tape *autograd.Tape, ds d
 		vpp = len(t.chunks)
 	}
 	return pp.GetForwardBackwardFunc(t.pp.Size(), vpp)(ctx, args)
+}
+
+// sampleIndices returns the sample index of each of rows rows from row0 of
+// global batch step: the samples consumed before it plus the row's place
+// in it, whatever the layout (the counter-based dropout's key).
+func sampleIndices(step data.Step, row0, rows int) []int64 {
+	out := make([]int64, rows)
+	for i := range out {
+		out[i] = step.Consumed + int64(row0+i)
+	}
+	return out
 }
 
 // scheduleConfig is the model config with the callbacks the schedules

@@ -27,6 +27,14 @@ import (
 type Randomness struct {
 	Default *rng.RNG
 	Tracker *tp.RNGStatesTracker
+	// Counter makes the hidden dropout (the embedding's and each layer's
+	// two) counter-based: an element's mask is a pure function of Key, the
+	// layer, the site, the sample's place in the data (Inputs.Samples), the
+	// token's place in the whole sequence and the hidden index
+	// (kernels.DropoutAt), the same under every parallel layout, micro-batch
+	// size and recomputation. ForwardInputs needs Inputs.Samples then.
+	Counter bool
+	Key     uint64
 }
 
 // modelParallel returns the generator of the model-parallel stream.
@@ -127,12 +135,20 @@ func (m *Model) ForwardInputs(t *autograd.Tape, in Inputs, r *Randomness, checkp
 			hidden = mp
 		}
 	}
+	ps := &pass{r: r, hidden: hidden, mp: mp, segments: in.Segments, moeScale: in.MoEAuxLossScale,
+		preHook: in.PreHook, postHook: in.PostHook, cpWait: in.CPWait}
+	if r != nil && r.Counter {
+		if len(in.Samples) != b {
+			return nil, fmt.Errorf("gpt: counter-based dropout needs each row's sample index: %d of them for %d rows", len(in.Samples), b)
+		}
+		ps.keys = &dropoutKeys{key: r.Key, samples: in.Samples, pos: m.rowPositions(s)}
+	}
 	var x *autograd.Var
 	if spec.PreProcess {
 		if err := preHook(in.PreHook, nonNil(m.WordEmbeddings, m.PositionEmbeddings)...); err != nil {
 			return nil, err
 		}
-		if x, err = m.embed(t, ids, in.PositionIDs, b, s, hidden); err != nil {
+		if x, err = m.embed(t, ids, in.PositionIDs, b, s, ps, embeddingLayer); err != nil {
 			return nil, err
 		}
 		x = postHook(in.PostHook, x, nonNil(m.WordEmbeddings, m.PositionEmbeddings)...)
@@ -151,8 +167,6 @@ func (m *Model) ForwardInputs(t *autograd.Tape, in Inputs, r *Randomness, checkp
 	if stats != nil {
 		stats.AfterEmbedding = t.ActivationBytes()
 	}
-	ps := &pass{r: r, hidden: hidden, mp: mp, segments: in.Segments, moeScale: in.MoEAuxLossScale,
-		preHook: in.PreHook, postHook: in.PostHook, cpWait: in.CPWait}
 	if ps.rope, ps.ropeRows, err = m.rotaryOf(s, b, in.PositionIDs); err != nil {
 		return nil, err
 	}
@@ -231,13 +245,13 @@ func (m *Model) checkInput(x *autograd.Var, b, s, parts int) error {
 // embeddings (of positions [b, s], or when nil of each row's sequence
 // indices) and applies the embedding dropout: [s, b, h], or [s/tp, b, h]
 // under sequence parallelism.
-func (m *Model) embed(t *autograd.Tape, ids, positions []int32, b, s int, hidden *rng.RNG) (*autograd.Var, error) {
+func (m *Model) embed(t *autograd.Tape, ids, positions []int32, b, s int, ps *pass, layer int) (*autograd.Var, error) {
 	x, err := m.Embedding.Forward(t, SequenceFirst(ids, b, s), s, b)
 	if err != nil {
 		return nil, err
 	}
 	if m.PositionEmbeddings == nil {
-		return nn.Dropout(t, x, m.Config.HiddenDropout, hidden), nil
+		return ps.dropout(t, x, m.Config.HiddenDropout, layer, siteEmbedding), nil
 	}
 	start := 0
 	if m.sequenceParallel() {
@@ -254,7 +268,7 @@ func (m *Model) embed(t *autograd.Tape, ids, positions []int32, b, s int, hidden
 	} else {
 		x = nn.AddPositionsAt(t, x, m.PositionEmbeddings.Var, start)
 	}
-	return nn.Dropout(t, x, m.Config.HiddenDropout, hidden), nil
+	return ps.dropout(t, x, m.Config.HiddenDropout, layer, siteEmbedding), nil
 }
 
 // head runs the output layer on the normed x and returns the per-token
@@ -481,6 +495,7 @@ func (m *Model) checkpointOptions(r *Randomness) tp.CheckpointOptions {
 type pass struct {
 	r          *Randomness
 	hidden, mp *rng.RNG
+	keys       *dropoutKeys // Randomness.Counter's
 	rope       *kernels.RotaryTable
 	ropeRows   []int32
 	segments   []int32
@@ -517,7 +532,7 @@ func (l *Layer) forward(t *autograd.Tape, x *autograd.Var, m *Model, ps *pass) *
 		t.Fail(err)
 		return y
 	}
-	y = nn.Dropout(t, y, cfg.HiddenDropout, ps.hidden)
+	y = ps.dropout(t, y, cfg.HiddenDropout, l.Number, siteAttention)
 	x = autograd.Add(t, residual, y)
 	y = m.norm(t, x, l.PreMLPLayernormW, l.PreMLPLayernormB)
 	residual = x
@@ -533,7 +548,7 @@ func (l *Layer) forward(t *autograd.Tape, x *autograd.Var, m *Model, ps *pass) *
 			t.Fail(err)
 			return y
 		}
-		y = nn.Dropout(t, y, cfg.HiddenDropout, ps.hidden)
+		y = ps.dropout(t, y, cfg.HiddenDropout, l.Number, siteMLP)
 		return autograd.Add(t, residual, y)
 	}
 	y, bias, err := l.FC1.Forward(t, y, nil, nil) // [s, b, ffn/tp] (gated: 2·ffn/tp), bias or nil
@@ -547,7 +562,7 @@ func (l *Layer) forward(t *autograd.Tape, x *autograd.Var, m *Model, ps *pass) *
 		t.Fail(err)
 		return y
 	}
-	y = nn.Dropout(t, y, cfg.HiddenDropout, ps.hidden)
+	y = ps.dropout(t, y, cfg.HiddenDropout, l.Number, siteMLP)
 	return autograd.Add(t, residual, y)
 }
 
@@ -572,16 +587,17 @@ func (l *Layer) attention(t *autograd.Tape, qkv *autograd.Var, m *Model, ps *pas
 	heads := cfg.NumAttentionHeads / m.tpSize()
 	// The attention's GEMMs run in the precision of the layer's weights.
 	prec := l.Proj.Weight.Value.DType()
+	keys := ps.attentionKeys(m, l.Number, qkv.Value.Dim(0)*m.CP.Size(), heads)
 	attend := func(t *autograd.Tape, qkv *autograd.Var) *autograd.Var {
 		if m.CP.Size() > 1 {
 			return cp.Attention(t, qkv, heads, cp.Options{
 				Type: cp.CommType(cfg.LayerCPCommType(l.Number)), Groups: m.CP,
-				Dropout: cfg.AttentionDropout, RNG: ps.mp, DType: prec, Wait: ps.cpWait,
+				Dropout: cfg.AttentionDropout, RNG: ps.mp, Keys: keys, DType: prec, Wait: ps.cpWait,
 				Segments: ps.segments,
 			})
 		}
 		return nn.Attention(t, qkv, heads, nn.AttentionOptions{
-			DType: prec, Dropout: cfg.AttentionDropout, RNG: ps.mp, Segments: ps.segments,
+			DType: prec, Dropout: cfg.AttentionDropout, RNG: ps.mp, Keys: keys, Segments: ps.segments,
 		})
 	}
 	if cfg.RecomputeGranularity == "selective" && t.Recording() {

@@ -130,7 +130,7 @@ func (l *MTPLayer) parameters() []*nn.Parameter {
 // full recompute (recompute true) the projection, the layer and the final
 // norm are checkpointed, as the reference's _checkpointed_forward.
 func (l *MTPLayer) forward(t *autograd.Tape, m *Model, h *autograd.Var, ids []int32, b, s int, ps *pass, recompute bool) (*autograd.Var, error) {
-	e, err := m.embed(t, ids, nil, b, s, ps.hidden)
+	e, err := m.embed(t, ids, nil, b, s, ps, l.Layer.Number)
 	if err != nil {
 		return nil, err
 	}

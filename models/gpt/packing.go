@@ -29,6 +29,11 @@ type Inputs struct {
 	// RoPE model reads them). Each must lie in [0, max_position_embeddings).
 	// Nil means each token's position in the whole sequence, 0..s_full−1.
 	PositionIDs []int32
+	// Samples, under Randomness.Counter, are each row's sample index in
+	// the data: the samples consumed before the global batch plus the
+	// row's place in it, the same whatever the layout deals the rows to
+	// (its counter-based dropout's key).
+	Samples []int64
 	// Segments, when not nil, number the documents of every row over the
 	// whole sequence, [Rows, Seq·cp] row-major: under context parallelism
 	// the rows before cp.Split, the same on every rank of the group

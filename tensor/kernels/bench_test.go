@@ -224,6 +224,25 @@ func BenchmarkDropout(b *testing.B) {
 	}
 }
 
+// BenchmarkDropoutAt is BenchmarkDropout's rows with counter-based masks,
+// one key per row (as the hidden dropout keys each token's row).
+func BenchmarkDropoutAt(b *testing.B) {
+	for _, cols := range benchCols() {
+		b.Run(fmt.Sprint("cols=", cols), func(b *testing.B) {
+			g := rng.New(1)
+			x := normal(g, benchRows*cols, 0, 1)
+			y, mask := make([]float32, len(x)), make([]byte, len(x))
+			b.SetBytes(int64(9 * len(x)))
+			for b.Loop() {
+				for r := range benchRows {
+					lo, hi := r*cols, (r+1)*cols
+					DropoutAt(y[lo:hi], mask[lo:hi], x[lo:hi], 0.1, rng.Derive(1, uint64(r)), uint64(r*cols))
+				}
+			}
+		})
+	}
+}
+
 func BenchmarkDropoutBackward(b *testing.B) {
 	g := rng.New(1)
 	x := normal(g, benchRows*1024, 0, 1)

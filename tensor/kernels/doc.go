@@ -13,7 +13,8 @@
 //   - Causal attention softmax of one head's score matrix, with a saved log-sum-exp for
 //     recompute ([CausalSoftmaxForward], [CausalSoftmaxRecompute], [SoftmaxBackwardRows]).
 //   - Embedding gather and deterministic scatter-add ([EmbeddingForward], [EmbeddingBackward]).
-//   - Inverted dropout driven by a [rng.RNG] ([Dropout], [DropoutBackward]).
+//   - Inverted dropout driven by a [rng.RNG] ([Dropout], [DropoutBackward]), or counter-based,
+//     each element's mask a pure function of a key and its counter ([DropoutAt]).
 //   - Adam/AdamW exactly as torch.optim ([AdamStep]) and the clipping factor ([ClipScale]).
 //   - Elementwise and reductions ([AddInto], [Add], [Scale], [Axpy], [SumSquares],
 //     [ColumnSumInto]).

@@ -7,6 +7,10 @@
 // produced after s was taken. This is what the RNG tracker (named streams such as
 // "model-parallel-rng"), dropout and activation recompute build on.
 //
+// Counter-based draws need no state: [SplitMix64] at k + n·[Golden] is word n of the stream
+// with key k, and [Derive] names sub-streams (a layer's, a sample's), so a draw is a pure
+// function of where it is made; counter-based dropout (kernels.DropoutAt) is built on it.
+//
 // An [RNG] is not safe for concurrent use; give each goroutine its own. The package has no
 // global generator and no package-level mutable state.
 //

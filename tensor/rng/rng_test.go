@@ -266,3 +266,18 @@ func TestSkipNormalMatchesFillNormal(t *testing.T) {
 		}
 	}
 }
+
+// TestDeriveDistinct: the sub-stream keys of 100 keys × 100 values are all
+// distinct, and differ from their parents.
+func TestDeriveDistinct(t *testing.T) {
+	seen := map[uint64]bool{}
+	for k := range uint64(100) {
+		for v := range uint64(100) {
+			d := Derive(k, v)
+			if seen[d] || d == k {
+				t.Fatalf("Derive(%d, %d) = %#x, seen before or its parent", k, v, d)
+			}
+			seen[d] = true
+		}
+	}
+}

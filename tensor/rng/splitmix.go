@@ -19,3 +19,13 @@ func SplitMix64(x uint64) uint64 {
 	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
 	return z ^ (z >> 31)
 }
+
+// Golden is SplitMix64's increment φ: word n of a counter stream with key k is
+// SplitMix64(k + n·Golden).
+const Golden = golden
+
+// Derive returns the key of the sub-stream v of the stream with key k: a keyed hash, so
+// that (k, v) pairs that differ give unrelated keys. Counter-based draws (dropout masks
+// keyed by a layer, a sample and a position) name their stream by deriving, one
+// coordinate at a time.
+func Derive(k, v uint64) uint64 { return SplitMix64(SplitMix64(k) ^ v) }

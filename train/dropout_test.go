@@ -1,0 +1,119 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"testing"
+)
+
+// dropoutLayouts are the parallel layouts the dropout tests train on, each
+// changing one dimension of mockArgs' one rank.
+var dropoutLayouts = []struct {
+	name string
+	set  func(*Args)
+}{
+	{"micro-batch 2", func(a *Args) { a.MicroBatchSize = 2 }},
+	{"dp2", func(a *Args) { a.WorldSize = 2 }},
+	{"dp2-micro-batch 2-distopt", func(a *Args) { a.WorldSize, a.MicroBatchSize, a.DDP.UseDistributedOptimizer = 2, 2, true }},
+	{"tp2", func(a *Args) { a.WorldSize, a.Model.TensorModelParallelSize = 2, 2 }},
+	{"tp2-sp", func(a *Args) {
+		a.WorldSize, a.Model.TensorModelParallelSize, a.Model.SequenceParallel = 2, 2, true
+	}},
+	{"pp2", func(a *Args) { a.WorldSize, a.Model.PipelineModelParallelSize = 2, 2 }},
+	{"cp2", func(a *Args) { a.WorldSize, a.Model.ContextParallelSize = 2, 2 }},
+	{"cp2-a2a", func(a *Args) { a.WorldSize, a.Model.ContextParallelSize, a.Model.CPCommType = 2, 2, []string{"a2a"} }},
+	{"selective recompute", func(a *Args) { a.Model.RecomputeGranularity = "selective" }},
+	{"full recompute", func(a *Args) {
+		a.Model.RecomputeGranularity, a.Model.RecomputeMethod, a.Model.RecomputeNumLayers = "full", "uniform", 1
+	}},
+	{"tp2-sp-cp2-pp2", func(a *Args) {
+		a.WorldSize, a.Model.TensorModelParallelSize, a.Model.SequenceParallel = 8, 2, true
+		a.Model.ContextParallelSize, a.Model.PipelineModelParallelSize = 2, 2
+	}},
+}
+
+// TestDropoutMatchesSingleRank trains with hidden and attention dropout 0.1
+// on one rank and under each of dropoutLayouts: the counter-based masks are
+// one rank's whatever the layout, so every loss equals the one rank's to
+// 1e-6 relative. The losses differ from those without dropout.
+func TestDropoutMatchesSingleRank(t *testing.T) {
+	args := func() Args {
+		a := mockArgs(6)
+		a.Model.HiddenDropout, a.Model.AttentionDropout = 0.1, 0.1
+		return a
+	}
+	want, err := Run(context.Background(), args(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := Run(context.Background(), mockArgs(6), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(plain.Losses) == fmt.Sprint(want.Losses) {
+		t.Fatal("dropout 0.1 changed no loss")
+	}
+	for _, l := range dropoutLayouts {
+		a := args()
+		l.set(&a)
+		got, err := Run(context.Background(), a, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", l.name, err)
+		}
+		for i := range want.Losses {
+			if e := relErr(got.Losses[i], want.Losses[i]); e > 1e-6 {
+				t.Errorf("%s: iteration %d: loss %.9g, one rank %.9g (relative %.2g)", l.name, i+1, got.Losses[i], want.Losses[i], e)
+			}
+		}
+	}
+}
+
+// TestDropoutSchedulesAndModelsMatchSingleRank: with dropout 0.1 the
+// pipeline schedules that run the stages in other orders (interleaved,
+// ZB-V, DualPipeV) give one rank's losses, and so do MoE layers under
+// expert parallelism and MTP depths under TP and PP, each to 1e-6
+// relative.
+func TestDropoutSchedulesAndModelsMatchSingleRank(t *testing.T) {
+	withDropout := func(a Args) Args {
+		a.Model.HiddenDropout, a.Model.AttentionDropout = 0.1, 0.1
+		a.TrainIters = 4
+		return a
+	}
+	for _, c := range []struct {
+		name   string
+		base   func() Args
+		layout func(*Args)
+	}{
+		{"pp2-vpp2", func() Args { return ppArgs(1, 1, 1) }, func(a *Args) {
+			a.WorldSize, a.Model.PipelineModelParallelSize, a.Model.VirtualPipelineModelParallelSize = 2, 2, 2
+		}},
+		{"zb-v", func() Args { return ppArgs(1, 1, 1) }, func(a *Args) {
+			a.WorldSize, a.Model.PipelineModelParallelSize, a.Model.VirtualPipelineModelParallelSize, a.PipelineSchedule = 2, 2, 2, "zb-v"
+		}},
+		{"dualpipev", func() Args { return ppArgs(1, 1, 1) }, func(a *Args) {
+			a.WorldSize, a.Model.PipelineModelParallelSize, a.Model.VirtualPipelineModelParallelSize, a.PipelineSchedule = 2, 2, 2, "dualpipev"
+		}},
+		{"moe-ep2", func() Args { return moeArgs(1) }, func(a *Args) {
+			a.WorldSize, a.Model.ExpertModelParallelSize = 2, 2
+		}},
+		{"mtp-tp2-sp", func() Args { return mtpArgs(1) }, func(a *Args) {
+			a.WorldSize, a.Model.TensorModelParallelSize, a.Model.SequenceParallel = 2, 2, true
+		}},
+	} {
+		want, err := Run(context.Background(), withDropout(c.base()), Options{})
+		if err != nil {
+			t.Fatalf("%s: one rank: %v", c.name, err)
+		}
+		a := withDropout(c.base())
+		c.layout(&a)
+		got, err := Run(context.Background(), a, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		for i := range want.Losses {
+			if e := relErr(got.Losses[i], want.Losses[i]); e > 1e-6 {
+				t.Errorf("%s: iteration %d: loss %.9g, one rank %.9g (relative %.2g)", c.name, i+1, got.Losses[i], want.Losses[i], e)
+			}
+		}
+	}
+}
