@@ -28,7 +28,8 @@ import (
 // CausalAttentionIn's operands are rounded; the softmax and its backward stay float32.
 //
 // Dropout (probability Dropout > 0) draws the block's M×N mask from a generator seeded by
-// rng.SplitMix64(Seed), so backward regenerates it.
+// rng.SplitMix64(Seed), or with Keys set counter-based at the block's places in the whole
+// sequence, so backward regenerates it.
 //
 // With QSeg and KSeg set (the segment ids of the M query and N key rows, --reset-attention-mask),
 // query i also sees key j only when QSeg[i] = KSeg[j] (kernels.SegmentMask): the masked

@@ -177,6 +177,19 @@ type Args struct {
 	// TensorBoard (--log-params-norm, --log-num-zeros-in-grad:
 	// optim.Optimizer's ParamsNorm and ZerosInGrad).
 	LogParamsNorm, LogNumZerosInGrad bool
+	// CheckForNaNInLossAndGrad is the loss half of
+	// --check-for-nan-in-loss-and-grad (on, as Megatron's default;
+	// --no-check-for-nan-in-loss-and-grad): a micro-batch whose local loss
+	// sum is NaN or infinite ends the run, naming the iteration, the
+	// micro-batch and the rank. The flag's gradient half is the DDP
+	// config's CheckForNaNInGrad. (Without either, a non-finite loss or
+	// gradient norm still ends the run at the end of its iteration,
+	// without naming where.)
+	CheckForNaNInLossAndGrad bool
+	// CheckForSpikyLoss is --check-for-spiky-loss: a warning when an
+	// iteration's loss is at least SpikyLossFactor times the largest of the
+	// run's first spikyLossSamples.
+	CheckForSpikyLoss bool
 	// TimingLogLevel (--timing-log-level, 0–2) reports, after each
 	// iteration line, the time per iteration of the timers at or below it
 	// (the pipeline schedules' passes and steps and their communication
@@ -244,6 +257,7 @@ func DefaultArgs() Args {
 		Model:                     trainingModel(),
 		DDP:                       defaultDDP(),
 		WorldSize:                 1,
+		CheckForNaNInLossAndGrad:  true,
 		MicroBatchSize:            1,
 		TrainIters:                0,
 		LR:                        1e-4,

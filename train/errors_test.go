@@ -16,21 +16,24 @@ import (
 
 // TestDivergenceIsAnError trains with an absurd learning rate and no
 // clipping: the run must stop with an error naming the iteration and the
-// fix, not train on NaNs — from the gradient buckets' NaN check (the
-// default), naming the parameter, or without it from the loss and norm
-// check.
+// fix, not train on NaNs — from the micro-batch loss check (the default),
+// naming the micro-batch; from the gradient buckets' NaN check, naming the
+// parameter; or without either from the iteration's loss and norm check.
 func TestDivergenceIsAnError(t *testing.T) {
-	for _, check := range []bool{true, false} {
+	for _, c := range []struct {
+		loss, grad bool
+		want       string
+	}{{true, true, "--check-for-nan-in-loss-and-grad"}, {false, true, "check_for_nan_in_grad"}, {false, false, "the gradient norm"}} {
 		a := mockArgs(30)
 		a.WorldSize = 2
 		a.LR, a.LRWarmupIters, a.ClipGrad, a.LRDecayStyle = 1e6, 0, 0, "constant"
-		a.DDP.CheckForNaNInGrad = check
+		a.CheckForNaNInLossAndGrad, a.DDP.CheckForNaNInGrad = c.loss, c.grad
 		_, err := Run(context.Background(), a, Options{})
 		if err == nil || !strings.Contains(err.Error(), "training diverged") || !strings.Contains(err.Error(), "--lr") || !strings.Contains(err.Error(), "iteration ") {
-			t.Fatalf("check_for_nan_in_grad %v: got %v, want a divergence error naming the iteration and --lr", check, err)
+			t.Fatalf("loss check %v, gradient check %v: got %v, want a divergence error naming the iteration and --lr", c.loss, c.grad, err)
 		}
-		if check && !strings.Contains(err.Error(), "check_for_nan_in_grad") {
-			t.Errorf("got %v, want the gradient check's error", err)
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("loss check %v, gradient check %v: got %v, want %q", c.loss, c.grad, err, c.want)
 		}
 	}
 }

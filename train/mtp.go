@@ -57,7 +57,7 @@ func mtpInputs(mtp []data.Batch) []gpt.MTPInputs {
 // reference divides each CP rank's depth loss by its own count). The
 // main loss reported is the main sum alone; each depth's mean loss is
 // reported for the log (mtpLosses).
-func (t *trainer) mtpLossFunc(ctx context.Context, tape *autograd.Tape, b data.Batch, mtp []data.Batch) pp.LossFunc {
+func (t *trainer) mtpLossFunc(ctx context.Context, tape *autograd.Tape, b data.Batch, mtp []data.Batch, micro int) pp.LossFunc {
 	return func(losses *autograd.Var) (pp.Loss, error) {
 		n := b.Rows * b.Seq
 		if losses.Value.Len() != (1+len(mtp))*n {
@@ -73,6 +73,9 @@ func (t *trainer) mtpLossFunc(ctx context.Context, tape *autograd.Tape, b data.B
 		counts := make([]int64, len(masks))
 		for k, m := range masks {
 			sums[k], counts[k] = maskedSum(vals[k*n:(k+1)*n], m), countTokens(m)
+			if err := t.checkLoss(micro, sums[k]); err != nil {
+				return pp.Loss{}, err
+			}
 		}
 		local := counts[0]
 		if err := t.sumOverCP(ctx, sums, counts); err != nil {

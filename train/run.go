@@ -211,6 +211,37 @@ type rankRun struct {
 	// timedIters counts the iterations the timers have run since their
 	// last report (--timing-log-level).
 	timedIters int
+	spiky      spikyCheck
+}
+
+// SpikyLossFactor and spikyLossSamples are --check-for-spiky-loss's rule,
+// the reference's (pretrain_gpt.py's SPIKY_LOSS_FACTOR and
+// RerunStateMachine.is_unexpectedly_large's sample of 100 values).
+const (
+	SpikyLossFactor  = 10
+	spikyLossSamples = 100
+)
+
+// spikyCheck is --check-for-spiky-loss's record of the losses.
+type spikyCheck struct {
+	n   int
+	max float64 // the largest |loss| of the first spikyLossSamples
+}
+
+// spike reports whether loss is at least SpikyLossFactor times the largest
+// |loss| of the first spikyLossSamples finite ones (which it records, and
+// which never spike). NaN and infinity are --check-for-nan-in-loss-and-grad's.
+func (c *spikyCheck) spike(loss float64) bool {
+	v := math.Abs(loss)
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return false
+	case c.n < spikyLossSamples:
+		c.n++
+		c.max = max(c.max, v)
+		return false
+	}
+	return v >= c.max*SpikyLossFactor
 }
 
 // startup prints rank 0's start-up lines: the model, precision, layout,
@@ -354,6 +385,10 @@ func (r *rankRun) report(ctx context.Context, s stepResult) error {
 		return err
 	}
 	r.res.Losses = append(r.res.Losses, s.loss)
+	if a.CheckForSpikyLoss && r.spiky.spike(s.loss) && r.log != nil {
+		r.log.printf("gotron: warning: iteration %d: spiky loss: %g is at least %d times the largest of the first %d iterations' losses, %g (--check-for-spiky-loss)\n",
+			t.iteration, s.loss, SpikyLossFactor, spikyLossSamples, r.spiky.max)
+	}
 	if s.mtpLosses != nil {
 		r.res.MTPLosses = append(r.res.MTPLosses, s.mtpLosses)
 	}

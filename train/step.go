@@ -166,9 +166,9 @@ func (t *trainer) forwardBackward(ctx context.Context, tape *autograd.Tape, ds d
 		case !c.Spec.PostProcess:
 			return out, nil, nil
 		case mtp != nil:
-			return out, t.mtpLossFunc(ctx, tape, b, mtp), nil
+			return out, t.mtpLossFunc(ctx, tape, b, mtp, s.Microbatch), nil
 		}
-		return out, t.lossFunc(ctx, tape, b), nil
+		return out, t.lossFunc(ctx, tape, b, s.Microbatch), nil
 	}
 	var trace func(pp.Event)
 	if t.rec != nil && !forwardOnly {
@@ -303,10 +303,13 @@ func (t *trainer) pipelineP2P(forwardOnly bool) pp.P2P {
 // and for the schedule, which divides by the group's count (and
 // multiplies by cp, undoing the gradients' average over the CP ranks), so
 // that every token weighs what it weighs on one rank.
-func (t *trainer) lossFunc(ctx context.Context, tape *autograd.Tape, b data.Batch) pp.LossFunc {
+func (t *trainer) lossFunc(ctx context.Context, tape *autograd.Tape, b data.Batch, micro int) pp.LossFunc {
 	return func(losses *autograd.Var) (pp.Loss, error) {
 		mask := gpt.SequenceFirst(b.LossMask, b.Rows, b.Seq)
 		sum := autograd.WeightedSum(tape, losses, tensor.FromSlice(mask, len(mask)))
+		if err := t.checkLoss(micro, sum.Value.Data()[0]); err != nil {
+			return pp.Loss{}, err
+		}
 		n := countTokens(mask)
 		l := pp.Loss{Value: sum, NumTokens: n, Reported: microLoss{sum: float64(sum.Value.Data()[0]), tokens: n}}
 		if t.cp.Size() == 1 {
@@ -319,6 +322,28 @@ func (t *trainer) lossFunc(ctx context.Context, tape *autograd.Tape, b data.Batc
 		l.GroupTokens, l.Reported = group.tokens, group
 		return l, nil
 	}
+}
+
+// checkLoss is --check-for-nan-in-loss-and-grad's loss half (the
+// reference's validate_result on the loss in pretrain_gpt.py's loss_func):
+// micro-batch micro's local loss sum, before any reduction, must be finite.
+// (The error reaches the user behind the rank, the iteration and the
+// schedule step.)
+func (t *trainer) checkLoss(micro int, sum float32) error {
+	v := float64(sum)
+	if !t.a.CheckForNaNInLossAndGrad || !math.IsNaN(v) && !math.IsInf(v, 0) {
+		return nil
+	}
+	what := "NaN"
+	if math.IsInf(v, 0) {
+		what = "Inf"
+	}
+	where := fmt.Sprintf("tensor-parallel rank %d, data-parallel rank %d", t.tp.Rank(), t.dpRank)
+	if t.cp.Size() > 1 {
+		where += fmt.Sprintf(", context-parallel rank %d", t.cp.Rank())
+	}
+	return fmt.Errorf("found %s in the local loss of micro-batch %d (%s) before any reduction (--check-for-nan-in-loss-and-grad): training diverged, or its input is bad: lower --lr, raise --lr-warmup-iters or set --clip-grad, and check the data",
+		what, micro, where)
 }
 
 // overCP sums a micro-batch's loss sum and token count over the

@@ -27,8 +27,8 @@ func addDDPFlags(f *pflag.FlagSet, a *train.Args) {
 	f.BoolVar(&d.AverageInCollective, "average-in-collective", d.AverageInCollective, "the same as --ddp-average-in-collective")
 	f.BoolVar(&d.ReduceScatterWithFP32Accumulation, "ddp-reduce-scatter-with-fp32-accumulation", d.ReduceScatterWithFP32Accumulation, "reduce-scatter as an all-to-all followed by a local float32 sum")
 	f.BoolVar(&d.GradReduceInFP32, "accumulate-allreduce-grads-in-fp32", d.GradReduceInFP32, "keep and reduce gradients in float32 whatever the parameter type")
-	f.BoolVar(&d.CheckForNaNInGrad, "check-for-nan-in-loss-and-grad", d.CheckForNaNInGrad, "check each gradient bucket for NaN and infinity before its reduction (the default); a bad gradient stops every rank naming the parameter, bucket and rank")
-	f.Bool("no-check-for-nan-in-loss-and-grad", false, "skip the NaN and infinity check of the gradient buckets")
+	f.BoolVar(&d.CheckForNaNInGrad, "check-for-nan-in-loss-and-grad", d.CheckForNaNInGrad, "check each micro-batch's local loss and each gradient bucket, before its reduction, for NaN and infinity (the default); a bad one stops every rank naming the iteration, micro-batch or parameter and bucket, and rank")
+	f.Bool("no-check-for-nan-in-loss-and-grad", false, "skip the NaN and infinity checks of the losses and the gradient buckets")
 	f.BoolVar(&a.Model.BF16, "bf16", a.Model.BF16, "mixed precision: bfloat16 parameters and GEMM inputs (on oneDNN's bf16 kernels where they are the faster on this CPU, else on float32 kernels: GOTRON_BF16_GEMM), float32 main parameters, gradients accumulated and reduced in float32")
 	f.BoolVar(&a.Model.FP16, "fp16", a.Model.FP16, "mixed precision: float16 parameters and GEMM inputs, float32 main parameters, float16 gradients, dynamic loss scaling")
 	f.BoolVar(&a.GradReduceInBF16, "grad-reduce-in-bf16", a.GradReduceInBF16, "with --bf16, accumulate and reduce gradients in bfloat16 instead of float32")
@@ -45,6 +45,7 @@ func addDDPFlags(f *pflag.FlagSet, a *train.Args) {
 	f.BoolVar(&d.FSDPDoubleBuffer, "fsdp-double-buffer", d.FSDPDoubleBuffer, "Megatron-FSDP's fixed pair of communication buffers; refused: gotron's FSDP always reuses its released buffers, as many as the units in flight at once")
 	f.IntVar(&d.MegatronFSDPVersion, "megatron-fsdp-version", d.MegatronFSDPVersion, "Megatron-FSDP implementation version (only 1 is provided)")
 	f.BoolVar(&d.CheckForLargeGrads, "check-for-large-grads", d.CheckForLargeGrads, "stop when a gradient bucket's norm exceeds 10× the largest it had before")
+	f.BoolVar(&a.CheckForSpikyLoss, "check-for-spiky-loss", a.CheckForSpikyLoss, "warn at an iteration whose loss is at least 10 times the largest of the first 100")
 }
 
 // ddpFlags reads the paired DDP flags into a, and applies Megatron's
@@ -61,7 +62,7 @@ func ddpFlags(cmd *cobra.Command, a *train.Args) error {
 		set     func(bool)
 	}{
 		{"align-param-gather", "no-align-param-gather", func(v bool) { a.AlignParamGather = &v }},
-		{"check-for-nan-in-loss-and-grad", "no-check-for-nan-in-loss-and-grad", func(v bool) { a.DDP.CheckForNaNInGrad = v }},
+		{"check-for-nan-in-loss-and-grad", "no-check-for-nan-in-loss-and-grad", func(v bool) { a.DDP.CheckForNaNInGrad, a.CheckForNaNInLossAndGrad = v, v }},
 	} {
 		on, off := f.Changed(p.on), f.Changed(p.off)
 		if on && off {
