@@ -197,6 +197,14 @@ type Args struct {
 	// TimingLogOption says ("minmax", "max" or "all"; "" is minmax).
 	TimingLogLevel  int
 	TimingLogOption string
+	// LogStraggler (--log-straggler) compares the ranks' time in each timed
+	// phase every --log-interval iterations and names those slower than
+	// the median by more than StragglerThreshold (a fraction, 0.1), the
+	// StragglerMinmaxCount slowest of each phase at most
+	// (--straggler-minmax-count, 1).
+	LogStraggler         bool
+	StragglerThreshold   float64
+	StragglerMinmaxCount int
 	// TensorBoard is --tensorboard-dir and its family.
 	TensorBoard TensorBoard
 	// PipelineSchedule is --pipeline-schedule: "" or "1f1b" for the
@@ -258,6 +266,8 @@ func DefaultArgs() Args {
 		DDP:                       defaultDDP(),
 		WorldSize:                 1,
 		CheckForNaNInLossAndGrad:  true,
+		StragglerThreshold:        0.1,
+		StragglerMinmaxCount:      1,
 		MicroBatchSize:            1,
 		TrainIters:                0,
 		LR:                        1e-4,
@@ -561,6 +571,12 @@ func (a Args) checkCounts(_ int, v *violations) {
 	}
 	if a.CkptStep < 0 {
 		v.add("--ckpt-step %d: must be a saved iteration (1 or more; 0: the latest)", a.CkptStep)
+	}
+	if t := a.StragglerThreshold; !(t > 0) || math.IsInf(t, 0) {
+		v.add("--straggler-threshold %g: a positive fraction of the median (0.1: 10%% slower)", t)
+	}
+	if a.StragglerMinmaxCount < 1 {
+		v.add("--straggler-minmax-count %d: at least 1", a.StragglerMinmaxCount)
 	}
 	if a.TimingLogLevel < 0 || a.TimingLogLevel > 2 {
 		v.add("--timing-log-level %d: choose 0 (the iteration's time only), 1 (once-per-iteration operations: the pipeline pass, the optimizer) or 2 (every step and message too)", a.TimingLogLevel)

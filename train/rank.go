@@ -129,8 +129,8 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *source.Sets, 
 	blas.SetThreads(1)
 
 	t.tp, t.mp, t.pp = groups.TP(), groups.Get(mesh.GroupMP), groups.PP()
-	if a.TimingLogLevel > 0 {
-		t.timers = newTimers(a.TimingLogLevel)
+	if a.TimingLogLevel > 0 || a.LogStraggler {
+		t.timers = newTimers(max(a.TimingLogLevel, 1))
 	}
 	if err := t.buildModel(ctx, perRank); err != nil {
 		return nil, err

@@ -428,7 +428,14 @@ func (r *rankRun) timing(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return formatTimers(times, n, a.TimingLogOption), nil
+	var out string
+	if a.TimingLogLevel > 0 {
+		out = formatTimers(times, n, a.TimingLogOption)
+	}
+	if a.LogStraggler {
+		out += formatStragglers(times, n, a.StragglerThreshold, a.StragglerMinmaxCount)
+	}
+	return out, nil
 }
 
 // exit ends the run after this iteration when a signal, --exit-interval

@@ -144,3 +144,59 @@ func formatTimers(times [][]int64, iterations int, option string) string {
 	}
 	return head + b.String() + "\n"
 }
+
+// formatStragglers is --log-straggler's report of the gathered times: for
+// each timed phase that two or more ranks ran, the ranks slower than the
+// median of those ranks by more than threshold (a fraction), the count
+// slowest at most, each with its time per iteration and its excess; one
+// line saying there are none otherwise.
+func formatStragglers(times [][]int64, iterations int, threshold float64, count int) string {
+	ms := func(ns int64) float64 { return float64(ns) / 1e6 / float64(max(iterations, 1)) }
+	var b strings.Builder
+	for i, name := range timedNames {
+		type rankTime struct {
+			rank int
+			ns   int64
+		}
+		var ran []rankTime
+		for r, t := range times {
+			if t[i] > 0 {
+				ran = append(ran, rankTime{r, t[i]})
+			}
+		}
+		if len(ran) < 2 {
+			continue
+		}
+		ns := make([]int64, len(ran))
+		for k, rt := range ran {
+			ns[k] = rt.ns
+		}
+		med := median(ns)
+		slices.SortStableFunc(ran, func(x, y rankTime) int { return int(y.ns - x.ns) })
+		var slow []string
+		for _, rt := range ran[:min(count, len(ran))] {
+			if float64(rt.ns) > (1+threshold)*med {
+				slow = append(slow, fmt.Sprintf("rank %d %.2f ms (+%.0f%%)", rt.rank, ms(rt.ns), 100*(float64(rt.ns)/med-1)))
+			}
+		}
+		if len(slow) > 0 {
+			fmt.Fprintf(&b, "\n    %s: median %.2f ms; %s", name, med/1e6/float64(max(iterations, 1)), strings.Join(slow, ", "))
+		}
+	}
+	if b.Len() == 0 {
+		return fmt.Sprintf("stragglers: none (no rank more than %.0f%% slower than the median in any phase)\n", 100*threshold)
+	}
+	return fmt.Sprintf("stragglers (ranks more than %.0f%% slower than the median, time per iteration):", 100*threshold) + b.String() + "\n"
+}
+
+// median returns the median of xs (not empty), the mean of the middle two
+// for an even count.
+func median(xs []int64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return float64(s[n/2])
+	}
+	return (float64(s[n/2-1]) + float64(s[n/2])) / 2
+}
