@@ -117,3 +117,26 @@ func TestDropoutSchedulesAndModelsMatchSingleRank(t *testing.T) {
 		}
 	}
 }
+
+// TestVSchedulesWithDropoutAreInterleaved: with dropout 0.1, ZB-V and
+// DualPipeV give the interleaved 1F1B's losses on the same stages bit for
+// bit, as without dropout: the masks do not follow the order a rank runs
+// its forwards in.
+func TestVSchedulesWithDropoutAreInterleaved(t *testing.T) {
+	var want string
+	for _, s := range []string{"", "zb-v", "dualpipev"} {
+		a := ppArgs(2, 1, 2)
+		a.Model.VirtualPipelineModelParallelSize, a.PipelineSchedule = 2, s
+		a.Model.HiddenDropout, a.Model.AttentionDropout = 0.1, 0.1
+		a.TrainIters = 4
+		res, err := Run(context.Background(), a, Options{})
+		if err != nil {
+			t.Fatalf("%q: %v", s, err)
+		}
+		if got := fmt.Sprint(res.Losses); s == "" {
+			want = got
+		} else if got != want {
+			t.Errorf("%s: losses %s, interleaved %s", s, got, want)
+		}
+	}
+}
