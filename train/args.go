@@ -330,6 +330,11 @@ func (a Args) Schedule() optim.Schedule {
 	if a.stepSchedule() != nil && !s.Samples {
 		g := a.GlobalBatchSize
 		s.WarmupIters, s.DecayIters, s.WSDDecayIters, s.WDIncrIters = s.WarmupIters*g, s.DecayIters*g, s.WSDDecayIters*g, s.WDIncrIters*g
+		if a.LRWarmupFraction > 0 {
+			// The fraction of the decay's samples, as the reference's
+			// f·lr_decay_steps, not of its iterations rounded first.
+			s.WarmupIters = int(a.LRWarmupFraction * float64(s.DecayIters))
+		}
 		s.Samples = true
 	}
 	return s

@@ -176,8 +176,11 @@ func (a Args) validateSteps(dp int, add func(format string, args ...any)) {
 	}
 	rows := a.MicroBatchSize * dp
 	mp := a.Model.ModelParallelConfig
-	// The last batch is the evaluation's too.
-	for _, b := range append(a.reachedBatches(), s.Last()) {
+	reached := a.reachedBatches()
+	if a.EvalIters > 0 {
+		reached = append(reached, s.Last()) // the evaluation's batch
+	}
+	for _, b := range reached {
 		if b%rows != 0 {
 			add("%s: the global batch %d is not a multiple of --micro-batch-size × data-parallel size = %d × %d = %d: make every batch the run reaches a multiple of %d",
 				flag, b, a.MicroBatchSize, dp, rows, rows)

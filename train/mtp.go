@@ -73,7 +73,7 @@ func (t *trainer) mtpLossFunc(ctx context.Context, tape *autograd.Tape, b data.B
 		counts := make([]int64, len(masks))
 		for k, m := range masks {
 			sums[k], counts[k] = maskedSum(vals[k*n:(k+1)*n], m), countTokens(m)
-			if err := t.checkLoss(micro, sums[k]); err != nil {
+			if err := t.checkLoss(micro, k, sums[k]); err != nil {
 				return pp.Loss{}, err
 			}
 		}

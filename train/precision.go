@@ -70,7 +70,10 @@ func (a Args) ResolvePrecision() Args {
 	case mp.FP16:
 		mp.ParamsDType = config.Float16
 		if a.LossScale == 0 {
-			a.DDP.CheckForNaNInGrad = false
+			// Non-finite losses and gradients are the dynamic scaler's
+			// signal to skip a step (Megatron turns the whole
+			// --check-for-nan-in-loss-and-grad off here too).
+			a.DDP.CheckForNaNInGrad, a.CheckForNaNInLossAndGrad = false, false
 		}
 	}
 	if (mp.BF16 || mp.FP16) && a.DDP.GradReduceInFP32 {

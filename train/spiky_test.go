@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"math"
 	"testing"
 )
@@ -22,5 +23,19 @@ func TestSpikyLoss(t *testing.T) {
 		if got := c.spike(x.loss); got != x.spike {
 			t.Errorf("loss %g after the samples (largest 3000): spike %v, want %v", x.loss, got, x.spike)
 		}
+	}
+}
+
+// TestFP16DynamicScalingSkipsNaN: under --fp16 with the dynamic loss
+// scaler a non-finite loss or gradient skips the step, as the reference,
+// which turns --check-for-nan-in-loss-and-grad off there: a run with an
+// absurd learning rate skips iterations and does not stop.
+func TestFP16DynamicScalingSkipsNaN(t *testing.T) {
+	a := mockArgs(30)
+	a.Model.FP16 = true
+	a.LR, a.LRWarmupIters, a.ClipGrad, a.LRDecayStyle = 1e6, 0, 0, "constant"
+	res, err := Run(context.Background(), a, Options{})
+	if err != nil || res.Skipped == 0 {
+		t.Fatalf("skipped %v iterations, error %v; want skipped iterations and no error", res, err)
 	}
 }

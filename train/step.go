@@ -307,7 +307,7 @@ func (t *trainer) lossFunc(ctx context.Context, tape *autograd.Tape, b data.Batc
 	return func(losses *autograd.Var) (pp.Loss, error) {
 		mask := gpt.SequenceFirst(b.LossMask, b.Rows, b.Seq)
 		sum := autograd.WeightedSum(tape, losses, tensor.FromSlice(mask, len(mask)))
-		if err := t.checkLoss(micro, sum.Value.Data()[0]); err != nil {
+		if err := t.checkLoss(micro, 0, sum.Value.Data()[0]); err != nil {
 			return pp.Loss{}, err
 		}
 		n := countTokens(mask)
@@ -326,10 +326,10 @@ func (t *trainer) lossFunc(ctx context.Context, tape *autograd.Tape, b data.Batc
 
 // checkLoss is --check-for-nan-in-loss-and-grad's loss half (the
 // reference's validate_result on the loss in pretrain_gpt.py's loss_func):
-// micro-batch micro's local loss sum, before any reduction, must be finite.
-// (The error reaches the user behind the rank, the iteration and the
-// schedule step.)
-func (t *trainer) checkLoss(micro int, sum float32) error {
+// micro-batch micro's local loss sum, before any reduction, must be finite
+// (the main loss's, depth 0, or MTP depth depth's). (The error reaches the
+// user behind the rank, the iteration and the schedule step.)
+func (t *trainer) checkLoss(micro, depth int, sum float32) error {
 	v := float64(sum)
 	if !t.a.CheckForNaNInLossAndGrad || !math.IsNaN(v) && !math.IsInf(v, 0) {
 		return nil
@@ -342,8 +342,12 @@ func (t *trainer) checkLoss(micro int, sum float32) error {
 	if t.cp.Size() > 1 {
 		where += fmt.Sprintf(", context-parallel rank %d", t.cp.Rank())
 	}
-	return fmt.Errorf("found %s in the local loss of micro-batch %d (%s) before any reduction (--check-for-nan-in-loss-and-grad): training diverged, or its input is bad: lower --lr, raise --lr-warmup-iters or set --clip-grad, and check the data",
-		what, micro, where)
+	loss := "the local loss"
+	if depth > 0 {
+		loss = fmt.Sprintf("MTP depth %d's local loss", depth)
+	}
+	return fmt.Errorf("found %s in %s of micro-batch %d (%s) before any reduction (--check-for-nan-in-loss-and-grad): training diverged, or its input is bad: lower --lr, raise --lr-warmup-iters or set --clip-grad, and check the data",
+		what, loss, micro, where)
 }
 
 // overCP sums a micro-batch's loss sum and token count over the

@@ -166,3 +166,40 @@ func TestStepScheduleTrainSamples(t *testing.T) {
 		t.Errorf("second iteration's learning rate %g, want %g (2 of 4 warmup samples)", lr, a.LR/2)
 	}
 }
+
+// TestStepScheduleWarmupFraction: with --train-iters the warmup fraction
+// is of the decay's samples (the reference's f·lr_decay_steps), as the
+// same run in --train-samples gives: 0.15 of 10 iterations of 8 is 12
+// samples, so after the first step's 8 the rate is two thirds of --lr.
+func TestStepScheduleWarmupFraction(t *testing.T) {
+	a := stepArgs(10, "0:8")
+	a.LRWarmupIters, a.LRWarmupFraction, a.LRDecayStyle = 0, 0.15, "linear"
+	a.LogJSON = filepath.Join(t.TempDir(), "iters.jsonl")
+	if _, err := Run(context.Background(), a, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	b := a
+	b.TrainIters, b.TrainSamples = 0, 80
+	b.LogJSON = filepath.Join(t.TempDir(), "samples.jsonl")
+	if _, err := Run(context.Background(), b, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	ri, rs := readRecords(t, a.LogJSON), readRecords(t, b.LogJSON)
+	if lr := ri[1].LR; math.Abs(lr-a.LR*8/12) > 1e-15 || lr != rs[1].LR {
+		t.Errorf("second iteration's learning rate %g (--train-samples: %g), want %g", lr, rs[1].LR, a.LR*8/12)
+	}
+}
+
+// TestStepScheduleUnreachedLast: a last batch the run never reaches is not
+// checked against micro × dp, unless the run evaluates (at that batch).
+func TestStepScheduleUnreachedLast(t *testing.T) {
+	a := stepArgs(4, "0:2 64:4 192:5") // batches 2, 2, 4, 4
+	a.WorldSize = 2
+	if _, err := Run(context.Background(), a, Options{}); err != nil {
+		t.Fatalf("without evaluation: %v", err)
+	}
+	a.EvalIters, a.EvalInterval = 1, 4
+	if _, err := Run(context.Background(), a, Options{}); err == nil || !strings.Contains(err.Error(), "the global batch 5 is not a multiple") {
+		t.Fatalf("with evaluation: %v", err)
+	}
+}
