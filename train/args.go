@@ -202,9 +202,15 @@ type Args struct {
 	// the median by more than StragglerThreshold (a fraction, 0.1), the
 	// StragglerMinmaxCount slowest of each phase at most
 	// (--straggler-minmax-count, 1).
-	LogStraggler         bool
-	StragglerThreshold   float64
-	StragglerMinmaxCount int
+	// InprocessRestart (--inprocess-restart) runs the job again in this
+	// process from --save's newest checkpoint when its ranks fail, at most
+	// InprocessMaxIterations times (--inprocess-max-iterations; 3). Only
+	// with ranks in this process, and --save.
+	InprocessRestart       bool
+	InprocessMaxIterations int
+	LogStraggler           bool
+	StragglerThreshold     float64
+	StragglerMinmaxCount   int
 	// TensorBoard is --tensorboard-dir and its family.
 	TensorBoard TensorBoard
 	// PipelineSchedule is --pipeline-schedule: "" or "1f1b" for the
@@ -267,6 +273,7 @@ func DefaultArgs() Args {
 		WorldSize:                 1,
 		CheckForNaNInLossAndGrad:  true,
 		StragglerThreshold:        0.1,
+		InprocessMaxIterations:    3,
 		StragglerMinmaxCount:      1,
 		MicroBatchSize:            1,
 		TrainIters:                0,
@@ -579,6 +586,12 @@ func (a Args) checkCounts(_ int, v *violations) {
 	}
 	if t := a.StragglerThreshold; !(t > 0) || math.IsInf(t, 0) {
 		v.add("--straggler-threshold %g: a positive fraction of the median (0.1: 10%% slower)", t)
+	}
+	if a.InprocessRestart && a.Save == "" {
+		v.add("--inprocess-restart resumes a failed run from its newest checkpoint, and --save is not given: pass --save DIR (with --save-interval) or drop --inprocess-restart")
+	}
+	if a.InprocessMaxIterations < 1 {
+		v.add("--inprocess-max-iterations %d: at least 1 restart", a.InprocessMaxIterations)
 	}
 	if a.StragglerMinmaxCount < 1 {
 		v.add("--straggler-minmax-count %d: at least 1", a.StragglerMinmaxCount)

@@ -63,16 +63,66 @@ type Result struct {
 	// Saved is the iteration of the last checkpoint the run wrote (0:
 	// none).
 	Saved int
+	// Restarts counts --inprocess-restart's restarts before this run.
+	Restarts int
 }
 
-// Run trains with a.WorldSize ranks as goroutines of this process.
+// Run trains with a.WorldSize ranks as goroutines of this process. Under
+// --inprocess-restart a run whose ranks fail after they started is run
+// again from the newest checkpoint in --save, up to
+// InprocessMaxIterations times; Result.Restarts counts the restarts and
+// the Result is the last run's.
 func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 	if a.WorldSize < 1 {
 		return nil, fmt.Errorf("invalid arguments: --world-size %d: must be at least 1", a.WorldSize)
 	}
+	res, started, err := runOnce(ctx, a, o)
+	for n := 1; err != nil && started && a.InprocessRestart && ctx.Err() == nil && n <= a.InprocessMaxIterations; n++ {
+		b := restartArgs(a)
+		if o.Out != nil {
+			from := "from scratch (--save holds no checkpoint yet)"
+			if b.Load == a.Save {
+				it, _ := ckpt.Latest(a.Save)
+				from = fmt.Sprintf("from --save %s (iteration %d)", a.Save, it)
+			} else if b.Load != "" {
+				from = "from --load " + b.Load
+			}
+			fmt.Fprintf(o.Out, "gotron: in-process restart %d of %d %s, after: %v\n", n, a.InprocessMaxIterations, from, err)
+		}
+		res, started, err = runOnce(ctx, b, o)
+		if res != nil {
+			res.Restarts = n
+		}
+	}
+	return res, err
+}
+
+// injectFault, when set (by a test), is called by every rank before each
+// iteration (its world rank, the iteration about to run); an error fails
+// the rank there, as a fault would.
+var injectFault func(rank, iteration int) error
+
+// restartArgs are a's for an in-process restart: resuming from --save's
+// newest checkpoint, whole (optimizer, generators, data position), once it
+// holds one; until then a's own start.
+func restartArgs(a Args) Args {
+	if a.Save == "" {
+		return a
+	}
+	if _, err := ckpt.Latest(a.Save); err != nil {
+		return a
+	}
+	a.Load, a.CkptStep, a.Finetune, a.NoLoadOptim, a.NoLoadRNG = a.Save, 0, false, false, false
+	return a
+}
+
+// runOnce is one run of Run; started says the ranks started (an error
+// before, from the arguments, the data or the machine, is not one a
+// restart mends).
+func runOnce(ctx context.Context, a Args, o Options) (_ *Result, started bool, _ error) {
 	p, err := Prepare(a, o, Placement{World: a.WorldSize, Machine: a.WorldSize, Process: a.WorldSize, Lock: true})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer p.Close()
 	world := local.NewWorld(a.WorldSize, comm.Options{Timeout: timeout(p.a)})
@@ -83,9 +133,9 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 		return err
 	})
 	if err != nil {
-		return nil, rootCause(ctx, err, a.WorldSize)
+		return nil, true, rootCause(ctx, err, a.WorldSize)
 	}
-	return results[0], nil
+	return results[0], true, nil
 }
 
 // lockSave takes the lock of a directory the run saves into (flag names
@@ -299,6 +349,11 @@ func (r *rankRun) validate(ctx context.Context) error {
 // validation, a save, and an exit (stop true) when one is due.
 func (r *rankRun) iterate(ctx context.Context) (stop bool, err error) {
 	a, t := r.a, r.t
+	if injectFault != nil {
+		if err := injectFault(t.groups.World.Rank(), t.iteration+1); err != nil {
+			return false, err
+		}
+	}
 	// Each iteration's MoE metrics count its own training forwards.
 	t.resetMoEStats()
 	var s stepResult

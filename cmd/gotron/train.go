@@ -70,6 +70,9 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 			if backend != "local" && backend != "mpi" {
 				return fmt.Errorf("--backend %q: choose local (ranks as goroutines) or mpi (one process per rank under mpirun)", backend)
 			}
+			if a.InprocessRestart && backend == "mpi" {
+				return fmt.Errorf("--inprocess-restart runs the job again inside this process, and under --backend mpi the ranks are processes mpirun starts: drop --inprocess-restart and let the launcher restart the job from --save (e.g. Slurm's --requeue)")
+			}
 			if err := checkLauncher(backend); err != nil {
 				return err
 			}
@@ -204,6 +207,8 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 	f.BoolVar(&a.LogThroughput, "log-throughput", false, "add the model TFLOP/s per rank to each iteration line (Megatron's throughput per GPU)")
 	f.BoolVar(&a.LogParamsNorm, "log-params-norm", false, "add the updated parameters' global L2 norm to each iteration line, --log-json (params_norm) and TensorBoard (params-norm)")
 	f.IntVar(&a.TimingLogLevel, "timing-log-level", 0, "report, after each iteration line, the time per iteration of the timers at this level or below: 0 none, 1 the pipeline pass (forward-backward) and the optimizer, 2 also each forward, backward and pipeline message")
+	f.BoolVar(&a.InprocessRestart, "inprocess-restart", false, "when a rank fails, run the job again in this process from the newest checkpoint in --save (ranks as goroutines only)")
+	f.IntVar(&a.InprocessMaxIterations, "inprocess-max-iterations", a.InprocessMaxIterations, "--inprocess-restart: the most restarts")
 	f.BoolVar(&a.LogStraggler, "log-straggler", false, "every --log-interval iterations, name the ranks slower than the median in a timed phase (forward-backward, optimizer; with --timing-log-level 2 each step and message) by more than --straggler-threshold")
 	f.Float64Var(&a.StragglerThreshold, "straggler-threshold", a.StragglerThreshold, "--log-straggler: how much slower than the median a rank must be to be named, a fraction (0.1: 10%)")
 	f.IntVar(&a.StragglerMinmaxCount, "straggler-minmax-count", a.StragglerMinmaxCount, "--log-straggler: the most ranks named per phase, the slowest first")
