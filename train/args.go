@@ -202,15 +202,15 @@ type Args struct {
 	// the median by more than StragglerThreshold (a fraction, 0.1), the
 	// StragglerMinmaxCount slowest of each phase at most
 	// (--straggler-minmax-count, 1).
+	LogStraggler         bool
+	StragglerThreshold   float64
+	StragglerMinmaxCount int
 	// InprocessRestart (--inprocess-restart) runs the job again in this
 	// process from --save's newest checkpoint when its ranks fail, at most
 	// InprocessMaxIterations times (--inprocess-max-iterations; 3). Only
 	// with ranks in this process, and --save.
 	InprocessRestart       bool
 	InprocessMaxIterations int
-	LogStraggler           bool
-	StragglerThreshold     float64
-	StragglerMinmaxCount   int
 	// TensorBoard is --tensorboard-dir and its family.
 	TensorBoard TensorBoard
 	// PipelineSchedule is --pipeline-schedule: "" or "1f1b" for the
