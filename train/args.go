@@ -205,6 +205,13 @@ type Args struct {
 	LogStraggler         bool
 	StragglerThreshold   float64
 	StragglerMinmaxCount int
+	// RerunMode is --rerun-mode: disabled (the default), validate_results
+	// (an iteration in which a rank's local loss is not finite runs its
+	// forward and backward again before the optimizer step, and the
+	// comparison, bit for bit, tells a fault of the machine from a
+	// divergence) or report_stats (every iteration runs twice, and the
+	// log reports how often the two differ).
+	RerunMode string
 	// InprocessRestart (--inprocess-restart) runs the job again in this
 	// process from --save's newest checkpoint when its ranks fail, at most
 	// InprocessMaxIterations times (--inprocess-max-iterations; 3). Only
@@ -274,6 +281,7 @@ func DefaultArgs() Args {
 		CheckForNaNInLossAndGrad:  true,
 		StragglerThreshold:        0.1,
 		InprocessMaxIterations:    3,
+		RerunMode:                 RerunDisabled,
 		StragglerMinmaxCount:      1,
 		MicroBatchSize:            1,
 		TrainIters:                0,
@@ -586,6 +594,9 @@ func (a Args) checkCounts(_ int, v *violations) {
 	}
 	if t := a.StragglerThreshold; !(t > 0) || math.IsInf(t, 0) {
 		v.add("--straggler-threshold %g: a positive fraction of the median (0.1: 10%% slower)", t)
+	}
+	if !slices.Contains(RerunModes, a.RerunMode) {
+		v.add("--rerun-mode %q: choose %s", a.RerunMode, strings.Join(RerunModes, ", "))
 	}
 	if a.InprocessRestart && a.Save == "" {
 		v.add("--inprocess-restart resumes a failed run from its newest checkpoint, and --save is not given: pass --save DIR (with --save-interval) or drop --inprocess-restart")

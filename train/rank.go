@@ -60,6 +60,7 @@ type trainer struct {
 	skipped int
 	sched   optim.Schedule
 	rand    *gpt.Randomness // dropout: the default stream and the tracker's
+	rerun   *rerunState     // --rerun-mode's record (nil: disabled)
 	data    *source.Sets
 	tp      comm.Group // the tensor-parallel group
 	mp      comm.Group // the model-parallel group (gradient norm)
@@ -129,6 +130,9 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *source.Sets, 
 	blas.SetThreads(1)
 
 	t.tp, t.mp, t.pp = groups.TP(), groups.Get(mesh.GroupMP), groups.PP()
+	if a.RerunMode != RerunDisabled && a.RerunMode != "" {
+		t.rerun = &rerunState{}
+	}
 	if a.TimingLogLevel > 0 || a.LogStraggler {
 		t.timers = newTimers(max(a.TimingLogLevel, 1))
 	}

@@ -183,6 +183,9 @@ func rootCause(ctx context.Context, err error, world int) error {
 	if !errors.As(err, &re) {
 		return err
 	}
+	if same := sameError(re.Errs); same != nil {
+		return same // every rank said the same (a check shared over the ranks)
+	}
 	for r, e := range re.Errs {
 		var pe *comm.PeerError
 		consequence := e == nil || r == re.Rank || errors.As(e, &pe) || errors.Is(e, context.Canceled) && ctx.Err() == nil
@@ -194,6 +197,28 @@ func rootCause(ctx context.Context, err error, world int) error {
 		return re.Err
 	}
 	return fmt.Errorf("rank %d: %w", re.Rank, re.Err)
+}
+
+// sameError returns the error every failed rank returned when they all
+// returned the same message and several failed, else nil.
+func sameError(errs []error) error {
+	var first error
+	n := 0
+	for _, e := range errs {
+		switch {
+		case e == nil:
+		case first == nil:
+			first, n = e, 1
+		case e.Error() != first.Error():
+			return nil
+		default:
+			n++
+		}
+	}
+	if n < 2 {
+		return nil
+	}
+	return first
 }
 
 // RunRank runs one rank of a training job on its world group; under mpirun
@@ -461,6 +486,9 @@ func (r *rankRun) report(ctx context.Context, s stepResult) error {
 			return err
 		}
 		r.log.printf("%s", timing)
+		if a.RerunMode == RerunReportStats && (t.iteration%a.LogInterval == 0 || t.iteration == a.TrainIters) {
+			r.log.printf("%s", t.rerun.statsReport())
+		}
 	}
 	return nil
 }
@@ -610,6 +638,11 @@ func normalise(a Args, world int) Args {
 			// which the communicator does unbatched.
 			mp.BatchP2PComm = false
 		}
+	}
+	if a.RerunMode == RerunValidateResults {
+		// A non-finite loss runs the iteration again instead of ending it,
+		// and its gradients are its consequence: the rerun judges both.
+		a.DDP.CheckForNaNInGrad = false
 	}
 	a.DDP.Finalize() // Megatron-FSDP's implied settings
 	if a.AlignParamGather != nil {

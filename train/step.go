@@ -44,7 +44,13 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 	tape := t.newTape(ctx)
 	batch := a.stepAt(t.iteration, t.consumed)
 	t.micro = batch.Rows / (a.MicroBatchSize * t.dp)
+	if t.rerun != nil {
+		t.rerun.start()
+	}
 	res, err := t.forwardBackward(ctx, tape, t.data.Train, batch, false)
+	if err == nil && t.rerun != nil {
+		tape, res, err = t.runAgain(ctx, tape, res, batch)
+	}
 	if err != nil {
 		return stepResult{}, fmt.Errorf("iteration %d: %w", t.iteration+1, err)
 	}
@@ -85,6 +91,30 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 	t.consumed += int64(batch.Rows)
 	return stepResult{loss: loss, mtpLosses: mtp, gradNorm: norm, paramsNorm: pnorm, numZeros: zeros, lr: lr, skipped: skip, lossScale: scale,
 		globalBatch: batch.Rows, consumed: t.consumed, elapsed: time.Since(start), peakActivation: tape.PeakActivationBytes()}, nil
+}
+
+// runAgain is --rerun-mode's rerun of the iteration in place: when
+// needsRerun says so, the gradients are zeroed and the forward and
+// backward run again on the same batch (the same masks: dropout is keyed
+// by where it draws), and verdict compares the local losses; it returns
+// the tape and result the iteration goes on with.
+func (t *trainer) runAgain(ctx context.Context, tape *autograd.Tape, res *pp.Result, batch data.Step) (*autograd.Tape, *pp.Result, error) {
+	again, err := t.needsRerun(ctx)
+	if err != nil || !again {
+		return tape, res, err
+	}
+	t.resetMoEStats()
+	for _, d := range t.allDDPs() {
+		d.ZeroGradBuffer()
+	}
+	t.rerun.rerunning = true
+	tape = t.newTape(ctx)
+	res, err = t.forwardBackward(ctx, tape, t.data.Train, batch, false)
+	t.rerun.rerunning = false
+	if err != nil {
+		return tape, res, fmt.Errorf("--rerun-mode's rerun: %w", err)
+	}
+	return tape, res, t.verdict(ctx)
 }
 
 // paramStats returns, when asked for, the updated parameters' global norm
@@ -307,7 +337,11 @@ func (t *trainer) lossFunc(ctx context.Context, tape *autograd.Tape, b data.Batc
 	return func(losses *autograd.Var) (pp.Loss, error) {
 		mask := gpt.SequenceFirst(b.LossMask, b.Rows, b.Seq)
 		sum := autograd.WeightedSum(tape, losses, tensor.FromSlice(mask, len(mask)))
-		if err := t.checkLoss(micro, 0, sum.Value.Data()[0]); err != nil {
+		v := sum.Value.Data()[0]
+		if corruptLoss != nil {
+			v = corruptLoss(t.groups.World.Rank(), t.iteration+1, micro, v)
+		}
+		if err := t.checkLoss(micro, 0, v); err != nil {
 			return pp.Loss{}, err
 		}
 		n := countTokens(mask)
@@ -324,12 +358,20 @@ func (t *trainer) lossFunc(ctx context.Context, tape *autograd.Tape, b data.Batc
 	}
 }
 
+// corruptLoss, when set (by a test), replaces the local loss sum the
+// checks see of a micro-batch (world rank, iteration, micro-batch): a
+// fault injected into the result.
+var corruptLoss func(rank, iteration, micro int, sum float32) float32
+
 // checkLoss is --check-for-nan-in-loss-and-grad's loss half (the
 // reference's validate_result on the loss in pretrain_gpt.py's loss_func):
 // micro-batch micro's local loss sum, before any reduction, must be finite
 // (the main loss's, depth 0, or MTP depth depth's). (The error reaches the
 // user behind the rank, the iteration and the schedule step.)
 func (t *trainer) checkLoss(micro, depth int, sum float32) error {
+	if t.rerun != nil && t.rerun.record(lossKey{micro, depth}, sum, t.a.RerunMode) {
+		return nil // the rerun decides
+	}
 	v := float64(sum)
 	if !t.a.CheckForNaNInLossAndGrad || !math.IsNaN(v) && !math.IsInf(v, 0) {
 		return nil
