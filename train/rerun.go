@@ -31,6 +31,9 @@ type rerunState struct {
 	rerunning    bool
 	// rejected lists the first run's non-finite losses (validate_results).
 	rejected []lossKey
+	// note is validate_results' report of a transient fault the iteration
+	// went on from, for the logging rank to print ("" without one).
+	note string
 	// runs and differing count the reruns and those whose losses differed
 	// from the first run's, maxRel the largest relative difference, since
 	// the last report (report_stats).
@@ -57,7 +60,7 @@ func (r *rerunState) record(k lossKey, sum float32, mode string) (deferCheck boo
 
 // start readies the record for an iteration's first run.
 func (r *rerunState) start() {
-	r.first, r.again, r.rejected, r.rerunning = map[lossKey]float32{}, map[lossKey]float32{}, nil, false
+	r.first, r.again, r.rejected, r.rerunning, r.note = map[lossKey]float32{}, map[lossKey]float32{}, nil, false, ""
 }
 
 // needsRerun reports whether the iteration must run again: under
@@ -131,8 +134,10 @@ func (t *trainer) verdict(ctx context.Context) error {
 	rank, first, again := whom[0]/2, math.Float32frombits(uint32(detail[2])), math.Float32frombits(uint32(detail[3]))
 	what := fmt.Sprintf("%s of micro-batch %d on rank %d", lossName(int(detail[1])), detail[0], rank)
 	if whom[0]%2 == 0 {
-		return fmt.Errorf("--rerun-mode validate_results: the rerun of the iteration did not reproduce its first run (%s: %g, then %g): a transient fault or silent data corruption on rank %d; resume from the last checkpoint (--inprocess-restart does it in process)",
-			what, first, again, rank)
+		// The rerun's result stands: the iteration goes on from it.
+		r.note = fmt.Sprintf("gotron: warning: iteration %d: the rerun did not reproduce the first run (%s: %g, then %g): a transient fault or silent data corruption on rank %d; training goes on from the rerun (--rerun-mode validate_results)\n",
+			t.iteration+1, what, first, again, rank)
+		return nil
 	}
 	return fmt.Errorf("--rerun-mode validate_results: %s is %g, and a rerun of the iteration reproduced it bit for bit: the model diverged (not a fault of the machine): lower --lr, raise --lr-warmup-iters or set --clip-grad, and check the data",
 		what, first)

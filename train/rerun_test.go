@@ -34,45 +34,15 @@ func TestRerunReportStats(t *testing.T) {
 	}
 }
 
-// TestRerunValidateResults: a loss made NaN on rank 1 once (a transient
-// fault) is found not reproduced by the rerun and named as such; made NaN
-// in both runs (a divergence, or a persistent fault) it is reproduced and
-// named as a divergence.
+// TestRerunValidateResults: a loss made Inf on rank 0 once (a transient
+// fault) is not reproduced by the rerun: the run says so, naming the rank
+// and the micro-batch, and goes on from the rerun to the uninterrupted
+// run's losses bit for bit. Made NaN in both runs (a divergence, or a
+// persistent fault) it is reproduced, and the run stops naming it.
 func TestRerunValidateResults(t *testing.T) {
-	var calls atomic.Int32
-	for _, c := range []struct {
-		name  string
-		times int32
-		want  string
-	}{
-		{"transient", 1, "did not reproduce its first run (the local loss of micro-batch 0 on rank 1: NaN, then"},
-		{"reproduced", 2, "the local loss of micro-batch 0 on rank 1 is NaN, and a rerun of the iteration reproduced it bit for bit: the model diverged"},
-	} {
-		calls.Store(0)
-		corruptLoss = func(rank, iteration, micro int, sum float32) float32 {
-			if rank == 1 && iteration == 3 && micro == 0 && calls.Add(1) <= c.times {
-				return float32(math.NaN())
-			}
-			return sum
-		}
-		a := mockArgs(4)
-		a.WorldSize, a.RerunMode = 2, RerunValidateResults
-		_, err := Run(context.Background(), a, Options{})
-		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "iteration 3: ") {
-			t.Errorf("%s: %v, want %q", c.name, err, c.want)
-		}
-	}
-	corruptLoss = nil
-}
-
-// TestRerunTransientFaultRestarts: validate_results' transient fault ends
-// the run, and --inprocess-restart resumes it from the checkpoint: the run
-// ends with the uninterrupted losses.
-func TestRerunTransientFaultRestarts(t *testing.T) {
 	args := func() Args {
 		a := mockArgs(6)
-		a.WorldSize, a.RerunMode = 2, RerunValidateResults
-		a.Save, a.SaveInterval = t.TempDir(), 2
+		a.WorldSize, a.RerunMode, a.LogInterval = 2, RerunValidateResults, 1
 		return a
 	}
 	full, err := Run(context.Background(), args(), Options{})
@@ -80,17 +50,30 @@ func TestRerunTransientFaultRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	var calls atomic.Int32
-	corruptLoss = func(rank, iteration, micro int, sum float32) float32 {
-		if rank == 0 && iteration == 4 && micro == 1 && calls.Add(1) == 1 {
-			return float32(math.Inf(1))
+	inject := func(times int32, v float32) {
+		calls.Store(0)
+		corruptLoss = func(rank, iteration, micro int, sum float32) float32 {
+			if rank == 0 && iteration == 3 && micro == 1 && calls.Add(1) <= times {
+				return v
+			}
+			return sum
 		}
-		return sum
 	}
 	t.Cleanup(func() { corruptLoss = nil })
-	a := args()
-	a.InprocessRestart = true
-	res, err := Run(context.Background(), a, Options{})
-	if err != nil || res.Restarts != 1 || fmt.Sprint(res.Losses) != fmt.Sprint(full.Losses[res.StartIteration:]) {
-		t.Fatalf("restarted: %+v, %v; uninterrupted losses %v", res, err, full.Losses)
+
+	inject(1, float32(math.Inf(1)))
+	var out strings.Builder
+	res, err := Run(context.Background(), args(), Options{Out: &out})
+	if err != nil || fmt.Sprint(res.Losses) != fmt.Sprint(full.Losses) {
+		t.Fatalf("transient: %v; losses %v, uninterrupted %v", err, res, full.Losses)
+	}
+	if want := "iteration 3: the rerun did not reproduce the first run (the local loss of micro-batch 1 on rank 0: +Inf, then"; !strings.Contains(out.String(), want) {
+		t.Errorf("transient: the output lacks %q:\n%s", want, out.String())
+	}
+
+	inject(2, float32(math.NaN()))
+	_, err = Run(context.Background(), args(), Options{})
+	if want := "iteration 3: --rerun-mode validate_results: the local loss of micro-batch 1 on rank 0 is NaN, and a rerun of the iteration reproduced it bit for bit: the model diverged"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("reproduced: %v, want %q", err, want)
 	}
 }

@@ -486,6 +486,9 @@ func (r *rankRun) report(ctx context.Context, s stepResult) error {
 			return err
 		}
 		r.log.printf("%s", timing)
+		if t.rerun != nil && t.rerun.note != "" {
+			r.log.printf("%s", t.rerun.note)
+		}
 		if a.RerunMode == RerunReportStats && (t.iteration%a.LogInterval == 0 || t.iteration == a.TrainIters) {
 			r.log.printf("%s", t.rerun.statsReport())
 		}
