@@ -212,6 +212,9 @@ type Args struct {
 	// divergence) or report_stats (every iteration runs twice, and the
 	// log reports how often the two differ).
 	RerunMode string
+	// InjectFault is --inject-fault KIND@RANK:ITER,…, faults for tests and
+	// drills (ParseFaults): kill, hang, slow=F, nan, bitflip.
+	InjectFault string
 	// InprocessRestart (--inprocess-restart) runs the job again in this
 	// process from --save's newest checkpoint when its ranks fail, at most
 	// InprocessMaxIterations times (--inprocess-max-iterations; 3). Only
@@ -237,6 +240,11 @@ type Args struct {
 	// dataNote says how the data settings differ from --load's checkpoint
 	// (checkLoad), for the start-up line.
 	dataNote string
+	// restarted marks an in-process restart's run: --log-json appends
+	// (the records of the iterations it runs again follow those of the
+	// attempt that failed), and --inject-fault's faults, which happened,
+	// do not recur.
+	restarted bool
 	// resumedAt is where --load's checkpoint left the run (checkLoad;
 	// zero without one, or with --finetune), from which the batches a run
 	// reaches are checked.
@@ -400,7 +408,7 @@ func (a Args) Validate(world int) error {
 	var v violations
 	for _, check := range []func(Args, int, *violations){
 		Args.checkModel, Args.checkFinite, Args.checkBatch, Args.checkProfile,
-		Args.checkCounts, Args.checkCheckpointFlags, Args.checkLength,
+		Args.checkCounts, Args.checkGuards, Args.checkCheckpointFlags, Args.checkLength,
 		Args.checkSchedule, Args.checkOptimizer, Args.checkDataAndSample, Args.checkTensorBoard,
 	} {
 		check(a, world, &v)
@@ -592,8 +600,25 @@ func (a Args) checkCounts(_ int, v *violations) {
 	if a.CkptStep < 0 {
 		v.add("--ckpt-step %d: must be a saved iteration (1 or more; 0: the latest)", a.CkptStep)
 	}
+	if a.TimingLogLevel < 0 || a.TimingLogLevel > 2 {
+		v.add("--timing-log-level %d: choose 0 (the iteration's time only), 1 (once-per-iteration operations: the pipeline pass, the optimizer) or 2 (every step and message too)", a.TimingLogLevel)
+	}
+	if o := a.TimingLogOption; o != "" && !slices.Contains(TimingLogOptions, o) {
+		v.add("--timing-log-option %q: choose minmax (the least and the most time over the ranks), max or all (every rank's)", o)
+	}
+	if n := runtime.NumCPU(); a.Threads > n {
+		v.add("--threads %d: this machine gives the process %d core(s): give at most %d, or 0 for all of them", a.Threads, n, n)
+	}
+}
+
+// checkGuards: the run's guards — stragglers, reruns, restarts and the
+// faults injected to try them.
+func (a Args) checkGuards(world int, v *violations) {
 	if t := a.StragglerThreshold; !(t > 0) || math.IsInf(t, 0) {
 		v.add("--straggler-threshold %g: a positive fraction of the median (0.1: 10%% slower)", t)
+	}
+	if a.StragglerMinmaxCount < 1 {
+		v.add("--straggler-minmax-count %d: at least 1", a.StragglerMinmaxCount)
 	}
 	if !slices.Contains(RerunModes, a.RerunMode) {
 		v.add("--rerun-mode %q: choose %s", a.RerunMode, strings.Join(RerunModes, ", "))
@@ -604,17 +629,12 @@ func (a Args) checkCounts(_ int, v *violations) {
 	if a.InprocessMaxIterations < 1 {
 		v.add("--inprocess-max-iterations %d: at least 1 restart", a.InprocessMaxIterations)
 	}
-	if a.StragglerMinmaxCount < 1 {
-		v.add("--straggler-minmax-count %d: at least 1", a.StragglerMinmaxCount)
-	}
-	if a.TimingLogLevel < 0 || a.TimingLogLevel > 2 {
-		v.add("--timing-log-level %d: choose 0 (the iteration's time only), 1 (once-per-iteration operations: the pipeline pass, the optimizer) or 2 (every step and message too)", a.TimingLogLevel)
-	}
-	if o := a.TimingLogOption; o != "" && !slices.Contains(TimingLogOptions, o) {
-		v.add("--timing-log-option %q: choose minmax (the least and the most time over the ranks), max or all (every rank's)", o)
-	}
-	if n := runtime.NumCPU(); a.Threads > n {
-		v.add("--threads %d: this machine gives the process %d core(s): give at most %d, or 0 for all of them", a.Threads, n, n)
+	faults, err := ParseFaults(a.InjectFault)
+	v.addErr(err)
+	for _, f := range faults {
+		if f.Rank >= world {
+			v.add("--inject-fault %s@%d:%d: rank %d, and the run has %d ranks", f.Kind, f.Rank, f.Iter, f.Rank, world)
+		}
 	}
 }
 

@@ -81,7 +81,11 @@ func newLogger(out io.Writer, progress io.Writer, a Args, world int) (*logger, e
 		if err := os.MkdirAll(filepath.Dir(a.LogJSON), 0o755); err != nil {
 			return nil, fmt.Errorf("--log-json: %w", err)
 		}
-		f, err := os.Create(a.LogJSON)
+		flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+		if a.restarted {
+			flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND // an in-process restart's
+		}
+		f, err := os.OpenFile(a.LogJSON, flags, 0o644)
 		if err != nil {
 			return nil, fmt.Errorf("--log-json: %w", err)
 		}

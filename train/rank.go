@@ -61,6 +61,7 @@ type trainer struct {
 	sched   optim.Schedule
 	rand    *gpt.Randomness // dropout: the default stream and the tracker's
 	rerun   *rerunState     // --rerun-mode's record (nil: disabled)
+	faults  []Fault         // --inject-fault's
 	data    *source.Sets
 	tp      comm.Group // the tensor-parallel group
 	mp      comm.Group // the model-parallel group (gradient norm)
@@ -130,11 +131,18 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *source.Sets, 
 	blas.SetThreads(1)
 
 	t.tp, t.mp, t.pp = groups.TP(), groups.Get(mesh.GroupMP), groups.PP()
+	if !a.restarted {
+		t.faults, _ = ParseFaults(a.InjectFault) // (Validate reports a malformed one)
+	}
 	if a.RerunMode != RerunDisabled && a.RerunMode != "" {
 		t.rerun = &rerunState{}
 	}
 	if a.TimingLogLevel > 0 || a.LogStraggler {
-		t.timers = newTimers(max(a.TimingLogLevel, 1))
+		level := a.TimingLogLevel
+		if a.LogStraggler {
+			level = 2 // the computations' timers
+		}
+		t.timers = newTimers(level)
 	}
 	if err := t.buildModel(ctx, perRank); err != nil {
 		return nil, err

@@ -69,27 +69,38 @@ type Result struct {
 
 // Run trains with a.WorldSize ranks as goroutines of this process. Under
 // --inprocess-restart a run whose ranks fail after they started is run
-// again from the newest checkpoint in --save, up to
-// InprocessMaxIterations times; Result.Restarts counts the restarts and
-// the Result is the last run's.
+// again, from the newest checkpoint this job saved (in --save or its
+// non-persistent directory) or else from its own start, up to
+// InprocessMaxIterations times, holding the --save lock throughout;
+// Result.Restarts counts the restarts and the Result is the last run's.
 func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 	if a.WorldSize < 1 {
 		return nil, fmt.Errorf("invalid arguments: --world-size %d: must be at least 1", a.WorldSize)
 	}
-	res, started, err := runOnce(ctx, a, o)
-	for n := 1; err != nil && started && a.InprocessRestart && ctx.Err() == nil && n <= a.InprocessMaxIterations; n++ {
-		b := restartArgs(a)
+	pl := Placement{World: a.WorldSize, Machine: a.WorldSize, Process: a.WorldSize, Lock: true}
+	if !a.InprocessRestart {
+		res, _, err := runOnce(ctx, a, o, pl, nil)
+		return res, err
+	}
+	// The first attempt's Prepare takes the locks (and refuses a run
+	// already holding them); the job keeps them until its last attempt.
+	before := savedIterations(a)
+	var held *Prepared
+	defer func() {
+		if held != nil {
+			held.Close()
+		}
+	}()
+	res, started, err := runOnce(ctx, a, o, pl, &held)
+	pl.Lock = false
+	var nr noRestart
+	for n := 1; err != nil && started && ctx.Err() == nil && !errors.As(err, &nr) && n <= a.InprocessMaxIterations; n++ {
+		b, from := restartArgs(a, before)
 		if o.Out != nil {
-			from := "from scratch (--save holds no checkpoint yet)"
-			if b.Load == a.Save {
-				it, _ := ckpt.Latest(a.Save)
-				from = fmt.Sprintf("from --save %s (iteration %d)", a.Save, it)
-			} else if b.Load != "" {
-				from = "from --load " + b.Load
-			}
 			fmt.Fprintf(o.Out, "gotron: in-process restart %d of %d %s, after: %v\n", n, a.InprocessMaxIterations, from, err)
 		}
-		res, started, err = runOnce(ctx, b, o)
+		b.restarted = true
+		res, started, err = runOnce(ctx, b, o, pl, nil)
 		if res != nil {
 			res.Restarts = n
 		}
@@ -97,34 +108,56 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 	return res, err
 }
 
-// injectFault, when set (by a test), is called by every rank before each
-// iteration (its world rank, the iteration about to run); an error fails
-// the rank there, as a fault would.
-var injectFault func(rank, iteration int) error
+// savedIterations returns the newest iterations in --save and in its
+// non-persistent directory (0: none).
+func savedIterations(a Args) [2]int {
+	var out [2]int
+	for i, dir := range []string{a.Save, a.NonPersistentDir(a.Save)} {
+		if dir == "" || i == 1 && a.NonPersistentSaveInterval <= 0 {
+			continue
+		}
+		if it, err := ckpt.Latest(dir); err == nil {
+			out[i] = it
+		}
+	}
+	return out
+}
 
-// restartArgs are a's for an in-process restart: resuming from --save's
-// newest checkpoint, whole (optimizer, generators, data position), once it
-// holds one; until then a's own start.
-func restartArgs(a Args) Args {
-	if a.Save == "" {
-		return a
+// restartArgs are a's for an in-process restart, and where it starts
+// from: the newest checkpoint this job saved (before are the newest
+// iterations --save and its non-persistent directory held when it
+// started), whole (optimizer, generators, data position), else a itself.
+func restartArgs(a Args, before [2]int) (Args, string) {
+	now := savedIterations(a)
+	dir, it := "", 0
+	for i, d := range []string{a.Save, a.NonPersistentDir(a.Save)} {
+		if now[i] > before[i] && now[i] > it { // one of this job's
+			dir, it = d, now[i]
+		}
 	}
-	if _, err := ckpt.Latest(a.Save); err != nil {
-		return a
+	if dir == "" {
+		return a, "from the job's start (it saved no checkpoint yet)"
 	}
-	a.Load, a.CkptStep, a.Finetune, a.NoLoadOptim, a.NoLoadRNG = a.Save, 0, false, false, false
-	return a
+	// That directory's iteration, whatever the other holds.
+	a.Load, a.CkptStep, a.Finetune, a.NoLoadOptim, a.NoLoadRNG = dir, it, false, false, false
+	return a, fmt.Sprintf("from %s (iteration %d)", dir, it)
 }
 
 // runOnce is one run of Run; started says the ranks started (an error
 // before, from the arguments, the data or the machine, is not one a
 // restart mends).
-func runOnce(ctx context.Context, a Args, o Options) (_ *Result, started bool, _ error) {
-	p, err := Prepare(a, o, Placement{World: a.WorldSize, Machine: a.WorldSize, Process: a.WorldSize, Lock: true})
+//
+// With keep, the prepared run (its locks) is the caller's to close.
+func runOnce(ctx context.Context, a Args, o Options, pl Placement, keep **Prepared) (_ *Result, started bool, _ error) {
+	p, err := Prepare(a, o, pl)
 	if err != nil {
 		return nil, false, err
 	}
-	defer p.Close()
+	if keep != nil {
+		*keep = p
+	} else {
+		defer p.Close()
+	}
 	world := local.NewWorld(a.WorldSize, comm.Options{Timeout: timeout(p.a)})
 	results := make([]*Result, a.WorldSize)
 	err = world.Run(ctx, func(ctx context.Context, g comm.Group) error {
@@ -378,6 +411,9 @@ func (r *rankRun) iterate(ctx context.Context) (stop bool, err error) {
 		if err := injectFault(t.groups.World.Rank(), t.iteration+1); err != nil {
 			return false, err
 		}
+	}
+	if err := t.injectedStop(ctx); err != nil {
+		return false, err
 	}
 	// Each iteration's MoE metrics count its own training forwards.
 	t.resetMoEStats()

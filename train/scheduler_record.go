@@ -28,6 +28,11 @@ func schedulerRecord(a Args) map[string]string {
 		"lr_warmup_steps": strconv.Itoa(s.WarmupIters), "lr_decay_steps": strconv.Itoa(s.DecayIters),
 		"lr_steps_unit": unit,
 	}
+	if a.LRWarmupFraction > 0 {
+		// Under --step-batch-size-schedule the fraction is of the decay's
+		// samples, which lr_warmup_steps (its iterations) cannot say.
+		r["lr_warmup_fraction"] = f(a.LRWarmupFraction)
+	}
 	if s.WDIncrStyle == "constant" {
 		r["weight_decay"] = f(a.WeightDecay)
 	} else {
@@ -46,8 +51,8 @@ func schedulerRecord(a Args) map[string]string {
 // schedulerFlags are the flags that set each recorded schedule value.
 var schedulerFlags = map[string]string{
 	"max_lr": "--lr", "min_lr": "--min-lr", "lr_decay_style": "--lr-decay-style",
-	"lr_warmup_steps": "--lr-warmup-iters/--lr-warmup-samples/--lr-warmup-fraction",
-	"lr_decay_steps":  "--lr-decay-iters/--lr-decay-samples", "lr_steps_unit": "--train-iters/--train-samples",
+	"lr_warmup_steps": "--lr-warmup-iters/--lr-warmup-samples/--lr-warmup-fraction", "lr_warmup_fraction": "--lr-warmup-fraction",
+	"lr_decay_steps": "--lr-decay-iters/--lr-decay-samples", "lr_steps_unit": "--train-iters/--train-samples",
 	"weight_decay": "--weight-decay", "start_wd": "--start-weight-decay", "end_wd": "--end-weight-decay",
 	"wd_incr_style": "--weight-decay-incr-style", "wd_incr_steps": "--train-iters/--train-samples",
 	"lr_wsd_decay_steps": "--lr-wsd-decay-iters/--lr-wsd-decay-samples", "lr_wsd_decay_style": "--lr-wsd-decay-style",
@@ -186,6 +191,11 @@ func applySchedulerRecord(a Args, rec map[string]string) (Args, error) {
 		return a, err
 	}
 	a.LRDecayStyle, a.LRWarmupFraction = rec["lr_decay_style"], 0
+	if _, ok := rec["lr_warmup_fraction"]; ok {
+		if err := num("lr_warmup_fraction", &a.LRWarmupFraction); err != nil {
+			return a, err
+		}
+	}
 	if a, err = applyWeightDecayRecord(a, rec, num, count); err != nil {
 		return a, err
 	}
@@ -209,6 +219,9 @@ func applySchedulerRecord(a Args, rec map[string]string) (Args, error) {
 		a.LRWarmupSamples, a.LRDecaySamples, a.LRWSDDecaySamples = warm, decay, wsd
 	default:
 		return a, bad("lr_steps_unit")
+	}
+	if a.LRWarmupFraction > 0 {
+		a.LRWarmupIters, a.LRWarmupSamples = 0, 0 // the fraction gives the warmup
 	}
 	return a, nil
 }

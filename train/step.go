@@ -44,12 +44,15 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 	tape := t.newTape(ctx)
 	batch := a.stepAt(t.iteration, t.consumed)
 	t.micro = batch.Rows / (a.MicroBatchSize * t.dp)
+	var restoreBias func()
 	if t.rerun != nil {
 		t.rerun.start()
+		defer t.rerun.finish()
+		restoreBias = t.expertBiasState()
 	}
 	res, err := t.forwardBackward(ctx, tape, t.data.Train, batch, false)
 	if err == nil && t.rerun != nil {
-		tape, res, err = t.runAgain(ctx, tape, res, batch)
+		tape, res, err = t.runAgain(ctx, tape, res, batch, restoreBias)
 	}
 	if err != nil {
 		return stepResult{}, fmt.Errorf("iteration %d: %w", t.iteration+1, err)
@@ -93,16 +96,38 @@ func (t *trainer) step(ctx context.Context) (stepResult, error) {
 		globalBatch: batch.Rows, consumed: t.consumed, elapsed: time.Since(start), peakActivation: tape.PeakActivationBytes()}, nil
 }
 
+// expertBiasState snapshots the MoE layers' expert biases and token
+// counts (which an iteration's finalize updates) and returns the function
+// that puts them back: a rerun routes as the first run did.
+func (t *trainer) expertBiasState() func() {
+	var restore []func()
+	for _, c := range t.chunks {
+		for _, l := range c.MoELayers() {
+			if l.Bias == nil {
+				continue
+			}
+			bias, counts := slices.Clone(l.Bias), slices.Clone(l.Counts)
+			restore = append(restore, func() { copy(l.Bias, bias); copy(l.Counts, counts) })
+		}
+	}
+	return func() {
+		for _, r := range restore {
+			r()
+		}
+	}
+}
+
 // runAgain is --rerun-mode's rerun of the iteration in place: when
 // needsRerun says so, the gradients are zeroed and the forward and
 // backward run again on the same batch (the same masks: dropout is keyed
 // by where it draws), and verdict compares the local losses; it returns
 // the tape and result the iteration goes on with.
-func (t *trainer) runAgain(ctx context.Context, tape *autograd.Tape, res *pp.Result, batch data.Step) (*autograd.Tape, *pp.Result, error) {
+func (t *trainer) runAgain(ctx context.Context, tape *autograd.Tape, res *pp.Result, batch data.Step, restoreBias func()) (*autograd.Tape, *pp.Result, error) {
 	again, err := t.needsRerun(ctx)
 	if err != nil || !again {
 		return tape, res, err
 	}
+	restoreBias() // the first run's finalize updated it
 	t.resetMoEStats()
 	for _, d := range t.allDDPs() {
 		d.ZeroGradBuffer()
@@ -185,6 +210,8 @@ func (t *trainer) forwardBackward(ctx context.Context, tape *autograd.Tape, ds d
 		b := t.cpSplit(full)
 		c := t.chunks[s.Chunk]
 		mtp := t.mtpBatches(c, full, forwardOnly)
+		started := time.Now()
+		defer t.slowDown(started)
 		out, err := c.ForwardInputs(tape, gpt.Inputs{IDs: b.InputIDs, Labels: b.Labels, Rows: b.Rows, Seq: b.Seq,
 			PositionIDs: b.PositionIDs, Segments: b.Segments, MoEAuxLossScale: t.moeAuxLossScale(micro),
 			PreHook: t.paramPreHook(ctx, s.Chunk), PostHook: t.paramPostHook(ctx, tape, s.Chunk), CPWait: &t.cpWait,
@@ -335,6 +362,7 @@ func (t *trainer) pipelineP2P(forwardOnly bool) pp.P2P {
 // that every token weighs what it weighs on one rank.
 func (t *trainer) lossFunc(ctx context.Context, tape *autograd.Tape, b data.Batch, micro int) pp.LossFunc {
 	return func(losses *autograd.Var) (pp.Loss, error) {
+		t.injectIntoLoss(losses, micro)
 		mask := gpt.SequenceFirst(b.LossMask, b.Rows, b.Seq)
 		sum := autograd.WeightedSum(tape, losses, tensor.FromSlice(mask, len(mask)))
 		v := sum.Value.Data()[0]
@@ -358,6 +386,31 @@ func (t *trainer) lossFunc(ctx context.Context, tape *autograd.Tape, b data.Batc
 	}
 }
 
+// slowDown is --inject-fault slow=F: the rank's forward computation that
+// began at started takes F times as long (a slow core, not a wait).
+func (t *trainer) slowDown(started time.Time) {
+	if f, ok := faultAt(t.faults, FaultSlow, t.groups.World.Rank(), t.iteration+1); ok {
+		time.Sleep(time.Duration((f.Factor - 1) * float64(time.Since(started))))
+	}
+}
+
+// injectIntoLoss is --inject-fault nan and bitflip: the first per-token
+// loss of micro-batch 0 (an activation) becomes NaN, or has a bit flipped
+// in the iteration's first run only (a transient fault).
+func (t *trainer) injectIntoLoss(losses *autograd.Var, micro int) {
+	rank, it := t.groups.World.Rank(), t.iteration+1
+	if micro != 0 || len(t.faults) == 0 {
+		return
+	}
+	v := losses.Value.Data()
+	if _, ok := faultAt(t.faults, FaultNaN, rank, it); ok {
+		v[0] = float32(math.NaN())
+	}
+	if _, ok := faultAt(t.faults, FaultBitflip, rank, it); ok && (t.rerun == nil || !t.rerun.rerunning) {
+		v[0] = flipBit(v[0])
+	}
+}
+
 // corruptLoss, when set (by a test), replaces the local loss sum the
 // checks see of a micro-batch (world rank, iteration, micro-batch): a
 // fault injected into the result.
@@ -369,7 +422,7 @@ var corruptLoss func(rank, iteration, micro int, sum float32) float32
 // (the main loss's, depth 0, or MTP depth depth's). (The error reaches the
 // user behind the rank, the iteration and the schedule step.)
 func (t *trainer) checkLoss(micro, depth int, sum float32) error {
-	if t.rerun != nil && t.rerun.record(lossKey{micro, depth}, sum, t.a.RerunMode) {
+	if t.rerun != nil && t.rerun.record(lossKey{micro, depth}, sum, t.a.RerunMode, t.a.CheckForNaNInLossAndGrad, t.a.CheckForSpikyLoss && depth == 0) {
 		return nil // the rerun decides
 	}
 	v := float64(sum)

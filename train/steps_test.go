@@ -203,3 +203,33 @@ func TestStepScheduleUnreachedLast(t *testing.T) {
 		t.Fatalf("with evaluation: %v", err)
 	}
 }
+
+// TestStepScheduleWarmupFractionResumes: a run resumed with
+// --use-checkpoint-opt_param-scheduler takes the warmup fraction from the
+// checkpoint, of the decay's samples, and goes on with the uninterrupted
+// learning rates.
+func TestStepScheduleWarmupFractionResumes(t *testing.T) {
+	a := stepArgs(8, testSteps)
+	a.LRWarmupIters, a.LRWarmupFraction = 0, 0.3
+	a.LogJSON = filepath.Join(t.TempDir(), "full.jsonl")
+	if _, err := Run(context.Background(), a, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	first := a
+	first.Save, first.ExitInterval, first.LogJSON = t.TempDir(), 2, ""
+	if _, err := Run(context.Background(), first, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	rest := a
+	rest.Load, rest.LRWarmupFraction, rest.LRWarmupIters, rest.UseCheckpointOptParamScheduler = first.Save, 0, 1, true
+	rest.LogJSON = filepath.Join(t.TempDir(), "rest.jsonl")
+	if _, err := Run(context.Background(), rest, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	full, got := readRecords(t, a.LogJSON), readRecords(t, rest.LogJSON)
+	for i, r := range got {
+		if w := full[2+i]; r.LR != w.LR {
+			t.Errorf("iteration %d: learning rate %g, uninterrupted %g", r.Iteration, r.LR, w.LR)
+		}
+	}
+}

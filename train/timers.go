@@ -145,8 +145,13 @@ func formatTimers(times [][]int64, iterations int, option string) string {
 	return head + b.String() + "\n"
 }
 
+// stragglerPhases are the timers --log-straggler compares: the
+// computations, whose times a slow rank lengthens, not the communication
+// and the steps around it, where the other ranks wait for it.
+var stragglerPhases = []string{"forward-compute", "backward-compute", "backward-weight-compute"}
+
 // formatStragglers is --log-straggler's report of the gathered times: for
-// each timed phase that two or more ranks ran, the ranks slower than the
+// each of stragglerPhases that two or more ranks ran, the ranks slower than the
 // median of those ranks by more than threshold (a fraction), the count
 // slowest at most, each with its time per iteration and its excess; one
 // line saying there are none otherwise.
@@ -154,6 +159,9 @@ func formatStragglers(times [][]int64, iterations int, threshold float64, count 
 	ms := func(ns int64) float64 { return float64(ns) / 1e6 / float64(max(iterations, 1)) }
 	var b strings.Builder
 	for i, name := range timedNames {
+		if !slices.Contains(stragglerPhases, name) {
+			continue
+		}
 		type rankTime struct {
 			rank int
 			ns   int64
