@@ -44,7 +44,8 @@ import (
 // 4, follows the one-rank MoE curve to 1e-6. Indexed data with packed
 // documents (--reset-position-ids --reset-attention-mask --eod-mask-loss)
 // under DP 2 × CP 2, every process building the sample indices into one
-// cache, follows the one-rank curve to 1e-6.
+// cache, follows the one-rank curve to 1e-6. With dropout on, TP 2 + SP ×
+// DP 2 over 4 processes follows the one-rank dropout curve to 1e-5.
 func TestMPITrainMatchesSingleRank(t *testing.T) {
 	dir, bin := buildMPI(context.Background(), t)
 	flags := []string{"--mock-data", "--vocab-size", "64", "--num-layers", "2", "--hidden-size", "32",
@@ -56,7 +57,7 @@ func TestMPITrainMatchesSingleRank(t *testing.T) {
 		np    string
 		extra []string
 		tol   float64
-		prec  string // "" float32, "bf16", "bf16-grads" (--bf16 --grad-reduce-in-bf16): the reference's precision; "moe": the MoE model
+		prec  string // "" float32, "bf16", "bf16-grads" (--bf16 --grad-reduce-in-bf16): the reference's precision; "moe": the MoE model; "dropout": dropout 0.1
 		says  string // what rank 0's start-up line must say, if set
 	}{
 		{"dp2", "2", nil, 1e-6, "", ""},
@@ -109,6 +110,11 @@ func TestMPITrainMatchesSingleRank(t *testing.T) {
 		// process builds the same sample indices into one cache, and DP 2 ×
 		// CP 2 follows one rank.
 		{"indexed-dp2-cp2-packed", "4", []string{"--context-parallel-size", "2"}, 1e-6, "indexed", ""},
+		// Dropout on (hidden and attention 0.1): its masks are keyed by
+		// the sample and the place in the whole tensor, so TP 2 × DP 2
+		// over 4 processes follows the one-rank curve with dropout.
+		{"dropout-tp2-sp-dp2", "4", []string{"--tensor-model-parallel-size", "2", "--sequence-parallel",
+			"--hidden-dropout", "0.1", "--attention-dropout", "0.1"}, 1e-5, "dropout", ""},
 	}
 	dataArgs := mpiIndexedData(t, dir)
 	curves := make([][]float64, len(layouts))
@@ -138,8 +144,11 @@ func TestMPITrainMatchesSingleRank(t *testing.T) {
 	a.LR, a.LRWarmupIters, a.LRDecayStyle = 3e-3, 2, "cosine"
 	a.Model.HiddenDropout, a.Model.AttentionDropout, a.EvalIters = 0, 0, 0
 	refs := map[string]*train.Result{}
-	for _, prec := range []string{"", "bf16", "bf16-grads", "moe", "indexed"} {
+	for _, prec := range []string{"", "bf16", "bf16-grads", "moe", "indexed", "dropout"} {
 		b := a
+		if prec == "dropout" {
+			b.Model.HiddenDropout, b.Model.AttentionDropout = 0.1, 0.1
+		}
 		b.Model.BF16, b.GradReduceInBF16 = prec == "bf16" || prec == "bf16-grads", prec == "bf16-grads"
 		if prec == "moe" {
 			m := &b.Model
