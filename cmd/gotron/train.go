@@ -211,6 +211,7 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 	f.StringVar(&a.InjectFault, "inject-fault", "", "faults for tests and drills, KIND@RANK:ITER,...: kill (the rank fails before the iteration), hang (it stops there), slow=F (its forward computations take F times as long from there on), nan (its first token loss of micro-batch 0 is NaN), bitflip (a bit of it flips, in the first run only); each happens once per job")
 	f.BoolVar(&a.InprocessRestart, "inprocess-restart", false, "when a rank fails, run the job again in this process from the newest checkpoint in --save (ranks as goroutines only)")
 	f.IntVar(&a.InprocessMaxIterations, "inprocess-max-iterations", a.InprocessMaxIterations, "--inprocess-restart: the most restarts")
+	f.IntVar(&a.InprocessMaxIterations, "max-restarts", a.InprocessMaxIterations, "the same as --inprocess-max-iterations")
 	f.BoolVar(&a.LogStraggler, "log-straggler", false, "every --log-interval iterations, name the ranks slower than the median in a timed phase (forward-backward, optimizer; with --timing-log-level 2 each step and message) by more than --straggler-threshold")
 	f.Float64Var(&a.StragglerThreshold, "straggler-threshold", a.StragglerThreshold, "--log-straggler: how much slower than the median a rank must be to be named, a fraction (0.1: 10%)")
 	f.IntVar(&a.StragglerMinmaxCount, "straggler-minmax-count", a.StragglerMinmaxCount, "--log-straggler: the most ranks named per phase, the slowest first")
