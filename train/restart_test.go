@@ -13,7 +13,8 @@ import (
 // under --inprocess-restart the run resumes from --save's checkpoint of
 // iteration 4 and ends with the uninterrupted run's losses bit for bit,
 // dropout included, its --log-json holding every iteration; without it the
-// fault is the run's error; a fault every time spends the restarts.
+// fault is the run's error, with where to resume; a fault every time spends
+// the restarts.
 func TestInprocessRestart(t *testing.T) {
 	args := func() Args {
 		a := mockArgs(8)
@@ -27,8 +28,10 @@ func TestInprocessRestart(t *testing.T) {
 	}
 	a := args()
 	a.InjectFault = "kill@1:6"
-	if _, err := Run(context.Background(), a, Options{}); err == nil || !strings.Contains(err.Error(), "--inject-fault kill@1:6: the rank fails here") {
-		t.Fatalf("without --inprocess-restart: %v, want the fault", err)
+	_, err = Run(context.Background(), a, Options{})
+	if want := "the newest checkpoint is iteration 4 in " + a.Save + ": resume with --load " + a.Save; err == nil ||
+		!strings.Contains(err.Error(), "--inject-fault kill@1:6: the rank fails here") || !strings.Contains(err.Error(), want) {
+		t.Fatalf("without --inprocess-restart: %v, want the fault and %q", err, want)
 	}
 	a = args()
 	a.InjectFault, a.InprocessRestart = "kill@1:6", true

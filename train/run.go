@@ -79,7 +79,10 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 	}
 	pl := Placement{World: a.WorldSize, Machine: a.WorldSize, Process: a.WorldSize, Lock: true}
 	if !a.InprocessRestart {
-		res, _, err := runOnce(ctx, a, o, pl, nil)
+		res, started, err := runOnce(ctx, a, o, pl, nil)
+		if started {
+			err = withResumeHint(a, err)
+		}
 		return res, err
 	}
 	// The first attempt's Prepare takes the locks (and refuses a run
@@ -104,6 +107,9 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 		if res != nil {
 			res.Restarts = n
 		}
+	}
+	if started {
+		err = withResumeHint(a, err)
 	}
 	return res, err
 }
@@ -264,7 +270,25 @@ func RunRank(ctx context.Context, world comm.Group, a Args, o Options, localRank
 		return nil, err
 	}
 	defer p.Close()
-	return runRank(ctx, world, p, o)
+	res, err := runRank(ctx, world, p, o)
+	return res, withResumeHint(a, err)
+}
+
+// withResumeHint adds to the error of a run whose ranks failed where its
+// newest checkpoint is and how to resume from it, when --save holds one.
+func withResumeHint(a Args, err error) error {
+	if err == nil || a.Save == "" || errors.Is(err, context.Canceled) {
+		return err
+	}
+	now := savedIterations(a)
+	dir, it := a.Save, now[0]
+	if now[1] > now[0] {
+		dir, it = a.NonPersistentDir(a.Save), now[1]
+	}
+	if it == 0 {
+		return err
+	}
+	return fmt.Errorf("%w\nthe newest checkpoint is iteration %d in %s: resume with --load %s", err, it, dir, dir)
 }
 
 // runRank runs one rank of the prepared run.
