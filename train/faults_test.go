@@ -69,6 +69,21 @@ func TestInjectedFaults(t *testing.T) {
 		t.Errorf("hang: %v, want a collective's timeout", err)
 	}
 
+	// With --inprocess-restart the hung run resumes from its checkpoint
+	// and ends as the uninterrupted one.
+	c := mockArgs(6)
+	c.WorldSize, c.Save, c.SaveInterval = 2, t.TempDir(), 2
+	whole, err := Run(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Save = t.TempDir()
+	c.InjectFault, c.DistributedTimeoutMinutes, c.InprocessRestart = "hang@1:4", 0.02, true
+	res, err := Run(context.Background(), c, Options{})
+	if err != nil || res.Restarts != 1 || fmt.Sprint(res.Losses) != fmt.Sprint(whole.Losses[res.StartIteration:]) {
+		t.Errorf("hang with --inprocess-restart: %+v, %v; uninterrupted losses %v", res, err, whole.Losses)
+	}
+
 	args := func() Args {
 		a := mockArgs(30) // 4 micro-batches per rank: 100 losses by iteration 25
 		a.WorldSize, a.RerunMode, a.CheckForSpikyLoss, a.LogInterval = 2, RerunValidateResults, true, 1
@@ -81,7 +96,7 @@ func TestInjectedFaults(t *testing.T) {
 	b := args()
 	b.InjectFault = "bitflip@1:28"
 	var out strings.Builder
-	res, err := Run(context.Background(), b, Options{Out: &out})
+	res, err = Run(context.Background(), b, Options{Out: &out})
 	if err != nil || fmt.Sprint(res.Losses) != fmt.Sprint(full.Losses) {
 		t.Fatalf("bitflip: %v; losses %v, uninterrupted %v", err, res, full.Losses)
 	}
