@@ -51,7 +51,8 @@ func FuzzParseFaults(f *testing.F) {
 
 // TestInjectedFaults: nan stops the run at its check, naming the rank's
 // place, iteration and micro-batch; hang stops the other rank's next
-// collective at --distributed-timeout-minutes, the run ending with it;
+// collective at --distributed-timeout-minutes, the run ending with it (or,
+// with --inprocess-restart, resuming to the uninterrupted losses);
 // bitflip under validate_results with --check-for-spiky-loss is a spike
 // the rerun does not reproduce: a transient fault on the injected rank,
 // and the run goes on to the uninterrupted losses bit for bit.
