@@ -77,3 +77,32 @@ func TestRerunValidateResults(t *testing.T) {
 		t.Errorf("reproduced: %v, want %q", err, want)
 	}
 }
+
+// TestRerunKeepsExpertBiasAndEvaluation: report_stats with MoE expert
+// bias gives the losses of a run without reruns (the rerun routes with the
+// bias the first run routed with), and an evaluation-only run
+// (--skip-train) under a rerun mode evaluates as without one.
+func TestRerunKeepsExpertBiasAndEvaluation(t *testing.T) {
+	a := moeArgs(1)
+	a.TrainIters = 4
+	a.Model.MoERouterScoreFunction, a.Model.MoERouterEnableExpertBias = "sigmoid", true
+	a.Save = t.TempDir()
+	want, err := Run(context.Background(), a, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := a
+	b.Save, b.RerunMode = "", RerunReportStats
+	got, err := Run(context.Background(), b, Options{})
+	if err != nil || fmt.Sprint(got.Losses) != fmt.Sprint(want.Losses) {
+		t.Fatalf("report_stats with expert bias: %v; losses %v, without reruns %v", err, got, want.Losses)
+	}
+	for _, mode := range []string{RerunValidateResults, RerunReportStats} {
+		e := a
+		e.Save, e.Load, e.SkipTrain, e.EvalIters, e.RerunMode = "", a.Save, true, 1, mode
+		res, err := Run(context.Background(), e, Options{})
+		if err != nil || math.IsNaN(res.ValidLoss) {
+			t.Errorf("--skip-train under %s: %+v, %v", mode, res, err)
+		}
+	}
+}

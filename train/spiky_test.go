@@ -31,11 +31,13 @@ func TestSpikyLoss(t *testing.T) {
 // which turns --check-for-nan-in-loss-and-grad off there: a run with an
 // absurd learning rate skips iterations and does not stop.
 func TestFP16DynamicScalingSkipsNaN(t *testing.T) {
-	a := mockArgs(30)
-	a.Model.FP16 = true
-	a.LR, a.LRWarmupIters, a.ClipGrad, a.LRDecayStyle = 1e6, 0, 0, "constant"
-	res, err := Run(context.Background(), a, Options{})
-	if err != nil || res.Skipped == 0 {
-		t.Fatalf("skipped %v iterations, error %v; want skipped iterations and no error", res, err)
+	for _, mode := range []string{RerunDisabled, RerunValidateResults} {
+		a := mockArgs(30)
+		a.Model.FP16, a.RerunMode = true, mode
+		a.LR, a.LRWarmupIters, a.ClipGrad, a.LRDecayStyle = 1e6, 0, 0, "constant"
+		res, err := Run(context.Background(), a, Options{})
+		if err != nil || res.Skipped == 0 {
+			t.Fatalf("--rerun-mode %s: skipped %v iterations, error %v; want skipped iterations and no error", mode, res, err)
+		}
 	}
 }
