@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -90,5 +91,18 @@ func TestInprocessRestartOwnCheckpointsOnly(t *testing.T) {
 	out.Reset()
 	if res, err = Run(context.Background(), a, Options{Out: &out}); err != nil || res.StartIteration != 0 || !strings.Contains(out.String(), "from the job's start") {
 		t.Fatalf("%+v, %v:\n%s", res, err, out.String())
+	}
+}
+
+// TestInprocessRestartNotAfterSignal: a failure in a run a signal has asked
+// to stop is not restarted.
+func TestInprocessRestartNotAfterSignal(t *testing.T) {
+	a := mockArgs(4)
+	a.WorldSize, a.Save, a.InprocessRestart, a.InjectFault = 2, t.TempDir(), true, "kill@1:1"
+	stop := &Stop{}
+	stop.Request(syscall.SIGTERM)
+	var out strings.Builder
+	if _, err := Run(context.Background(), a, Options{Out: &out, Stop: stop}); err == nil || strings.Contains(out.String(), "in-process restart") {
+		t.Fatalf("%v:\n%s", err, out.String())
 	}
 }

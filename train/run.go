@@ -97,7 +97,7 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 	res, started, err := runOnce(ctx, a, o, pl, &held)
 	pl.Lock = false
 	var nr noRestart
-	for n := 1; err != nil && started && ctx.Err() == nil && !errors.As(err, &nr) && n <= a.InprocessMaxIterations; n++ {
+	for n := 1; err != nil && started && ctx.Err() == nil && !o.stopRequested() && !errors.As(err, &nr) && n <= a.InprocessMaxIterations; n++ {
 		b, from := restartArgs(a, before)
 		if o.Out != nil {
 			fmt.Fprintf(o.Out, "gotron: in-process restart %d of %d %s, after: %v\n", n, a.InprocessMaxIterations, from, err)
@@ -112,6 +112,16 @@ func Run(ctx context.Context, a Args, o Options) (*Result, error) {
 		err = withResumeHint(a, err)
 	}
 	return res, err
+}
+
+// stopRequested reports whether a signal asked the run to stop (then a
+// failure is not restarted: the user wants the job to end).
+func (o Options) stopRequested() bool {
+	if o.Stop == nil {
+		return false
+	}
+	_, ok := o.Stop.Requested()
+	return ok
 }
 
 // savedIterations returns the newest iterations in --save and in its
@@ -576,7 +586,7 @@ func (r *rankRun) timing(ctx context.Context) (string, error) {
 	}
 	var out string
 	if a.TimingLogLevel > 0 {
-		out = formatTimers(times, n, a.TimingLogOption)
+		out = formatTimers(timersAtLevel(times, a.TimingLogLevel), n, a.TimingLogOption)
 	}
 	if a.LogStraggler {
 		out += formatStragglers(times, n, a.StragglerThreshold, a.StragglerMinmaxCount)

@@ -57,3 +57,17 @@ func TestLogStraggler(t *testing.T) {
 	}
 
 }
+
+// TestStragglerWithTimingLevelOne: --log-straggler runs the level-2
+// timers, and --timing-log-level 1's report still lists only its own.
+func TestStragglerWithTimingLevelOne(t *testing.T) {
+	a := mockArgs(4)
+	a.WorldSize, a.LogInterval, a.LogStraggler, a.TimingLogLevel = 2, 2, true, 1
+	var out strings.Builder
+	if _, err := Run(context.Background(), a, Options{Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, "forward-backward ...") || strings.Contains(s, "forward-compute ...") {
+		t.Errorf("the level-1 report lists other timers, or not its own:\n%s", s)
+	}
+}

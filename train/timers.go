@@ -103,6 +103,29 @@ func (ts *timers) gather(ctx context.Context, world comm.Group) ([][]int64, erro
 	return out, nil
 }
 
+// levelOneTimers are the timers of --timing-log-level 1; the others are
+// level 2's.
+var levelOneTimers = []string{"forward-backward", "optimizer"}
+
+// timersAtLevel returns the gathered times with the timers above level
+// zeroed (left out of the report): --log-straggler runs the level-2
+// timers whatever --timing-log-level reports.
+func timersAtLevel(times [][]int64, level int) [][]int64 {
+	if level >= 2 {
+		return times
+	}
+	out := make([][]int64, len(times))
+	for r, t := range times {
+		out[r] = make([]int64, len(t))
+		for i, name := range timedNames {
+			if slices.Contains(levelOneTimers, name) {
+				out[r][i] = t[i]
+			}
+		}
+	}
+	return out
+}
+
 // formatTimers is Megatron's report of the gathered times, each divided
 // by the iterations of the interval, in ms, under option ("minmax": the
 // least and the most over the ranks that ran the timer; "max"; "all":
