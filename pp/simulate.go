@@ -28,11 +28,12 @@ type Simulation struct {
 	// End is the time from the first action of any rank to the end of
 	// the last.
 	End float64
-	// Busy is each rank's compute time, M·V·(F + B + W).
+	// Busy is each rank's compute time, M·V·(F + B + W) at equal times.
 	Busy []float64
 	// Idle is each rank's idle fraction of the makespan.
 	Idle []float64
-	// BubbleRate is (Makespan − M·V·(F + B + W)) / Makespan: the idle
+	// BubbleRate is (Makespan − the busiest rank's Busy) / Makespan,
+	// (Makespan − M·V·(F + B + W)) / Makespan at equal times: the idle
 	// fraction of a rank whose compute fills the whole iteration but its
 	// bubble (Qi et al. 2024's definition).
 	BubbleRate float64
@@ -51,13 +52,34 @@ type Simulation struct {
 // ranks) meet its receives in order. It is the same action list the
 // executor runs, played with a clock instead of kernels.
 func Simulate(schedules []*Schedule, t StageTimes) (*Simulation, error) {
+	res, err := SimulateStages(schedules, t.Comm, func(int, int) StageTimes { return t })
+	if err != nil {
+		return nil, err
+	}
+	res.Timeline.Simulated = &t
+	return res, nil
+}
+
+// SimulateStages is Simulate with each model chunk's own durations:
+// times(r, c) gives the F, B and W of chunk c on pipeline rank r (its
+// Comm is not read), and every message takes comm. A rank's Busy is the
+// sum of its computations, and BubbleRate is (Makespan − the busiest
+// rank's Busy) / Makespan: Simulate's when the times are equal.
+func SimulateStages(schedules []*Schedule, comm float64, times func(r, c int) StageTimes) (*Simulation, error) {
 	if err := checkShapes(schedules); err != nil {
 		return nil, err
 	}
-	if t.F < 0 || t.B < 0 || t.W < 0 || t.Comm < 0 || math.IsNaN(t.F+t.B+t.W+t.Comm) || math.IsInf(t.F+t.B+t.W+t.Comm, 0) {
-		return nil, fmt.Errorf("pp: stage times %+v: each must be finite and ≥ 0", t)
+	s := newSim(schedules, comm)
+	for r, sc := range schedules {
+		for c := range max(sc.VPP, 1) {
+			t := times(r, c)
+			t.Comm = comm
+			if t.F < 0 || t.B < 0 || t.W < 0 || t.Comm < 0 || math.IsNaN(t.F+t.B+t.W+t.Comm) || math.IsInf(t.F+t.B+t.W+t.Comm, 0) {
+				return nil, fmt.Errorf("pp: stage times %+v of rank %d, chunk %d: each must be finite and ≥ 0", t, r, c)
+			}
+			s.ranks[r].times = append(s.ranks[r].times, t)
+		}
 	}
-	s := newSim(schedules, t)
 	for !s.done() {
 		progress := false
 		for r := range schedules {
@@ -84,6 +106,10 @@ type simClock struct {
 	began  bool
 	spans  []Span
 	posted bool // the Comm action at pc has been issued
+	// times are the durations of each of the rank's model chunks, and
+	// busy its computations' total so far.
+	times []StageTimes
+	busy  float64
 	// ops are the issued ops not yet complete: their channel and place
 	// in it.
 	ops map[Op]slot
@@ -100,14 +126,14 @@ type slot struct {
 // when its sends and its receives were issued, in order.
 type sim struct {
 	ss    []*Schedule
-	t     StageTimes
+	comm  float64 // a message's time
 	ranks []simClock
 	sends map[chanKey][]float64
 	recvs map[chanKey][]float64
 }
 
-func newSim(ss []*Schedule, t StageTimes) *sim {
-	s := &sim{ss: ss, t: t, ranks: make([]simClock, len(ss)), sends: map[chanKey][]float64{}, recvs: map[chanKey][]float64{}}
+func newSim(ss []*Schedule, comm float64) *sim {
+	s := &sim{ss: ss, comm: comm, ranks: make([]simClock, len(ss)), sends: map[chanKey][]float64{}, recvs: map[chanKey][]float64{}}
 	for r := range s.ranks {
 		s.ranks[r].ops = map[Op]slot{}
 	}
@@ -143,15 +169,10 @@ func (s *sim) step(r int) bool {
 	}
 	from := c.now
 	switch a.Kind {
-	case Forward:
-		c.now += s.t.F
-	case Backward:
-		c.now += s.t.B
-		if !s.ss[r].SplitBackward {
-			c.now += s.t.W
-		}
-	case WeightGrad:
-		c.now += s.t.W
+	case Forward, Backward, WeightGrad:
+		d := c.duration(a, s.ss[r].SplitBackward)
+		c.now += d
+		c.busy += d
 	case Comm:
 		end, ok := s.exchange(r, a)
 		if !ok {
@@ -171,6 +192,22 @@ func (s *sim) step(r int) bool {
 	}
 	c.pc++
 	return true
+}
+
+// duration is how long a computation of the rank takes: its chunk's F,
+// B (B + W when the backward is not split) or W.
+func (c *simClock) duration(a Action, split bool) float64 {
+	t := c.times[min(a.Chunk, len(c.times)-1)]
+	switch a.Kind {
+	case Forward:
+		return t.F
+	case Backward:
+		if !split {
+			return t.B + t.W
+		}
+		return t.B
+	}
+	return t.W
 }
 
 // simNanos is a simulated time in Span's nanoseconds, a unit a
@@ -214,7 +251,7 @@ func (s *sim) complete(r int, o Op) (float64, bool) {
 	if sl.n >= len(theirs) {
 		return 0, false
 	}
-	return max(mine[sl.n], theirs[sl.n]) + s.t.Comm, true
+	return max(mine[sl.n], theirs[sl.n]) + s.comm, true
 }
 
 // exchange ends rank r's Comm action a, issued (post), and returns when:
@@ -241,27 +278,25 @@ func (s *sim) exchange(r int, a Action) (float64, bool) {
 
 func (s *sim) result() *Simulation {
 	sc := s.ss[0]
-	res := &Simulation{Timeline: &Timeline{PP: len(s.ss), VPP: max(sc.VPP, 1), Microbatches: sc.Microbatches, Simulated: &s.t}}
+	res := &Simulation{Timeline: &Timeline{PP: len(s.ss), VPP: max(sc.VPP, 1), Microbatches: sc.Microbatches}}
+	busiest := 0.0
 	for r, c := range s.ranks {
 		res.Timeline.Ranks = append(res.Timeline.Ranks, c.spans)
 		res.Timeline.PPRank = append(res.Timeline.PPRank, r)
 		res.End = max(res.End, c.now)
 		res.Makespan = max(res.Makespan, c.now-c.start)
+		res.Busy = append(res.Busy, c.busy)
+		busiest = max(busiest, c.busy)
 	}
-	work := float64(sc.Microbatches*max(sc.VPP, 1)) * (s.t.F + s.t.B + s.t.W)
-	if sc.ForwardOnly {
-		work = float64(sc.Microbatches*max(sc.VPP, 1)) * s.t.F
-	}
-	for range s.ranks {
-		res.Busy = append(res.Busy, work)
+	for _, b := range res.Busy {
 		idle := 0.0
 		if res.Makespan > 0 {
-			idle = 1 - work/res.Makespan
+			idle = 1 - b/res.Makespan
 		}
 		res.Idle = append(res.Idle, idle)
 	}
 	if res.Makespan > 0 {
-		res.BubbleRate = (res.Makespan - work) / res.Makespan
+		res.BubbleRate = (res.Makespan - busiest) / res.Makespan
 	}
 	return res
 }

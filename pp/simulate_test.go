@@ -155,3 +155,47 @@ func TestEqualTimesBubble(t *testing.T) {
 		}
 	}
 }
+
+// TestSimulateStages: a slow last stage of 1F1B at P 2 never waits once it
+// has begun, so the iteration is the first stage's forward, the last
+// stage's M forwards and backwards back to back, and the first stage's
+// last backward; each rank's Busy is its own work, and the bubble rate is
+// the busiest rank's idle share.
+func TestSimulateStages(t *testing.T) {
+	ss, err := BuildAll(Config{PP: 2, Microbatches: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	times := func(r, _ int) StageTimes {
+		if r == 1 {
+			return StageTimes{F: 10, B: 7, W: 3}
+		}
+		return StageTimes{F: 1, B: 1}
+	}
+	res, err := SimulateStages(ss, 0, times)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 1 + 4*20 + 1.0; res.End != want || res.Makespan != want {
+		t.Errorf("end %g, makespan %g; want %g", res.End, res.Makespan, want)
+	}
+	if res.Busy[0] != 8 || res.Busy[1] != 80 {
+		t.Errorf("busy %v, want [8 80]", res.Busy)
+	}
+	if want := (82 - 80) / 82.0; math.Abs(res.BubbleRate-want) > 1e-15 {
+		t.Errorf("bubble rate %g, want %g", res.BubbleRate, want)
+	}
+	// A message time delays the last stage's start and the first stage's
+	// last backward by one message each, and each of the last stage's
+	// three blocking send-backward-receive-forward exchanges by one.
+	res, err = SimulateStages(ss, 0.5, times)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 1 + 0.5 + 80 + 3*0.5 + 0.5 + 1; res.End != want {
+		t.Errorf("with messages of 0.5: end %g, want %g", res.End, want)
+	}
+	if _, err := SimulateStages(ss, 0, func(int, int) StageTimes { return StageTimes{F: math.NaN()} }); err == nil {
+		t.Error("a NaN forward time was accepted")
+	}
+}
