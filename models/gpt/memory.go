@@ -96,6 +96,17 @@ func (e ActivationEstimate) Layer(cfg config.TransformerConfig, i int) int64 {
 // statistics (mtpActivations). See docs/MEMORY.md for the comparison with
 // Korthikanti et al. 2022.
 func EstimateActivations(cfg config.TransformerConfig, b int) ActivationEstimate {
+	return EstimateActivationsAt(cfg, b, 4)
+}
+
+// EstimateActivationsAt is EstimateActivations with x bytes for each
+// element of an activation tensor in place of float32's 4: what a device
+// keeping 16-bit activations (x = 2) holds for the same model, as
+// Megatron's bf16 runs on GPUs do. The dropout masks stay a byte per
+// element, and the norms' statistics, the attention's log-sum-exp rows,
+// the router's scores and probabilities and the output layer's logits
+// (the loss reads them in float32) stay float32.
+func EstimateActivationsAt(cfg config.TransformerConfig, b int, x int64) ActivationEstimate {
 	s, h, a, f := int64(cfg.SeqLength/max(cfg.ContextParallelSize, 1)), int64(cfg.HiddenSize), int64(cfg.NumAttentionHeads), int64(cfg.FFN())
 	nd, f1, g := int64(cfg.AttentionWidth()), int64(cfg.FC1Width()), int64(cfg.QueryGroups())
 	t := int64(max(cfg.TensorModelParallelSize, 1))
@@ -117,14 +128,14 @@ func EstimateActivations(cfg config.TransformerConfig, b int) ActivationEstimate
 	if cfg.HiddenDropout > 0 {
 		e.Embedding = rep(sbh)
 	}
-	layer := rep(16*sbh + 2*stats*sb)
+	layer := rep(4*x*sbh + 2*stats*sb)
 	switch {
 	case cfg.MultiLatentAttention:
-		layer += mlaActivations(cfg, sb, t, stats, rep)
+		layer += mlaActivations(cfg, sb, t, stats, x, rep)
 	default:
-		layer += (12*sb*nd + 4*sb*nd) / t
+		layer += (3*x*sb*nd + x*sb*nd) / t
 		if cfg.QKLayernorm {
-			layer += (4*sb*int64(cfg.QKVWidth()) + stats*sb*(a+g)) / t
+			layer += (x*sb*int64(cfg.QKVWidth()) + stats*sb*(a+g)) / t
 		}
 	}
 	if cfg.HiddenDropout > 0 {
@@ -133,13 +144,13 @@ func EstimateActivations(cfg config.TransformerConfig, b int) ActivationEstimate
 	if cfg.RecomputeGranularity != "selective" {
 		layer += 4 * a * B * s / t
 	}
-	e.PerLayer = layer + (4*sb*f1+4*sb*f)/t
+	e.PerLayer = layer + (x*sb*f1+x*sb*f)/t
 	if cfg.NumMoEExperts > 0 {
-		moe, exact := moeActivations(cfg, sb, t, rep)
+		moe, exact := moeActivations(cfg, sb, t, x, rep)
 		e.PerMoELayer, e.RoutingDependent = layer+moe, !exact
 	}
 	if cfg.RecomputeGranularity == "full" {
-		in := 4 * sbh
+		in := x * sbh
 		if sp || cfg.DistributeSavedActivations && t > 1 {
 			in /= t
 		}
@@ -158,22 +169,22 @@ func EstimateActivations(cfg config.TransformerConfig, b int) ActivationEstimate
 	if t == 1 && vp == int64(cfg.VocabSize) {
 		lse = 4 * sb
 	}
-	e.Head = rep(8*sbh+stats*sb) + 4*sb*vp/t + lse
+	e.Head = rep(2*x*sbh+stats*sb) + 4*sb*vp/t + lse
 	if cfg.MTPNumLayers > 0 {
-		e.MTP = mtpActivations(cfg, e, rep(sbh), rep(stats*sb))
+		e.MTP = mtpActivations(cfg, e, rep(sbh), rep(stats*sb), x)
 	}
-	e.Total = e.Embedding + e.layers(cfg, b) + e.Head + int64(cfg.MTPNumLayers)*e.MTP
+	e.Total = e.Embedding + e.layers(cfg, b, x) + e.Head + int64(cfg.MTPNumLayers)*e.MTP
 	return e
 }
 
 // layers is the decoder layers' share: each layer's, except that block
 // recompute leaves the layers after its first RecomputeNumLayers whole.
-func (e ActivationEstimate) layers(cfg config.TransformerConfig, b int) int64 {
+func (e ActivationEstimate) layers(cfg config.TransformerConfig, b int, x int64) int64 {
 	whole := e
 	if cfg.RecomputeGranularity == "full" && cfg.RecomputeMethod == "block" {
 		plain := cfg
 		plain.Recompute = config.Recompute{}
-		whole = EstimateActivations(plain, b)
+		whole = EstimateActivationsAt(plain, b, x)
 	}
 	var n int64
 	for i := range cfg.NumLayers {
@@ -206,7 +217,7 @@ func (e ActivationEstimate) layers(cfg config.TransformerConfig, b int) int64 {
 // it permutes (N gathered, else R) and per expert. Shared experts keep
 // what the dense MLP keeps at their width, (4·sb·fs₁ + 4·sb·fs)/t. exact
 // is false where N depends on the routing.
-func moeActivations(cfg config.TransformerConfig, sb, t int64, rep func(int64) int64) (bytes int64, exact bool) {
+func moeActivations(cfg config.TransformerConfig, sb, t, x int64, rep func(int64) int64) (bytes int64, exact bool) {
 	f1, f, fs1, fs := moeWidths(cfg)
 	h, e, k := int64(cfg.HiddenSize), int64(cfg.NumMoEExperts), int64(cfg.MoERouterTopK)
 	ep, etp := int64(max(cfg.ExpertModelParallelSize, 1)), int64(max(cfg.EffectiveExpertTensorParallelSize(), 1))
@@ -218,15 +229,15 @@ func moeActivations(cfg config.TransformerConfig, sb, t int64, rep func(int64) i
 		bytes += 4 * tok * e
 	}
 	rows := routed * etp
-	expertMLP := 4*rows*h + 4*rows*int64(f1)/etp
+	expertMLP := x*rows*h + x*rows*int64(f1)/etp
 	if !cfg.MoEGroupedGEMM {
-		expertMLP += 4 * rows * int64(f) / etp
+		expertMLP += x * rows * int64(f) / etp
 	}
-	combine, permuted := 4*routed*h+4*tok*e, routed
+	combine, permuted := x*routed*h+4*tok*e, routed
 	if ep*etp > 1 && cfg.MoETokenDispatcherType != moe.AllToAllDispatcher {
-		combine, permuted = 4*rows*h+4*ep*etp*tok*e, rows
+		combine, permuted = x*rows*h+4*ep*etp*tok*e, rows
 	}
-	bytes += expertMLP + combine + 16*(permuted+e) + (4*sb*int64(fs1)+4*sb*int64(fs))/t
+	bytes += expertMLP + combine + 16*(permuted+e) + (x*sb*int64(fs1)+x*sb*int64(fs))/t
 	return bytes, exact
 }
 
@@ -259,21 +270,21 @@ func moeRoutedRows(cfg config.TransformerConfig, tok int64) (int64, bool) {
 // under context parallelism without selective recompute, when d ≠ v_d,
 // the ring attention's output 4·sb·n·d/t, kept beside linear_proj's
 // narrower input.
-func mlaActivations(cfg config.TransformerConfig, sb, t, stats int64, rep func(int64) int64) int64 {
+func mlaActivations(cfg config.TransformerConfig, sb, t, stats, x int64, rep func(int64) int64) int64 {
 	a := cfg.MLA
 	n, d, vd := int64(cfg.NumAttentionHeads), int64(mlaHeadDim(a)), int64(a.VHeadDim)
 	latent := func(w int) int64 {
 		if cfg.QKLayernorm {
-			return rep(8*sb*int64(w) + stats*sb)
+			return rep(2*x*sb*int64(w) + stats*sb)
 		}
-		return rep(4 * sb * int64(w))
+		return rep(x * sb * int64(w))
 	}
-	out := 12*sb*n*d/t + latent(a.KVLoRARank) + 4*sb*n*vd/t
+	out := 3*x*sb*n*d/t + latent(a.KVLoRARank) + x*sb*n*vd/t
 	if a.QLoRARank > 0 {
 		out += latent(a.QLoRARank)
 	}
 	if d != vd && cfg.ContextParallelSize > 1 && cfg.RecomputeGranularity != "selective" {
-		out += 4 * sb * n * d / t
+		out += x * sb * n * d / t
 	}
 	return out
 }
@@ -287,9 +298,9 @@ func mlaActivations(cfg config.TransformerConfig, sb, t, stats int64, rep func(i
 // checkpoint's embedding input (its hidden-states input is the output
 // layer's input again) and a head without the final norm's input and
 // statistics.
-func mtpActivations(cfg config.TransformerConfig, e ActivationEstimate, rsbh, rStats int64) int64 {
+func mtpActivations(cfg config.TransformerConfig, e ActivationEstimate, rsbh, rStats, x int64) int64 {
 	if cfg.RecomputeGranularity == "full" {
-		return e.Embedding + 4*rsbh + (e.Head - 4*rsbh - rStats)
+		return e.Embedding + x*rsbh + (e.Head - x*rsbh - rStats)
 	}
-	return e.Embedding + 12*rsbh + 2*rStats + e.Layer(cfg, cfg.NumLayers-1) + e.Head
+	return e.Embedding + 3*x*rsbh + 2*rStats + e.Layer(cfg, cfg.NumLayers-1) + e.Head
 }
