@@ -163,28 +163,43 @@ func (a Run) moments() float64 {
 	return 0
 }
 
-// modelState is the weights, gradients and optimizer state the share
-// takes: 4, 4 and 4·m bytes a parameter in float32 (m = 2 moments for
-// Adam, SGD's 1 or 0); 2, 4 (2 when reduced in 16 bits) and 4·m + 4 (the
-// main parameters) in bf16 or fp16; the optimizer's over dp (edp for
-// experts) under the distributed optimizer.
-func (st stateShare) modelState(a Run) Need {
-	w, g, o := 4.0, 4.0, 4*a.moments()
+// parameterBytes is the bytes a parameter takes in weights, gradients
+// and optimizer state before any sharding: 4, 4 and 4·m in float32 (m = 2
+// moments for Adam, SGD's 1 or 0); 2, 4 (2 when reduced in 16 bits) and
+// 4·m + 4 (the main parameters) in bf16 or fp16.
+func (a Run) parameterBytes() (w, g, o float64) {
+	w, g, o = 4.0, 4.0, 4*a.moments()
 	if a.Model.BF16 || a.Model.FP16 {
 		w, o = 2, 4*a.moments()+4
 		if a.GradReduceInBF16 || a.Model.FP16 && !a.DDP.GradReduceInFP32 {
 			g = 2
 		}
 	}
-	eo := o
+	return w, g, o
+}
+
+// optimizerShards is how many ranks share each dense and each expert
+// parameter's optimizer state: 1 without the distributed optimizer; dp
+// (edp for experts) over the instances with it, the whole dp with the
+// hybrid strategies that split across the instances too.
+func (st stateShare) optimizerShards(a Run) (dense, experts float64) {
 	switch {
 	case a.DDP.HybridShardsOptimizer():
-		o /= st.dp // split across the instances too
-		eo /= st.edp
+		return st.dp, st.edp
 	case a.DDP.UseDistributedOptimizer:
-		o /= st.shards
-		eo /= st.edp
+		return st.shards, st.edp
 	}
+	return 1, 1
+}
+
+// modelState is the weights, gradients and optimizer state the share
+// takes (parameterBytes a parameter), the optimizer's over its shards
+// (optimizerShards).
+func (st stateShare) modelState(a Run) Need {
+	w, g, o := a.parameterBytes()
+	ds, es := st.optimizerShards(a)
+	eo := o / es
+	o /= ds
 	need := Need{Weights: st.dense*st.copies*w + st.experts*st.ecopies*w, Gradients: st.dense*st.copies*g + st.experts*st.ecopies*g,
 		Optimizer: st.dense*st.copies*o + st.experts*st.ecopies*eo}
 	if a.DDP.ShardsGradients() {

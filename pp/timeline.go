@@ -31,6 +31,9 @@ type Timeline struct {
 	// Simulated, when set, says the timeline is Simulate's with these
 	// times (a unit a millisecond), not a measurement.
 	Simulated *StageTimes
+	// Title, when set, says the timeline is simulated and names what
+	// (SimulateStages' callers: gotron plan's predicted iteration).
+	Title string
 }
 
 // Recorder collects one rank's spans while a traced iteration runs: its
@@ -248,6 +251,10 @@ func (tl *Timeline) headings(span float64, bub []float64) (string, string) {
 	theory := fmt.Sprintf("theoretical (P−1)/(V·M+P−1) = %.1f%%", 100*TheoreticalBubble(tl.PP, tl.VPP, tl.Microbatches))
 	if t := tl.Simulated; t != nil {
 		return fmt.Sprintf("pipeline schedule, simulated: %s, F %g, B %g, W %g, message %g: %g time units", shape, t.F, t.B, t.W, t.Comm, span/1e6),
+			fmt.Sprintf("the busiest rank idle %.1f%% of the iteration, 1F1B's %s; mean idle time of the ranks %.1f%%", 100*Bubble(bub), theory, 100*MeanBubble(bub))
+	}
+	if tl.Title != "" {
+		return fmt.Sprintf("%s: %s, %.1f ms", tl.Title, shape, span/1e6),
 			fmt.Sprintf("the busiest rank idle %.1f%% of the iteration, 1F1B's %s; mean idle time of the ranks %.1f%%", 100*Bubble(bub), theory, 100*MeanBubble(bub))
 	}
 	return fmt.Sprintf("pipeline schedule, one iteration: %s, %.1f ms", shape, span/1e6),

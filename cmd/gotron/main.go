@@ -65,7 +65,7 @@ func newRoot() *cobra.Command {
 		Version:       version(),
 	}
 	root.SetVersionTemplate("gotron {{.Version}}\n")
-	root.AddCommand(newTrainCmd(), newInspectCmd(), newBenchCmd())
+	root.AddCommand(newTrainCmd(), newInspectCmd(), newBenchCmd(), newPlanCmd())
 	root.AddCommand(newCkptCmd())
 	root.AddCommand(newPlotCmd())
 	root.AddCommand(newPreprocessCmd())

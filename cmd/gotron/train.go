@@ -124,9 +124,7 @@ preprocess; or a blend, --data-path 0.3 A 0.7 B, divided by --split 969,30,1),
 	}
 	f := cmd.Flags()
 	f.SortFlags = false
-	model = addModelFlags(f, &a.Model)
-	addRecomputeFlags(f, &a.Model)
-	addParallelFlags(f, &a)
+	model = addRunFlags(f, &a)
 	f.StringVar(&a.PipelineSchedule, "pipeline-schedule", "", "pipeline schedule: 1f1b (the default: 1F1B, interleaved with --virtual-pipeline-model-parallel-size), zb-h1 (zero-bubble ZB-H1: each backward split into the input gradient, sent upstream at once, and the weight gradients, deferred to fill the bubble; 1F1B's memory), zb-h2 (ZB-H2: no bubble at equal forward, input- and weight-gradient times, for up to 2P-1 microbatches' activations per stage), zb-v (ZB-V, with --virtual-pipeline-model-parallel-size 2: rank r holds stages r and 2P-1-r, the embedding and the loss on rank 0; no bubble at equal times from 2P-1 microbatches, at 1F1B's memory) or dualpipev (DeepSeek's DualPipeV on the same V, from 2P microbatches: most backwards whole, beside a forward of the other chunk); each gives the numbers of 1f1b (zb-v, dualpipev: of the interleaved 1F1B, without dropout) bit for bit")
 	f.StringVar(&a.ProfileSchedule, "profile-schedule", "", "write the measured pipeline schedule of the last iteration, every rank, as an SVG timeline to this file")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) here (with --backend mpi, one per process: FILE.rankN)")
@@ -255,6 +253,16 @@ func addModelFlags(f *pflag.FlagSet, m *config.TransformerConfig) *modelFlags {
 	f.BoolVar(&m.CalculatePerTokenLoss, "calculate-per-token-loss", m.CalculatePerTokenLoss, "normalise the loss by the global batch's token count")
 	f.IntVar(&m.MakeVocabSizeDivisibleBy, "make-vocab-size-divisible-by", m.MakeVocabSizeDivisibleBy, "pad the vocabulary to a multiple of this × the tensor-parallel size (padding changes no loss or gradient)")
 	return addModelOptionFlags(f, m)
+}
+
+// addRunFlags adds the flags that say what a run trains and on which
+// layout, gotron train's and gotron plan's alike: the model, recompute
+// and the parallel sizes with the data-parallel and precision flags.
+func addRunFlags(f *pflag.FlagSet, a *train.Args) *modelFlags {
+	model := addModelFlags(f, &a.Model)
+	addRecomputeFlags(f, &a.Model)
+	addParallelFlags(f, a)
+	return model
 }
 
 // recomputeActivations is --recompute-activations, Megatron's shorthand

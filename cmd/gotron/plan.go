@@ -1,0 +1,157 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/plan"
+	"github.com/gotron/gotron/train"
+)
+
+func newPlanCmd() *cobra.Command {
+	a := train.DefaultArgs()
+	a.WorldSize = 0
+	var model *modelFlags // addModelFlags below
+	var hardware, timeline string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "plan",
+		Short: "Predict the memory and iteration time of a layout on a GPU cluster, from the schedules and memory model that train",
+		Long: `plan takes gotron train's model, parallel, batch, precision, recompute,
+optimizer and schedule flags, --world-size devices and a hardware description
+(--hardware: a100-80gb, the DGX A100 cluster of Korthikanti et al. 2022, or
+h100-80gb, or a file of the same fields), and prints one iteration of the run
+on them: its time, split into the busiest pipeline rank's kernels, the tensor-
+and context-parallel communication they leave exposed, its pipeline bubble,
+the data-parallel communication left exposed, the tied embedding's all-reduce
+and the optimizer's step; tokens/s, model TFLOP/s per device and the fraction
+of the peak; and each pipeline rank's memory (weights, gradients, optimizer
+state and the activations of the schedule's micro-batches in flight) against
+the device's.
+
+Each model chunk's forward, backward and weight-gradient times come from its
+FLOPs and bytes on the device (GEMMs, attention, element-wise kernels and each
+collective on its group's links); every pipeline rank's real action list, the
+one gotron train runs, is played with those times. --json prints the same
+numbers for tools; --timeline FILE draws the simulated iteration as
+--profile-schedule draws a measured one. docs/PLAN.md describes the model and
+its accuracy against published runs.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := model.apply(); err != nil {
+				return err
+			}
+			if err := overlapFlags(cmd, &a); err != nil {
+				return err
+			}
+			if err := ddpFlags(cmd, &a); err != nil {
+				return err
+			}
+			if a.WorldSize < 1 {
+				return fmt.Errorf("--world-size %d: give the devices the run would use (at least 1)", a.WorldSize)
+			}
+			hw, err := plan.LoadHardware(hardware)
+			if err != nil {
+				return err
+			}
+			r, err := train.PlanRun(a, a.WorldSize)
+			if err != nil {
+				return err
+			}
+			p, err := plan.Predict(r, a.WorldSize, hw)
+			if err != nil {
+				return err
+			}
+			if timeline != "" && p.PP > 1 {
+				if err := p.Timeline.WriteSVG(timeline); err != nil {
+					return fmt.Errorf("--timeline: %w", err)
+				}
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				b, err := json.MarshalIndent(p, "", "  ")
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(out, "%s\n", b)
+				return err
+			}
+			printPlan(out, r, p, hw)
+			if timeline != "" {
+				if p.PP < 2 {
+					fmt.Fprintf(out, "no timeline drawn: --timeline draws a pipeline, and --pipeline-model-parallel-size is 1\n")
+				} else {
+					fmt.Fprintf(out, "drew the simulated iteration in %s\n", timeline)
+				}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.SortFlags = false
+	model = addRunFlags(f, &a)
+	f.Lookup("world-size").Usage = "devices the run would use"
+	f.StringVar(&a.PipelineSchedule, "pipeline-schedule", "", "pipeline schedule: 1f1b (the default; interleaved with --virtual-pipeline-model-parallel-size), zb-h1, zb-h2, zb-v or dualpipev, as gotron train")
+	f.Bool("overlap-p2p-communication", false, "overlap pipeline sends and receives with computation (interleaved schedule; the default there)")
+	f.Bool("no-overlap-p2p-communication", false, "batch pipeline sends and receives instead of overlapping them")
+	f.IntVar(&a.MicroBatchSize, "micro-batch-size", a.MicroBatchSize, "rows per micro-batch on each rank")
+	f.IntVar(&a.GlobalBatchSize, "global-batch-size", a.GlobalBatchSize, "rows per iteration over all data-parallel ranks (0: micro-batch-size × data-parallel size)")
+	f.StringVar(&a.Optimizer, "optimizer", a.Optimizer, "adam, or sgd (--sgd-momentum)")
+	f.Float64Var(&a.SGDMomentum, "sgd-momentum", a.SGDMomentum, "SGD's momentum (0: no momentum buffer)")
+	f.StringVar(&hardware, "hardware", "a100-80gb", "the devices and links: "+strings.Join(plan.ShippedHardware(), ", ")+", or a JSON file of the same fields (docs/PLAN.md)")
+	f.BoolVar(&asJSON, "json", false, "print the prediction as JSON")
+	f.StringVar(&timeline, "timeline", "", "draw the simulated pipeline iteration, every pipeline rank, as an SVG timeline in this file")
+	return cmd
+}
+
+// printPlan writes a prediction for people: the run, the iteration's time
+// and speed, and each pipeline rank's memory.
+func printPlan(out io.Writer, r plan.Run, p *plan.Prediction, hw plan.Hardware) {
+	m := r.Model
+	prec := "float32"
+	switch {
+	case m.BF16:
+		prec = "bf16"
+	case m.FP16:
+		prec = "fp16"
+	}
+	var opts []string
+	if m.SequenceParallel && p.TP > 1 {
+		opts = append(opts, "sequence parallel")
+	}
+	if g := m.RecomputeGranularity; g != "" {
+		opts = append(opts, g+" recompute")
+	}
+	if r.DDP.UseDistributedOptimizer && p.DP > 1 {
+		opts = append(opts, "distributed optimizer")
+	}
+	fmt.Fprintf(out, "gotron plan: a GPT of %.3g B parameters on %d × %s (%d a node): TP %d × CP %d × PP %d (VPP %d) × DP %d; %d micro-batches of %d per data-parallel rank, %s, %s",
+		float64(gpt.NumParameters(m))/1e9, p.World, hw.Name, hw.DevicesPerNode, p.TP, p.CP, p.PP, p.VPP, p.DP, p.Microbatches, r.MicroBatchSize, p.Schedule, prec)
+	if len(opts) > 0 {
+		fmt.Fprintf(out, ", %s", strings.Join(opts, ", "))
+	}
+	fmt.Fprintln(out)
+	t := p.Time
+	fmt.Fprintf(out, "iteration %.4g s: compute %.4g s, exposed TP communication %.3g s, exposed CP communication %.3g s, pipeline bubble %.3g s, exposed DP communication %.3g s, embedding all-reduce %.3g s, optimizer %.3g s\n",
+		p.IterationSeconds, t.Compute, t.TPComm, t.CPComm, t.Bubble, t.DPComm, t.EmbeddingSync, t.Optimizer)
+	fmt.Fprintf(out, "%.0f tokens/s, %.1f model TFLOP/s per device, %.1f%% of the %s peak\n", p.TokensPerSecond, p.ModelTFLOPSPerDevice, 100*p.PeakFraction, prec)
+	fmt.Fprintf(out, "memory per device, GiB (of %g), by pipeline rank:\n", hw.MemoryGiB)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "rank\tlayers\tweights\tgradients\toptimizer\tactivations\tin flight\ttotal\tfits\tidle\t")
+	gib := func(x float64) string { return fmt.Sprintf("%.2f", x/(1<<30)) }
+	for _, rk := range p.Ranks {
+		fits := "yes"
+		if !rk.Fits {
+			fits = "NO"
+		}
+		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%.1f%%\t\n", rk.PipelineRank, rk.Layers, gib(rk.Memory.Weights), gib(rk.Memory.Gradients),
+			gib(rk.Memory.Optimizer), gib(rk.Memory.Activations), rk.InFlight, gib(rk.MemoryBytes), fits, 100*rk.IdleFraction)
+	}
+	w.Flush()
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// gpt175B are the flags of Korthikanti et al. 2022's 175B setting with
+// sequence parallelism and selective recompute (64 A100s).
+var gpt175B = []string{"plan", "--num-layers", "96", "--hidden-size", "12288", "--num-attention-heads", "96",
+	"--seq-length", "2048", "--max-position-embeddings", "2048", "--vocab-size", "51200",
+	"--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "8", "--world-size", "64",
+	"--micro-batch-size", "1", "--global-batch-size", "64", "--bf16", "--sequence-parallel", "--recompute-activations"}
+
+// TestPlanCommand: the text names the layout, the iteration's parts and
+// each pipeline rank's memory; --json carries the fields tools read;
+// --timeline draws the simulated pipeline.
+func TestPlanCommand(t *testing.T) {
+	svg := filepath.Join(t.TempDir(), "plan.svg")
+	out, err := run(t, append(gpt175B, "--timeline", svg)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"TP 8 × CP 1 × PP 8 (VPP 1) × DP 1", "64 micro-batches", "1F1B, bf16, sequence parallel, selective recompute",
+		"pipeline bubble", "model TFLOP/s per device", "memory per device, GiB (of 80)", "drew the simulated iteration"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "  yes "); n != 8 {
+		t.Errorf("%d pipeline ranks said to fit, want 8:\n%s", n, out)
+	}
+	if b, err := os.ReadFile(svg); err != nil || !strings.Contains(string(b), "gotron plan, simulated on a100-80gb") {
+		t.Errorf("timeline: %v, %.200s", err, b)
+	}
+	out, err = run(t, append(gpt175B, "--json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Iteration float64 `json:"iteration_seconds"`
+		Tokens    float64 `json:"tokens_per_second"`
+		TFLOPS    float64 `json:"model_tflops_per_device"`
+		Ranks     []struct {
+			Memory      map[string]float64 `json:"memory"`
+			MemoryBytes float64            `json:"memory_bytes"`
+		} `json:"ranks"`
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	if p.Iteration < 12 || p.Iteration > 15 || p.Tokens <= 0 || p.TFLOPS <= 0 || len(p.Ranks) != 8 {
+		t.Errorf("JSON %+v: want an iteration near the paper's 13.75 s, and 8 ranks", p)
+	}
+	for _, k := range []string{"weights", "gradients", "optimizer", "activations"} {
+		if p.Ranks[0].Memory[k] <= 0 {
+			t.Errorf("rank 0's memory has no %s: %v", k, p.Ranks[0].Memory)
+		}
+	}
+}
+
+// TestPlanCommandErrors: a layout gotron cannot train, an unknown
+// hardware name and a missing world are refused, each naming the fix.
+func TestPlanCommandErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", "--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "64", "--vocab-size", "128",
+			"--tensor-model-parallel-size", "3", "--world-size", "3"}, "num_attention_heads 4 is not divisible by tensor_model_parallel_size 3"},
+		{[]string{"plan", "--world-size", "1", "--hardware", "tpu-v9"}, "a100-80gb, h100-80gb"},
+		{[]string{"plan"}, "--world-size 0"},
+		{[]string{"plan", "--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "64", "--vocab-size", "128",
+			"--world-size", "2", "--num-experts", "4", "--moe-ffn-hidden-size", "64"}, "MoE"},
+	} {
+		if _, err := run(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v; want an error naming %q", c.args, err, c.want)
+		}
+	}
+}

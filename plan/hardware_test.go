@@ -1,0 +1,84 @@
+package plan
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestShippedHardware: every shipped description loads, checked, under
+// its file's name.
+func TestShippedHardware(t *testing.T) {
+	names := ShippedHardware()
+	if len(names) < 2 {
+		t.Fatalf("shipped descriptions %v: want at least a100-80gb and h100-80gb", names)
+	}
+	for _, n := range names {
+		h, err := LoadHardware(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Name != n {
+			t.Errorf("%s.json names itself %q", n, h.Name)
+		}
+	}
+}
+
+// TestLoadHardwareErrors: an unknown name lists the shipped ones; a file
+// with a misspelt field, a zero rate or a fraction above one is refused
+// naming the field.
+func TestLoadHardwareErrors(t *testing.T) {
+	if _, err := LoadHardware("v100"); err == nil || !strings.Contains(err.Error(), "a100-80gb") {
+		t.Errorf("unknown name: %v; want the shipped names listed", err)
+	}
+	dir := t.TempDir()
+	good, err := shipped.ReadFile("hardware/a100-80gb.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ from, to, want string }{
+		{`"memory_gib": 80`, `"memory_gb": 80`, `unknown field "memory_gb"`},
+		{`"bus_bandwidth_gbs": 230`, `"bus_bandwidth_gbs": 0`, "intra_node.bus_bandwidth_gbs is 0"},
+		{`"gemm": 0.8`, `"gemm": 1.5`, "efficiency.gemm is 1.5"},
+		{`"bf16": 312`, `"bf17": 312`, `peak_tflops has "bf17"`},
+		{`"devices_per_node": 8`, `"devices_per_node": -8`, "devices_per_node is -8"},
+	} {
+		p := filepath.Join(dir, "hw.json")
+		if err := os.WriteFile(p, []byte(strings.Replace(string(good), c.from, c.to, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadHardware(p); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want an error naming %q", c.to, err, c.want)
+		}
+	}
+	if _, err := LoadHardware(filepath.Join(dir, "missing.json")); err == nil {
+		t.Error("a missing file was accepted")
+	}
+	h, err := LoadHardware(filepath.Join(dir, "hw.json"))
+	if err == nil {
+		t.Errorf("the last broken file loaded: %+v", h)
+	}
+}
+
+// FuzzParseHardware: any bytes give a checked description or an error,
+// never a panic; what is accepted has positive, finite rates.
+func FuzzParseHardware(f *testing.F) {
+	for _, n := range ShippedHardware() {
+		b, _ := shipped.ReadFile("hardware/" + n + ".json")
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := ParseHardware(b, "fuzz")
+		if err != nil {
+			return
+		}
+		if err := h.check(); err != nil {
+			t.Fatalf("accepted a description its check refuses: %v", err)
+		}
+		d := device{hw: h, peak: 1e12, elem: 2}
+		if v := d.gemm(64, 64, 64) + d.memory(1e6) + d.allReduce(1e6, 4, h.InterNode); !(v > 0) || v > 1e300 {
+			t.Fatalf("an accepted description gives a time of %g", v)
+		}
+	})
+}

@@ -1,0 +1,220 @@
+package plan
+
+import (
+	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/pp"
+)
+
+// postPipeline prices what an iteration does beside and after the
+// pipeline: the data-parallel reduction, the tied embedding's all-reduce,
+// the optimizer's step, and each rank's memory.
+type postPipeline struct {
+	a      Run
+	c      costModel
+	chunks [][]config.PipelineChunk
+	params [][]float64 // each chunk's parameters on one of its ranks
+	st     stateShare
+}
+
+func newPostPipeline(a Run, c costModel, chunks [][]config.PipelineChunk, world int) postPipeline {
+	p := postPipeline{a: a, c: c, chunks: chunks, st: machineShare(a, world, 1)}
+	layer := layerCount(a.Model)
+	for _, row := range chunks {
+		var ps []float64
+		for _, ch := range row {
+			ps = append(ps, chunkParameters(a.Model, ch, layer))
+		}
+		p.params = append(p.params, ps)
+	}
+	return p
+}
+
+// rankParameters is pipeline rank r's parameters (one of its ranks').
+func (p postPipeline) rankParameters(r int) float64 {
+	var n float64
+	for _, x := range p.params[r] {
+		n += x
+	}
+	return n
+}
+
+// reduce is the data-parallel time of a chunk of n parameters: an
+// all-reduce of its gradients, or under the distributed optimizer a
+// reduce-scatter, and gather the all-gather of its updated parameters
+// that follows the step.
+func (p postPipeline) reduce(n float64) (reduce, gather float64) {
+	l, d := p.c.l, p.c.d
+	if l.dp < 2 {
+		return 0, 0
+	}
+	w, g, _ := p.a.parameterBytes()
+	if !p.a.DDP.UseDistributedOptimizer {
+		return d.allReduce(n*g, l.dp, l.dpLink), 0
+	}
+	return d.allGather(n*g, l.dp, l.dpLink), d.allGather(n*w, l.dp, l.dpLink)
+}
+
+// dataParallel is the data-parallel communication the pipeline leaves
+// exposed (sim's times in milliseconds; the result in seconds). Each
+// rank's chunks reduce one after the other on the rank's communication
+// stream: after the rank's last computation, or with
+// --overlap-grad-reduce from the start of the chunk's last backward, and
+// ending no earlier than a bucket's reduction after that backward. The
+// step waits for every rank; the parameters' all-gather follows it unless
+// --overlap-param-gather hides it behind the next forward.
+func (p postPipeline) dataParallel(sim *pp.Simulation) float64 {
+	end := 0.0 // sim.End, in the spans' rounding
+	for _, spans := range sim.Timeline.Ranks {
+		for _, s := range spans {
+			end = max(end, float64(s.End)/1e9)
+		}
+	}
+	var worst, gatherWorst float64
+	for r, spans := range sim.Timeline.Ranks {
+		last := 0.0
+		for _, s := range spans {
+			last = max(last, float64(s.End)/1e9)
+		}
+		stream, finish, gathers := 0.0, last, 0.0
+		for v, n := range p.params[r] {
+			red, gat := p.reduce(n)
+			gathers += gat
+			from, to := last, last
+			if p.a.DDP.OverlapGradReduce {
+				from, to = lastBackward(spans, v)
+			}
+			stream = max(stream, from) + red
+			finish = max(finish, stream, to+red/p.buckets(n))
+		}
+		worst = max(worst, finish-end)
+		gatherWorst = max(gatherWorst, gathers)
+	}
+	if p.a.DDP.OverlapParamGather {
+		gatherWorst = 0
+	}
+	return max(0, worst) + gatherWorst
+}
+
+// buckets is how many gradient buckets a chunk of n parameters has: n
+// over --ddp-bucket-size (Megatron's default max(4·10⁷, 10⁶·dp)
+// elements), at least one.
+func (p postPipeline) buckets(n float64) float64 {
+	size := float64(p.a.DDP.BucketSize)
+	if size <= 0 {
+		size = max(4e7, 1e6*float64(p.c.l.dp))
+	}
+	return max(1, n/size)
+}
+
+// lastBackward is when chunk v's last backward on a rank starts and ends,
+// in seconds.
+func lastBackward(spans []pp.Span, v int) (start, end float64) {
+	for _, s := range spans {
+		if s.Kind == pp.Backward && s.Chunk == v {
+			start, end = float64(s.Start)/1e9, float64(s.End)/1e9
+		}
+	}
+	return start, end
+}
+
+// embeddingSync is the all-reduce of the word embedding's gradients
+// between the stages that hold a copy (a tied output layer on the last
+// stage), after the pipeline.
+func (p postPipeline) embeddingSync() float64 {
+	cfg, l := p.a.Model, p.c.l
+	if !cfg.WordEmbeddingShared() {
+		return 0
+	}
+	_, g, _ := p.a.parameterBytes()
+	link := p.c.d.hw.InterNode
+	if l.tp*l.cp*l.dp*l.pp <= p.c.d.hw.DevicesPerNode {
+		link = p.c.d.hw.IntraNode
+	}
+	n := float64(cfg.PaddedVocabSize()) * float64(cfg.HiddenSize) / float64(l.tp)
+	return p.c.d.allReduce(n*g, 2, link)
+}
+
+// optimizer is the step of the rank with the most parameters: per
+// parameter of its shard, the gradient read twice (the norm and the
+// step), the main parameter read and written, each moment read and
+// written, and a 16-bit model's parameter written.
+func (p postPipeline) optimizer() float64 {
+	most := 0.0
+	for r := range p.params {
+		most = max(most, p.rankParameters(r))
+	}
+	shards, _ := p.st.optimizerShards(p.a)
+	bytes := 8 + 8 + 8*p.a.moments()
+	if p.a.Model.BF16 || p.a.Model.FP16 {
+		bytes += 2
+	}
+	return p.c.d.memory(most / shards * bytes)
+}
+
+// rank is pipeline rank r's plan: its memory and its time.
+func (p postPipeline) rank(r int, chunks []config.PipelineChunk, inFlight int, sim *pp.Simulation, hw Hardware) RankPlan {
+	n := p.rankParameters(r)
+	w, g, o := p.a.parameterBytes()
+	shards, _ := p.st.optimizerShards(p.a)
+	var act float64
+	layers := 0
+	for _, ch := range chunks {
+		act += p.chunkActivations(ch)
+		layers += ch.NumLayers
+	}
+	act = act / float64(len(chunks)) * float64(inFlight)
+	m := RankMemory{Weights: n * w, Gradients: n * g, Optimizer: n * o / shards, Activations: act}
+	total := m.Weights + m.Gradients + m.Optimizer + m.Activations
+	busy := sim.Busy[r] / 1e3
+	return RankPlan{PipelineRank: r, Layers: layers, Memory: m, MemoryBytes: total, Fits: total <= hw.MemoryGiB*(1<<30),
+		InFlight: inFlight, BusySeconds: busy, IdleFraction: sim.Idle[r]}
+}
+
+// chunkActivations is what one micro-batch leaves on a chunk's rank for
+// backward: gpt.EstimateActivationsAt at the device's element size for
+// its layers (the first recompute_num_layers checkpointed under block
+// recompute), its embedding and its head; without flash attention a
+// layer not selectively recomputed also keeps its probabilities, their
+// dropout mask and dropped output (Korthikanti et al. 2022's
+// 5·a·s²·b/t bytes in 16 bits).
+func (p postPipeline) chunkActivations(ch config.PipelineChunk) float64 {
+	cfg, b := p.a.Model, p.a.MicroBatchSize
+	x := int64(p.c.d.elem)
+	e := gpt.EstimateActivationsAt(cfg, b, x)
+	per := float64(e.PerLayer)
+	if !p.c.d.hw.Efficiency.FlashAttention && cfg.RecomputeGranularity == "" {
+		per += p.scores()
+	}
+	layers := float64(ch.NumLayers) * per
+	if cfg.RecomputeGranularity == "full" && cfg.RecomputeMethod == "block" {
+		plain := cfg
+		plain.Recompute = config.Recompute{}
+		whole := float64(gpt.EstimateActivationsAt(plain, b, x).PerLayer)
+		if !p.c.d.hw.Efficiency.FlashAttention {
+			whole += p.scores()
+		}
+		k := float64(min(ch.NumLayers, cfg.RecomputeNumLayers))
+		layers = k*per + (float64(ch.NumLayers)-k)*whole
+	}
+	if ch.PreProcess {
+		layers += float64(e.Embedding)
+	}
+	if ch.PostProcess {
+		layers += float64(e.Head)
+	}
+	return layers
+}
+
+// scores is a layer's attention probabilities kept for backward without
+// flash attention: the softmax's output, and with attention dropout its
+// mask (a byte) and output, for the rank's a/t heads and s/cp queries.
+func (p postPipeline) scores() float64 {
+	cfg, l, x := p.a.Model, p.c.l, p.c.d.elem
+	n := float64(cfg.NumAttentionHeads) / float64(l.tp) * float64(p.a.MicroBatchSize) *
+		float64(cfg.SeqLength) / float64(l.cp) * float64(cfg.SeqLength)
+	if cfg.AttentionDropout > 0 {
+		return n * (2*x + 1)
+	}
+	return n * x
+}

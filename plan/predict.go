@@ -1,0 +1,281 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/models/gpt"
+	"github.com/gotron/gotron/pp"
+)
+
+// Prediction is what Predict says of one iteration of a run: its time
+// and where it goes, its speed, and each pipeline rank's memory. The
+// ranks of a pipeline stage (its tensor-, context- and data-parallel
+// ranks) do the same work and hold the same memory, so one is given per
+// stage.
+type Prediction struct {
+	Hardware string `json:"hardware"`
+	// World is the devices; TP, CP, DP, PP and VPP the layout's sizes
+	// (VPP 1 without interleaving); Microbatches the micro-batches each
+	// data-parallel rank runs in an iteration.
+	World        int `json:"world"`
+	TP           int `json:"tp"`
+	CP           int `json:"cp"`
+	DP           int `json:"dp"`
+	PP           int `json:"pp"`
+	VPP          int `json:"vpp"`
+	Microbatches int `json:"microbatches"`
+	// Schedule names the pipeline schedule.
+	Schedule string `json:"schedule"`
+	// IterationSeconds is one iteration's time; Time its parts.
+	IterationSeconds float64   `json:"iteration_seconds"`
+	Time             TimeSplit `json:"time"`
+	// TokensPerSecond is the global batch's tokens over the iteration.
+	TokensPerSecond float64 `json:"tokens_per_second"`
+	// ModelTFLOPSPerDevice is the model's FLOPs of an iteration
+	// (gpt.TrainingFLOPs, recompute not counted) over its time and the
+	// devices, in 10¹² FLOP/s; PeakFraction that over a device's peak
+	// (the model FLOPs utilisation).
+	ModelTFLOPSPerDevice float64 `json:"model_tflops_per_device"`
+	PeakFraction         float64 `json:"peak_fraction"`
+	// Ranks are the pipeline ranks, first to last.
+	Ranks []RankPlan `json:"ranks"`
+	// Timeline is the simulated pipeline, drawable as gotron train
+	// --profile-schedule draws a measured one.
+	Timeline *pp.Timeline `json:"-"`
+}
+
+// TimeSplit divides an iteration's time, in seconds, along the busiest
+// pipeline rank: its kernels, the tensor- and context-parallel
+// communication they leave exposed, its idle time in the pipeline, then
+// what follows the pipeline: the data-parallel gradient reduction (and
+// the distributed optimizer's parameter gather) left exposed, the tied
+// embedding's all-reduce between the first and last stages, and the
+// optimizer's step.
+type TimeSplit struct {
+	Compute       float64 `json:"compute"`
+	TPComm        float64 `json:"tp_comm"`
+	CPComm        float64 `json:"cp_comm"`
+	Bubble        float64 `json:"bubble"`
+	DPComm        float64 `json:"dp_comm"`
+	EmbeddingSync float64 `json:"embedding_sync"`
+	Optimizer     float64 `json:"optimizer"`
+}
+
+// RankPlan is one pipeline rank's share.
+type RankPlan struct {
+	PipelineRank int `json:"pipeline_rank"`
+	// Layers are the decoder layers the rank holds, over its chunks.
+	Layers int `json:"layers"`
+	// Memory is a device's memory, by part; MemoryBytes their sum, and
+	// Fits whether it is within the device's memory.
+	Memory      RankMemory `json:"memory"`
+	MemoryBytes float64    `json:"memory_bytes"`
+	Fits        bool       `json:"fits"`
+	// InFlight is the most micro-batch-chunks whose activations the rank
+	// holds at once (the schedule's, found by pp.Verify).
+	InFlight int `json:"in_flight"`
+	// BusySeconds is the rank's time in its kernels and exposed
+	// communication, IdleFraction the rest of the pipeline's time.
+	BusySeconds  float64 `json:"busy_seconds"`
+	IdleFraction float64 `json:"idle_fraction"`
+}
+
+// RankMemory is a device's memory by part, in bytes.
+type RankMemory struct {
+	Weights     float64 `json:"weights"`
+	Gradients   float64 `json:"gradients"`
+	Optimizer   float64 `json:"optimizer"`
+	Activations float64 `json:"activations"`
+}
+
+// Predict plays one iteration of run a on world devices of hardware hw:
+// each model chunk's forward, backward and weight-gradient times from its
+// FLOPs and bytes (costModel), every pipeline rank's real action list
+// (pp.BuildAll, checked and its in-flight activations counted by
+// pp.Verify) played with those times (pp.SimulateStages), then the
+// data-parallel reduction, the embedding's all-reduce and the optimizer;
+// and each rank's memory from the model the up-front check uses
+// (parameterBytes, gpt.EstimateActivationsAt). docs/PLAN.md describes the
+// model and its accuracy.
+func Predict(a Run, world int, hw Hardware) (*Prediction, error) {
+	if err := plannable(a, world); err != nil {
+		return nil, err
+	}
+	d, err := deviceOf(a, hw)
+	if err != nil {
+		return nil, err
+	}
+	mp := a.Model.ModelParallelConfig
+	dp, _ := a.dataParallel(world)
+	l := newLayout(hw, max(mp.TensorModelParallelSize, 1), max(mp.ContextParallelSize, 1), dp, max(mp.PipelineModelParallelSize, 1))
+	chunks, err := a.Model.PipelineChunks()
+	if err != nil {
+		return nil, err
+	}
+	m := a.microBatches(dp)
+	ss, live, err := schedules(a, l.pp, m)
+	if err != nil {
+		return nil, err
+	}
+	c := costModel{d: d, l: l, cfg: a.Model, b: float64(a.MicroBatchSize), split: ss[0].SplitBackward}
+	costs := make([][]phases, l.pp)
+	for r := range costs {
+		for _, ch := range chunks[r] {
+			costs[r] = append(costs[r], c.chunk(ch))
+		}
+	}
+	// The simulation's unit is a millisecond (the timeline's).
+	msg := d.message(c.tokens()*float64(a.Model.HiddenSize)*d.elem/float64(l.tp), l.ppLink)
+	sim, err := pp.SimulateStages(ss, 1e3*msg, func(r, v int) pp.StageTimes {
+		p := costs[r][v]
+		return pp.StageTimes{F: 1e3 * p.F.total(), B: 1e3 * p.B.total(), W: 1e3 * p.W.total()}
+	})
+	if err != nil {
+		return nil, err
+	}
+	pr := &Prediction{Hardware: hw.Name, World: world, TP: l.tp, CP: l.cp, DP: dp, PP: l.pp, VPP: len(chunks[0]),
+		Microbatches: m, Schedule: scheduleName(a), Timeline: sim.Timeline}
+	sim.Timeline.Title = "gotron plan, simulated on " + hw.Name
+	pr.Time = split(costs, sim, m)
+	post := newPostPipeline(a, c, chunks, world)
+	pr.Time.DPComm = post.dataParallel(sim)
+	pr.Time.EmbeddingSync = post.embeddingSync()
+	pr.Time.Optimizer = post.optimizer()
+	pr.IterationSeconds = sim.End/1e3 + pr.Time.DPComm + pr.Time.EmbeddingSync + pr.Time.Optimizer
+	tokens := float64(a.GlobalBatchSize) * float64(a.Model.SeqLength)
+	pr.TokensPerSecond = tokens / pr.IterationSeconds
+	pr.ModelTFLOPSPerDevice = gpt.TrainingFLOPs(a.Model, int(tokens)) / pr.IterationSeconds / float64(world) / 1e12
+	pr.PeakFraction = pr.ModelTFLOPSPerDevice * 1e12 / d.peak
+	for r := range l.pp {
+		pr.Ranks = append(pr.Ranks, post.rank(r, chunks[r], live[r], sim, hw))
+	}
+	return pr, nil
+}
+
+// plannable refuses what the planner does not model yet, naming it.
+func plannable(a Run, world int) error {
+	cfg := a.Model
+	var errs []error
+	if cfg.NumMoEExperts > 0 {
+		errs = append(errs, errors.New("a MoE model (--num-experts): gotron plan models dense layers only so far"))
+	}
+	if cfg.MultiLatentAttention {
+		errs = append(errs, errors.New("multi-latent attention: gotron plan models the attention of --num-attention-heads and --num-query-groups only so far"))
+	}
+	if cfg.MTPNumLayers > 0 {
+		errs = append(errs, errors.New("--mtp-num-layers: gotron plan does not model the MTP depths yet"))
+	}
+	if a.DDP.ShardsGradients() {
+		errs = append(errs, errors.New("Megatron-FSDP's sharded strategies: gotron plan models DDP and the distributed optimizer only so far"))
+	}
+	mp := cfg.ModelParallelConfig
+	if n := max(mp.TensorModelParallelSize, 1) * max(mp.ContextParallelSize, 1) * max(mp.PipelineModelParallelSize, 1); world < 1 || world%n != 0 {
+		errs = append(errs, fmt.Errorf("--world-size %d is not a multiple of tensor × context × pipeline parallel size %d", world, n))
+	}
+	return errors.Join(errs...)
+}
+
+// deviceOf is hw as a's ranks see it.
+func deviceOf(a Run, hw Hardware) (device, error) {
+	dtype, elem := "fp32", 4.0
+	switch {
+	case a.Model.BF16:
+		dtype, elem = "bf16", 2
+	case a.Model.FP16:
+		dtype, elem = "fp16", 2
+	}
+	peak, err := hw.peak(dtype)
+	return device{hw: hw, peak: peak, elem: elem}, err
+}
+
+// scheduleName is the pipeline schedule a runs.
+func scheduleName(a Run) string {
+	switch {
+	case a.Model.PipelineModelParallelSize < 2:
+		return "no pipelining"
+	case a.PipelineSchedule != "" && a.PipelineSchedule != pp.ScheduleOneFOneB:
+		return a.PipelineSchedule
+	case a.Model.VirtualPipelineModelParallelSize > 0:
+		return "interleaved 1F1B"
+	}
+	return "1F1B"
+}
+
+// schedules builds and verifies every pipeline rank's action list for m
+// micro-batches, as gotron train would run it, and returns each rank's
+// peak of in-flight micro-batch-chunks.
+func schedules(a Run, p, m int) ([]*pp.Schedule, []int, error) {
+	mp := a.Model.ModelParallelConfig
+	cfg := pp.Config{PP: p, VPP: mp.VirtualPipelineModelParallelSize, Microbatches: m, GroupSize: mp.MicrobatchGroupSizePerVPStage,
+		OverlapP2PComm: mp.OverlapP2PComm, OverlapP2PCommWarmupFlush: mp.OverlapP2PCommWarmupFlush, BatchP2PComm: mp.BatchP2PComm,
+		DeallocatePipelineOutputs: true, Schedule: a.PipelineSchedule,
+		DeferEmbeddingWgrad: mp.DeferEmbeddingWgradCompute && p > 1, WgradDeferralLimit: mp.WgradDeferralLimit}
+	if p < 2 {
+		cfg.VPP = 0
+	}
+	ss, err := pp.BuildAll(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := pp.VerifyWith(ss, pp.VerifyOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return ss, res.PeakLive, nil
+}
+
+// split is the busiest rank's pipeline time by what it waits on: its
+// chunks' kernels and exposed communication over the m micro-batches,
+// and its idle time until the last rank ends.
+func split(costs [][]phases, sim *pp.Simulation, m int) TimeSplit {
+	busiest := 0
+	for r := range sim.Busy {
+		if sim.Busy[r] > sim.Busy[busiest] {
+			busiest = r
+		}
+	}
+	var w work
+	for _, p := range costs[busiest] {
+		w = w.plus(p.F).plus(p.B).plus(p.W)
+	}
+	k := float64(m)
+	bubble := sim.End/1e3 - k*w.total()
+	if bubble < 1e-9*sim.End/1e3 {
+		bubble = 0 // a rank that never waits, up to rounding
+	}
+	return TimeSplit{Compute: k * w.Compute, TPComm: k * w.TP, CPComm: k * w.CP, Bubble: bubble}
+}
+
+// Max is a plan's worst rank: the largest memory.
+func (p *Prediction) Max() RankPlan {
+	var out RankPlan
+	for _, r := range p.Ranks {
+		if r.MemoryBytes > out.MemoryBytes {
+			out = r
+		}
+	}
+	return out
+}
+
+// chunkParameters is the parameters a model chunk's rank holds: its
+// decoder layers' over the tensor-parallel ranks, the word embedding (or
+// its copy, and an untied output layer) split over the vocabulary, the
+// learned positions whole.
+func chunkParameters(cfg config.TransformerConfig, ch config.PipelineChunk, layer float64) float64 {
+	t := float64(max(cfg.TensorModelParallelSize, 1))
+	h, v := float64(cfg.HiddenSize), float64(cfg.PaddedVocabSize())
+	n := float64(ch.NumLayers) * layer / t
+	tied := cfg.ShareEmbeddingsAndOutputWeights
+	if ch.HoldsWordEmbedding(tied) {
+		n += v * h / t
+	}
+	if ch.PostProcess && !tied {
+		n += v * h / t
+	}
+	if ch.PreProcess && cfg.LearnedPositions() {
+		n += float64(cfg.MaxPositions()) * h
+	}
+	return n
+}

@@ -1,0 +1,186 @@
+package plan_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/gotron/gotron/plan"
+	"github.com/gotron/gotron/train"
+)
+
+// gpt7B is a 7B-parameter GPT (h 4096, 32 heads, 32 layers, s 2048) in
+// bf16 with sequence parallelism, as a planner's user would give it.
+func gpt7B(tp, pp, batch int) train.Args {
+	a := train.DefaultArgs()
+	m := &a.Model
+	m.NumLayers, m.HiddenSize, m.NumAttentionHeads, m.SeqLength, m.VocabSize = 32, 4096, 32, 2048, 51200
+	m.MaxPositionEmbeddings = 2048
+	m.TensorModelParallelSize, m.PipelineModelParallelSize, m.SequenceParallel = tp, pp, tp > 1
+	m.BF16 = true
+	a.MicroBatchSize, a.GlobalBatchSize = 1, batch
+	return a
+}
+
+// predict plans a on world devices of the shipped a100-80gb.
+func predict(t *testing.T, a train.Args, world int) *plan.Prediction {
+	t.Helper()
+	hw, err := plan.LoadHardware("a100-80gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := train.PlanRun(a, world)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Predict(r, world, hw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestPredictPartsSum: the iteration is the sum of its parts, and the
+// speed its tokens over it.
+func TestPredictPartsSum(t *testing.T) {
+	a := gpt7B(2, 4, 64)
+	a.DDP.UseDistributedOptimizer = true
+	p := predict(t, a, 16)
+	s := p.Time
+	sum := s.Compute + s.TPComm + s.CPComm + s.Bubble + s.DPComm + s.EmbeddingSync + s.Optimizer
+	if math.Abs(sum-p.IterationSeconds) > 1e-9*p.IterationSeconds {
+		t.Errorf("parts %+v sum to %g s, the iteration is %g s", s, sum, p.IterationSeconds)
+	}
+	if want := 64 * 2048 / p.IterationSeconds; math.Abs(p.TokensPerSecond-want) > 1e-9*want {
+		t.Errorf("%g tokens/s, want %g", p.TokensPerSecond, want)
+	}
+	if p.DP != 2 || p.Microbatches != 32 || len(p.Ranks) != 4 {
+		t.Errorf("DP %d, %d micro-batches, %d ranks; want 2, 32, 4", p.DP, p.Microbatches, len(p.Ranks))
+	}
+	for _, v := range []float64{s.TPComm, s.Bubble, s.DPComm, s.EmbeddingSync, s.Optimizer} {
+		if !(v > 0) {
+			t.Errorf("a part of %+v is not positive: TP 2, PP 4 and DP 2 each cost time", s)
+			break
+		}
+	}
+}
+
+// TestPredictSchedules: at the same run, ZB-H1 and the interleaved
+// schedule leave less bubble than 1F1B, and ZB-H1 holds 1F1B's
+// activations while ZB-H2 holds more.
+func TestPredictSchedules(t *testing.T) {
+	base := gpt7B(1, 4, 16)
+	one := predict(t, base, 4)
+	zb := base
+	zb.PipelineSchedule = "zb-h1"
+	h1 := predict(t, zb, 4)
+	zb.PipelineSchedule = "zb-h2"
+	h2 := predict(t, zb, 4)
+	vpp := base
+	vpp.Model.VirtualPipelineModelParallelSize = 2
+	inter := predict(t, vpp, 4)
+	if !(h1.Time.Bubble < one.Time.Bubble/2) || !(inter.Time.Bubble < one.Time.Bubble) || !(h2.Time.Bubble < h1.Time.Bubble) {
+		t.Errorf("bubbles: 1F1B %.3g s, ZB-H1 %.3g, ZB-H2 %.3g, interleaved %.3g: want ZB-H2 < ZB-H1 < 1F1B/2, interleaved < 1F1B",
+			one.Time.Bubble, h1.Time.Bubble, h2.Time.Bubble, inter.Time.Bubble)
+	}
+	if a, b := h1.Ranks[0].Memory.Activations, one.Ranks[0].Memory.Activations; a != b {
+		t.Errorf("ZB-H1's first rank keeps %g bytes of activations, 1F1B's %g: want equal", a, b)
+	}
+	if a, b := h2.Ranks[0].Memory.Activations, one.Ranks[0].Memory.Activations; !(a > b) {
+		t.Errorf("ZB-H2's first rank keeps %g bytes of activations, 1F1B's %g: want more", a, b)
+	}
+}
+
+// TestPredictDataParallel: two data-parallel replicas at the same global
+// batch halve each rank's compute; the distributed optimizer divides the
+// optimizer state by the replicas; overlapping the reduction with
+// backward exposes less of it.
+func TestPredictDataParallel(t *testing.T) {
+	one := predict(t, gpt7B(8, 1, 8), 8)
+	two := predict(t, gpt7B(8, 1, 8), 16)
+	if r := two.Time.Compute / one.Time.Compute; math.Abs(r-0.5) > 1e-9 {
+		t.Errorf("DP 2's compute is %.4f of DP 1's, want 0.5", r)
+	}
+	dist := gpt7B(8, 1, 8)
+	dist.DDP.UseDistributedOptimizer = true
+	d := predict(t, dist, 16)
+	if r := d.Ranks[0].Memory.Optimizer / two.Ranks[0].Memory.Optimizer; math.Abs(r-0.5) > 1e-12 {
+		t.Errorf("the distributed optimizer keeps %.4f of the optimizer state over DP 2, want 0.5", r)
+	}
+	over := dist
+	over.DDP.OverlapGradReduce, over.DDP.OverlapParamGather = true, true
+	o := predict(t, over, 16)
+	if !(o.Time.DPComm < d.Time.DPComm) || !(d.Time.DPComm > 0) {
+		t.Errorf("exposed DP communication: %.3g s overlapped, %.3g s not: want less, and some", o.Time.DPComm, d.Time.DPComm)
+	}
+}
+
+// TestPredictRecomputeAndMemory: full recompute costs compute and saves
+// activations; a model too large for its devices is said not to fit.
+func TestPredictRecomputeAndMemory(t *testing.T) {
+	plain := predict(t, gpt7B(2, 1, 4), 2)
+	full := gpt7B(2, 1, 4)
+	full.Model.RecomputeGranularity, full.Model.RecomputeMethod, full.Model.RecomputeNumLayers = "full", "uniform", 1
+	f := predict(t, full, 2)
+	if !(f.Time.Compute > 1.2*plain.Time.Compute) || !(f.Ranks[0].Memory.Activations < plain.Ranks[0].Memory.Activations/5) {
+		t.Errorf("full recompute: compute %.3g s against %.3g, activations %.3g GiB against %.3g: want about a third more compute, far fewer activations",
+			f.Time.Compute, plain.Time.Compute, f.Ranks[0].Memory.Activations/(1<<30), plain.Ranks[0].Memory.Activations/(1<<30))
+	}
+	if !plain.Ranks[0].Fits {
+		t.Errorf("7B on TP 2 needs %.1f GiB a device: it should fit in 80", plain.Ranks[0].MemoryBytes/(1<<30))
+	}
+	if one := predict(t, gpt7B(1, 1, 1), 1); one.Ranks[0].Fits {
+		t.Errorf("7B with Adam on one device needs %.1f GiB: it cannot fit in 80", one.Ranks[0].MemoryBytes/(1<<30))
+	}
+}
+
+// TestPredictContextParallel: CP 2 splits each sequence, so a rank's
+// compute is about half of one rank's and its communication is some.
+func TestPredictContextParallel(t *testing.T) {
+	one := predict(t, gpt7B(1, 1, 1), 1)
+	cp := gpt7B(1, 1, 1)
+	cp.Model.ContextParallelSize = 2
+	two := predict(t, cp, 2)
+	if r := two.Time.Compute / one.Time.Compute; r < 0.45 || r > 0.6 {
+		t.Errorf("CP 2's compute is %.3f of one rank's, want about half", r)
+	}
+}
+
+// TestPredictRefuses: what the planner does not model is refused, named.
+func TestPredictRefuses(t *testing.T) {
+	hw, err := plan.LoadHardware("a100-80gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := gpt7B(1, 1, 4)
+	a.Model.NumMoEExperts, a.Model.MoERouterTopK, a.Model.MoEFFNHiddenSize = 8, 2, 1024
+	a.Model.SequenceParallel = false
+	r, err := train.PlanRun(a, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plan.Predict(r, 1, hw); err == nil {
+		t.Error("a MoE model was planned; the planner does not model experts yet")
+	}
+}
+
+// BenchmarkPredict3072 plans 3,072 A100s: TP 8 × PP 16 (VPP 2) × DP 24 of
+// a 175B-parameter GPT, 512 micro-batches a data-parallel rank.
+func BenchmarkPredict3072(b *testing.B) {
+	a := gpt7B(8, 16, 24*512)
+	m := &a.Model
+	m.NumLayers, m.HiddenSize, m.NumAttentionHeads, m.VirtualPipelineModelParallelSize = 96, 12288, 96, 2
+	a.DDP.UseDistributedOptimizer, a.DDP.OverlapGradReduce = true, true
+	hw, err := plan.LoadHardware("a100-80gb")
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := train.PlanRun(a, 3072)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := plan.Predict(r, 3072, hw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
