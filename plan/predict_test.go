@@ -184,3 +184,76 @@ func BenchmarkPredict3072(b *testing.B) {
 		}
 	}
 }
+
+// TestSearch: the layouts of 16 devices for the 7B model are tried, those
+// gotron can train and that fit are ranked fastest first, and each of
+// the others carries its reason.
+func TestSearch(t *testing.T) {
+	hw, err := plan.LoadHardware("a100-80gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := gpt7B(1, 1, 64)
+	layouts := plan.Layouts(base.Model, 16, 64, hw)
+	seen := map[string]bool{}
+	for _, l := range layouts {
+		if l.TP*l.CP*l.PP > 16 || 16%(l.TP*l.CP*l.PP) != 0 || l.TP > 8 || l.CP != 1 || 64%(l.MicroBatch*16/(l.TP*l.PP)) != 0 {
+			t.Errorf("layout %v of 16 devices, a batch of 64 and s 2048", l)
+		}
+		seen[l.String()] = true
+	}
+	for _, want := range []string{"TP 8+SP × PP 2, micro-batch 1", "TP 1 × PP 16, micro-batch 4, full recompute", "TP 2+SP × PP 4 (VPP 2), micro-batch 2, selective recompute"} {
+		if !seen[want] {
+			t.Errorf("the layouts lack %q", want)
+		}
+	}
+	tried := plan.Search(layouts, 16, hw, 40*(1<<30), func(l plan.Layout) (plan.Run, error) {
+		a := base
+		a.Model, a.MicroBatchSize = l.Apply(a.Model), l.MicroBatch
+		return train.PlanRun(a, 16)
+	})
+	if len(tried) != len(layouts) {
+		t.Fatalf("%d tried of %d layouts", len(tried), len(layouts))
+	}
+	fits, rejected := 0, 0
+	for i, tr := range tried {
+		switch {
+		case tr.Prediction != nil:
+			if rejected > 0 {
+				t.Errorf("%s fits but follows a rejected layout", tr.Name)
+			}
+			if i > 0 && tried[i-1].Prediction.TokensPerSecond < tr.Prediction.TokensPerSecond {
+				t.Errorf("%s (%g tokens/s) ranks after a slower layout", tr.Name, tr.Prediction.TokensPerSecond)
+			}
+			if tr.Prediction.Max().MemoryBytes > 40*(1<<30) {
+				t.Errorf("%s needs %.1f GiB, beyond the 40 GiB limit", tr.Name, tr.Prediction.Max().MemoryBytes/(1<<30))
+			}
+			fits++
+		case tr.Rejected == "":
+			t.Errorf("%s was rejected without a reason", tr.Name)
+		default:
+			rejected++
+		}
+	}
+	if fits == 0 || rejected == 0 {
+		t.Errorf("%d layouts fit, %d rejected: want some of each (TP 1 × PP 1 cannot hold 7B in 40 GiB)", fits, rejected)
+	}
+}
+
+// BenchmarkSearch1536 searches the layouts of 1,536 A100s for the 175B
+// GPT of Narayanan et al. 2021 (global batch 1536).
+func BenchmarkSearch1536(b *testing.B) {
+	a := gpt7B(1, 1, 1536)
+	a.Model.NumLayers, a.Model.HiddenSize, a.Model.NumAttentionHeads = 96, 12288, 96
+	hw, err := plan.LoadHardware("a100-80gb")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		plan.Search(plan.Layouts(a.Model, 1536, 1536, hw), 1536, hw, 80*(1<<30), func(l plan.Layout) (plan.Run, error) {
+			c := a
+			c.Model, c.MicroBatchSize = l.Apply(c.Model), l.MicroBatch
+			return train.PlanRun(c, 1536)
+		})
+	}
+}

@@ -20,6 +20,7 @@ func newPlanCmd() *cobra.Command {
 	var model *modelFlags // addModelFlags below
 	var hardware, timeline string
 	var asJSON bool
+	var search searchFlags
 	cmd := &cobra.Command{
 		Use:   "plan",
 		Short: "Predict the memory and iteration time of a layout on a GPU cluster, from the schedules and memory model that train",
@@ -41,7 +42,17 @@ collective on its group's links); every pipeline rank's real action list, the
 one gotron train runs, is played with those times. --json prints the same
 numbers for tools; --timeline FILE draws the simulated iteration as
 --profile-schedule draws a measured one. docs/PLAN.md describes the model and
-its accuracy against published runs.`,
+its accuracy against published runs.
+
+--search plans every layout of the devices instead (tensor-parallel sizes up to
+a node, with sequence parallelism; context-parallel sizes for sequences of
+8192 or more; pipeline and virtual-pipeline sizes; micro-batches of 1 to 8;
+no, selective or full recompute), those gotron could train and that fit in
+--memory-limit-gib, ranked by tokens/s, with the reasons the others were
+rejected. A layout flag given on the command line (--tensor-model-parallel-size,
+--context-parallel-size, --pipeline-model-parallel-size,
+--virtual-pipeline-model-parallel-size, --micro-batch-size,
+--recompute-granularity) pins that size.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := model.apply(); err != nil {
@@ -59,6 +70,9 @@ its accuracy against published runs.`,
 			hw, err := plan.LoadHardware(hardware)
 			if err != nil {
 				return err
+			}
+			if search.on {
+				return runSearch(cmd, a, hw, search, asJSON)
 			}
 			r, err := train.PlanRun(a, a.WorldSize)
 			if err != nil {
@@ -106,6 +120,9 @@ its accuracy against published runs.`,
 	f.Float64Var(&a.SGDMomentum, "sgd-momentum", a.SGDMomentum, "SGD's momentum (0: no momentum buffer)")
 	f.StringVar(&hardware, "hardware", "a100-80gb", "the devices and links: "+strings.Join(plan.ShippedHardware(), ", ")+", or a JSON file of the same fields (docs/PLAN.md)")
 	f.BoolVar(&asJSON, "json", false, "print the prediction as JSON")
+	f.BoolVar(&search.on, "search", false, "plan every layout of --world-size devices and rank those that fit by tokens/s")
+	f.IntVar(&search.top, "search-top", 10, "with --search, print this many of the fastest layouts")
+	f.Float64Var(&search.limitGiB, "memory-limit-gib", 0, "with --search, the memory a device may use, GiB (0: the device's)")
 	f.StringVar(&timeline, "timeline", "", "draw the simulated pipeline iteration, every pipeline rank, as an SVG timeline in this file")
 	return cmd
 }

@@ -81,3 +81,53 @@ func TestPlanCommandErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanSearch: --search ranks the layouts of 16 devices that fit, keeps
+// the sizes given on the command line, names the reasons of the others,
+// and refuses a fixed placement of layers.
+func TestPlanSearch(t *testing.T) {
+	gpt7B := []string{"plan", "--num-layers", "32", "--hidden-size", "4096", "--num-attention-heads", "32", "--seq-length", "2048",
+		"--vocab-size", "51200", "--bf16", "--world-size", "16", "--global-batch-size", "64", "--search"}
+	out, err := run(t, append(gpt7B, "--pipeline-model-parallel-size", "2", "--search-top", "3", "--memory-limit-gib", "40")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out, "\n")
+	if !strings.Contains(lines[0], "fit in 40.0 GiB a device") || !strings.HasPrefix(lines[2], "1 ") || !strings.HasPrefix(lines[4], "3 ") ||
+		!strings.HasPrefix(lines[5], "rejected") {
+		t.Errorf("want a header, three ranked layouts and the rejected:\n%s", out)
+	}
+	for _, l := range lines[2:5] {
+		if !strings.Contains(l, "× PP 2") {
+			t.Errorf("--pipeline-model-parallel-size 2 was not kept: %s", l)
+		}
+	}
+	if !strings.Contains(out, "TP 1 × PP 2, micro-batch 1: weights, gradients and optimizer state alone need") {
+		t.Errorf("no memory reason for TP 1 × PP 2:\n%s", out)
+	}
+	if _, err := run(t, append(gpt7B, "--pipeline-model-parallel-layout", "Et*16|t*16L")...); err == nil || !strings.Contains(err.Error(), "drop --pipeline-model-parallel-layout") {
+		t.Errorf("a layout string with --search: %v", err)
+	}
+	out, err = run(t, append(gpt7B, "--tensor-model-parallel-size", "8", "--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "2", "--json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Layouts int `json:"layouts"`
+		Tried   []struct {
+			Layout   string `json:"layout"`
+			Rejected string `json:"rejected"`
+		} `json:"tried"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Layouts == 0 || res.Layouts != len(res.Tried) {
+		t.Fatalf("%d layouts, %d tried", res.Layouts, len(res.Tried))
+	}
+	for _, tr := range res.Tried {
+		if !strings.HasPrefix(tr.Layout, "TP 8+SP") || !strings.HasSuffix(tr.Layout, "full recompute") {
+			t.Errorf("layout %q: want TP 8 and full recompute, as given", tr.Layout)
+		}
+	}
+}

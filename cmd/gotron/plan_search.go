@@ -1,0 +1,159 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gotron/gotron/plan"
+	"github.com/gotron/gotron/train"
+)
+
+// searchFlags are gotron plan's --search settings.
+type searchFlags struct {
+	on       bool
+	top      int
+	limitGiB float64
+}
+
+// pinnedLayout are the layout flags a --search keeps as given: each
+// flag and what it pins of a layout.
+var pinnedLayout = []struct {
+	flag string
+	get  func(plan.Layout) int
+	want func(train.Args) int
+}{
+	{"tensor-model-parallel-size", func(l plan.Layout) int { return l.TP }, func(a train.Args) int { return a.Model.TensorModelParallelSize }},
+	{"context-parallel-size", func(l plan.Layout) int { return l.CP }, func(a train.Args) int { return a.Model.ContextParallelSize }},
+	{"pipeline-model-parallel-size", func(l plan.Layout) int { return l.PP }, func(a train.Args) int { return a.Model.PipelineModelParallelSize }},
+	{"virtual-pipeline-model-parallel-size", func(l plan.Layout) int { return l.VPP }, func(a train.Args) int { return a.Model.VirtualPipelineModelParallelSize }},
+	{"micro-batch-size", func(l plan.Layout) int { return l.MicroBatch }, func(a train.Args) int { return a.MicroBatchSize }},
+}
+
+// runSearch is gotron plan --search: every layout of the world planned,
+// those that fit ranked.
+func runSearch(cmd *cobra.Command, a train.Args, hw plan.Hardware, s searchFlags, asJSON bool) error {
+	f := cmd.Flags()
+	for _, fl := range []string{"pipeline-model-parallel-layout", "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers", "num-layers-per-virtual-pipeline-stage", "timeline"} {
+		if f.Changed(fl) {
+			return fmt.Errorf("--%s with --search: the search chooses the pipeline sizes and places layers evenly; drop --%s, or plan that layout without --search", fl, fl)
+		}
+	}
+	if s.top < 1 || !(s.limitGiB >= 0) || math.IsInf(s.limitGiB, 0) {
+		return fmt.Errorf("--search-top %d, --memory-limit-gib %g: give at least one layout and a memory limit ≥ 0 (0: the device's)", s.top, s.limitGiB)
+	}
+	limit := hw.MemoryGiB * (1 << 30)
+	if s.limitGiB > 0 {
+		limit = s.limitGiB * (1 << 30)
+	}
+	world := a.WorldSize
+	gb := a.GlobalBatchSize
+	if gb == 0 {
+		return fmt.Errorf("--search needs --global-batch-size: the micro-batches each layout runs depend on it")
+	}
+	var layouts []plan.Layout
+	for _, l := range plan.Layouts(a.Model, world, gb, hw) {
+		if keep(cmd, a, l) {
+			layouts = append(layouts, l)
+		}
+	}
+	pinned := f.Changed("recompute-granularity") || f.Changed("recompute-activations")
+	tried := plan.Search(layouts, world, hw, limit, func(l plan.Layout) (plan.Run, error) {
+		return train.PlanRun(withLayout(a, l, pinned), world)
+	})
+	if asJSON {
+		b, err := json.MarshalIndent(struct {
+			Layouts int          `json:"layouts"`
+			Tried   []plan.Tried `json:"tried"`
+		}{len(tried), tried}, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
+		return err
+	}
+	printSearch(cmd.OutOrStdout(), tried, world, hw, limit, s.top)
+	return nil
+}
+
+// keep says whether a layout agrees with the layout flags given.
+func keep(cmd *cobra.Command, a train.Args, l plan.Layout) bool {
+	f := cmd.Flags()
+	for _, p := range pinnedLayout {
+		if f.Changed(p.flag) && p.get(l) != p.want(a) {
+			return false
+		}
+	}
+	if f.Changed("recompute-granularity") || f.Changed("recompute-activations") {
+		return l.Recompute == a.Model.RecomputeGranularity
+	}
+	return true
+}
+
+// withLayout is a laid out as l (plan.Layout.Apply), with l's
+// micro-batch; the recompute flags given stay whole when pinned (the
+// method and layers of a full recompute among them).
+func withLayout(a train.Args, l plan.Layout, pinned bool) train.Args {
+	rc := a.Model.Recompute
+	a.Model = l.Apply(a.Model)
+	if pinned {
+		a.Model.Recompute = rc
+	}
+	a.MicroBatchSize = l.MicroBatch
+	return a
+}
+
+// printSearch writes the fastest layouts and, by kind, the reasons the
+// others were rejected.
+func printSearch(out io.Writer, tried []plan.Tried, world int, hw plan.Hardware, limit float64, top int) {
+	fit := 0
+	for _, t := range tried {
+		if t.Prediction != nil {
+			fit++
+		}
+	}
+	fmt.Fprintf(out, "gotron plan --search: %d layouts of %d × %s, %d fit in %.1f GiB a device\n", len(tried), world, hw.Name, fit, limit/(1<<30))
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "#\tlayout\tDP\titeration s\ttokens/s\tmodel TFLOP/s a device\tof peak\tmemory GiB\tbubble s")
+	for i, t := range tried[:min(top, fit)] {
+		p := t.Prediction
+		fmt.Fprintf(w, "%d\t%s\t%d\t%.4g\t%.0f\t%.1f\t%.1f%%\t%.1f\t%.3g\n", i+1, t.Name, p.DP, p.IterationSeconds, p.TokensPerSecond,
+			p.ModelTFLOPSPerDevice, 100*p.PeakFraction, p.Max().MemoryBytes/(1<<30), p.Time.Bubble)
+	}
+	w.Flush()
+	if fit == len(tried) {
+		return
+	}
+	fmt.Fprintf(out, "rejected %d, by reason (one example each):\n", len(tried)-fit)
+	digits := regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)
+	type group struct {
+		n       int
+		example plan.Tried
+	}
+	var order []string
+	groups := map[string]*group{}
+	for _, t := range tried[fit:] {
+		reason := strings.TrimPrefix(t.Rejected, "invalid arguments: ")
+		if first, _, ok := strings.Cut(reason, "\n  - "); ok {
+			reason = strings.TrimSpace(strings.TrimPrefix(reason[len(first):], "\n  - "))
+			reason, _, _ = strings.Cut(reason, "\n")
+		}
+		t.Rejected = reason
+		key := digits.ReplaceAllString(reason, "N")
+		if groups[key] == nil {
+			groups[key] = &group{example: t}
+			order = append(order, key)
+		}
+		groups[key].n++
+	}
+	for _, k := range order {
+		g := groups[k]
+		fmt.Fprintf(out, "  %5d  e.g. %s: %s\n", g.n, g.example.Name, g.example.Rejected)
+	}
+}

@@ -1,0 +1,239 @@
+package plan
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/gotron/gotron/config"
+)
+
+// Layout is one way Search places a run on its devices: the parallel
+// sizes (the data-parallel size is what the world leaves), the
+// micro-batch, and the activation recompute.
+type Layout struct {
+	TP, CP, PP, VPP, MicroBatch int
+	// Recompute is "", "selective" or "full" (uniform, a layer at a time).
+	Recompute string
+}
+
+func (l Layout) String() string {
+	s := fmt.Sprintf("TP %d", l.TP)
+	if l.TP > 1 {
+		s += "+SP"
+	}
+	if l.CP > 1 {
+		s += fmt.Sprintf(" × CP %d", l.CP)
+	}
+	s += fmt.Sprintf(" × PP %d", l.PP)
+	if l.VPP > 1 {
+		s += fmt.Sprintf(" (VPP %d)", l.VPP)
+	}
+	s += fmt.Sprintf(", micro-batch %d", l.MicroBatch)
+	if l.Recompute != "" {
+		s += ", " + l.Recompute + " recompute"
+	}
+	return s
+}
+
+// Apply returns cfg laid out as l: its parallel sizes, sequence
+// parallelism wherever TP > 1, layers placed evenly, and l's recompute
+// (full: uniform, a layer at a time). The micro-batch is the run's.
+func (l Layout) Apply(cfg config.TransformerConfig) config.TransformerConfig {
+	cfg.TensorModelParallelSize, cfg.ContextParallelSize, cfg.PipelineModelParallelSize = l.TP, l.CP, l.PP
+	cfg.VirtualPipelineModelParallelSize, cfg.NumLayersPerVirtualPipelineStage = l.VPP, 0
+	cfg.PipelineModelParallelLayout, cfg.NumLayersInFirstPipelineStage, cfg.NumLayersInLastPipelineStage = "", 0, 0
+	cfg.SequenceParallel = l.TP > 1
+	cfg.Recompute = config.Recompute{RecomputeGranularity: l.Recompute}
+	if l.Recompute == "full" {
+		cfg.RecomputeMethod, cfg.RecomputeNumLayers = "uniform", 1
+	}
+	return cfg
+}
+
+// Layouts returns the layouts of world devices Search tries for cfg and a
+// global batch: every tensor-parallel size t dividing the world up to a
+// node's devices (with sequence parallelism above 1); context-parallel
+// sizes 2, 4 and 8 besides 1 for sequences of 8192 tokens or more; every
+// pipeline size dividing what is left, up to the layers, each with the
+// virtual sizes 2 to 8 that divide its layers evenly; micro-batches of 1,
+// 2, 4 and 8 rows that divide a data-parallel rank's share of the batch;
+// no, selective and full recompute. Which of them gotron can train is
+// for the caller's build to say.
+func Layouts(cfg config.TransformerConfig, world, globalBatch int, hw Hardware) []Layout {
+	var out []Layout
+	cps := []int{1}
+	if cfg.SeqLength >= 8192 {
+		cps = append(cps, 2, 4, 8)
+	}
+	for _, t := range divisorsOf(world) {
+		if t > hw.DevicesPerNode {
+			break
+		}
+		for _, c := range cps {
+			if (world/t)%c != 0 {
+				continue
+			}
+			for _, p := range divisorsOf(world / t / c) {
+				if p > cfg.NumLayers {
+					break
+				}
+				dp := world / t / c / p
+				for _, v := range virtualSizes(cfg.NumLayers, p) {
+					for _, mb := range []int{1, 2, 4, 8} {
+						if globalBatch%(mb*dp) != 0 {
+							continue
+						}
+						for _, rc := range []string{"", "selective", "full"} {
+							out = append(out, Layout{TP: t, CP: c, PP: p, VPP: v, MicroBatch: mb, Recompute: rc})
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// virtualSizes is 0 (not interleaved) and, with p > 1 stages, every
+// virtual size from 2 to 8 that divides the layers evenly.
+func virtualSizes(layers, p int) []int {
+	out := []int{0}
+	if p < 2 {
+		return out
+	}
+	for v := 2; v <= 8; v++ {
+		if layers%(p*v) == 0 {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// divisorsOf is n's divisors, ascending.
+func divisorsOf(n int) []int {
+	var out []int
+	for d := 1; d <= n; d++ {
+		if n%d == 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Tried is a layout Search tried: its prediction when it fits, else why
+// it was rejected.
+type Tried struct {
+	Layout     Layout      `json:"-"`
+	Name       string      `json:"layout"`
+	Prediction *Prediction `json:"prediction,omitempty"`
+	Rejected   string      `json:"rejected,omitempty"`
+}
+
+// Search plans each layout on world devices of hw, with limit bytes of
+// memory a device: build turns a layout into the checked run (or says why
+// gotron could not train it); a run whose weights, gradients and optimizer
+// state alone exceed the limit is rejected before its pipeline is played,
+// and one whose predicted peak does after. It returns the layouts that
+// fit, fastest (tokens/s) first, then the rejected ones in the order
+// given. The layouts are planned on every core at once.
+func Search(layouts []Layout, world int, hw Hardware, limit float64, build func(Layout) (Run, error)) []Tried {
+	out := make([]Tried, len(layouts))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := range next {
+				out[i] = try(layouts[i], world, hw, limit, build)
+			}
+		})
+	}
+	for i := range layouts {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	slices.SortStableFunc(out, func(a, b Tried) int {
+		switch {
+		case a.Prediction != nil && b.Prediction != nil:
+			return -cmpFloat(a.Prediction.TokensPerSecond, b.Prediction.TokensPerSecond)
+		case a.Prediction != nil:
+			return -1
+		case b.Prediction != nil:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// try plans one layout of Search.
+func try(l Layout, world int, hw Hardware, limit float64, build func(Layout) (Run, error)) Tried {
+	t := Tried{Layout: l, Name: l.String()}
+	r, err := build(l)
+	if err != nil {
+		t.Rejected = err.Error()
+		return t
+	}
+	if need, rank, err := stateBytes(r, world); err != nil {
+		t.Rejected = err.Error()
+		return t
+	} else if need > limit {
+		t.Rejected = fmt.Sprintf("weights, gradients and optimizer state alone need %.1f GiB on pipeline rank %d, beyond %.1f GiB", need/(1<<30), rank, limit/(1<<30))
+		return t
+	}
+	p, err := Predict(r, world, hw)
+	if err != nil {
+		t.Rejected = firstLine(err.Error())
+		return t
+	}
+	if worst := p.Max(); worst.MemoryBytes > limit {
+		t.Rejected = fmt.Sprintf("needs %.1f GiB on pipeline rank %d (activations %.1f GiB), beyond %.1f GiB", worst.MemoryBytes/(1<<30), worst.PipelineRank, worst.Memory.Activations/(1<<30), limit/(1<<30))
+		return t
+	}
+	t.Prediction = p
+	return t
+}
+
+// stateBytes is the most weights, gradients and optimizer state a device
+// of the run holds, and its pipeline rank: Predict's rule without the
+// activations, which need the schedule played.
+func stateBytes(a Run, world int) (float64, int, error) {
+	chunks, err := a.Model.PipelineChunks()
+	if err != nil {
+		return 0, 0, err
+	}
+	st := machineShare(a, world, 1)
+	w, g, o := a.parameterBytes()
+	shards, _ := st.optimizerShards(a)
+	layer := layerCount(a.Model)
+	most, rank := 0.0, 0
+	for r, row := range chunks {
+		n := 0.0
+		for _, ch := range row {
+			n += chunkParameters(a.Model, ch, layer)
+		}
+		if b := n * (w + g + o/shards); b > most {
+			most, rank = b, r
+		}
+	}
+	return most, rank, nil
+}
+
+// firstLine is an error's first line.
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}
