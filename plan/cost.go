@@ -97,6 +97,8 @@ type costModel struct {
 	// zero-bubble schedules): the weight-gradient GEMMs leave the
 	// backward, and the communication they hid is exposed.
 	split bool
+	// flash says the attention core is flash attention (Run.FlashAttention).
+	flash bool
 }
 
 // tokens is a rank's tokens of one micro-batch (s/cp·b), and r the share
@@ -151,7 +153,7 @@ func (c costModel) attentionCore() float64 {
 	heads := float64(cfg.NumAttentionHeads) / float64(c.l.tp) * c.b
 	sq, sk, hd := float64(cfg.SeqLength)/float64(c.l.cp), float64(cfg.SeqLength), float64(cfg.HeadDim())
 	gemms := heads * (d.gemm(sq, sk, hd) + d.gemm(sq, hd, sk))
-	if d.hw.Efficiency.FlashAttention {
+	if c.flash {
 		return gemms / 2
 	}
 	scores := heads * sq * sk

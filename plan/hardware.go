@@ -43,6 +43,9 @@ type Hardware struct {
 	InterNode Link `json:"inter_node"`
 	// Efficiency turns the peaks into kernel times.
 	Efficiency Efficiency `json:"efficiency"`
+	// Caveat, when set, is printed with every plan on this hardware:
+	// what its numbers have not been checked against.
+	Caveat string `json:"caveat,omitempty"`
 }
 
 // Link is what a collective sees of a kind of link.
@@ -71,14 +74,6 @@ type Efficiency struct {
 	// Collective is the fraction of a link's bus bandwidth a collective
 	// reaches while kernels compute beside it.
 	Collective float64 `json:"collective"`
-	// FlashAttention says the attention core is one fused kernel that
-	// skips the causal mask's upper triangle and keeps no s×s
-	// probabilities: half the score FLOPs, no softmax traffic, the
-	// log-sum-exp rows kept for backward. Without it the scores, the
-	// softmax and its dropout go through memory as Megatron's 2022 kernels
-	// did, and a layer keeps Korthikanti et al.'s 5·a·s²·b bytes unless
-	// selective recompute drops them.
-	FlashAttention bool `json:"flash_attention"`
 }
 
 //go:embed hardware/*.json
@@ -107,7 +102,7 @@ func LoadHardware(name string) (Hardware, error) {
 		}
 		return ParseHardware(b, name)
 	}
-	b, err := shipped.ReadFile(path.Join("hardware", name+".json"))
+	b, err := shipped.ReadFile(path.Join("hardware", strings.ToLower(name)+".json"))
 	if err != nil {
 		return Hardware{}, fmt.Errorf("--hardware %s: no such description: choose one of %s, or give a file's path", name, strings.Join(ShippedHardware(), ", "))
 	}
@@ -122,6 +117,10 @@ func ParseHardware(b []byte, source string) (Hardware, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&h); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			return Hardware{}, fmt.Errorf("hardware description %s: byte %d: %w", source, syn.Offset, err)
+		}
 		return Hardware{}, fmt.Errorf("hardware description %s: %w", source, err)
 	}
 	if dec.More() {
@@ -138,12 +137,17 @@ func ParseHardware(b []byte, source string) (Hardware, error) {
 func (h Hardware) check() error {
 	var errs []error
 	positive := func(name string, v float64) {
-		if !(v > 0) || math.IsInf(v, 0) {
+		switch {
+		case v == 0:
+			errs = append(errs, fmt.Errorf("%s is missing or 0: give a positive number", name))
+		case !(v > 0) || math.IsInf(v, 0):
 			errs = append(errs, fmt.Errorf("%s is %g: it must be a positive number", name, v))
 		}
 	}
 	fraction := func(name string, v float64) {
-		if !(v > 0 && v <= 1) {
+		if v == 0 {
+			errs = append(errs, fmt.Errorf("%s is missing or 0: give a fraction in (0, 1]", name))
+		} else if !(v > 0 && v <= 1) {
 			errs = append(errs, fmt.Errorf("%s is %g: it must be in (0, 1]", name, v))
 		}
 	}

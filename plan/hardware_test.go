@@ -39,7 +39,7 @@ func TestLoadHardwareErrors(t *testing.T) {
 	}
 	for _, c := range []struct{ from, to, want string }{
 		{`"memory_gib": 80`, `"memory_gb": 80`, `unknown field "memory_gb"`},
-		{`"bus_bandwidth_gbs": 230`, `"bus_bandwidth_gbs": 0`, "intra_node.bus_bandwidth_gbs is 0"},
+		{`"bus_bandwidth_gbs": 230`, `"bus_bandwidth_gbs": 0`, "intra_node.bus_bandwidth_gbs is missing or 0"},
 		{`"gemm": 0.8`, `"gemm": 1.5`, "efficiency.gemm is 1.5"},
 		{`"bf16": 312`, `"bf17": 312`, `peak_tflops has "bf17"`},
 		{`"devices_per_node": 8`, `"devices_per_node": -8`, "devices_per_node is -8"},

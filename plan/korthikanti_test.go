@@ -1,6 +1,7 @@
 package plan_test
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -25,7 +26,8 @@ var korthikantiTable5 = []korthikanti{
 }
 
 // korthikantiArgs is the setting as gotron train's arguments: GPT-3's
-// shape (s 2048, vocabulary 51200, dropout 0.1), bf16, micro-batch 1.
+// shape (s 2048, vocabulary 51200, dropout 0.1), bf16, micro-batch 1;
+// the plan adds Megatron's 2022 unfused attention.
 func korthikantiArgs(k korthikanti, present bool) train.Args {
 	a := train.DefaultArgs()
 	m := &a.Model
@@ -61,7 +63,8 @@ func TestKorthikantiTable5(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := plan.Predict(r, k.gpus, hw)
+			r.UnfusedAttention = true // Megatron's 2022 kernels
+			p, err := plan.Predict(context.Background(), r, k.gpus, hw)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -35,6 +35,17 @@ type Run struct {
 	// without; the zero value is Adam, which keeps two.
 	SGD         bool
 	SGDMomentum float64
+	// UnfusedAttention says a plan's attention core keeps its scores in
+	// memory, as Megatron's own (--attention-backend local) and TE's
+	// unfused kernels do, and Megatron's 2022 kernels did: the scale, mask,
+	// softmax and dropout go through memory, the whole s×s square is
+	// computed, and a layer keeps Korthikanti et al.'s 5·a·s²·b bytes
+	// unless selective recompute drops them. The zero value is flash
+	// attention (--attention-backend flash, fused or auto): one fused
+	// kernel that skips the causal mask's upper half and keeps only the
+	// log-sum-exp rows. gotron's own CPU attention is of the second kind;
+	// the field matters to Predict only.
+	UnfusedAttention bool
 	// PipelineSchedule is --pipeline-schedule ("" for the reference's):
 	// a zero-bubble schedule holds more microbatches on a stage than 1F1B
 	// (pp.HeldMicrobatches).

@@ -183,7 +183,7 @@ func (p postPipeline) chunkActivations(ch config.PipelineChunk) float64 {
 	x := int64(p.c.d.elem)
 	e := gpt.EstimateActivationsAt(cfg, b, x)
 	per := float64(e.PerLayer)
-	if !p.c.d.hw.Efficiency.FlashAttention && cfg.RecomputeGranularity == "" {
+	if !p.c.flash && cfg.RecomputeGranularity == "" {
 		per += p.scores()
 	}
 	layers := float64(ch.NumLayers) * per
@@ -191,7 +191,7 @@ func (p postPipeline) chunkActivations(ch config.PipelineChunk) float64 {
 		plain := cfg
 		plain.Recompute = config.Recompute{}
 		whole := float64(gpt.EstimateActivationsAt(plain, b, x).PerLayer)
-		if !p.c.d.hw.Efficiency.FlashAttention {
+		if !p.c.flash {
 			whole += p.scores()
 		}
 		k := float64(min(ch.NumLayers, cfg.RecomputeNumLayers))

@@ -40,8 +40,7 @@ func TestActivationsMatchKorthikanti(t *testing.T) {
 		}
 		run := Run{Model: cfg, MicroBatchSize: int(b), GlobalBatchSize: int(b)}
 		tp := float64(c.tp)
-		hw := Hardware{Efficiency: Efficiency{FlashAttention: false}}
-		post := postPipeline{a: run, c: costModel{d: device{hw: hw, elem: 2}, l: layout{tp: c.tp, cp: 1, dp: 1, pp: 1}, cfg: cfg, b: b}}
+		post := postPipeline{a: run, c: costModel{d: device{elem: 2}, l: layout{tp: c.tp, cp: 1, dp: 1, pp: 1}, cfg: cfg, b: b, flash: false}}
 		got := post.chunkActivations(config.PipelineChunk{NumLayers: L}) / float64(L)
 		want := c.paper(tp)
 		if c.recompute != "full" {

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -99,7 +100,9 @@ type RankMemory struct {
 // and each rank's memory from the model the up-front check uses
 // (parameterBytes, gpt.EstimateActivationsAt). docs/PLAN.md describes the
 // model and its accuracy.
-func Predict(a Run, world int, hw Hardware) (*Prediction, error) {
+//
+// It returns ctx's error once ctx is done.
+func Predict(ctx context.Context, a Run, world int, hw Hardware) (*Prediction, error) {
 	if err := plannable(a, world); err != nil {
 		return nil, err
 	}
@@ -115,11 +118,18 @@ func Predict(a Run, world int, hw Hardware) (*Prediction, error) {
 		return nil, err
 	}
 	m := a.microBatches(dp)
+	if n := l.pp * len(chunks[0]) * m; n > maxChunkMicrobatches {
+		return nil, fmt.Errorf("%d micro-batches × %d pipeline stages × %d model chunks: gotron plan plays at most %d micro-batch-chunks an iteration; plan a smaller --global-batch-size (the time per sample does not depend on it once the pipeline is full)",
+			m, l.pp, len(chunks[0]), maxChunkMicrobatches)
+	}
 	ss, live, err := schedules(a, l.pp, m)
 	if err != nil {
 		return nil, err
 	}
-	c := costModel{d: d, l: l, cfg: a.Model, b: float64(a.MicroBatchSize), split: ss[0].SplitBackward}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c := costModel{d: d, l: l, cfg: a.Model, b: float64(a.MicroBatchSize), split: ss[0].SplitBackward, flash: !a.UnfusedAttention}
 	costs := make([][]phases, l.pp)
 	for r := range costs {
 		for _, ch := range chunks[r] {
@@ -133,6 +143,9 @@ func Predict(a Run, world int, hw Hardware) (*Prediction, error) {
 		return pp.StageTimes{F: 1e3 * p.F.total(), B: 1e3 * p.B.total(), W: 1e3 * p.W.total()}
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	pr := &Prediction{Hardware: hw.Name, World: world, TP: l.tp, CP: l.cp, DP: dp, PP: l.pp, VPP: len(chunks[0]),
@@ -154,10 +167,29 @@ func Predict(a Run, world int, hw Hardware) (*Prediction, error) {
 	return pr, nil
 }
 
+// maxChunkMicrobatches bounds the actions a plan plays: pipeline stages ×
+// model chunks × micro-batches (a few seconds and a gigabyte at most).
+const maxChunkMicrobatches = 1 << 21
+
+// maxLayers bounds the layers a plan prices.
+const maxLayers = 1 << 14
+
 // plannable refuses what the planner does not model yet, naming it.
 func plannable(a Run, world int) error {
 	cfg := a.Model
 	var errs []error
+	if cfg.NumLayers > maxLayers {
+		errs = append(errs, fmt.Errorf("--num-layers %d: gotron plan prices up to %d layers", cfg.NumLayers, maxLayers))
+	}
+	for _, t := range cfg.CPCommType {
+		if t != "p2p" && cfg.ContextParallelSize > 1 {
+			errs = append(errs, fmt.Errorf("--cp-comm-type %s: gotron plan prices the ring (p2p) only so far; plan with --cp-comm-type p2p", t))
+			break
+		}
+	}
+	if cfg.DeferEmbeddingWgradCompute {
+		errs = append(errs, errors.New("--defer-embedding-wgrad-compute: gotron plan does not move the output layer's weight gradients into the flush yet; plan without it"))
+	}
 	if cfg.NumMoEExperts > 0 {
 		errs = append(errs, errors.New("a MoE model (--num-experts): gotron plan models dense layers only so far"))
 	}

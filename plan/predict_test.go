@@ -1,7 +1,10 @@
 package plan_test
 
 import (
+	"context"
+	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gotron/gotron/plan"
@@ -32,7 +35,7 @@ func predict(t *testing.T, a train.Args, world int) *plan.Prediction {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := plan.Predict(r, world, hw)
+	p, err := plan.Predict(context.Background(), r, world, hw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +161,7 @@ func TestPredictRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := plan.Predict(r, 1, hw); err == nil {
+	if _, err := plan.Predict(context.Background(), r, 1, hw); err == nil {
 		t.Error("a MoE model was planned; the planner does not model experts yet")
 	}
 }
@@ -179,7 +182,7 @@ func BenchmarkPredict3072(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := plan.Predict(r, 3072, hw); err != nil {
+		if _, err := plan.Predict(context.Background(), r, 3072, hw); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -207,11 +210,14 @@ func TestSearch(t *testing.T) {
 			t.Errorf("the layouts lack %q", want)
 		}
 	}
-	tried := plan.Search(layouts, 16, hw, 40*(1<<30), func(l plan.Layout) (plan.Run, error) {
+	tried, err := plan.Search(context.Background(), layouts, 16, hw, 40*(1<<30), func(l plan.Layout) (plan.Run, error) {
 		a := base
 		a.Model, a.MicroBatchSize = l.Apply(a.Model), l.MicroBatch
 		return train.PlanRun(a, 16)
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(tried) != len(layouts) {
 		t.Fatalf("%d tried of %d layouts", len(tried), len(layouts))
 	}
@@ -250,10 +256,39 @@ func BenchmarkSearch1536(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		plan.Search(plan.Layouts(a.Model, 1536, 1536, hw), 1536, hw, 80*(1<<30), func(l plan.Layout) (plan.Run, error) {
+		_, _ = plan.Search(context.Background(), plan.Layouts(a.Model, 1536, 1536, hw), 1536, hw, 80*(1<<30), func(l plan.Layout) (plan.Run, error) {
 			c := a
 			c.Model, c.MicroBatchSize = l.Apply(c.Model), l.MicroBatch
 			return train.PlanRun(c, 1536)
 		})
+	}
+}
+
+// TestPredictBounds: a cancelled plan stops with its context's error, and
+// a plan too large to play is refused naming the fix.
+func TestPredictBounds(t *testing.T) {
+	hw, err := plan.LoadHardware("a100-80gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := train.PlanRun(gpt7B(1, 4, 1<<20), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plan.Predict(context.Background(), r, 4, hw); err == nil || !strings.Contains(err.Error(), "smaller --global-batch-size") {
+		t.Errorf("2²⁰ micro-batches on 4 stages: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r, err = train.PlanRun(gpt7B(1, 4, 16), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plan.Predict(ctx, r, 4, hw); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled plan: %v", err)
+	}
+	layouts := plan.Layouts(r.Model, 4, 16, hw)
+	if _, err := plan.Search(ctx, layouts, 4, hw, 1<<40, func(plan.Layout) (plan.Run, error) { return r, nil }); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled search: %v", err)
 	}
 }

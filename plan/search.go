@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"slices"
@@ -139,14 +140,17 @@ type Tried struct {
 // and one whose predicted peak does after. It returns the layouts that
 // fit, fastest (tokens/s) first, then the rejected ones in the order
 // given. The layouts are planned on every core at once.
-func Search(layouts []Layout, world int, hw Hardware, limit float64, build func(Layout) (Run, error)) []Tried {
+//
+// Once ctx is done the layouts not yet planned are rejected with its
+// error, and Search returns it.
+func Search(ctx context.Context, layouts []Layout, world int, hw Hardware, limit float64, build func(Layout) (Run, error)) ([]Tried, error) {
 	out := make([]Tried, len(layouts))
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for i := range next {
-				out[i] = try(layouts[i], world, hw, limit, build)
+				out[i] = try(ctx, layouts[i], world, hw, limit, build)
 			}
 		})
 	}
@@ -155,6 +159,9 @@ func Search(layouts []Layout, world int, hw Hardware, limit float64, build func(
 	}
 	close(next)
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	slices.SortStableFunc(out, func(a, b Tried) int {
 		switch {
 		case a.Prediction != nil && b.Prediction != nil:
@@ -166,7 +173,7 @@ func Search(layouts []Layout, world int, hw Hardware, limit float64, build func(
 		}
 		return 0
 	})
-	return out
+	return out, nil
 }
 
 func cmpFloat(a, b float64) int {
@@ -180,8 +187,12 @@ func cmpFloat(a, b float64) int {
 }
 
 // try plans one layout of Search.
-func try(l Layout, world int, hw Hardware, limit float64, build func(Layout) (Run, error)) Tried {
+func try(ctx context.Context, l Layout, world int, hw Hardware, limit float64, build func(Layout) (Run, error)) Tried {
 	t := Tried{Layout: l, Name: l.String()}
+	if err := ctx.Err(); err != nil {
+		t.Rejected = err.Error()
+		return t
+	}
 	r, err := build(l)
 	if err != nil {
 		t.Rejected = err.Error()
@@ -194,7 +205,7 @@ func try(l Layout, world int, hw Hardware, limit float64, build func(Layout) (Ru
 		t.Rejected = fmt.Sprintf("weights, gradients and optimizer state alone need %.1f GiB on pipeline rank %d, beyond %.1f GiB", need/(1<<30), rank, limit/(1<<30))
 		return t
 	}
-	p, err := Predict(r, world, hw)
+	p, err := Predict(ctx, r, world, hw)
 	if err != nil {
 		t.Rejected = firstLine(err.Error())
 		return t

@@ -18,8 +18,8 @@ func newPlanCmd() *cobra.Command {
 	a := train.DefaultArgs()
 	a.WorldSize = 0
 	var model *modelFlags // addModelFlags below
-	var hardware, timeline string
-	var asJSON bool
+	var hardware, timeline, attention string
+	var asJSON, flashAttn bool
 	var search searchFlags
 	cmd := &cobra.Command{
 		Use:   "plan",
@@ -64,21 +64,29 @@ rejected. A layout flag given on the command line (--tensor-model-parallel-size,
 			if err := ddpFlags(cmd, &a); err != nil {
 				return err
 			}
+			if !cmd.Flags().Changed("world-size") {
+				return fmt.Errorf("--world-size is missing: give the devices the run would use")
+			}
 			if a.WorldSize < 1 {
 				return fmt.Errorf("--world-size %d: give the devices the run would use (at least 1)", a.WorldSize)
+			}
+			unfused, err := unfusedAttention(attention, flashAttn)
+			if err != nil {
+				return err
 			}
 			hw, err := plan.LoadHardware(hardware)
 			if err != nil {
 				return err
 			}
 			if search.on {
-				return runSearch(cmd, a, hw, search, asJSON)
+				return runSearch(cmd, a, hw, search, asJSON, unfused)
 			}
 			r, err := train.PlanRun(a, a.WorldSize)
 			if err != nil {
 				return err
 			}
-			p, err := plan.Predict(r, a.WorldSize, hw)
+			r.UnfusedAttention = unfused
+			p, err := plan.Predict(cmd.Context(), r, a.WorldSize, hw)
 			if err != nil {
 				return err
 			}
@@ -93,8 +101,10 @@ rejected. A layout flag given on the command line (--tensor-model-parallel-size,
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintf(out, "%s\n", b)
-				return err
+				if _, err := fmt.Fprintf(out, "%s\n", b); err != nil {
+					return err
+				}
+				return notFit(p, hw)
 			}
 			printPlan(out, r, p, hw)
 			if timeline != "" {
@@ -104,9 +114,10 @@ rejected. A layout flag given on the command line (--tensor-model-parallel-size,
 					fmt.Fprintf(out, "drew the simulated iteration in %s\n", timeline)
 				}
 			}
-			return nil
+			return notFit(p, hw)
 		},
 	}
+	cmd.SetFlagErrorFunc(planFlagError)
 	f := cmd.Flags()
 	f.SortFlags = false
 	model = addRunFlags(f, &a)
@@ -119,6 +130,8 @@ rejected. A layout flag given on the command line (--tensor-model-parallel-size,
 	f.StringVar(&a.Optimizer, "optimizer", a.Optimizer, "adam, or sgd (--sgd-momentum)")
 	f.Float64Var(&a.SGDMomentum, "sgd-momentum", a.SGDMomentum, "SGD's momentum (0: no momentum buffer)")
 	f.StringVar(&hardware, "hardware", "a100-80gb", "the devices and links: "+strings.Join(plan.ShippedHardware(), ", ")+", or a JSON file of the same fields (docs/PLAN.md)")
+	f.StringVar(&attention, "attention-backend", "auto", "the attention core: flash, fused or auto (one fused kernel, causal half skipped, no scores kept), or unfused or local (scores through memory and kept for backward, as Megatron's 2022 kernels)")
+	f.BoolVar(&flashAttn, "use-flash-attn", false, "flash attention: --attention-backend flash")
 	f.BoolVar(&asJSON, "json", false, "print the prediction as JSON")
 	f.BoolVar(&search.on, "search", false, "plan every layout of --world-size devices and rank those that fit by tokens/s")
 	f.IntVar(&search.top, "search-top", 10, "with --search, print this many of the fastest layouts")
@@ -148,16 +161,25 @@ func printPlan(out io.Writer, r plan.Run, p *plan.Prediction, hw plan.Hardware) 
 	if r.DDP.UseDistributedOptimizer && p.DP > 1 {
 		opts = append(opts, "distributed optimizer")
 	}
-	fmt.Fprintf(out, "gotron plan: a GPT of %.3g B parameters on %d × %s (%d a node): TP %d × CP %d × PP %d (VPP %d) × DP %d; %d micro-batches of %d per data-parallel rank, %s, %s",
-		float64(gpt.NumParameters(m))/1e9, p.World, hw.Name, hw.DevicesPerNode, p.TP, p.CP, p.PP, p.VPP, p.DP, p.Microbatches, r.MicroBatchSize, p.Schedule, prec)
-	if len(opts) > 0 {
-		fmt.Fprintf(out, ", %s", strings.Join(opts, ", "))
+	mbs := "micro-batches"
+	if p.Microbatches == 1 {
+		mbs = "micro-batch"
 	}
-	fmt.Fprintln(out)
+	fmt.Fprintf(out, "gotron plan: a GPT of %.3g B parameters on %d × %s (%d a node): TP %d × CP %d × PP %d (VPP %d) × DP %d; %d %s of %d per data-parallel rank, %s, %s",
+		float64(gpt.NumParameters(m))/1e9, p.World, hw.Name, hw.DevicesPerNode, p.TP, p.CP, p.PP, p.VPP, p.DP, p.Microbatches, mbs, r.MicroBatchSize, p.Schedule, prec)
+	if r.UnfusedAttention {
+		opts = append(opts, "unfused attention")
+	} else {
+		opts = append(opts, "flash attention")
+	}
+	fmt.Fprintf(out, ", %s\n", strings.Join(opts, ", "))
+	if hw.Caveat != "" {
+		fmt.Fprintf(out, "note: %s: %s\n", hw.Name, hw.Caveat)
+	}
 	t := p.Time
 	fmt.Fprintf(out, "iteration %.4g s: compute %.4g s, exposed TP communication %.3g s, exposed CP communication %.3g s, pipeline bubble %.3g s, exposed DP communication %.3g s, embedding all-reduce %.3g s, optimizer %.3g s\n",
 		p.IterationSeconds, t.Compute, t.TPComm, t.CPComm, t.Bubble, t.DPComm, t.EmbeddingSync, t.Optimizer)
-	fmt.Fprintf(out, "%.0f tokens/s, %.1f model TFLOP/s per device, %.1f%% of the %s peak\n", p.TokensPerSecond, p.ModelTFLOPSPerDevice, 100*p.PeakFraction, prec)
+	fmt.Fprintf(out, "%s tokens/s, %.3g model TFLOP/s per device, %.3g%% of the %s peak\n", rate(p.TokensPerSecond), p.ModelTFLOPSPerDevice, 100*p.PeakFraction, prec)
 	fmt.Fprintf(out, "memory per device, GiB (of %g), by pipeline rank:\n", hw.MemoryGiB)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "rank\tlayers\tweights\tgradients\toptimizer\tactivations\tin flight\ttotal\tfits\tidle\t")
@@ -171,4 +193,60 @@ func printPlan(out io.Writer, r plan.Run, p *plan.Prediction, hw plan.Hardware) 
 			gib(rk.Memory.Optimizer), gib(rk.Memory.Activations), rk.InFlight, gib(rk.MemoryBytes), fits, 100*rk.IdleFraction)
 	}
 	w.Flush()
+}
+
+// rate prints a rate with its significant digits: whole above 100, three
+// digits below.
+func rate(x float64) string {
+	if x >= 100 {
+		return fmt.Sprintf("%.0f", x)
+	}
+	return fmt.Sprintf("%.3g", x)
+}
+
+// unfusedAttention reads --attention-backend and --use-flash-attn:
+// whether the plan's attention keeps its scores in memory.
+func unfusedAttention(backend string, flash bool) (bool, error) {
+	switch backend {
+	case "flash", "fused", "auto":
+		return false, nil
+	case "unfused", "local":
+		if flash {
+			return false, fmt.Errorf("--use-flash-attn and --attention-backend %s contradict each other: give one", backend)
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("--attention-backend %q: choose flash, fused, unfused, local or auto", backend)
+}
+
+// notFit is the error of a plan some rank of which does not fit in the
+// device's memory, naming the worst one and what uses less; nil when all
+// fit.
+func notFit(p *plan.Prediction, hw plan.Hardware) error {
+	var over []int
+	for _, r := range p.Ranks {
+		if !r.Fits {
+			over = append(over, r.PipelineRank)
+		}
+	}
+	if len(over) == 0 {
+		return nil
+	}
+	w := p.Max()
+	return fmt.Errorf("the layout does not fit: %d of %d pipeline ranks need more than the device's %g GiB, rank %d %.1f GiB (activations %.1f GiB, optimizer state %.1f GiB); selective or full recompute, a larger --tensor-model-parallel-size or --pipeline-model-parallel-size, or --use-distributed-optimizer use less (gotron plan --search finds a layout that fits)",
+		len(over), len(p.Ranks), hw.MemoryGiB, w.PipelineRank, w.MemoryBytes/(1<<30), w.Memory.Activations/(1<<30), w.Memory.Optimizer/(1<<30))
+}
+
+// planFlagError explains an unknown flag that gotron train takes: a
+// Megatron script's training flags (--lr, --save, --train-iters, …) do
+// not change what a layout costs.
+func planFlagError(_ *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	if newTrainCmd().Flags().Lookup(name) != nil {
+		return fmt.Errorf("--%s is a training flag: gotron plan takes gotron train's model, layout, batch, precision, recompute, optimizer and schedule flags, not those of the training loop, data or checkpoints; drop --%s", name, name)
+	}
+	return err
 }

@@ -38,7 +38,7 @@ var pinnedLayout = []struct {
 
 // runSearch is gotron plan --search: every layout of the world planned,
 // those that fit ranked.
-func runSearch(cmd *cobra.Command, a train.Args, hw plan.Hardware, s searchFlags, asJSON bool) error {
+func runSearch(cmd *cobra.Command, a train.Args, hw plan.Hardware, s searchFlags, asJSON, unfused bool) error {
 	f := cmd.Flags()
 	for _, fl := range []string{"pipeline-model-parallel-layout", "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers", "num-layers-per-virtual-pipeline-stage", "timeline"} {
 		if f.Changed(fl) {
@@ -64,9 +64,14 @@ func runSearch(cmd *cobra.Command, a train.Args, hw plan.Hardware, s searchFlags
 		}
 	}
 	pinned := f.Changed("recompute-granularity") || f.Changed("recompute-activations")
-	tried := plan.Search(layouts, world, hw, limit, func(l plan.Layout) (plan.Run, error) {
-		return train.PlanRun(withLayout(a, l, pinned), world)
+	tried, err := plan.Search(cmd.Context(), layouts, world, hw, limit, func(l plan.Layout) (plan.Run, error) {
+		r, err := train.PlanRun(withLayout(a, l, pinned), world)
+		r.UnfusedAttention = unfused
+		return r, err
 	})
+	if err != nil {
+		return err
+	}
 	if asJSON {
 		b, err := json.MarshalIndent(struct {
 			Layouts int          `json:"layouts"`
