@@ -65,27 +65,49 @@ func (p phases) plus(o phases) phases { return phases{p.F.plus(o.F), p.B.plus(o.
 
 // layout is where a run's ranks sit: the sizes and links of its groups.
 type layout struct {
+	hw             Hardware
 	tp, cp, dp, pp int
 	// tpLink, cpLink, dpLink and ppLink are the links each group's
-	// collectives cross: a group whose ranks are one node's (ranks are
-	// numbered tp fastest, then cp, dp and pp, as Megatron's default
-	// order, and fill nodes in turn) is intra-node.
+	// collectives cross (link): the tensor-parallel group, the
+	// context-parallel group, the data- and context-parallel group of the
+	// gradients' reduction, and a pipeline stage's next.
 	tpLink, cpLink, dpLink, ppLink Link
 }
 
 func newLayout(hw Hardware, tp, cp, dp, pp int) layout {
-	link := func(span int) Link {
-		if span <= hw.DevicesPerNode {
-			return hw.IntraNode
-		}
-		return hw.InterNode
+	l := layout{hw: hw, tp: tp, cp: cp, dp: dp, pp: pp}
+	l.tpLink, l.cpLink, l.dpLink = l.link(tp, 1), l.link(tp*cp, tp), l.link(tp*cp*dp, tp)
+	// A stage's next stage is tp·cp·dp ranks on, one message on one link:
+	// in the node when two stages fit in one.
+	l.ppLink = hw.InterNode
+	if 2*tp*cp*dp <= hw.DevicesPerNode || pp < 2 {
+		l.ppLink = hw.IntraNode
 	}
-	return layout{tp: tp, cp: cp, dp: dp, pp: pp,
-		tpLink: link(tp), cpLink: link(tp * cp), dpLink: link(tp * cp * dp),
-		// A stage's next stage is tp·cp·dp ranks on: the same node only
-		// when a whole pipeline fits in one.
-		ppLink: link(tp * cp * dp * min(pp, 2))}
+	return l
 }
+
+// link is what a ring collective sees of a group whose members are
+// stride ranks apart over span ranks. Ranks are numbered tp fastest, then
+// cp, dp and pp (Megatron's default order), and fill the nodes in turn: a
+// group within one node uses its intra-node link; a group across nodes
+// with k members in each runs k rings side by side on the nodes' k
+// adapters (rail-optimised, as DGX clusters are), at k times the
+// inter-node rate, at most the intra-node one.
+func (l layout) link(span, stride int) Link {
+	hw := l.hw
+	if span <= hw.DevicesPerNode {
+		return hw.IntraNode
+	}
+	out := hw.InterNode
+	if k := hw.DevicesPerNode / max(stride, 1); k > 1 {
+		out.BusBandwidthGBs = min(hw.IntraNode.BusBandwidthGBs, out.BusBandwidthGBs*float64(k))
+	}
+	return out
+}
+
+// dpcp is the size of the gradients' reduction group: the data- and
+// context-parallel ranks.
+func (l layout) dpcp() int { return l.dp * l.cp }
 
 // costModel prices a run's pieces on a device and a layout.
 type costModel struct {

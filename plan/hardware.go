@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"math"
 	"os"
 	"path"
 	"slices"
@@ -123,8 +122,8 @@ func ParseHardware(b []byte, source string) (Hardware, error) {
 		}
 		return Hardware{}, fmt.Errorf("hardware description %s: %w", source, err)
 	}
-	if dec.More() {
-		return Hardware{}, fmt.Errorf("hardware description %s: more than one JSON object", source)
+	if rest := bytes.TrimSpace(b[dec.InputOffset():]); len(rest) > 0 {
+		return Hardware{}, fmt.Errorf("hardware description %s: byte %d: text after the description's object", source, dec.InputOffset())
 	}
 	if err := h.check(); err != nil {
 		return Hardware{}, fmt.Errorf("hardware description %s: %w", source, err)
@@ -133,15 +132,16 @@ func ParseHardware(b []byte, source string) (Hardware, error) {
 }
 
 // check refuses a description whose numbers cannot give a time: every
-// rate positive and finite, every fraction in (0, 1].
+// rate and size in [10⁻⁶, 10⁹] (in its unit), every fraction in (0, 1],
+// the latencies and the GEMM's half-efficiency dimension in [0, 10⁹].
 func (h Hardware) check() error {
 	var errs []error
 	positive := func(name string, v float64) {
 		switch {
 		case v == 0:
 			errs = append(errs, fmt.Errorf("%s is missing or 0: give a positive number", name))
-		case !(v > 0) || math.IsInf(v, 0):
-			errs = append(errs, fmt.Errorf("%s is %g: it must be a positive number", name, v))
+		case !(v >= 1e-6 && v <= 1e9):
+			errs = append(errs, fmt.Errorf("%s is %g: it must be a positive number from 1e-6 to 1e9", name, v))
 		}
 	}
 	fraction := func(name string, v float64) {
@@ -166,8 +166,8 @@ func (h Hardware) check() error {
 	positive("intra_node.bus_bandwidth_gbs", h.IntraNode.BusBandwidthGBs)
 	positive("inter_node.bus_bandwidth_gbs", h.InterNode.BusBandwidthGBs)
 	for name, v := range map[string]float64{"intra_node.latency_us": h.IntraNode.LatencyUS, "inter_node.latency_us": h.InterNode.LatencyUS, "efficiency.gemm_half_dim": h.Efficiency.GEMMHalfDim} {
-		if !(v >= 0) || math.IsInf(v, 0) {
-			errs = append(errs, fmt.Errorf("%s is %g: it must be a number ≥ 0", name, v))
+		if !(v >= 0 && v <= 1e9) {
+			errs = append(errs, fmt.Errorf("%s is %g: it must be a number from 0 to 1e9", name, v))
 		}
 	}
 	fraction("efficiency.gemm", h.Efficiency.GEMM)

@@ -145,21 +145,23 @@ type stateShare struct {
 	dense, experts  float64
 	copies, ecopies float64
 	dp, edp         float64
-	shards          float64 // the ranks the dense state is sharded over: dp, or dp/instances
+	dpcp            float64 // the data- and context-parallel ranks: the distributed optimizer's group
+	shards          float64 // the ranks the dense state is sharded over: dp·cp, or dp·cp/instances
 }
 
 // machineShare returns the machine's share of the state of a's model on a
 // world of world ranks, localRanks of them here.
 func machineShare(a Run, world, localRanks int) stateShare {
 	mp := a.Model.ModelParallelConfig
-	tp, pp := max(mp.TensorModelParallelSize, 1), max(mp.PipelineModelParallelSize, 1)
+	tp, pp, cp := max(mp.TensorModelParallelSize, 1), max(mp.PipelineModelParallelSize, 1), max(mp.ContextParallelSize, 1)
 	params := parameterCount(a.Model)
 	experts := expertCount(a.Model)
 	etp, ep := max(mp.EffectiveExpertTensorParallelSize(), 1), max(mp.ExpertModelParallelSize, 1)
 	dp, edp := a.dataParallel(world)
 	return stateShare{dense: params - experts, experts: experts,
 		copies: float64(localRanks) / float64(tp*pp), ecopies: float64(localRanks) / float64(etp*ep*pp),
-		dp: float64(dp), edp: float64(edp), shards: float64(max(dp/max(a.DDP.NumDistributedOptimizerInstances, 1), 1))}
+		dp: float64(dp), edp: float64(edp), dpcp: float64(dp * cp),
+		shards: float64(max(dp*cp/max(a.DDP.NumDistributedOptimizerInstances, 1), 1))}
 }
 
 // moments is the float32 values of optimizer state a parameter has:
@@ -190,13 +192,15 @@ func (a Run) parameterBytes() (w, g, o float64) {
 }
 
 // optimizerShards is how many ranks share each dense and each expert
-// parameter's optimizer state: 1 without the distributed optimizer; dp
-// (edp for experts) over the instances with it, the whole dp with the
-// hybrid strategies that split across the instances too.
+// parameter's optimizer state: 1 without the distributed optimizer; the
+// data- and context-parallel ranks dp·cp (edp for experts) over the
+// instances with it (its group, gotron's and Megatron's, is dp·cp), the
+// whole dp·cp with the hybrid strategies that split across the instances
+// too.
 func (st stateShare) optimizerShards(a Run) (dense, experts float64) {
 	switch {
 	case a.DDP.HybridShardsOptimizer():
-		return st.dp, st.edp
+		return st.dpcp, st.edp
 	case a.DDP.UseDistributedOptimizer:
 		return st.shards, st.edp
 	}
@@ -237,7 +241,7 @@ func (st stateShare) fsdpState(a Run, w, g float64) (weights, grads float64) {
 	tp := float64(max(a.Model.TensorModelParallelSize, 1))
 	div := st.shards // the padding's: HFSDP pads for the pieces across instances too
 	if a.DDP.HybridShardsOptimizer() {
-		div = st.dp
+		div = st.dpcp
 	}
 	gathered, whole := fsdpLayers(a, layer/tp, st.dense/tp/(n+1), n, div)
 	grads = st.copies * (st.dense*4/st.shards + (outside+whole*layer)*g)
@@ -376,6 +380,10 @@ func (st stateShare) checkpointCopy(a Run, world, localRanks int) float64 {
 	}
 	return c
 }
+
+// ParameterCount is the model's parameters, as a float64 that absurd
+// sizes cannot overflow (parameterCount).
+func ParameterCount(c config.TransformerConfig) float64 { return parameterCount(c) }
 
 // parameterCount returns the model's parameters as a float64: exactly
 // (gpt.NumParameters) up to 16384 layers, beyond that the non-layer

@@ -1,6 +1,9 @@
 package plan
 
 import (
+	"cmp"
+	"slices"
+
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/models/gpt"
 	"github.com/gotron/gotron/pp"
@@ -39,29 +42,40 @@ func (p postPipeline) rankParameters(r int) float64 {
 	return n
 }
 
-// reduce is the data-parallel time of a chunk of n parameters: an
-// all-reduce of its gradients, or under the distributed optimizer a
-// reduce-scatter, and gather the all-gather of its updated parameters
-// that follows the step.
+// reduce is the data-parallel time of a chunk of n parameters over the
+// data- and context-parallel group (dp·cp ranks): an all-reduce of its
+// gradients, or under the distributed optimizer a reduce-scatter, and
+// gather the all-gather of its updated parameters that follows the step.
+// With several optimizer instances the reduce-scatter and the gather run
+// within an instance's dp·cp/N ranks, and the shards are all-reduced
+// across the N instances.
 func (p postPipeline) reduce(n float64) (reduce, gather float64) {
 	l, d := p.c.l, p.c.d
-	if l.dp < 2 {
+	if l.dpcp() < 2 {
 		return 0, 0
 	}
 	w, g, _ := p.a.parameterBytes()
 	if !p.a.DDP.UseDistributedOptimizer {
-		return d.allReduce(n*g, l.dp, l.dpLink), 0
+		return d.allReduce(n*g, l.dpcp(), l.dpLink), 0
 	}
-	return d.allGather(n*g, l.dp, l.dpLink), d.allGather(n*w, l.dp, l.dpLink)
+	inst := max(p.a.DDP.NumDistributedOptimizerInstances, 1)
+	within := max(l.dpcp()/inst, 1)
+	if inst == 1 || within == l.dpcp() {
+		return d.allGather(n*g, l.dpcp(), l.dpLink), d.allGather(n*w, l.dpcp(), l.dpLink)
+	}
+	in := l.link(l.tp*within, l.tp)
+	return d.allGather(n*g, within, in) + d.allReduce(n*g/float64(within), inst, l.dpLink), d.allGather(n*w, within, in)
 }
 
 // dataParallel is the data-parallel communication the pipeline leaves
 // exposed (sim's times in milliseconds; the result in seconds). Each
 // rank's chunks reduce one after the other on the rank's communication
-// stream: after the rank's last computation, or with
-// --overlap-grad-reduce from the start of the chunk's last backward, and
-// ending no earlier than a bucket's reduction after that backward. The
-// step waits for every rank; the parameters' all-gather follows it unless
+// stream, in the order their gradients are complete: after the rank's
+// last computation, or with --overlap-grad-reduce from the start of the
+// chunk's last gradient computation (its last backward, or its last
+// weight-gradient step when the schedule splits them), and ending no
+// earlier than a bucket's reduction after it. The step waits for every
+// rank; the parameters' all-gather follows it unless
 // --overlap-param-gather hides it behind the next forward.
 func (p postPipeline) dataParallel(sim *pp.Simulation) float64 {
 	end := 0.0 // sim.End, in the spans' rounding
@@ -76,16 +90,26 @@ func (p postPipeline) dataParallel(sim *pp.Simulation) float64 {
 		for _, s := range spans {
 			last = max(last, float64(s.End)/1e9)
 		}
-		stream, finish, gathers := 0.0, last, 0.0
-		for v, n := range p.params[r] {
-			red, gat := p.reduce(n)
-			gathers += gat
+		type ready struct {
+			v        int
+			from, to float64
+		}
+		var order []ready
+		for v := range p.params[r] {
 			from, to := last, last
 			if p.a.DDP.OverlapGradReduce {
-				from, to = lastBackward(spans, v)
+				from, to = lastGradient(spans, v)
 			}
-			stream = max(stream, from) + red
-			finish = max(finish, stream, to+red/p.buckets(n))
+			order = append(order, ready{v, from, to})
+		}
+		slices.SortStableFunc(order, func(a, b ready) int { return cmp.Compare(a.from, b.from) })
+		stream, finish, gathers := 0.0, last, 0.0
+		for _, c := range order {
+			n := p.params[r][c.v]
+			red, gat := p.reduce(n)
+			gathers += gat
+			stream = max(stream, c.from) + red
+			finish = max(finish, stream, c.to+red/p.buckets(n))
 		}
 		worst = max(worst, finish-end)
 		gatherWorst = max(gatherWorst, gathers)
@@ -96,22 +120,26 @@ func (p postPipeline) dataParallel(sim *pp.Simulation) float64 {
 	return max(0, worst) + gatherWorst
 }
 
-// buckets is how many gradient buckets a chunk of n parameters has: n
-// over --ddp-bucket-size (Megatron's default max(4·10⁷, 10⁶·dp)
-// elements), at least one.
+// buckets is how many gradient buckets a chunk of n parameters has:
+// --ddp-num-buckets, or n over --ddp-bucket-size (Megatron's default
+// max(4·10⁷, 10⁶·dp·cp) elements), at least one.
 func (p postPipeline) buckets(n float64) float64 {
+	if k := p.a.DDP.NumBuckets; k > 0 {
+		return float64(k)
+	}
 	size := float64(p.a.DDP.BucketSize)
 	if size <= 0 {
-		size = max(4e7, 1e6*float64(p.c.l.dp))
+		size = max(4e7, 1e6*float64(p.c.l.dpcp()))
 	}
 	return max(1, n/size)
 }
 
-// lastBackward is when chunk v's last backward on a rank starts and ends,
-// in seconds.
-func lastBackward(spans []pp.Span, v int) (start, end float64) {
+// lastGradient is when the last computation of chunk v's gradients on a
+// rank (a backward, or a split backward's weight gradients) starts and
+// ends, in seconds.
+func lastGradient(spans []pp.Span, v int) (start, end float64) {
 	for _, s := range spans {
-		if s.Kind == pp.Backward && s.Chunk == v {
+		if (s.Kind == pp.Backward || s.Kind == pp.WeightGrad) && s.Chunk == v && float64(s.End)/1e9 >= end {
 			start, end = float64(s.Start)/1e9, float64(s.End)/1e9
 		}
 	}
@@ -123,7 +151,7 @@ func lastBackward(spans []pp.Span, v int) (start, end float64) {
 // stage), after the pipeline.
 func (p postPipeline) embeddingSync() float64 {
 	cfg, l := p.a.Model, p.c.l
-	if !cfg.WordEmbeddingShared() {
+	if !cfg.WordEmbeddingShared() || len(p.embeddingRanks()) < 2 {
 		return 0
 	}
 	_, g, _ := p.a.parameterBytes()
@@ -133,6 +161,22 @@ func (p postPipeline) embeddingSync() float64 {
 	}
 	n := float64(cfg.PaddedVocabSize()) * float64(cfg.HiddenSize) / float64(l.tp)
 	return p.c.d.allReduce(n*g, 2, link)
+}
+
+// embeddingRanks are the pipeline ranks holding the word embedding or a
+// copy (one under the V placement, where rank 0 holds the first and the
+// last stage).
+func (p postPipeline) embeddingRanks() []int {
+	var out []int
+	for r, row := range p.chunks {
+		for _, ch := range row {
+			if ch.HoldsWordEmbedding(p.a.Model.ShareEmbeddingsAndOutputWeights) {
+				out = append(out, r)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // optimizer is the step of the rank with the most parameters: per

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/gotron/gotron/config"
 	"github.com/gotron/gotron/models/gpt"
@@ -137,7 +138,9 @@ func Predict(ctx context.Context, a Run, world int, hw Hardware) (*Prediction, e
 		}
 	}
 	// The simulation's unit is a millisecond (the timeline's).
-	msg := d.message(c.tokens()*float64(a.Model.HiddenSize)*d.elem/float64(l.tp), l.ppLink)
+	// A message is a micro-batch's activations, sequence-sharded under
+	// sequence parallelism (Megatron-Core's get_tensor_shapes).
+	msg := d.message(c.tokens()*float64(a.Model.HiddenSize)*d.elem*c.replicated(), l.ppLink)
 	sim, err := pp.SimulateStages(ss, 1e3*msg, func(r, v int) pp.StageTimes {
 		p := costs[r][v]
 		return pp.StageTimes{F: 1e3 * p.F.total(), B: 1e3 * p.B.total(), W: 1e3 * p.W.total()}
@@ -163,6 +166,9 @@ func Predict(ctx context.Context, a Run, world int, hw Hardware) (*Prediction, e
 	pr.PeakFraction = pr.ModelTFLOPSPerDevice * 1e12 / d.peak
 	for r := range l.pp {
 		pr.Ranks = append(pr.Ranks, post.rank(r, chunks[r], live[r], sim, hw))
+	}
+	if t := pr.IterationSeconds; !(t > 0) || math.IsInf(t, 0) || !(pr.TokensPerSecond > 0) || math.IsInf(pr.TokensPerSecond, 0) {
+		return nil, fmt.Errorf("the run on %s gives an iteration of %g s, %g tokens/s: the sizes or the description's numbers are out of range", hw.Name, t, pr.TokensPerSecond)
 	}
 	return pr, nil
 }

@@ -146,6 +146,17 @@ func TestPredictContextParallel(t *testing.T) {
 	if r := two.Time.Compute / one.Time.Compute; r < 0.45 || r > 0.6 {
 		t.Errorf("CP 2's compute is %.3f of one rank's, want about half", r)
 	}
+	// The gradients are reduced, and the distributed optimizer's state
+	// sharded, over the data- and context-parallel ranks.
+	cp.GlobalBatchSize, cp.DDP.UseDistributedOptimizer = 2, true
+	four := predict(t, cp, 4)
+	if four.DP != 2 || !(four.Time.DPComm > 0) {
+		t.Errorf("CP 2 × DP 2: DP %d, exposed DP communication %g s; want 2 and some", four.DP, four.Time.DPComm)
+	}
+	r := four.Ranks[0]
+	if got, want := r.Memory.Optimizer/r.Memory.Weights, 12.0/2/4; math.Abs(got-want) > 1e-12 {
+		t.Errorf("CP 2 × DP 2 with the distributed optimizer: optimizer state %g of the bf16 weights' bytes, want 12/2/4", got)
+	}
 }
 
 // TestPredictRefuses: what the planner does not model is refused, named.

@@ -197,7 +197,7 @@ func (s *sim) step(r int) bool {
 // duration is how long a computation of the rank takes: its chunk's F,
 // B (B + W when the backward is not split) or W.
 func (c *simClock) duration(a Action, split bool) float64 {
-	t := c.times[min(a.Chunk, len(c.times)-1)]
+	t := c.times[a.Chunk]
 	switch a.Kind {
 	case Forward:
 		return t.F

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gotron/gotron/models/gpt"
 	"github.com/gotron/gotron/plan"
 	"github.com/gotron/gotron/train"
 )
@@ -166,7 +165,7 @@ func printPlan(out io.Writer, r plan.Run, p *plan.Prediction, hw plan.Hardware) 
 		mbs = "micro-batch"
 	}
 	fmt.Fprintf(out, "gotron plan: a GPT of %.3g B parameters on %d × %s (%d a node): TP %d × CP %d × PP %d (VPP %d) × DP %d; %d %s of %d per data-parallel rank, %s, %s",
-		float64(gpt.NumParameters(m))/1e9, p.World, hw.Name, hw.DevicesPerNode, p.TP, p.CP, p.PP, p.VPP, p.DP, p.Microbatches, mbs, r.MicroBatchSize, p.Schedule, prec)
+		plan.ParameterCount(m)/1e9, p.World, hw.Name, hw.DevicesPerNode, p.TP, p.CP, p.PP, p.VPP, p.DP, p.Microbatches, mbs, r.MicroBatchSize, p.Schedule, prec)
 	if r.UnfusedAttention {
 		opts = append(opts, "unfused attention")
 	} else {

@@ -102,13 +102,19 @@ func keep(cmd *cobra.Command, a train.Args, l plan.Layout) bool {
 }
 
 // withLayout is a laid out as l (plan.Layout.Apply), with l's
-// micro-batch; the recompute flags given stay whole when pinned (the
-// method and layers of a full recompute among them).
+// micro-batch; when the recompute flags are pinned, the method and layers
+// given stay (Apply's uniform, a layer at a time, when not given).
 func withLayout(a train.Args, l plan.Layout, pinned bool) train.Args {
 	rc := a.Model.Recompute
 	a.Model = l.Apply(a.Model)
+	if pinned && rc.RecomputeMethod != "" {
+		a.Model.RecomputeMethod = rc.RecomputeMethod
+	}
+	if pinned && rc.RecomputeNumLayers != 0 {
+		a.Model.RecomputeNumLayers = rc.RecomputeNumLayers
+	}
 	if pinned {
-		a.Model.Recompute = rc
+		a.Model.DistributeSavedActivations = rc.DistributeSavedActivations
 	}
 	a.MicroBatchSize = l.MicroBatch
 	return a
