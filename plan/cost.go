@@ -41,6 +41,10 @@ func (d device) ring(bytes float64, n, steps int, l Link) float64 {
 func (d device) allReduce(bytes float64, n int, l Link) float64 { return d.ring(bytes, n, 2*(n-1), l) }
 func (d device) allGather(bytes float64, n int, l Link) float64 { return d.ring(bytes, n, n-1, l) }
 
+// allToAll is an all-to-all of bytes on each of n devices: (n−1)/n of
+// them leave, as in an all-gather.
+func (d device) allToAll(bytes float64, n int, l Link) float64 { return d.ring(bytes, n, n-1, l) }
+
 // message is a point-to-point message's time.
 func (d device) message(bytes float64, l Link) float64 {
 	return bytes/(l.BusBandwidthGBs*1e9*d.hw.Efficiency.Collective) + l.LatencyUS*1e-6
@@ -67,16 +71,29 @@ func (p phases) plus(o phases) phases { return phases{p.F.plus(o.F), p.B.plus(o.
 type layout struct {
 	hw             Hardware
 	tp, cp, dp, pp int
+	// ep and etp are the expert-parallel and expert-tensor-parallel
+	// sizes, edp the expert data-parallel size (the world over etp·ep·pp).
+	ep, etp, edp int
 	// tpLink, cpLink, dpLink and ppLink are the links each group's
 	// collectives cross (link): the tensor-parallel group, the
 	// context-parallel group, the data- and context-parallel group of the
-	// gradients' reduction, and a pipeline stage's next.
+	// gradients' reduction, and a pipeline stage's next; epLink, etpLink
+	// and edpLink the expert groups' (expert ranks are numbered etp
+	// fastest, then ep, edp and pp).
 	tpLink, cpLink, dpLink, ppLink Link
+	epLink, etpLink, edpLink       Link
 }
 
 func newLayout(hw Hardware, tp, cp, dp, pp int) layout {
-	l := layout{hw: hw, tp: tp, cp: cp, dp: dp, pp: pp}
+	return newExpertLayout(hw, tp, cp, dp, pp, 1, 1)
+}
+
+// newExpertLayout is newLayout with ep·etp expert ranks in each group of
+// tp·cp·dp.
+func newExpertLayout(hw Hardware, tp, cp, dp, pp, ep, etp int) layout {
+	l := layout{hw: hw, tp: tp, cp: cp, dp: dp, pp: pp, ep: ep, etp: etp, edp: max(tp*cp*dp/(ep*etp), 1)}
 	l.tpLink, l.cpLink, l.dpLink = l.link(tp, 1), l.link(tp*cp, tp), l.link(tp*cp*dp, tp)
+	l.etpLink, l.epLink, l.edpLink = l.link(etp, 1), l.link(etp*ep, etp), l.link(tp*cp*dp, etp*ep)
 	// A stage's next stage is tp·cp·dp ranks on, one message on one link:
 	// in the node when two stages fit in one.
 	l.ppLink = hw.InterNode
@@ -137,24 +154,25 @@ func (c costModel) replicated() float64 {
 	return 1
 }
 
-// layer is one dense decoder layer's phases for one micro-batch on one
-// rank (docs/PLAN.md, § A layer).
-func (c costModel) layer(recompute bool) phases {
+// layer is one decoder layer's phases for one micro-batch on one rank
+// (docs/PLAN.md, § A layer): its attention block, then its MLP block, or
+// under MoE its experts' block; full recompute adds the whole forward to
+// the backward, selective recompute the attention core's.
+func (c costModel) layer(moe, recompute bool) phases {
 	cfg, d, t := c.cfg, c.d, float64(c.l.tp)
 	T, h := c.tokens(), float64(cfg.HiddenSize)
-	qkv, nd, f1, f := float64(cfg.QKVWidth()), float64(cfg.AttentionWidth()), float64(cfg.FC1Width()), float64(cfg.FFN())
-	// The four linear layers: forward, and the same shapes again for the
-	// input and for the weight gradients.
-	lin := d.gemm(T, qkv/t, h) + d.gemm(T, h, nd/t) + d.gemm(T, f1/t, h) + d.gemm(T, h, f/t)
-	wgrad := d.gemm(qkv/t, h, T) + d.gemm(h, nd/t, T) + d.gemm(f1/t, h, T) + d.gemm(h, f/t, T)
+	qkv, nd := float64(cfg.QKVWidth()), float64(cfg.AttentionWidth())
 	core := c.attentionCore()
-	ew := c.elementwise()
-	tp := c.tensorParallel(wgrad)
+	p := c.block(d.gemm(T, qkv/t, h), d.gemm(T, h, nd/t), d.gemm(qkv/t, h, T), d.gemm(h, nd/t, T), d.gemm(T, h, qkv/t))
+	p.F.Compute += core + c.norms()
+	p.B.Compute += 2*core + 2*c.norms()
 	cpF, cpB := c.contextParallel(core)
-	p := phases{
-		F: work{Compute: lin + core + ew, TP: tp.fwd, CP: cpF},
-		B: work{Compute: lin + 2*core + 2*ew, TP: tp.bwd, CP: cpB},
-		W: work{Compute: wgrad},
+	p.F.CP, p.B.CP = cpF, cpB
+	switch {
+	case moe:
+		p = p.plus(c.experts())
+	default:
+		p = p.plus(c.mlp(float64(cfg.FC1Width()), float64(cfg.FFN())))
 	}
 	switch {
 	case recompute && cfg.RecomputeGranularity == "full":
@@ -163,6 +181,129 @@ func (c costModel) layer(recompute bool) phases {
 		p.B.Compute += core
 	}
 	return p
+}
+
+// mlp is a dense MLP block of widths f₁ (linear_fc1's output) and f on a
+// rank: its two GEMMs, the activation between them, and its
+// tensor-parallel communication.
+func (c costModel) mlp(f1, f float64) phases {
+	d, t, T, h := c.d, float64(c.l.tp), c.tokens(), float64(c.cfg.HiddenSize)
+	p := c.block(d.gemm(T, f1/t, h), d.gemm(T, h, f/t), d.gemm(f1/t, h, T), d.gemm(h, f/t, T), d.gemm(T, h, f1/t))
+	act := d.memory(T * (f1 + f) * d.elem / t)
+	p.F.Compute += act
+	p.B.Compute += 2 * act
+	return p
+}
+
+// block is an attention or MLP block's GEMMs and tensor-parallel
+// communication, from its column-parallel linear's forward col, its
+// row-parallel linear's forward row, their weight gradients colW and
+// rowW, and the column linear's input-gradient GEMM colB (what hides an
+// all-gather). With S = s/cp·b·h activations' bytes: without sequence
+// parallelism an all-reduce forward (after the row linear), exposed, and
+// one backward (of the column linear's input gradient) that Megatron
+// overlaps with that linear's weight-gradient GEMM; with it an all-gather
+// and a reduce-scatter forward, and backward an all-gather exposed (the
+// row linear's output gradient), one behind the column linear's
+// input-gradient GEMM (its input again) and a reduce-scatter behind its
+// weight-gradient GEMM. What a GEMM cannot hide is exposed; with a split
+// backward the weight-gradient GEMMs run later and hide nothing.
+func (c costModel) block(col, row, colW, rowW, colB float64) phases {
+	p := phases{F: work{Compute: col + row}, B: work{Compute: col + row}, W: work{Compute: colW + rowW}}
+	if c.l.tp < 2 {
+		return p
+	}
+	S := c.tokens() * float64(c.cfg.HiddenSize) * c.d.elem
+	n, l := c.l.tp, c.l.tpLink
+	hideW := colW
+	if c.split {
+		hideW = 0
+	}
+	if !c.cfg.SequenceParallel {
+		ar := c.d.allReduce(S, n, l)
+		p.F.TP, p.B.TP = ar, max(0, ar-hideW)
+		return p
+	}
+	ag := c.d.allGather(S, n, l)
+	p.F.TP, p.B.TP = 2*ag, ag+max(0, ag-colB)+max(0, ag-hideW)
+	return p
+}
+
+// norms is a layer's forward traffic outside its GEMMs and attention
+// core: the two norms (read and write) and the two bias-dropout-adds (the
+// output, the residual and the result, a byte of mask with dropout).
+func (c costModel) norms() float64 {
+	d, T, h, r := c.d, c.tokens(), float64(c.cfg.HiddenSize), c.replicated()
+	add := 3 * d.elem
+	if c.cfg.HiddenDropout > 0 {
+		add++
+	}
+	return d.memory(r * T * h * (2*2*d.elem + 2*add))
+}
+
+// experts is a MoE layer's block in place of the MLP (docs/PLAN.md, §
+// Experts): the router's GEMM over the rank's r·T tokens, the k·r·T rows
+// it routes dispatched to the experts and combined back (dispatch), the
+// rank's E/ep experts each running the rows the balanced routing gives it
+// (N = k·r·T·etp rows in all, split evenly, at widths f₁/etp and f/etp),
+// their permutation and activation through memory, and the shared
+// experts, a dense MLP block of their width.
+func (c costModel) experts() phases {
+	cfg, d := c.cfg, c.d
+	h, e, k := float64(cfg.HiddenSize), float64(cfg.NumMoEExperts), float64(cfg.MoERouterTopK)
+	ep, etp := float64(c.l.ep), float64(c.l.etp)
+	tok := c.tokens() * c.replicated()
+	rows := k * tok * etp
+	local := e / ep
+	perExpert := rows / local
+	f1, f := float64(cfg.MoEFFN()), float64(cfg.MoEFFN())
+	if cfg.GatedLinearUnit {
+		f1 *= 2
+	}
+	fc := local * (d.gemm(perExpert, f1/etp, h) + d.gemm(perExpert, h, f/etp))
+	fcW := local * (d.gemm(f1/etp, h, perExpert) + d.gemm(h, f/etp, perExpert))
+	router := d.gemm(tok, e, h)
+	moved := d.memory(4*k*tok*h*d.elem + rows*(f1+f)/etp*d.elem)
+	disp := c.dispatch(tok)
+	p := phases{
+		F: work{Compute: router + fc + moved, TP: disp},
+		B: work{Compute: router + fc + 2*moved, TP: disp},
+		W: work{Compute: d.gemm(e, h, tok) + fcW},
+	}
+	if fs := float64(cfg.MoESharedExpertIntermediateSize); fs > 0 {
+		fs1 := fs
+		if cfg.GatedLinearUnit {
+			fs1 *= 2
+		}
+		p = p.plus(c.mlp(fs1, fs))
+	}
+	return p
+}
+
+// dispatch is one direction's token exchange of a MoE layer for a rank's
+// tok tokens, forward (backward moves the gradients the same way): with
+// the all-to-all dispatcher the k·tok routed rows go to their experts'
+// ranks and come back, (ep−1)/ep of them across the expert-parallel group
+// each way, and under expert tensor parallelism are all-gathered over it
+// and reduce-scattered back; with the all-gather dispatcher every rank of
+// the tp·ep group gathers the group's tokens and reduce-scatters the
+// experts' output back.
+func (c costModel) dispatch(tok float64) float64 {
+	d, h, k := c.d, float64(c.cfg.HiddenSize), float64(c.cfg.MoERouterTopK)
+	l := c.l
+	if c.cfg.MoETokenDispatcherType == "alltoall" {
+		rows := k * tok * h * d.elem
+		t := 2 * d.allToAll(rows, l.ep, l.epLink)
+		if l.etp > 1 {
+			t += 2 * d.allGather(rows*float64(l.etp), l.etp, l.etpLink)
+		}
+		return t
+	}
+	n := l.tp * l.ep
+	if n < 2 {
+		return 0
+	}
+	return 2 * d.allGather(tok*h*d.elem*float64(n), n, l.link(n, 1))
 }
 
 // attentionCore is the attention core's forward on a rank: a/t heads,
@@ -184,58 +325,6 @@ func (c costModel) attentionCore() float64 {
 		bytes += (2*d.elem + 1) * scores
 	}
 	return gemms + d.memory(bytes)
-}
-
-// elementwise is a layer's forward traffic outside the GEMMs: the two
-// norms (read and write), the two bias-dropout-adds (the output, the
-// residual and the result, a byte of mask with dropout), and the
-// activation (fc1's output in, fc2's input out).
-func (c costModel) elementwise() float64 {
-	cfg, d := c.cfg, c.d
-	T, h, r, t := c.tokens(), float64(cfg.HiddenSize), c.replicated(), float64(c.l.tp)
-	add := 3 * d.elem
-	if cfg.HiddenDropout > 0 {
-		add++
-	}
-	bytes := r*T*h*(2*2*d.elem+2*add) + T*(float64(cfg.FC1Width())+float64(cfg.FFN()))*d.elem/t
-	return d.memory(bytes)
-}
-
-// tpComm is a layer's exposed tensor-parallel communication, forward and
-// backward.
-type tpComm struct{ fwd, bwd float64 }
-
-// tensorParallel is a layer's tensor-parallel communication of its
-// s/cp·b·h activations, S bytes: without sequence parallelism, two
-// all-reduces forward (after linear_proj and linear_fc2) and two backward
-// (of linear_qkv's and linear_fc1's input gradients) that Megatron
-// overlaps with the weight-gradient GEMMs; with it, two all-gathers and
-// two reduce-scatters forward, and backward two all-gathers (the row
-// linears' output gradients), two all-gathers of the column linears'
-// inputs hidden behind the input-gradient GEMMs and two reduce-scatters
-// behind the weight-gradient ones. What a GEMM cannot hide is exposed;
-// with a split backward the weight-gradient GEMMs run later and hide
-// nothing.
-func (c costModel) tensorParallel(wgrad float64) tpComm {
-	if c.l.tp < 2 {
-		return tpComm{}
-	}
-	S := c.tokens() * float64(c.cfg.HiddenSize) * c.d.elem
-	n, l := c.l.tp, c.l.tpLink
-	hideW := wgrad
-	if c.split {
-		hideW = 0
-	}
-	if !c.cfg.SequenceParallel {
-		ar := c.d.allReduce(S, n, l)
-		return tpComm{fwd: 2 * ar, bwd: max(0, 2*ar-hideW)}
-	}
-	ag := c.d.allGather(S, n, l)
-	// The input-gradient GEMMs of linear_qkv and linear_fc1 hide the
-	// inputs' all-gathers: about half of the layer's input-gradient GEMMs.
-	t, T, h := float64(c.l.tp), c.tokens(), float64(c.cfg.HiddenSize)
-	hideB := c.d.gemm(T, h, float64(c.cfg.QKVWidth())/t) + c.d.gemm(T, h, float64(c.cfg.FC1Width())/t)
-	return tpComm{fwd: 4 * ag, bwd: 2*ag + max(0, 2*ag-hideB) + max(0, 2*ag-hideW)}
 }
 
 // contextParallel is a layer's exposed context-parallel communication:
@@ -296,17 +385,20 @@ func (c costModel) head() phases {
 	}
 }
 
-// chunk is a model chunk's phases for one micro-batch: its layers (the
-// recomputed ones with their forward again), and its embedding and head.
+// chunk is a model chunk's phases for one micro-batch: its layers (MoE or
+// dense, the recomputed ones with their forward again), and its
+// embedding and head.
 func (c costModel) chunk(ch config.PipelineChunk) phases {
 	var p phases
-	plain, again := c.layer(false), c.layer(true)
+	var priced [2][2]*phases // [moe][recomputed]
 	for i := range ch.NumLayers {
-		if c.recomputes(i) {
-			p = p.plus(again)
-		} else {
-			p = p.plus(plain)
+		moe, again := c.cfg.IsMoELayer(ch.LayerOffset+i), c.recomputes(i)
+		m, r := b2i(moe), b2i(again)
+		if priced[m][r] == nil {
+			x := c.layer(moe, again)
+			priced[m][r] = &x
 		}
+		p = p.plus(*priced[m][r])
 	}
 	if ch.PreProcess {
 		p = p.plus(c.embedding())
@@ -315,6 +407,13 @@ func (c costModel) chunk(ch config.PipelineChunk) phases {
 		p = p.plus(c.head())
 	}
 	return p
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // recomputes says whether full recompute recomputes the chunk's i-th

@@ -299,6 +299,22 @@ func fsdpLayers(a Run, unit, avg, n, shards float64) (gathered, whole float64) {
 	return gathered, whole
 }
 
+// layerParameters is a dense decoder layer's parameters, and a MoE
+// layer's outside its routed experts (attention, norms, router, shared
+// experts) and in them.
+func layerParameters(c config.TransformerConfig) (dense, moeShared, experts float64) {
+	plain := c
+	plain.NumMoEExperts = 0
+	dense = layerCount(plain)
+	if c.NumMoEExperts <= 0 {
+		return dense, 0, 0
+	}
+	all := c
+	all.MoELayerFreq = nil // every layer MoE
+	experts = expertLayerCount(c)
+	return dense, layerCount(all) - experts, experts
+}
+
 // layerCount is one decoder layer's parameters.
 func layerCount(c config.TransformerConfig) float64 {
 	return float64(gpt.NumParameters(withLayers(c, 2))) - float64(gpt.NumParameters(withLayers(c, 1)))
@@ -413,11 +429,6 @@ func expertCount(c config.TransformerConfig) float64 {
 	if c.NumMoEExperts <= 0 {
 		return 0
 	}
-	h, f := float64(c.HiddenSize), float64(c.MoEFFN())
-	f1 := f
-	if c.GatedLinearUnit {
-		f1 = 2 * f
-	}
 	layers := 0.0
 	if c.NumLayers <= 1<<14 {
 		for i := range c.NumLayers {
@@ -431,11 +442,22 @@ func expertCount(c config.TransformerConfig) float64 {
 	if c.NumLayers > 0 && c.IsMoELayer(c.NumLayers-1) {
 		layers += float64(c.MTPNumLayers) // the MTP depths' layers are MoE too
 	}
+	return layers * expertLayerCount(c)
+}
+
+// expertLayerCount is one MoE layer's routed experts' parameters,
+// E·(f₁·h + h·f), E·(f₁ + h) more with add_bias_linear.
+func expertLayerCount(c config.TransformerConfig) float64 {
+	h, f := float64(c.HiddenSize), float64(c.MoEFFN())
+	f1 := f
+	if c.GatedLinearUnit {
+		f1 = 2 * f
+	}
 	per := f1*h + h*f
 	if c.AddBiasLinear {
 		per += f1 + h
 	}
-	return layers * float64(c.NumMoEExperts) * per
+	return float64(c.NumMoEExperts) * per
 }
 
 // widest is the widest activation of a layer, counted in float64 so that

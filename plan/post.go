@@ -16,17 +16,16 @@ type postPipeline struct {
 	a      Run
 	c      costModel
 	chunks [][]config.PipelineChunk
-	params [][]float64 // each chunk's parameters on one of its ranks
+	params [][]params // each chunk's parameters on one of its ranks
 	st     stateShare
 }
 
 func newPostPipeline(a Run, c costModel, chunks [][]config.PipelineChunk, world int) postPipeline {
 	p := postPipeline{a: a, c: c, chunks: chunks, st: machineShare(a, world, 1)}
-	layer := layerCount(a.Model)
 	for _, row := range chunks {
-		var ps []float64
+		var ps []params
 		for _, ch := range row {
-			ps = append(ps, chunkParameters(a.Model, ch, layer))
+			ps = append(ps, chunkParameters(a.Model, ch))
 		}
 		p.params = append(p.params, ps)
 	}
@@ -34,22 +33,39 @@ func newPostPipeline(a Run, c costModel, chunks [][]config.PipelineChunk, world 
 }
 
 // rankParameters is pipeline rank r's parameters (one of its ranks').
-func (p postPipeline) rankParameters(r int) float64 {
-	var n float64
+func (p postPipeline) rankParameters(r int) params {
+	var n params
 	for _, x := range p.params[r] {
-		n += x
+		n = n.plus(x)
 	}
 	return n
 }
 
-// reduce is the data-parallel time of a chunk of n parameters over the
-// data- and context-parallel group (dp·cp ranks): an all-reduce of its
+// reduce is the data-parallel time of a chunk's parameters: the dense
+// ones' over the data- and context-parallel group (reduceDense), then the
+// routed experts' over the expert data-parallel group (an all-reduce, or
+// a reduce-scatter and after the step an all-gather).
+func (p postPipeline) reduce(n params) (reduce, gather float64) {
+	reduce, gather = p.reduceDense(n.dense)
+	l, d := p.c.l, p.c.d
+	if n.experts == 0 || l.edp < 2 {
+		return reduce, gather
+	}
+	w, g, _ := p.a.parameterBytes()
+	if !p.a.DDP.UseDistributedOptimizer {
+		return reduce + d.allReduce(n.experts*g, l.edp, l.edpLink), gather
+	}
+	return reduce + d.allGather(n.experts*g, l.edp, l.edpLink), gather + d.allGather(n.experts*w, l.edp, l.edpLink)
+}
+
+// reduceDense is the data-parallel time of n dense parameters over the
+// data- and context-parallel group (dp·cp ranks): an all-reduce of their
 // gradients, or under the distributed optimizer a reduce-scatter, and
-// gather the all-gather of its updated parameters that follows the step.
+// gather the all-gather of the updated parameters that follows the step.
 // With several optimizer instances the reduce-scatter and the gather run
 // within an instance's dp·cp/N ranks, and the shards are all-reduced
 // across the N instances.
-func (p postPipeline) reduce(n float64) (reduce, gather float64) {
+func (p postPipeline) reduceDense(n float64) (reduce, gather float64) {
 	l, d := p.c.l, p.c.d
 	if l.dpcp() < 2 {
 		return 0, 0
@@ -109,7 +125,7 @@ func (p postPipeline) dataParallel(sim *pp.Simulation) float64 {
 			red, gat := p.reduce(n)
 			gathers += gat
 			stream = max(stream, c.from) + red
-			finish = max(finish, stream, c.to+red/p.buckets(n))
+			finish = max(finish, stream, c.to+red/p.buckets(n.dense+n.experts))
 		}
 		worst = max(worst, finish-end)
 		gatherWorst = max(gatherWorst, gathers)
@@ -185,22 +201,21 @@ func (p postPipeline) embeddingRanks() []int {
 // written, and a 16-bit model's parameter written.
 func (p postPipeline) optimizer() float64 {
 	most := 0.0
+	ds, es := p.st.optimizerShards(p.a)
 	for r := range p.params {
-		most = max(most, p.rankParameters(r))
+		n := p.rankParameters(r)
+		most = max(most, n.dense/ds+n.experts/es)
 	}
-	shards, _ := p.st.optimizerShards(p.a)
 	bytes := 8 + 8 + 8*p.a.moments()
 	if p.a.Model.BF16 || p.a.Model.FP16 {
 		bytes += 2
 	}
-	return p.c.d.memory(most / shards * bytes)
+	return p.c.d.memory(most * bytes)
 }
 
 // rank is pipeline rank r's plan: its memory and its time.
 func (p postPipeline) rank(r int, chunks []config.PipelineChunk, inFlight int, sim *pp.Simulation, hw Hardware) RankPlan {
-	n := p.rankParameters(r)
-	w, g, o := p.a.parameterBytes()
-	shards, _ := p.st.optimizerShards(p.a)
+	w, g, o := p.rankParameters(r).bytes(p.a, p.st)
 	var act float64
 	layers := 0
 	for _, ch := range chunks {
@@ -208,7 +223,7 @@ func (p postPipeline) rank(r int, chunks []config.PipelineChunk, inFlight int, s
 		layers += ch.NumLayers
 	}
 	act = act / float64(len(chunks)) * float64(inFlight)
-	m := RankMemory{Weights: n * w, Gradients: n * g, Optimizer: n * o / shards, Activations: act}
+	m := RankMemory{Weights: w, Gradients: g, Optimizer: o, Activations: act}
 	total := m.Weights + m.Gradients + m.Optimizer + m.Activations
 	busy := sim.Busy[r] / 1e3
 	return RankPlan{PipelineRank: r, Layers: layers, Memory: m, MemoryBytes: total, Fits: total <= hw.MemoryGiB*(1<<30),
@@ -217,29 +232,36 @@ func (p postPipeline) rank(r int, chunks []config.PipelineChunk, inFlight int, s
 
 // chunkActivations is what one micro-batch leaves on a chunk's rank for
 // backward: gpt.EstimateActivationsAt at the device's element size for
-// its layers (the first recompute_num_layers checkpointed under block
-// recompute), its embedding and its head; without flash attention a
-// layer not selectively recomputed also keeps its probabilities, their
-// dropout mask and dropped output (Korthikanti et al. 2022's
-// 5·a·s²·b/t bytes in 16 bits).
+// each of its layers (dense or MoE; the first recompute_num_layers
+// checkpointed under block recompute, the others whole), its embedding
+// and its head; without flash attention a layer not selectively
+// recomputed also keeps its probabilities, their dropout mask and dropped
+// output (Korthikanti et al. 2022's 5·a·s²·b/t bytes in 16 bits).
 func (p postPipeline) chunkActivations(ch config.PipelineChunk) float64 {
 	cfg, b := p.a.Model, p.a.MicroBatchSize
 	x := int64(p.c.d.elem)
-	e := gpt.EstimateActivationsAt(cfg, b, x)
-	per := float64(e.PerLayer)
-	if !p.c.flash && cfg.RecomputeGranularity == "" {
-		per += p.scores()
-	}
-	layers := float64(ch.NumLayers) * per
-	if cfg.RecomputeGranularity == "full" && cfg.RecomputeMethod == "block" {
+	e, whole := gpt.EstimateActivationsAt(cfg, b, x), gpt.EstimateActivationsAt(cfg, b, x)
+	block := cfg.RecomputeGranularity == "full" && cfg.RecomputeMethod == "block"
+	if block {
 		plain := cfg
 		plain.Recompute = config.Recompute{}
-		whole := float64(gpt.EstimateActivationsAt(plain, b, x).PerLayer)
-		if !p.c.flash {
-			whole += p.scores()
+		whole = gpt.EstimateActivationsAt(plain, b, x)
+	}
+	var layers float64
+	for i := range ch.NumLayers {
+		l := ch.LayerOffset + i
+		switch {
+		case block && i >= cfg.RecomputeNumLayers:
+			layers += float64(whole.Layer(cfg, l))
+			if !p.c.flash {
+				layers += p.scores()
+			}
+		default:
+			layers += float64(e.Layer(cfg, l))
+			if !p.c.flash && cfg.RecomputeGranularity == "" {
+				layers += p.scores()
+			}
 		}
-		k := float64(min(ch.NumLayers, cfg.RecomputeNumLayers))
-		layers = k*per + (float64(ch.NumLayers)-k)*whole
 	}
 	if ch.PreProcess {
 		layers += float64(e.Embedding)

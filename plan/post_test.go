@@ -105,8 +105,8 @@ func TestDataParallelOrder(t *testing.T) {
 	run.DDP.OverlapGradReduce, run.DDP.NumBuckets = true, 100
 	hw := testHardware(t)
 	p := postPipeline{a: run, c: costModel{d: device{hw: hw, peak: 1e14, elem: 4}, l: newLayout(hw, 1, 1, 8, 1)},
-		params: [][]float64{{1e8, 1e8}}}
-	R, _ := p.reduce(1e8)
+		params: [][]params{{{dense: 1e8}, {dense: 1e8}}}}
+	R, _ := p.reduce(params{dense: 1e8})
 	ns := func(s float64) int64 { return int64(s * 1e9) }
 	// Chunk 1's last backward ends first, then chunk 0's.
 	sim := &pp.Simulation{Timeline: &pp.Timeline{Ranks: [][]pp.Span{{

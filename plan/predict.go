@@ -113,7 +113,8 @@ func Predict(ctx context.Context, a Run, world int, hw Hardware) (*Prediction, e
 	}
 	mp := a.Model.ModelParallelConfig
 	dp, _ := a.dataParallel(world)
-	l := newLayout(hw, max(mp.TensorModelParallelSize, 1), max(mp.ContextParallelSize, 1), dp, max(mp.PipelineModelParallelSize, 1))
+	l := newExpertLayout(hw, max(mp.TensorModelParallelSize, 1), max(mp.ContextParallelSize, 1), dp, max(mp.PipelineModelParallelSize, 1),
+		max(mp.ExpertModelParallelSize, 1), max(mp.EffectiveExpertTensorParallelSize(), 1))
 	chunks, err := a.Model.PipelineChunks()
 	if err != nil {
 		return nil, err
@@ -195,9 +196,6 @@ func plannable(a Run, world int) error {
 	}
 	if cfg.DeferEmbeddingWgradCompute {
 		errs = append(errs, errors.New("--defer-embedding-wgrad-compute: gotron plan does not move the output layer's weight gradients into the flush yet; plan without it"))
-	}
-	if cfg.NumMoEExperts > 0 {
-		errs = append(errs, errors.New("a MoE model (--num-experts): gotron plan models dense layers only so far"))
 	}
 	if cfg.MultiLatentAttention {
 		errs = append(errs, errors.New("multi-latent attention: gotron plan models the attention of --num-attention-heads and --num-query-groups only so far"))
@@ -297,23 +295,50 @@ func (p *Prediction) Max() RankPlan {
 	return out
 }
 
+// params are the parameters one rank holds: those the data-parallel
+// ranks share (dense), and the routed experts', which the expert
+// data-parallel ranks share.
+type params struct{ dense, experts float64 }
+
+func (p params) plus(o params) params { return params{p.dense + o.dense, p.experts + o.experts} }
+
+// bytes is what the parameters take in weights, gradients and optimizer
+// state under a (Run.parameterBytes, the optimizer's over its shards).
+func (p params) bytes(a Run, st stateShare) (w, g, o float64) {
+	pw, pg, po := a.parameterBytes()
+	ds, es := st.optimizerShards(a)
+	n := p.dense + p.experts
+	return n * pw, n * pg, p.dense*po/ds + p.experts*po/es
+}
+
 // chunkParameters is the parameters a model chunk's rank holds: its
-// decoder layers' over the tensor-parallel ranks, the word embedding (or
-// its copy, and an untied output layer) split over the vocabulary, the
-// learned positions whole.
-func chunkParameters(cfg config.TransformerConfig, ch config.PipelineChunk, layer float64) float64 {
+// decoder layers' over the tensor-parallel ranks (a MoE layer's routed
+// experts over the ep·etp expert ranks), the word embedding (or its copy,
+// and an untied output layer) split over the vocabulary, the learned
+// positions whole.
+func chunkParameters(cfg config.TransformerConfig, ch config.PipelineChunk) params {
 	t := float64(max(cfg.TensorModelParallelSize, 1))
+	e := float64(max(cfg.ExpertModelParallelSize, 1) * max(cfg.EffectiveExpertTensorParallelSize(), 1))
 	h, v := float64(cfg.HiddenSize), float64(cfg.PaddedVocabSize())
-	n := float64(ch.NumLayers) * layer / t
+	dense, shared, experts := layerParameters(cfg)
+	var n params
+	for i := range ch.NumLayers {
+		if cfg.IsMoELayer(ch.LayerOffset + i) {
+			n.dense += shared / t
+			n.experts += experts / e
+		} else {
+			n.dense += dense / t
+		}
+	}
 	tied := cfg.ShareEmbeddingsAndOutputWeights
 	if ch.HoldsWordEmbedding(tied) {
-		n += v * h / t
+		n.dense += v * h / t
 	}
 	if ch.PostProcess && !tied {
-		n += v * h / t
+		n.dense += v * h / t
 	}
 	if ch.PreProcess && cfg.LearnedPositions() {
-		n += float64(cfg.MaxPositions()) * h
+		n.dense += float64(cfg.MaxPositions()) * h
 	}
 	return n
 }

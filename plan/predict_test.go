@@ -166,14 +166,49 @@ func TestPredictRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := gpt7B(1, 1, 4)
-	a.Model.NumMoEExperts, a.Model.MoERouterTopK, a.Model.MoEFFNHiddenSize = 8, 2, 1024
-	a.Model.SequenceParallel = false
+	a.Model.MTPNumLayers, a.Model.PositionEmbeddingType = 1, "rope"
 	r, err := train.PlanRun(a, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := plan.Predict(context.Background(), r, 1, hw); err == nil {
-		t.Error("a MoE model was planned; the planner does not model experts yet")
+	if _, err := plan.Predict(context.Background(), r, 1, hw); err == nil || !strings.Contains(err.Error(), "--mtp-num-layers") {
+		t.Errorf("MTP depths: %v; want a refusal naming --mtp-num-layers", err)
+	}
+}
+
+// mixtral is a Mixtral-8x7B-shaped MoE GPT (h 4096, 32 heads, 8 groups,
+// 32 layers of 8 SwiGLU experts of width 14336, 2 a token, s 4096) in bf16
+// on tp·ep… of 64 devices with the distributed optimizer.
+func mixtral(tp, ep int, dispatcher string) train.Args {
+	a := gpt7B(tp, 1, 256)
+	m := &a.Model
+	m.SeqLength, m.MaxPositionEmbeddings, m.VocabSize = 4096, 4096, 32000
+	m.Normalization, m.ActivationFunc, m.GatedLinearUnit, m.PositionEmbeddingType = "RMSNorm", "silu", true, "rope"
+	m.NumQueryGroups, m.ShareEmbeddingsAndOutputWeights, m.AddBiasLinear = 8, false, false
+	m.NumMoEExperts, m.MoERouterTopK, m.MoEFFNHiddenSize, m.FFNHiddenSize = 8, 2, 14336, 14336
+	m.ExpertModelParallelSize, m.MoETokenDispatcherType, m.MoEGroupedGEMM = ep, dispatcher, true
+	a.DDP.UseDistributedOptimizer = true
+	return a
+}
+
+// TestPredictExperts: a MoE model's routed experts are split over the
+// expert-parallel ranks, its tokens cross them, and its active FLOPs set
+// the model FLOPs.
+func TestPredictExperts(t *testing.T) {
+	one := predict(t, mixtral(1, 1, "alltoall"), 64)
+	eight := predict(t, mixtral(1, 8, "alltoall"), 64)
+	if !(eight.Ranks[0].Memory.Weights < one.Ranks[0].Memory.Weights/5) {
+		t.Errorf("EP 8 keeps %.1f GiB of weights a device, EP 1 %.1f: the experts, most of the model, should split 8 ways",
+			eight.Ranks[0].Memory.Weights/(1<<30), one.Ranks[0].Memory.Weights/(1<<30))
+	}
+	if one.Time.TPComm != 0 || !(eight.Time.TPComm > 0) {
+		t.Errorf("exposed TP and EP communication: EP 1 %g s, EP 8 %g s; want none and some", one.Time.TPComm, eight.Time.TPComm)
+	}
+	gather := predict(t, mixtral(2, 4, "allgather"), 64)
+	for _, p := range []*plan.Prediction{one, eight, gather} {
+		if !(p.PeakFraction > 0.1 && p.PeakFraction < 0.9) {
+			t.Errorf("%.1f%% of the peak: want a plausible fraction", 100*p.PeakFraction)
+		}
 	}
 }
 

@@ -227,17 +227,14 @@ func stateBytes(a Run, world int) (float64, int, error) {
 		return 0, 0, err
 	}
 	st := machineShare(a, world, 1)
-	w, g, o := a.parameterBytes()
-	shards, _ := st.optimizerShards(a)
-	layer := layerCount(a.Model)
 	most, rank := 0.0, 0
 	for r, row := range chunks {
-		n := 0.0
+		var n params
 		for _, ch := range row {
-			n += chunkParameters(a.Model, ch, layer)
+			n = n.plus(chunkParameters(a.Model, ch))
 		}
-		if b := n * (w + g + o/shards); b > most {
-			most, rank = b, r
+		if w, g, o := n.bytes(a, st); w+g+o > most {
+			most, rank = w+g+o, r
 		}
 	}
 	return most, rank, nil

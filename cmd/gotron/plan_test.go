@@ -82,7 +82,9 @@ func TestPlanCommandErrors(t *testing.T) {
 		{[]string{"plan", "--world-size", "1", "--num-layers", "32", "--hidden-size", "4096", "--num-attention-heads", "32", "--seq-length", "2048",
 			"--vocab-size", "51200", "--bf16"}, "the layout does not fit: 1 of 1 pipeline ranks"},
 		{[]string{"plan", "--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "64", "--vocab-size", "128",
-			"--world-size", "2", "--num-experts", "4", "--moe-ffn-hidden-size", "64"}, "MoE"},
+			"--world-size", "2", "--mtp-num-layers", "1", "--position-embedding-type", "rope"}, "--mtp-num-layers"},
+		{[]string{"plan", "--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "64", "--vocab-size", "128",
+			"--world-size", "2", "--context-parallel-size", "2", "--cp-comm-type", "a2a"}, "--cp-comm-type a2a"},
 	} {
 		if _, err := run(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v; want an error naming %q", c.args, err, c.want)

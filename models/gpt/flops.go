@@ -12,9 +12,10 @@ import "github.com/gotron/gotron/config"
 // attention's are its projections' (mlaWeights) with d_qk = qk_head_dim +
 // qk_pos_emb_head_dim and d_v = v_head_dim; a MoE layer counts its active
 // weights only: the attention's, the router's E·h and k experts' h·f₁ +
-// f·h. The D MTP depths add a layer each (MoE when the decoder's last
-// is), eh_proj's 2h·h and an output layer. V is the vocabulary as given
-// (unpadded).
+// f·h (f the expert width: --moe-ffn-hidden-size, else --ffn-hidden-size,
+// config.MoEFFN). The D MTP depths add a layer each (MoE when the
+// decoder's last is), eh_proj's 2h·h and an output layer. V is the
+// vocabulary as given (unpadded).
 func TrainingFLOPs(cfg config.TransformerConfig, tokens int) float64 {
 	T, h, s, V := float64(tokens), float64(cfg.HiddenSize), float64(cfg.SeqLength), float64(cfg.VocabSize)
 	n, dqk, dv := float64(cfg.NumAttentionHeads), float64(cfg.HeadDim()), float64(cfg.HeadDim())
@@ -27,7 +28,7 @@ func TrainingFLOPs(cfg config.TransformerConfig, tokens int) float64 {
 		if !moeLayer {
 			return attn + h*float64(cfg.FC1Width()) + float64(cfg.FFN())*h
 		}
-		f := float64(cfg.MoEFFNHiddenSize)
+		f := float64(cfg.MoEFFN())
 		f1 := f
 		if cfg.GatedLinearUnit {
 			f1 = 2 * f

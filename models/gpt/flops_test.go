@@ -23,6 +23,13 @@ func TestTrainingFLOPs(t *testing.T) {
 	if got, want := TrainingFLOPs(m, 2048), 6*T*(12*L*h*h+V*h)+12*L*h*s*T+moe; got != want {
 		t.Errorf("MoE every other layer: %g, want %g", got, want)
 	}
+	// Without --moe-ffn-hidden-size an expert is --ffn-hidden-size wide
+	// (4h here), as in Megatron.
+	m.MoEFFNHiddenSize = 0
+	moe = 6 * T * 3 * (2*2*h*4*h + 8*h - 8*h*h)
+	if got, want := TrainingFLOPs(m, 2048), 6*T*(12*L*h*h+V*h)+12*L*h*s*T+moe; got != want {
+		t.Errorf("MoE experts of the MLP's width: %g, want %g", got, want)
+	}
 }
 
 // TestTrainingFLOPsMLAAndMTP: with multi-latent attention and MTP depths
