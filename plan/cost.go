@@ -51,15 +51,17 @@ func (d device) message(bytes float64, l Link) float64 {
 }
 
 // work is a stretch of one rank's time by what it waits on: its own
-// kernels, and the tensor- and context-parallel communication they
-// cannot hide.
+// kernels, and the tensor-, context- and expert-parallel communication
+// they cannot hide.
 type work struct {
-	Compute, TP, CP float64
+	Compute, TP, CP, EP float64
 }
 
-func (w work) total() float64 { return w.Compute + w.TP + w.CP }
+func (w work) total() float64 { return w.Compute + w.TP + w.CP + w.EP }
 
-func (w work) plus(o work) work { return work{w.Compute + o.Compute, w.TP + o.TP, w.CP + o.CP} }
+func (w work) plus(o work) work {
+	return work{w.Compute + o.Compute, w.TP + o.TP, w.CP + o.CP, w.EP + o.EP}
+}
 
 // phases are one micro-batch's forward F, input-gradient backward B and
 // weight-gradient W on a model chunk.
@@ -159,11 +161,9 @@ func (c costModel) replicated() float64 {
 // under MoE its experts' block; full recompute adds the whole forward to
 // the backward, selective recompute the attention core's.
 func (c costModel) layer(moe, recompute bool) phases {
-	cfg, d, t := c.cfg, c.d, float64(c.l.tp)
-	T, h := c.tokens(), float64(cfg.HiddenSize)
-	qkv, nd := float64(cfg.QKVWidth()), float64(cfg.AttentionWidth())
+	cfg := c.cfg
 	core := c.attentionCore()
-	p := c.block(d.gemm(T, qkv/t, h), d.gemm(T, h, nd/t), d.gemm(qkv/t, h, T), d.gemm(h, nd/t, T), d.gemm(T, h, qkv/t))
+	p := c.block(c.attentionGEMMs())
 	p.F.Compute += core + c.norms()
 	p.B.Compute += 2*core + 2*c.norms()
 	cpF, cpB := c.contextParallel(core)
@@ -181,6 +181,37 @@ func (c costModel) layer(moe, recompute bool) phases {
 		p.B.Compute += core
 	}
 	return p
+}
+
+// attentionGEMMs are the attention block's linear layers as block takes
+// them: linear_qkv, or under multi-latent attention its projections (the
+// down projections of the queries, when they have a latent, and of the
+// keys and values, each split over the tensor-parallel ranks and
+// gathered, then the up projections), and linear_proj.
+func (c costModel) attentionGEMMs() (col, row, colW, rowW, colB float64) {
+	cfg, d, t := c.cfg, c.d, float64(c.l.tp)
+	T, h := c.tokens(), float64(cfg.HiddenSize)
+	nd := float64(cfg.AttentionWidth())
+	var shapes [][2]float64 // in, out of each column-parallel linear
+	if cfg.MultiLatentAttention {
+		a, n := cfg.MLA, float64(cfg.NumAttentionHeads)
+		qd, kv := float64(a.MLAQHeadDim()), float64(a.KVLoRARank)
+		if q := float64(a.QLoRARank); q > 0 {
+			shapes = append(shapes, [2]float64{h, q}, [2]float64{q, n * qd})
+		} else {
+			shapes = append(shapes, [2]float64{h, n * qd})
+		}
+		shapes = append(shapes, [2]float64{h, kv + float64(a.QKPosEmbHeadDim)}, [2]float64{kv, n * float64(a.QKHeadDim+a.VHeadDim)})
+		nd = n * float64(a.VHeadDim)
+	} else {
+		shapes = append(shapes, [2]float64{h, float64(cfg.QKVWidth())})
+	}
+	for _, s := range shapes {
+		col += d.gemm(T, s[1]/t, s[0])
+		colW += d.gemm(s[1]/t, s[0], T)
+		colB += d.gemm(T, s[0], s[1]/t)
+	}
+	return col, d.gemm(T, h, nd/t), colW, d.gemm(h, nd/t, T), colB
 }
 
 // mlp is a dense MLP block of widths f₁ (linear_fc1's output) and f on a
@@ -266,8 +297,8 @@ func (c costModel) experts() phases {
 	moved := d.memory(4*k*tok*h*d.elem + rows*(f1+f)/etp*d.elem)
 	disp := c.dispatch(tok)
 	p := phases{
-		F: work{Compute: router + fc + moved, TP: disp},
-		B: work{Compute: router + fc + 2*moved, TP: disp},
+		F: work{Compute: router + fc + moved, EP: disp},
+		B: work{Compute: router + fc + 2*moved, EP: disp},
 		W: work{Compute: d.gemm(e, h, tok) + fcW},
 	}
 	if fs := float64(cfg.MoESharedExpertIntermediateSize); fs > 0 {
@@ -314,8 +345,11 @@ func (c costModel) dispatch(tok float64) float64 {
 func (c costModel) attentionCore() float64 {
 	cfg, d := c.cfg, c.d
 	heads := float64(cfg.NumAttentionHeads) / float64(c.l.tp) * c.b
-	sq, sk, hd := float64(cfg.SeqLength)/float64(c.l.cp), float64(cfg.SeqLength), float64(cfg.HeadDim())
-	gemms := heads * (d.gemm(sq, sk, hd) + d.gemm(sq, hd, sk))
+	sq, sk, qd, vd := float64(cfg.SeqLength)/float64(c.l.cp), float64(cfg.SeqLength), float64(cfg.HeadDim()), float64(cfg.HeadDim())
+	if cfg.MultiLatentAttention {
+		qd, vd = float64(cfg.MLA.MLAQHeadDim()), float64(cfg.MLA.VHeadDim)
+	}
+	gemms := heads * (d.gemm(sq, sk, qd) + d.gemm(sq, vd, sk))
 	if c.flash {
 		return gemms / 2
 	}
@@ -406,7 +440,21 @@ func (c costModel) chunk(ch config.PipelineChunk) phases {
 	if ch.PostProcess {
 		p = p.plus(c.head())
 	}
+	for range ch.MTPLayers {
+		p = p.plus(c.mtpDepth())
+	}
 	return p
+}
+
+// mtpDepth is one multi-token-prediction depth: the shifted tokens'
+// embedding, eh_proj's GEMM over the two normed inputs (2h → h, column
+// parallel), a decoder layer (MoE when the decoder's last is, recomputed
+// as the decoder's first under full recompute) and a head of its own
+// over the shared output layer.
+func (c costModel) mtpDepth() phases {
+	d, t, T, h := c.d, float64(c.l.tp), c.tokens(), float64(c.cfg.HiddenSize)
+	proj := phases{F: work{Compute: d.gemm(T, h/t, 2*h)}, B: work{Compute: d.gemm(T, 2*h, h/t)}, W: work{Compute: d.gemm(h/t, 2*h, T)}}
+	return c.embedding().plus(proj).plus(c.layer(c.cfg.IsMoELayer(c.cfg.NumLayers-1), c.recomputes(0))).plus(c.head())
 }
 
 func b2i(b bool) int {

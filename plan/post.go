@@ -269,6 +269,7 @@ func (p postPipeline) chunkActivations(ch config.PipelineChunk) float64 {
 	if ch.PostProcess {
 		layers += float64(e.Head)
 	}
+	layers += float64(ch.MTPLayers) * float64(e.MTP)
 	return layers
 }
 

@@ -49,8 +49,8 @@ type Prediction struct {
 }
 
 // TimeSplit divides an iteration's time, in seconds, along the busiest
-// pipeline rank: its kernels, the tensor- and context-parallel
-// communication they leave exposed, its idle time in the pipeline, then
+// pipeline rank: its kernels, the tensor-, expert- (a MoE layer's token
+// dispatch) and context-parallel communication they leave exposed, its idle time in the pipeline, then
 // what follows the pipeline: the data-parallel gradient reduction (and
 // the distributed optimizer's parameter gather) left exposed, the tied
 // embedding's all-reduce between the first and last stages, and the
@@ -58,6 +58,7 @@ type Prediction struct {
 type TimeSplit struct {
 	Compute       float64 `json:"compute"`
 	TPComm        float64 `json:"tp_comm"`
+	EPComm        float64 `json:"ep_comm"`
 	CPComm        float64 `json:"cp_comm"`
 	Bubble        float64 `json:"bubble"`
 	DPComm        float64 `json:"dp_comm"`
@@ -197,12 +198,6 @@ func plannable(a Run, world int) error {
 	if cfg.DeferEmbeddingWgradCompute {
 		errs = append(errs, errors.New("--defer-embedding-wgrad-compute: gotron plan does not move the output layer's weight gradients into the flush yet; plan without it"))
 	}
-	if cfg.MultiLatentAttention {
-		errs = append(errs, errors.New("multi-latent attention: gotron plan models the attention of --num-attention-heads and --num-query-groups only so far"))
-	}
-	if cfg.MTPNumLayers > 0 {
-		errs = append(errs, errors.New("--mtp-num-layers: gotron plan does not model the MTP depths yet"))
-	}
 	if a.DDP.ShardsGradients() {
 		errs = append(errs, errors.New("Megatron-FSDP's sharded strategies: gotron plan models DDP and the distributed optimizer only so far"))
 	}
@@ -281,7 +276,7 @@ func split(costs [][]phases, sim *pp.Simulation, m int) TimeSplit {
 	if bubble < 1e-9*sim.End/1e3 {
 		bubble = 0 // a rank that never waits, up to rounding
 	}
-	return TimeSplit{Compute: k * w.Compute, TPComm: k * w.TP, CPComm: k * w.CP, Bubble: bubble}
+	return TimeSplit{Compute: k * w.Compute, TPComm: k * w.TP, CPComm: k * w.CP, EPComm: k * w.EP, Bubble: bubble}
 }
 
 // Max is a plan's worst rank: the largest memory.
@@ -339,6 +334,17 @@ func chunkParameters(cfg config.TransformerConfig, ch config.PipelineChunk) para
 	}
 	if ch.PreProcess && cfg.LearnedPositions() {
 		n.dense += float64(cfg.MaxPositions()) * h
+	}
+	// Each MTP depth: eh_proj (2h → h), its layer, its norms.
+	last := cfg.NumLayers - 1
+	for range ch.MTPLayers {
+		n.dense += 2 * h * h / t
+		if cfg.IsMoELayer(last) {
+			n.dense += shared / t
+			n.experts += experts / e
+		} else {
+			n.dense += dense / t
+		}
 	}
 	return n
 }

@@ -49,7 +49,7 @@ func TestPredictPartsSum(t *testing.T) {
 	a.DDP.UseDistributedOptimizer = true
 	p := predict(t, a, 16)
 	s := p.Time
-	sum := s.Compute + s.TPComm + s.CPComm + s.Bubble + s.DPComm + s.EmbeddingSync + s.Optimizer
+	sum := s.Compute + s.TPComm + s.CPComm + s.EPComm + s.Bubble + s.DPComm + s.EmbeddingSync + s.Optimizer
 	if math.Abs(sum-p.IterationSeconds) > 1e-9*p.IterationSeconds {
 		t.Errorf("parts %+v sum to %g s, the iteration is %g s", s, sum, p.IterationSeconds)
 	}
@@ -166,13 +166,36 @@ func TestPredictRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := gpt7B(1, 1, 4)
-	a.Model.MTPNumLayers, a.Model.PositionEmbeddingType = 1, "rope"
-	r, err := train.PlanRun(a, 1)
+	a.DDP.UseMegatronFSDP, a.DDP.DataParallelShardingStrategy = true, "optim_grads_params"
+	r, err := train.PlanRun(a, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := plan.Predict(context.Background(), r, 1, hw); err == nil || !strings.Contains(err.Error(), "--mtp-num-layers") {
-		t.Errorf("MTP depths: %v; want a refusal naming --mtp-num-layers", err)
+	if _, err := plan.Predict(context.Background(), r, 4, hw); err == nil || !strings.Contains(err.Error(), "Megatron-FSDP") {
+		t.Errorf("Megatron-FSDP: %v; want a refusal naming it", err)
+	}
+}
+
+// TestPredictMLAAndMTP: multi-latent attention's projections and the MTP
+// depths cost time and memory.
+func TestPredictMLAAndMTP(t *testing.T) {
+	base := mixtral(1, 8, "alltoall")
+	m := &base.Model
+	m.NumQueryGroups = 0
+	m.MultiLatentAttention, m.QKLayernorm = true, true
+	m.MLA.QLoRARank, m.MLA.KVLoRARank, m.MLA.QKHeadDim, m.MLA.QKPosEmbHeadDim, m.MLA.VHeadDim = 1536, 512, 128, 64, 128
+	mla := predict(t, base, 64)
+	mtp := base
+	mtp.Model.MTPNumLayers = 1
+	with := predict(t, mtp, 64)
+	if !(with.Time.Compute > mla.Time.Compute) || !(with.Ranks[0].Memory.Activations > mla.Ranks[0].Memory.Activations) ||
+		!(with.Ranks[0].Memory.Weights > mla.Ranks[0].Memory.Weights) {
+		t.Errorf("an MTP depth: compute %.3g s against %.3g, activations %.3g GiB against %.3g, weights %.3g against %.3g: want more of each",
+			with.Time.Compute, mla.Time.Compute, with.Ranks[0].Memory.Activations/(1<<30), mla.Ranks[0].Memory.Activations/(1<<30),
+			with.Ranks[0].Memory.Weights/(1<<30), mla.Ranks[0].Memory.Weights/(1<<30))
+	}
+	if !(mla.PeakFraction > 0.1 && mla.PeakFraction < 0.9) {
+		t.Errorf("MLA: %.1f%% of the peak", 100*mla.PeakFraction)
 	}
 }
 
@@ -201,8 +224,8 @@ func TestPredictExperts(t *testing.T) {
 		t.Errorf("EP 8 keeps %.1f GiB of weights a device, EP 1 %.1f: the experts, most of the model, should split 8 ways",
 			eight.Ranks[0].Memory.Weights/(1<<30), one.Ranks[0].Memory.Weights/(1<<30))
 	}
-	if one.Time.TPComm != 0 || !(eight.Time.TPComm > 0) {
-		t.Errorf("exposed TP and EP communication: EP 1 %g s, EP 8 %g s; want none and some", one.Time.TPComm, eight.Time.TPComm)
+	if one.Time.EPComm != 0 || !(eight.Time.EPComm > 0) || eight.Time.TPComm != 0 {
+		t.Errorf("exposed EP communication: EP 1 %g s, EP 8 %g s (TP %g); want none, some (and no TP)", one.Time.EPComm, eight.Time.EPComm, eight.Time.TPComm)
 	}
 	gather := predict(t, mixtral(2, 4, "allgather"), 64)
 	for _, p := range []*plan.Prediction{one, eight, gather} {

@@ -176,8 +176,12 @@ func printPlan(out io.Writer, r plan.Run, p *plan.Prediction, hw plan.Hardware) 
 		fmt.Fprintf(out, "note: %s: %s\n", hw.Name, hw.Caveat)
 	}
 	t := p.Time
-	fmt.Fprintf(out, "iteration %.4g s: compute %.4g s, exposed TP communication %.3g s, exposed CP communication %.3g s, pipeline bubble %.3g s, exposed DP communication %.3g s, embedding all-reduce %.3g s, optimizer %.3g s\n",
-		p.IterationSeconds, t.Compute, t.TPComm, t.CPComm, t.Bubble, t.DPComm, t.EmbeddingSync, t.Optimizer)
+	fmt.Fprintf(out, "iteration %.4g s: compute %.4g s, exposed TP communication %.3g s, exposed CP communication %.3g s, ", p.IterationSeconds, t.Compute, t.TPComm, t.CPComm)
+	if m.NumMoEExperts > 0 {
+		fmt.Fprintf(out, "exposed EP communication %.3g s, ", t.EPComm)
+	}
+	fmt.Fprintf(out, "pipeline bubble %.3g s, exposed DP communication %.3g s, embedding all-reduce %.3g s, optimizer %.3g s\n",
+		t.Bubble, t.DPComm, t.EmbeddingSync, t.Optimizer)
 	fmt.Fprintf(out, "%s tokens/s, %.3g model TFLOP/s per device, %.3g%% of the %s peak\n", rate(p.TokensPerSecond), p.ModelTFLOPSPerDevice, 100*p.PeakFraction, prec)
 	fmt.Fprintf(out, "memory per device, GiB (of %g), by pipeline rank:\n", hw.MemoryGiB)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -65,7 +65,8 @@ func TestPlanCommand(t *testing.T) {
 }
 
 // TestPlanCommandErrors: a layout gotron cannot train, an unknown
-// hardware name and a missing world are refused, each naming the fix.
+// hardware name, a missing world, a training flag and what the planner
+// does not model are refused, each naming the cause.
 func TestPlanCommandErrors(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -82,7 +83,7 @@ func TestPlanCommandErrors(t *testing.T) {
 		{[]string{"plan", "--world-size", "1", "--num-layers", "32", "--hidden-size", "4096", "--num-attention-heads", "32", "--seq-length", "2048",
 			"--vocab-size", "51200", "--bf16"}, "the layout does not fit: 1 of 1 pipeline ranks"},
 		{[]string{"plan", "--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "64", "--vocab-size", "128",
-			"--world-size", "2", "--mtp-num-layers", "1", "--position-embedding-type", "rope"}, "--mtp-num-layers"},
+			"--world-size", "2", "--use-megatron-fsdp"}, "Megatron-FSDP"},
 		{[]string{"plan", "--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "64", "--vocab-size", "128",
 			"--world-size", "2", "--context-parallel-size", "2", "--cp-comm-type", "a2a"}, "--cp-comm-type a2a"},
 	} {
@@ -139,5 +140,46 @@ func TestPlanSearch(t *testing.T) {
 		if !strings.HasPrefix(tr.Layout, "TP 8+SP") || !strings.HasSuffix(tr.Layout, "full recompute") {
 			t.Errorf("layout %q: want TP 8 and full recompute, as given", tr.Layout)
 		}
+	}
+}
+
+// TestPlanDeepSeekV3Shape: the seed's DeepSeek-V3 example (multi-latent
+// attention, 58 MoE layers after 3 dense ones, a shared expert, an MTP
+// depth on a stage of its own in the layout Et*3|(tt|)*29,m|L over 16
+// pipeline ranks × 2 chunks) plans at its own tiny widths and at the real
+// ones, with DualPipeV's V as well, and the experts' dispatch shows.
+func TestPlanDeepSeekV3Shape(t *testing.T) {
+	shape := func(h, heads, ffn, seq, q, kv, qk, rope, v, experts, eFFN, topk string) []string {
+		return []string{"plan", "--num-layers", "61", "--hidden-size", h, "--num-attention-heads", heads, "--ffn-hidden-size", ffn, "--swiglu",
+			"--seq-length", seq, "--max-position-embeddings", seq, "--normalization", "RMSNorm", "--qk-layernorm", "--position-embedding-type", "rope",
+			"--untie-embeddings-and-output-weights", "--disable-bias-linear", "--hidden-dropout", "0", "--attention-dropout", "0", "--vocab-size", "129280",
+			"--multi-latent-attention", "--q-lora-rank", q, "--kv-lora-rank", kv, "--qk-head-dim", qk, "--qk-pos-emb-head-dim", rope, "--v-head-dim", v,
+			"--num-experts", experts, "--moe-layer-freq", "([0]*3+[1]*58)", "--moe-ffn-hidden-size", eFFN, "--moe-router-topk", topk,
+			"--moe-shared-expert-intermediate-size", eFFN, "--moe-grouped-gemm", "--moe-token-dispatcher-type", "alltoall", "--mtp-num-layers", "1",
+			"--bf16", "--use-distributed-optimizer", "--pipeline-model-parallel-size", "16", "--virtual-pipeline-model-parallel-size", "2"}
+	}
+	tiny := append(shape("64", "4", "128", "64", "48", "32", "16", "8", "16", "16", "32", "4"),
+		"--pipeline-model-parallel-layout", "Et*3|(tt|)*29,m|L", "--world-size", "32", "--expert-model-parallel-size", "2", "--global-batch-size", "64")
+	out, err := run(t, tiny...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "exposed EP communication") || !strings.Contains(out, "interleaved 1F1B") {
+		t.Errorf("the tiny DeepSeek-V3 plan:\n%s", out)
+	}
+	real := append(shape("7168", "128", "18432", "4096", "1536", "512", "128", "64", "128", "256", "2048", "8"),
+		"--pipeline-model-parallel-layout", "Et*3|(tt|)*29,m|L", "--pipeline-schedule", "dualpipev", "--world-size", "2048",
+		"--expert-model-parallel-size", "64", "--global-batch-size", "15360", "--hardware", "h100-80gb", "--json")
+	out, err = run(t, real...)
+	if err == nil || !strings.Contains(err.Error(), "does not fit") {
+		t.Errorf("DeepSeek-V3 without recompute on 80 GiB: %v; want a refusal, its activations do not fit", err)
+	}
+	var p struct {
+		Schedule string  `json:"schedule"`
+		Tokens   float64 `json:"tokens_per_second"`
+		Peak     float64 `json:"peak_fraction"`
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil || p.Schedule != "dualpipev" || !(p.Peak > 0.1 && p.Peak < 0.9) {
+		t.Errorf("DeepSeek-V3 on 2048 H100s: %v %+v", err, p)
 	}
 }
