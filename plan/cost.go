@@ -51,16 +51,16 @@ func (d device) message(bytes float64, l Link) float64 {
 }
 
 // work is a stretch of one rank's time by what it waits on: its own
-// kernels, and the tensor-, context- and expert-parallel communication
-// they cannot hide.
+// kernels, and the tensor-, context-, expert- and (Megatron-FSDP's, layer
+// by layer) data-parallel communication they cannot hide.
 type work struct {
-	Compute, TP, CP, EP float64
+	Compute, TP, CP, EP, DP float64
 }
 
-func (w work) total() float64 { return w.Compute + w.TP + w.CP + w.EP }
+func (w work) total() float64 { return w.Compute + w.TP + w.CP + w.EP + w.DP }
 
 func (w work) plus(o work) work {
-	return work{w.Compute + o.Compute, w.TP + o.TP, w.CP + o.CP, w.EP + o.EP}
+	return work{w.Compute + o.Compute, w.TP + o.TP, w.CP + o.CP, w.EP + o.EP, w.DP + o.DP}
 }
 
 // phases are one micro-batch's forward F, input-gradient backward B and
@@ -138,9 +138,19 @@ type costModel struct {
 	// zero-bubble schedules): the weight-gradient GEMMs leave the
 	// backward, and the communication they hid is exposed.
 	split bool
-	// flash says the attention core is flash attention (Run.FlashAttention).
+	// flash says the attention core is flash attention (not
+	// Run.UnfusedAttention).
 	flash bool
+	// fsdp is Megatron-FSDP's sharding of gradients (ShardGrads) and
+	// parameters (ShardParams) layer by layer, with the parameters a rank
+	// holds of a dense and of a MoE layer (whole, before the sharding).
+	fsdp            fsdpMode
+	dense, moeLayer params
+	run             Run
 }
+
+// fsdpMode is what Megatron-FSDP shards layer by layer.
+type fsdpMode struct{ grads, params bool }
 
 // tokens is a rank's tokens of one micro-batch (s/cp·b), and r the share
 // of them a rank's replicated regions hold (1/t under sequence
@@ -180,8 +190,41 @@ func (c costModel) layer(moe, recompute bool) phases {
 	case cfg.RecomputeGranularity == "selective":
 		p.B.Compute += core
 	}
+	n := c.dense
+	if moe {
+		n = c.moeLayer
+	}
+	return c.sharded(p, n)
+}
+
+// sharded adds a layer's Megatron-FSDP communication to its phases: for
+// every micro-batch, under optim_grads_params the all-gather of its
+// parameters before its forward, behind the previous layer's forward, and
+// again before its backward; under both sharding strategies the
+// reduce-scatter of its gradients after its backward; each behind the
+// layer's own computation (the prefetch and the overlapped reduction of
+// dp.FSDP), only the excess exposed. Dense parameters cross the data- and
+// context-parallel group, routed experts' the expert data-parallel one.
+func (c costModel) sharded(p phases, n params) phases {
+	if !c.fsdp.grads {
+		return p
+	}
+	w, g, _ := c.bytes()
+	l, d := c.l, c.d
+	gather := d.allGather(n.dense*w, l.dpcp(), l.dpLink) + d.allGather(n.experts*w, l.edp, l.edpLink)
+	reduce := d.allGather(n.dense*g, l.dpcp(), l.dpLink) + d.allGather(n.experts*g, l.edp, l.edpLink)
+	back := reduce
+	if c.fsdp.params {
+		p.F.DP = max(0, gather-p.F.Compute)
+		back += gather
+	}
+	p.B.DP = max(0, back-p.B.Compute-p.W.Compute)
 	return p
 }
+
+// bytes is a parameter's bytes of weights, gradients and optimizer state
+// (Run.parameterBytes), as costModel knows the run.
+func (c costModel) bytes() (w, g, o float64) { return c.run.parameterBytes() }
 
 // attentionGEMMs are the attention block's linear layers as block takes
 // them: linear_qkv, or under multi-latent attention its projections (the

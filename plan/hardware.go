@@ -40,6 +40,10 @@ type Hardware struct {
 	// and of different nodes.
 	IntraNode Link `json:"intra_node"`
 	InterNode Link `json:"inter_node"`
+	// ActivationBytes, when set, is the bytes of an activation element
+	// whatever the precision (4 for gotron on CPUs, which keeps float32
+	// activations); 0: 2 in bf16 and fp16, 4 in float32.
+	ActivationBytes float64 `json:"activation_bytes,omitempty"`
 	// Efficiency turns the peaks into kernel times.
 	Efficiency Efficiency `json:"efficiency"`
 	// Caveat, when set, is printed with every plan on this hardware:
@@ -169,6 +173,9 @@ func (h Hardware) check() error {
 		if !(v >= 0 && v <= 1e9) {
 			errs = append(errs, fmt.Errorf("%s is %g: it must be a number from 0 to 1e9", name, v))
 		}
+	}
+	if b := h.ActivationBytes; b != 0 && b != 1 && b != 2 && b != 4 {
+		errs = append(errs, fmt.Errorf("activation_bytes is %g: it must be 1, 2 or 4 (or absent)", b))
 	}
 	fraction("efficiency.gemm", h.Efficiency.GEMM)
 	fraction("efficiency.memory", h.Efficiency.Memory)

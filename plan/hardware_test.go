@@ -1,7 +1,10 @@
 package plan
 
 import (
+	"context"
+	"encoding/json"
 	"os"
+	"runtime"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -81,4 +84,34 @@ func FuzzParseHardware(f *testing.F) {
 			t.Fatalf("an accepted description gives a time of %g", v)
 		}
 	})
+}
+
+// TestCalibrate: this machine measured is a description the planner
+// accepts, a device a core, with float32 activations.
+func TestCalibrate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures the machine for a few seconds")
+	}
+	hw, err := Calibrate(context.Background(), "here")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hw.check(); err != nil {
+		t.Fatal(err)
+	}
+	if hw.DevicesPerNode != runtime.NumCPU() || hw.ActivationBytes != 4 || hw.PeakTFLOPS["fp32"] <= 0 || hw.MemoryBandwidthGBs <= 0 {
+		t.Errorf("calibrated %+v", hw)
+	}
+	if _, err := ParseHardware(mustJSON(t, hw), "here"); err != nil {
+		t.Errorf("the calibrated description does not read back: %v", err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -121,8 +121,9 @@ func (p postPipeline) dataParallel(sim *pp.Simulation) float64 {
 		slices.SortStableFunc(order, func(a, b ready) int { return cmp.Compare(a.from, b.from) })
 		stream, finish, gathers := 0.0, last, 0.0
 		for _, c := range order {
-			n := p.params[r][c.v]
-			red, gat := p.reduce(n)
+			n := p.afterPipeline(r, c.v)
+			red, _ := p.reduce(n)
+			_, gat := p.reduce(p.afterStep(r, c.v))
 			gathers += gat
 			stream = max(stream, c.from) + red
 			finish = max(finish, stream, c.to+red/p.buckets(n.dense+n.experts))
@@ -134,6 +135,30 @@ func (p postPipeline) dataParallel(sim *pp.Simulation) float64 {
 		gatherWorst = 0
 	}
 	return max(0, worst) + gatherWorst
+}
+
+// afterPipeline is what of chunk v of rank r the pipeline leaves to
+// reduce: all its parameters, or under Megatron-FSDP's sharded
+// strategies, which reduce each layer's gradients as its backward ends,
+// those outside the decoder layers (the embedding, the head, MTP depths).
+func (p postPipeline) afterPipeline(r, v int) params {
+	if !p.a.DDP.ShardsGradients() {
+		return p.params[r][v]
+	}
+	ch := p.chunks[r][v]
+	ch.NumLayers = 0
+	return chunkParameters(p.a.Model, ch)
+}
+
+// afterStep is what of chunk v of rank r the step's all-gather brings
+// back (under the distributed optimizer): all its parameters, or under
+// optim_grads_params, whose layers gather their parameters before each
+// use, those outside the decoder layers.
+func (p postPipeline) afterStep(r, v int) params {
+	if !p.a.DDP.ShardsParameters() {
+		return p.params[r][v]
+	}
+	return p.afterPipeline(r, v)
 }
 
 // buckets is how many gradient buckets a chunk of n parameters has:
@@ -215,7 +240,16 @@ func (p postPipeline) optimizer() float64 {
 
 // rank is pipeline rank r's plan: its memory and its time.
 func (p postPipeline) rank(r int, chunks []config.PipelineChunk, inFlight int, sim *pp.Simulation, hw Hardware) RankPlan {
-	w, g, o := p.rankParameters(r).bytes(p.a, p.st)
+	n := p.rankParameters(r)
+	w, g, o := n.bytes(p.a, p.st)
+	if p.a.DDP.ShardsGradients() {
+		// Megatron-FSDP's weights and gradients (the up-front check's
+		// fsdpState), the average rank's, in the proportion of this
+		// rank's parameters.
+		avg := p.st.modelState(p.a)
+		share := (n.dense + n.experts) / (p.st.dense*p.st.copies + p.st.experts*p.st.ecopies)
+		w, g = avg.Weights*share, avg.Gradients*share
+	}
 	var act float64
 	layers := 0
 	for _, ch := range chunks {

@@ -132,7 +132,9 @@ func Predict(ctx context.Context, a Run, world int, hw Hardware) (*Prediction, e
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c := costModel{d: d, l: l, cfg: a.Model, b: float64(a.MicroBatchSize), split: ss[0].SplitBackward, flash: !a.UnfusedAttention}
+	c := costModel{d: d, l: l, cfg: a.Model, b: float64(a.MicroBatchSize), split: ss[0].SplitBackward, flash: !a.UnfusedAttention,
+		fsdp: fsdpMode{grads: a.DDP.ShardsGradients(), params: a.DDP.ShardsParameters()}, run: a}
+	c.dense, c.moeLayer = layerShares(a.Model)
 	costs := make([][]phases, l.pp)
 	for r := range costs {
 		for _, ch := range chunks[r] {
@@ -158,7 +160,7 @@ func Predict(ctx context.Context, a Run, world int, hw Hardware) (*Prediction, e
 	sim.Timeline.Title = "gotron plan, simulated on " + hw.Name
 	pr.Time = split(costs, sim, m)
 	post := newPostPipeline(a, c, chunks, world)
-	pr.Time.DPComm = post.dataParallel(sim)
+	pr.Time.DPComm += post.dataParallel(sim)
 	pr.Time.EmbeddingSync = post.embeddingSync()
 	pr.Time.Optimizer = post.optimizer()
 	pr.IterationSeconds = sim.End/1e3 + pr.Time.DPComm + pr.Time.EmbeddingSync + pr.Time.Optimizer
@@ -198,9 +200,6 @@ func plannable(a Run, world int) error {
 	if cfg.DeferEmbeddingWgradCompute {
 		errs = append(errs, errors.New("--defer-embedding-wgrad-compute: gotron plan does not move the output layer's weight gradients into the flush yet; plan without it"))
 	}
-	if a.DDP.ShardsGradients() {
-		errs = append(errs, errors.New("Megatron-FSDP's sharded strategies: gotron plan models DDP and the distributed optimizer only so far"))
-	}
 	mp := cfg.ModelParallelConfig
 	if n := max(mp.TensorModelParallelSize, 1) * max(mp.ContextParallelSize, 1) * max(mp.PipelineModelParallelSize, 1); world < 1 || world%n != 0 {
 		errs = append(errs, fmt.Errorf("--world-size %d is not a multiple of tensor × context × pipeline parallel size %d", world, n))
@@ -216,6 +215,9 @@ func deviceOf(a Run, hw Hardware) (device, error) {
 		dtype, elem = "bf16", 2
 	case a.Model.FP16:
 		dtype, elem = "fp16", 2
+	}
+	if hw.ActivationBytes > 0 {
+		elem = hw.ActivationBytes
 	}
 	peak, err := hw.peak(dtype)
 	return device{hw: hw, peak: peak, elem: elem}, err
@@ -276,7 +278,7 @@ func split(costs [][]phases, sim *pp.Simulation, m int) TimeSplit {
 	if bubble < 1e-9*sim.End/1e3 {
 		bubble = 0 // a rank that never waits, up to rounding
 	}
-	return TimeSplit{Compute: k * w.Compute, TPComm: k * w.TP, CPComm: k * w.CP, EPComm: k * w.EP, Bubble: bubble}
+	return TimeSplit{Compute: k * w.Compute, TPComm: k * w.TP, CPComm: k * w.CP, EPComm: k * w.EP, DPComm: k * w.DP, Bubble: bubble}
 }
 
 // Max is a plan's worst rank: the largest memory.
@@ -313,16 +315,14 @@ func (p params) bytes(a Run, st stateShare) (w, g, o float64) {
 // positions whole.
 func chunkParameters(cfg config.TransformerConfig, ch config.PipelineChunk) params {
 	t := float64(max(cfg.TensorModelParallelSize, 1))
-	e := float64(max(cfg.ExpertModelParallelSize, 1) * max(cfg.EffectiveExpertTensorParallelSize(), 1))
 	h, v := float64(cfg.HiddenSize), float64(cfg.PaddedVocabSize())
-	dense, shared, experts := layerParameters(cfg)
+	dense, moe := layerShares(cfg)
 	var n params
 	for i := range ch.NumLayers {
 		if cfg.IsMoELayer(ch.LayerOffset + i) {
-			n.dense += shared / t
-			n.experts += experts / e
+			n = n.plus(moe)
 		} else {
-			n.dense += dense / t
+			n = n.plus(dense)
 		}
 	}
 	tied := cfg.ShareEmbeddingsAndOutputWeights
@@ -340,11 +340,20 @@ func chunkParameters(cfg config.TransformerConfig, ch config.PipelineChunk) para
 	for range ch.MTPLayers {
 		n.dense += 2 * h * h / t
 		if cfg.IsMoELayer(last) {
-			n.dense += shared / t
-			n.experts += experts / e
+			n = n.plus(moe)
 		} else {
-			n.dense += dense / t
+			n = n.plus(dense)
 		}
 	}
 	return n
+}
+
+// layerShares is what one rank holds of a dense and of a MoE decoder
+// layer: its parameters over the tensor-parallel ranks, a MoE layer's
+// routed experts over the ep·etp expert ranks.
+func layerShares(cfg config.TransformerConfig) (dense, moe params) {
+	t := float64(max(cfg.TensorModelParallelSize, 1))
+	e := float64(max(cfg.ExpertModelParallelSize, 1) * max(cfg.EffectiveExpertTensorParallelSize(), 1))
+	d, shared, experts := layerParameters(cfg)
+	return params{dense: d / t}, params{dense: shared / t, experts: experts / e}
 }

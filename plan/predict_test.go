@@ -166,13 +166,60 @@ func TestPredictRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := gpt7B(1, 1, 4)
-	a.DDP.UseMegatronFSDP, a.DDP.DataParallelShardingStrategy = true, "optim_grads_params"
-	r, err := train.PlanRun(a, 4)
+	a.Model.ContextParallelSize, a.Model.CPCommType = 2, []string{"a2a"}
+	r, err := train.PlanRun(a, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := plan.Predict(context.Background(), r, 4, hw); err == nil || !strings.Contains(err.Error(), "Megatron-FSDP") {
-		t.Errorf("Megatron-FSDP: %v; want a refusal naming it", err)
+	if _, err := plan.Predict(context.Background(), r, 2, hw); err == nil || !strings.Contains(err.Error(), "--cp-comm-type a2a") {
+		t.Errorf("all-to-all context parallelism: %v; want a refusal naming it", err)
+	}
+}
+
+// TestPredictFSDP: Megatron-FSDP's optim_grads_params keeps a fraction of
+// the weights and gradients the distributed optimizer keeps whole, and
+// pays with layer-by-layer gathers and reductions every micro-batch.
+func TestPredictFSDP(t *testing.T) {
+	dist := gpt7B(1, 1, 64)
+	dist.DDP.UseDistributedOptimizer = true
+	d := predict(t, dist, 16)
+	z3 := gpt7B(1, 1, 64)
+	z3.DDP.UseMegatronFSDP, z3.DDP.DataParallelShardingStrategy = true, "optim_grads_params"
+	f := predict(t, z3, 16)
+	z2 := z3
+	z2.DDP.DataParallelShardingStrategy = "optim_grads"
+	g := predict(t, z2, 16)
+	rd, rf, rg := d.Ranks[0].Memory, f.Ranks[0].Memory, g.Ranks[0].Memory
+	if !(rf.Weights < rd.Weights/4) || !(rf.Gradients < rd.Gradients/4) || rg.Weights != rd.Weights || !(rg.Gradients < rd.Gradients/4) {
+		t.Errorf("weights and gradients, GiB: distributed optimizer %.2f, %.2f; ZeRO-2 %.2f, %.2f; ZeRO-3 %.2f, %.2f: want ZeRO-2's weights whole, the other shards far smaller",
+			rd.Weights/(1<<30), rd.Gradients/(1<<30), rg.Weights/(1<<30), rg.Gradients/(1<<30), rf.Weights/(1<<30), rf.Gradients/(1<<30))
+	}
+	// Overlapped layer by layer, ZeRO-3 hides its communication on fast
+	// links, where the distributed optimizer's reduction at the end of
+	// the pipeline is exposed; on a slow link it moves six times the
+	// bytes (a gather forward and backward, a reduction, every one of 4
+	// micro-batches, against one reduction and one gather) and cannot.
+	if !(f.Time.DPComm < d.Time.DPComm) {
+		t.Errorf("exposed DP communication on A100s: ZeRO-3 %.3g s, the distributed optimizer %.3g s: want less, overlapped", f.Time.DPComm, d.Time.DPComm)
+	}
+	hw, err := plan.LoadHardware("a100-80gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw.InterNode.BusBandwidthGBs = 0.5
+	slow := func(a train.Args) float64 {
+		r, err := train.PlanRun(a, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := plan.Predict(context.Background(), r, 16, hw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Time.DPComm
+	}
+	if fs, ds := slow(z3), slow(dist); !(fs > 4*ds) {
+		t.Errorf("exposed DP communication on 0.5 GB/s: ZeRO-3 %.3g s, the distributed optimizer %.3g s: want about 6 times", fs, ds)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -17,7 +19,7 @@ func newPlanCmd() *cobra.Command {
 	a := train.DefaultArgs()
 	a.WorldSize = 0
 	var model *modelFlags // addModelFlags below
-	var hardware, timeline, attention string
+	var hardware, timeline, attention, calibrate string
 	var asJSON, flashAttn bool
 	var search searchFlags
 	cmd := &cobra.Command{
@@ -54,6 +56,9 @@ rejected. A layout flag given on the command line (--tensor-model-parallel-size,
 --recompute-granularity) pins that size.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if calibrate != "" {
+				return writeCalibration(cmd, calibrate)
+			}
 			if err := model.apply(); err != nil {
 				return err
 			}
@@ -132,6 +137,7 @@ rejected. A layout flag given on the command line (--tensor-model-parallel-size,
 	f.StringVar(&attention, "attention-backend", "auto", "the attention core: flash, fused or auto (one fused kernel, causal half skipped, no scores kept), or unfused or local (scores through memory and kept for backward, as Megatron's 2022 kernels)")
 	f.BoolVar(&flashAttn, "use-flash-attn", false, "flash attention: --attention-backend flash")
 	f.BoolVar(&asJSON, "json", false, "print the prediction as JSON")
+	f.StringVar(&calibrate, "calibrate", "", "measure this machine (a device a core: GEMM rates, memory bandwidth, in-process all-reduce) and write it as a hardware description to this file, instead of planning")
 	f.BoolVar(&search.on, "search", false, "plan every layout of --world-size devices and rank those that fit by tokens/s")
 	f.IntVar(&search.top, "search-top", 10, "with --search, print this many of the fastest layouts")
 	f.Float64Var(&search.limitGiB, "memory-limit-gib", 0, "with --search, the memory a device may use, GiB (0: the device's)")
@@ -251,5 +257,26 @@ func planFlagError(_ *cobra.Command, err error) error {
 	if newTrainCmd().Flags().Lookup(name) != nil {
 		return fmt.Errorf("--%s is a training flag: gotron plan takes gotron train's model, layout, batch, precision, recompute, optimizer and schedule flags, not those of the training loop, data or checkpoints; drop --%s", name, name)
 	}
+	return err
+}
+
+// writeCalibration is gotron plan --calibrate FILE: this machine measured
+// as a hardware description (plan.Calibrate), written to FILE and
+// printed.
+func writeCalibration(cmd *cobra.Command, file string) error {
+	name := strings.TrimSuffix(filepath.Base(file), ".json")
+	hw, err := plan.Calibrate(cmd.Context(), name)
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(hw, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		return fmt.Errorf("--calibrate: %w", err)
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "%swrote %s: plan on it with --hardware %s\n", b, file, file)
 	return err
 }

@@ -83,7 +83,7 @@ func TestPlanCommandErrors(t *testing.T) {
 		{[]string{"plan", "--world-size", "1", "--num-layers", "32", "--hidden-size", "4096", "--num-attention-heads", "32", "--seq-length", "2048",
 			"--vocab-size", "51200", "--bf16"}, "the layout does not fit: 1 of 1 pipeline ranks"},
 		{[]string{"plan", "--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "64", "--vocab-size", "128",
-			"--world-size", "2", "--use-megatron-fsdp"}, "Megatron-FSDP"},
+			"--world-size", "2", "--pipeline-model-parallel-size", "2", "--defer-embedding-wgrad-compute"}, "--defer-embedding-wgrad-compute"},
 		{[]string{"plan", "--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "64", "--vocab-size", "128",
 			"--world-size", "2", "--context-parallel-size", "2", "--cp-comm-type", "a2a"}, "--cp-comm-type a2a"},
 	} {
