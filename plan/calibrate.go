@@ -74,13 +74,26 @@ func calibrateGemm(bf16 bool) (peak, half float64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	// big = P·512/(512 + h), small = P·64/(64 + h).
-	q := min(small/big, 0.999)
-	half = max(0, 32768*(1-q)/(512*q-64))
-	if 512*q <= 64 {
-		half = 1e6 // the small GEMM is slower than any half-dimension explains
+	peak, half = fitGemm(big, 512, small, 64)
+	return peak / 1e3, half, nil
+}
+
+// fitGemm fits rate = P·d/(d + d½) to two rates (GFLOP/s) at smallest
+// dimensions dBig > dSmall: P in GFLOP/s and d½. A small rate at or above
+// the big one gives d½ = 0 (no size effect); one so low no d½ explains
+// it, d½ = 10⁶.
+func fitGemm(big, dBig, small, dSmall float64) (peak, half float64) {
+	q := small / big
+	switch {
+	case q >= 1:
+		return big, 0
+	case q*dBig <= dSmall:
+		half = 1e6
+	default:
+		// big·(dBig + h)/dBig = small·(dSmall + h)/dSmall
+		half = dBig * dSmall * (1 - q) / (q*dBig - dSmall)
 	}
-	return big * (512 + half) / 512 / 1e3, half, nil
+	return big * (dBig + half) / dBig, half
 }
 
 // kernelBandwidth is the rate, in GB/s of float32 operands read and

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"github.com/gotron/gotron/config"
+	"github.com/gotron/gotron/moe"
 )
 
 // device is the hardware as one rank of a run sees it: the peak of the
@@ -178,6 +179,10 @@ func (c costModel) layer(moe, recompute bool) phases {
 	p.B.Compute += 2*core + 2*c.norms()
 	cpF, cpB := c.contextParallel(core)
 	p.F.CP, p.B.CP = cpF, cpB
+	if g := c.latentGather(); g > 0 {
+		p.F.TP += g
+		p.B.TP += g
+	}
 	switch {
 	case moe:
 		p = p.plus(c.experts())
@@ -257,6 +262,20 @@ func (c costModel) attentionGEMMs() (col, row, colW, rowW, colB float64) {
 	return col, d.gemm(T, h, nd/t), colW, d.gemm(h, nd/t, T), colB
 }
 
+// latentGather is multi-latent attention's gather of its down
+// projections' outputs over the tensor-parallel ranks (the latents of the
+// queries, when they have one, and of the keys and values with their
+// rotary channels), forward; its backward reduces the same bytes.
+func (c costModel) latentGather() float64 {
+	cfg := c.cfg
+	if !cfg.MultiLatentAttention || c.l.tp < 2 {
+		return 0
+	}
+	a := cfg.MLA
+	width := float64(a.QLoRARank + a.KVLoRARank + a.QKPosEmbHeadDim)
+	return c.d.allGather(c.tokens()*width*c.d.elem, c.l.tp, c.l.tpLink)
+}
+
 // mlp is a dense MLP block of widths f₁ (linear_fc1's output) and f on a
 // rank: its two GEMMs, the activation between them, and its
 // tensor-parallel communication.
@@ -324,10 +343,11 @@ func (c costModel) norms() float64 {
 // experts, a dense MLP block of their width.
 func (c costModel) experts() phases {
 	cfg, d := c.cfg, c.d
-	h, e, k := float64(cfg.HiddenSize), float64(cfg.NumMoEExperts), float64(cfg.MoERouterTopK)
+	h, e := float64(cfg.HiddenSize), float64(cfg.NumMoEExperts)
 	ep, etp := float64(c.l.ep), float64(c.l.etp)
 	tok := c.tokens() * c.replicated()
-	rows := k * tok * etp
+	routed := c.routedRows(tok)
+	rows := routed * etp
 	local := e / ep
 	perExpert := rows / local
 	f1, f := float64(cfg.MoEFFN()), float64(cfg.MoEFFN())
@@ -337,8 +357,8 @@ func (c costModel) experts() phases {
 	fc := local * (d.gemm(perExpert, f1/etp, h) + d.gemm(perExpert, h, f/etp))
 	fcW := local * (d.gemm(f1/etp, h, perExpert) + d.gemm(h, f/etp, perExpert))
 	router := d.gemm(tok, e, h)
-	moved := d.memory(4*k*tok*h*d.elem + rows*(f1+f)/etp*d.elem)
-	disp := c.dispatch(tok)
+	moved := d.memory(4*routed*h*d.elem + rows*(f1+f)/etp*d.elem)
+	disp := c.dispatch(tok, routed)
 	p := phases{
 		F: work{Compute: router + fc + moved, EP: disp},
 		B: work{Compute: router + fc + 2*moved, EP: disp},
@@ -354,26 +374,45 @@ func (c costModel) experts() phases {
 	return p
 }
 
+// routedRows is the rows a rank's router sends out for tok tokens:
+// k·tok, or under capacity dropping (c = moe.Capacity(k·tok, E, factor))
+// E·min(c, tok) padded to capacity, else at most E·c — the balanced
+// routing's count, as gpt's activation formula takes it.
+func (c costModel) routedRows(tok float64) float64 {
+	cfg := c.cfg
+	e, k := cfg.NumMoEExperts, float64(cfg.MoERouterTopK)
+	f := cfg.MoEExpertCapacityFactor
+	if f <= 0 {
+		return k * tok
+	}
+	capacity := float64(moe.Capacity(int(k*tok), e, f))
+	if cfg.MoEPadExpertInputToCapacity {
+		return float64(e) * min(capacity, tok)
+	}
+	return min(k*tok, float64(e)*capacity)
+}
+
 // dispatch is one direction's token exchange of a MoE layer for a rank's
-// tok tokens, forward (backward moves the gradients the same way): with
-// the all-to-all dispatcher the k·tok routed rows go to their experts'
-// ranks and come back, (ep−1)/ep of them across the expert-parallel group
-// each way, and under expert tensor parallelism are all-gathered over it
-// and reduce-scattered back; with the all-gather dispatcher every rank of
-// the tp·ep group gathers the group's tokens and reduce-scatters the
-// experts' output back.
-func (c costModel) dispatch(tok float64) float64 {
-	d, h, k := c.d, float64(c.cfg.HiddenSize), float64(c.cfg.MoERouterTopK)
+// tok tokens, routed of them rows sent out, forward (backward moves the
+// gradients the same way): with the all-to-all dispatcher the routed rows
+// go to their experts' ranks and come back, (ep−1)/ep of them across the
+// expert-parallel group each way, and under expert tensor parallelism are
+// all-gathered over it and reduce-scattered back; with the all-gather
+// dispatcher every rank of the etp·ep group (moe.Parallel's TPEP)
+// gathers the group's tokens and reduce-scatters the experts' output
+// back, and a group of one exchanges nothing.
+func (c costModel) dispatch(tok, routed float64) float64 {
+	d, h := c.d, float64(c.cfg.HiddenSize)
 	l := c.l
 	if c.cfg.MoETokenDispatcherType == "alltoall" {
-		rows := k * tok * h * d.elem
+		rows := routed * h * d.elem
 		t := 2 * d.allToAll(rows, l.ep, l.epLink)
 		if l.etp > 1 {
 			t += 2 * d.allGather(rows*float64(l.etp), l.etp, l.etpLink)
 		}
 		return t
 	}
-	n := l.tp * l.ep
+	n := l.etp * l.ep
 	if n < 2 {
 		return 0
 	}
@@ -414,6 +453,10 @@ func (c costModel) contextParallel(core float64) (fwd, bwd float64) {
 	}
 	cfg := c.cfg
 	kv := 2 * c.tokens() * float64(cfg.QueryGroups()*cfg.HeadDim()) / float64(c.l.tp) * c.d.elem
+	if cfg.MultiLatentAttention { // per head: keys of q_d channels, values of v_d
+		n := float64(cfg.NumAttentionHeads)
+		kv = c.tokens() * n * float64(cfg.MLA.MLAQHeadDim()+cfg.MLA.VHeadDim) / float64(c.l.tp) * c.d.elem
+	}
 	pass := float64(c.l.cp-1) * c.d.message(kv, c.l.cpLink)
 	return max(0, pass-core), max(0, 2*pass-2*core)
 }
@@ -486,18 +529,36 @@ func (c costModel) chunk(ch config.PipelineChunk) phases {
 	for range ch.MTPLayers {
 		p = p.plus(c.mtpDepth())
 	}
+	for range c.mtpHeads(ch) {
+		p = p.plus(c.head())
+	}
 	return p
 }
 
-// mtpDepth is one multi-token-prediction depth: the shifted tokens'
-// embedding, eh_proj's GEMM over the two normed inputs (2h → h, column
-// parallel), a decoder layer (MoE when the decoder's last is, recomputed
-// as the decoder's first under full recompute) and a head of its own
-// over the shared output layer.
+// mtpHeads is how many MTP depths' heads a chunk runs: the loss chunk runs
+// every depth's output layer and loss, the depths' own chunk or an
+// earlier one (a standalone MTP stage only passes their hidden states on,
+// models/gpt's forward).
+func (c costModel) mtpHeads(ch config.PipelineChunk) int {
+	if ch.PostProcess {
+		return c.cfg.MTPNumLayers
+	}
+	return 0
+}
+
+// mtpDepth is one multi-token-prediction depth without its head: the
+// shifted tokens' embedding, eh_proj's GEMM over the two normed inputs
+// (2h → h, column parallel, its output gathered over the tensor-parallel
+// ranks) and a decoder layer (MoE when the decoder's last is, recomputed
+// as the decoder's first under full recompute).
 func (c costModel) mtpDepth() phases {
 	d, t, T, h := c.d, float64(c.l.tp), c.tokens(), float64(c.cfg.HiddenSize)
 	proj := phases{F: work{Compute: d.gemm(T, h/t, 2*h)}, B: work{Compute: d.gemm(T, 2*h, h/t)}, W: work{Compute: d.gemm(h/t, 2*h, T)}}
-	return c.embedding().plus(proj).plus(c.layer(c.cfg.IsMoELayer(c.cfg.NumLayers-1), c.recomputes(0))).plus(c.head())
+	if c.l.tp > 1 {
+		g := d.allGather(T*h*d.elem, c.l.tp, c.l.tpLink)
+		proj.F.TP, proj.B.TP = g, g
+	}
+	return c.embedding().plus(proj).plus(c.layer(c.cfg.IsMoELayer(c.cfg.NumLayers-1), c.recomputes(0)))
 }
 
 func b2i(b bool) int {

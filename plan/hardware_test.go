@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -114,4 +115,18 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestFitGemm: rates drawn from rate = P·d/(d + d½) give P and d½ back.
+func TestFitGemm(t *testing.T) {
+	for _, c := range []struct{ p, h float64 }{{200, 0}, {200, 32}, {450, 100}, {1000, 640}} {
+		rate := func(d float64) float64 { return c.p * d / (d + c.h) }
+		p, h := fitGemm(rate(512), 512, rate(64), 64)
+		if math.Abs(p-c.p) > 1e-9*c.p || math.Abs(h-c.h) > 1e-9*max(c.h, 1) {
+			t.Errorf("P %g, d½ %g: fitted %g, %g", c.p, c.h, p, h)
+		}
+	}
+	if _, h := fitGemm(100, 512, 10, 64); h != 1e6 {
+		t.Errorf("a small GEMM slower than any d½ explains: d½ %g, want 1e6", h)
+	}
 }

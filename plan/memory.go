@@ -235,18 +235,22 @@ func (st stateShare) modelState(a Run) Need {
 func (st stateShare) fsdpState(a Run, w, g float64) (weights, grads float64) {
 	dense := a.Model
 	dense.NumMoEExperts = 0 // the parameters outside the layers do not depend on the experts
+	dense.MTPNumLayers = 0  // the MTP depths are units too
 	outside := float64(gpt.NumParameters(withLayers(dense, 1))) - layerCount(dense)
-	n := float64(max(a.Model.NumLayers, 1))
-	layer := (st.dense - outside) / n // a layer's dense parameters (router and shared experts included)
+	n := float64(max(a.Model.NumLayers, 1) + max(a.Model.MTPNumLayers, 0))
+	layer := (st.dense - outside) / n // a unit's dense parameters (router and shared experts included)
+	// Every rank holds its units in flight whole, whatever the pipeline:
+	// R/t copies of a unit's buffers where the sharded state has R/(t·p).
+	unitCopies := st.copies * float64(max(a.Model.PipelineModelParallelSize, 1))
 	tp := float64(max(a.Model.TensorModelParallelSize, 1))
 	div := st.shards // the padding's: HFSDP pads for the pieces across instances too
 	if a.DDP.HybridShardsOptimizer() {
 		div = st.dpcp
 	}
 	gathered, whole := fsdpLayers(a, layer/tp, st.dense/tp/(n+1), n, div)
-	grads = st.copies * (st.dense*4/st.shards + (outside+whole*layer)*g)
+	grads = st.copies*(st.dense*4/st.shards+outside*g) + unitCopies*whole*layer*g
 	if a.DDP.ShardsParameters() {
-		weights = st.copies * w * ((st.dense-outside)/st.shards + outside + gathered*layer)
+		weights = st.copies*w*((st.dense-outside)/st.shards+outside) + unitCopies*w*gathered*layer
 	} else {
 		weights = st.copies * st.dense * w
 	}
@@ -256,12 +260,16 @@ func (st stateShare) fsdpState(a Run, w, g float64) (weights, grads float64) {
 	// A MoE chunk's experts: their own FSDP over the expert data-parallel
 	// ranks, a unit per MoE layer (the rank's experts of it).
 	m := moeLayers(a.Model)
+	if c := a.Model; c.NumLayers > 0 && c.IsMoELayer(c.NumLayers-1) {
+		m += float64(c.MTPNumLayers) // the MTP depths' layers are MoE too
+	}
 	eLayer := st.experts / m
 	eUnit := eLayer / float64(max(a.Model.EffectiveExpertTensorParallelSize(), 1)*max(a.Model.ExpertModelParallelSize, 1))
 	gathered, whole = fsdpLayers(a, eUnit, eUnit, m, st.edp)
-	grads += st.ecopies * (st.experts*4/st.edp + whole*eLayer*g)
+	eUnitCopies := st.ecopies * float64(max(a.Model.PipelineModelParallelSize, 1))
+	grads += st.ecopies*st.experts*4/st.edp + eUnitCopies*whole*eLayer*g
 	if a.DDP.ShardsParameters() {
-		return weights + st.ecopies*w*(st.experts/st.edp+gathered*eLayer), grads
+		return weights + st.ecopies*w*st.experts/st.edp + eUnitCopies*w*gathered*eLayer, grads
 	}
 	return weights + st.ecopies*st.experts*w, grads
 }

@@ -139,15 +139,27 @@ func (p postPipeline) dataParallel(sim *pp.Simulation) float64 {
 
 // afterPipeline is what of chunk v of rank r the pipeline leaves to
 // reduce: all its parameters, or under Megatron-FSDP's sharded
-// strategies, which reduce each layer's gradients as its backward ends,
-// those outside the decoder layers (the embedding, the head, MTP depths).
+// strategies, which reduce each unit's gradients as its backward ends
+// (the decoder layers and the MTP depths), those outside them (the
+// embedding, the head).
 func (p postPipeline) afterPipeline(r, v int) params {
 	if !p.a.DDP.ShardsGradients() {
 		return p.params[r][v]
 	}
 	ch := p.chunks[r][v]
+	depths := float64(ch.MTPLayers)
 	ch.NumLayers = 0
-	return chunkParameters(p.a.Model, ch)
+	n := chunkParameters(p.a.Model, ch) // the embedding (and its copies), the head, the depths
+	cfg := p.a.Model
+	dense, moe := layerShares(cfg)
+	unit := dense
+	if cfg.IsMoELayer(cfg.NumLayers - 1) {
+		unit = moe
+	}
+	h := float64(cfg.HiddenSize)
+	n.dense -= depths * (unit.dense + 2*h*h/float64(max(cfg.TensorModelParallelSize, 1)))
+	n.experts -= depths * unit.experts
+	return n
 }
 
 // afterStep is what of chunk v of rank r the step's all-gather brings
@@ -192,7 +204,8 @@ func lastGradient(spans []pp.Span, v int) (start, end float64) {
 // stage), after the pipeline.
 func (p postPipeline) embeddingSync() float64 {
 	cfg, l := p.a.Model, p.c.l
-	if !cfg.WordEmbeddingShared() || len(p.embeddingRanks()) < 2 {
+	ranks := len(p.embeddingRanks())
+	if !cfg.WordEmbeddingShared() || ranks < 2 {
 		return 0
 	}
 	_, g, _ := p.a.parameterBytes()
@@ -201,7 +214,7 @@ func (p postPipeline) embeddingSync() float64 {
 		link = p.c.d.hw.IntraNode
 	}
 	n := float64(cfg.PaddedVocabSize()) * float64(cfg.HiddenSize) / float64(l.tp)
-	return p.c.d.allReduce(n*g, 2, link)
+	return p.c.d.allReduce(n*g, ranks, link)
 }
 
 // embeddingRanks are the pipeline ranks holding the word embedding or a
@@ -240,16 +253,7 @@ func (p postPipeline) optimizer() float64 {
 
 // rank is pipeline rank r's plan: its memory and its time.
 func (p postPipeline) rank(r int, chunks []config.PipelineChunk, inFlight int, sim *pp.Simulation, hw Hardware) RankPlan {
-	n := p.rankParameters(r)
-	w, g, o := n.bytes(p.a, p.st)
-	if p.a.DDP.ShardsGradients() {
-		// Megatron-FSDP's weights and gradients (the up-front check's
-		// fsdpState), the average rank's, in the proportion of this
-		// rank's parameters.
-		avg := p.st.modelState(p.a)
-		share := (n.dense + n.experts) / (p.st.dense*p.st.copies + p.st.experts*p.st.ecopies)
-		w, g = avg.Weights*share, avg.Gradients*share
-	}
+	w, g, o := rankState(p.a, p.st, p.rankParameters(r))
 	var act float64
 	layers := 0
 	for _, ch := range chunks {
@@ -262,6 +266,20 @@ func (p postPipeline) rank(r int, chunks []config.PipelineChunk, inFlight int, s
 	busy := sim.Busy[r] / 1e3
 	return RankPlan{PipelineRank: r, Layers: layers, Memory: m, MemoryBytes: total, Fits: total <= hw.MemoryGiB*(1<<30),
 		InFlight: inFlight, BusySeconds: busy, IdleFraction: sim.Idle[r]}
+}
+
+// rankState is the weights, gradients and optimizer state of a rank
+// holding n parameters (params.bytes); under Megatron-FSDP's sharded
+// strategies the weights and gradients are the up-front check's
+// (fsdpState), the average rank's in the proportion of n.
+func rankState(a Run, st stateShare, n params) (w, g, o float64) {
+	w, g, o = n.bytes(a, st)
+	if a.DDP.ShardsGradients() {
+		avg := st.modelState(a)
+		share := (n.dense + n.experts) / (st.dense*st.copies + st.experts*st.ecopies)
+		w, g = avg.Weights*share, avg.Gradients*share
+	}
+	return w, g, o
 }
 
 // chunkActivations is what one micro-batch leaves on a chunk's rank for
@@ -303,7 +321,9 @@ func (p postPipeline) chunkActivations(ch config.PipelineChunk) float64 {
 	if ch.PostProcess {
 		layers += float64(e.Head)
 	}
-	layers += float64(ch.MTPLayers) * float64(e.MTP)
+	// A depth's activations without its head, which the loss chunk keeps.
+	layers += float64(ch.MTPLayers) * float64(e.MTP-e.Head)
+	layers += float64(p.c.mtpHeads(ch)) * float64(e.Head)
 	return layers
 }
 

@@ -244,6 +244,11 @@ func TestPredictMLAAndMTP(t *testing.T) {
 	if !(mla.PeakFraction > 0.1 && mla.PeakFraction < 0.9) {
 		t.Errorf("MLA: %.1f%% of the peak", 100*mla.PeakFraction)
 	}
+	noQ := base
+	noQ.Model.MLA.QLoRARank = 0
+	if q := predict(t, noQ, 64); q.Time.Compute == mla.Time.Compute {
+		t.Errorf("MLA with and without a query latent: the same compute, %g s", q.Time.Compute)
+	}
 }
 
 // mixtral is a Mixtral-8x7B-shaped MoE GPT (h 4096, 32 heads, 8 groups,
@@ -406,5 +411,46 @@ func TestPredictBounds(t *testing.T) {
 	layouts := plan.Layouts(r.Model, 4, 16, hw)
 	if _, err := plan.Search(ctx, layouts, 4, hw, 1<<40, func(plan.Layout) (plan.Run, error) { return r, nil }); !errors.Is(err, context.Canceled) {
 		t.Errorf("a cancelled search: %v", err)
+	}
+}
+
+// TestPredictExpertDetails: the all-gather dispatcher exchanges over the
+// etp·ep group (nothing without expert ranks), shared experts cost
+// compute, and the routed experts' gradients are reduced over the expert
+// data-parallel group.
+func TestPredictExpertDetails(t *testing.T) {
+	gather := mixtral(2, 1, "allgather")
+	gather.Model.SequenceParallel, gather.Model.ExpertTensorParallelSize = true, 1
+	if p := predict(t, gather, 64); p.Time.EPComm != 0 {
+		t.Errorf("the all-gather dispatcher with ep = etp = 1 under TP 2: %g s of EP communication, want none", p.Time.EPComm)
+	}
+	gather.Model.ExpertModelParallelSize = 2
+	if p := predict(t, gather, 64); !(p.Time.EPComm > 0) {
+		t.Errorf("the all-gather dispatcher over EP 2: no EP communication")
+	}
+	plain := predict(t, mixtral(1, 8, "alltoall"), 64)
+	shared := mixtral(1, 8, "alltoall")
+	shared.Model.MoESharedExpertIntermediateSize = 14336
+	if s := predict(t, shared, 64); !(s.Time.Compute > plain.Time.Compute) {
+		t.Errorf("a shared expert: compute %g s, %g without", s.Time.Compute, plain.Time.Compute)
+	}
+	more := mixtral(1, 8, "alltoall")
+	more.Model.NumMoEExperts = 16
+	if m := predict(t, more, 64); !(m.Time.DPComm > plain.Time.DPComm) {
+		t.Errorf("twice the experts a rank: exposed DP communication %g s, %g with half: want more, the experts' gradients reduced", m.Time.DPComm, plain.Time.DPComm)
+	}
+}
+
+// TestPredictMTPStandalone: with the MTP depth on a stage of its own, the
+// loss stage runs the depth's output layer and loss, so it is busier than
+// the depth's stage.
+func TestPredictMTPStandalone(t *testing.T) {
+	a := gpt7B(1, 4, 16)
+	m := &a.Model
+	m.NumLayers, m.VocabSize, m.PositionEmbeddingType, m.MTPNumLayers = 4, 128000, "rope", 1
+	m.PipelineModelParallelLayout = "Ett|tt|m|L"
+	p := predict(t, a, 4)
+	if !(p.Ranks[3].BusySeconds > 1.5*p.Ranks[2].BusySeconds) {
+		t.Errorf("busy: the MTP stage %.3g s, the loss stage %.3g s: want the loss stage's two heads to dominate", p.Ranks[2].BusySeconds, p.Ranks[3].BusySeconds)
 	}
 }

@@ -233,7 +233,7 @@ func stateBytes(a Run, world int) (float64, int, error) {
 		for _, ch := range row {
 			n = n.plus(chunkParameters(a.Model, ch))
 		}
-		if w, g, o := n.bytes(a, st); w+g+o > most {
+		if w, g, o := rankState(a, st, n); w+g+o > most {
 			most, rank = w+g+o, r
 		}
 	}

@@ -2,7 +2,8 @@
 # plan-vs-measured.sh compares gotron plan's predictions with gotron's own
 # measured runs on this machine: it calibrates the machine (gotron plan
 # --calibrate: a device a core), then, for each layout of the medium model
-# (float32, in-process ranks, a core each), runs `gotron bench` and `gotron
+# (float32, in-process ranks, a core each: --threads is the ranks), runs
+# `gotron bench` and `gotron
 # plan` on the calibrated description, interleaved over ROUNDS rounds
 # (default 2), and prints the measured iteration (median and range), the
 # prediction and its error, and the peak memory: the process's measured
@@ -28,13 +29,13 @@ moe="$moe --moe-aux-loss-coeff 0.01 --moe-grouped-gemm"
 # NAME|BENCH FLAGS|PLAN FLAGS
 layouts=(
 	"one-rank|--configs medium --threads 1|$medium --world-size 1 --global-batch-size 4"
-	"tp2-sp|--configs medium --tensor-model-parallel-size 2 --sequence-parallel|$medium --world-size 2 --tensor-model-parallel-size 2 --sequence-parallel --global-batch-size 4"
-	"pp2|--configs medium --pipeline-model-parallel-size 2 --num-microbatches 4|$medium --world-size 2 --pipeline-model-parallel-size 2 --global-batch-size 16"
-	"pp2-vpp3|--configs medium --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 3 --num-microbatches 4|$medium --world-size 2 --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 3 --global-batch-size 16"
-	"dp2-distopt|--configs medium --data-parallel-size 2 --num-microbatches 2 --use-distributed-optimizer|$medium --world-size 2 --global-batch-size 16 --use-distributed-optimizer"
-	"cp2|--configs medium --context-parallel-size 2|$medium --world-size 2 --context-parallel-size 2 --global-batch-size 4"
-	"zb-h1-pp2|--configs medium --pipeline-model-parallel-size 2 --num-microbatches 4 --pipeline-schedule zb-h1|$medium --world-size 2 --pipeline-model-parallel-size 2 --global-batch-size 16 --pipeline-schedule zb-h1"
-	"moe-ep2|--configs medium-moe --data-parallel-size 2 --expert-model-parallel-size 2|$moe --world-size 2 --expert-model-parallel-size 2 --global-batch-size 8"
+	"tp2-sp|--threads 2 --configs medium --tensor-model-parallel-size 2 --sequence-parallel|$medium --world-size 2 --tensor-model-parallel-size 2 --sequence-parallel --global-batch-size 4"
+	"pp2|--threads 2 --configs medium --pipeline-model-parallel-size 2 --num-microbatches 4|$medium --world-size 2 --pipeline-model-parallel-size 2 --global-batch-size 16"
+	"pp2-vpp3|--threads 2 --configs medium --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 3 --num-microbatches 4|$medium --world-size 2 --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 3 --global-batch-size 16"
+	"dp2-distopt|--threads 2 --configs medium --data-parallel-size 2 --num-microbatches 2 --use-distributed-optimizer|$medium --world-size 2 --global-batch-size 16 --use-distributed-optimizer"
+	"cp2|--threads 2 --configs medium --context-parallel-size 2|$medium --world-size 2 --context-parallel-size 2 --global-batch-size 4"
+	"zb-h1-pp2|--threads 2 --configs medium --pipeline-model-parallel-size 2 --num-microbatches 4 --pipeline-schedule zb-h1|$medium --world-size 2 --pipeline-model-parallel-size 2 --global-batch-size 16 --pipeline-schedule zb-h1"
+	"moe-ep2|--threads 2 --configs medium-moe --data-parallel-size 2 --expert-model-parallel-size 2|$moe --world-size 2 --expert-model-parallel-size 2 --global-batch-size 8"
 )
 out=$tmp/out
 : >"$out"

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gotron/gotron/plan"
 	"github.com/gotron/gotron/train"
@@ -57,6 +58,15 @@ rejected. A layout flag given on the command line (--tensor-model-parallel-size,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if calibrate != "" {
+				var others []string
+				cmd.Flags().Visit(func(f *pflag.Flag) {
+					if f.Name != "calibrate" {
+						others = append(others, "--"+f.Name)
+					}
+				})
+				if len(others) > 0 {
+					return fmt.Errorf("--calibrate measures this machine and plans nothing: drop %s, then plan with --hardware %s", strings.Join(others, ", "), calibrate)
+				}
 				return writeCalibration(cmd, calibrate)
 			}
 			if err := model.apply(); err != nil {
