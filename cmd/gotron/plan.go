@@ -30,13 +30,15 @@ func newPlanCmd() *cobra.Command {
 optimizer and schedule flags, --world-size devices and a hardware description
 (--hardware: a100-80gb, the DGX A100 cluster of Korthikanti et al. 2022, or
 h100-80gb, or a file of the same fields), and prints one iteration of the run
-on them: its time, split into the busiest pipeline rank's kernels, the tensor-
-and context-parallel communication they leave exposed, its pipeline bubble,
-the data-parallel communication left exposed, the tied embedding's all-reduce
-and the optimizer's step; tokens/s, model TFLOP/s per device and the fraction
-of the peak; and each pipeline rank's memory (weights, gradients, optimizer
-state and the activations of the schedule's micro-batches in flight) against
-the device's.
+on them: its time, split into the busiest pipeline rank's kernels, the tensor-,
+context- and expert-parallel communication they leave exposed, its pipeline
+bubble, the data-parallel communication left exposed, the tied embedding's
+all-reduce and the optimizer's step; tokens/s, model TFLOP/s per device and the
+fraction of the peak; and each pipeline rank's memory (weights, gradients,
+optimizer state and the activations of the schedule's micro-batches in flight)
+against the device's. Dense, MoE (EP/ETP, both dispatchers), multi-latent
+attention and MTP models; DDP, the distributed optimizer and Megatron-FSDP; every
+pipeline schedule gotron trains. A layout that does not fit ends in an error.
 
 Each model chunk's forward, backward and weight-gradient times come from its
 FLOPs and bytes on the device (GEMMs, attention, element-wise kernels and each
@@ -54,7 +56,11 @@ no, selective or full recompute), those gotron could train and that fit in
 rejected. A layout flag given on the command line (--tensor-model-parallel-size,
 --context-parallel-size, --pipeline-model-parallel-size,
 --virtual-pipeline-model-parallel-size, --micro-batch-size,
---recompute-granularity) pins that size.`,
+--recompute-granularity) pins that size.
+
+--calibrate FILE measures this machine instead (a device a core: gotron's GEMM
+and element-wise kernels, an in-process all-reduce) and writes it as a
+description to plan gotron's own runs on.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if calibrate != "" {
