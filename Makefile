@@ -116,6 +116,9 @@ bench: build build-mpi
 	env -u OPENBLAS_CORETYPE $(BIN) bench --tensor-model-parallel-size 2 --sequence-parallel
 	env -u OPENBLAS_CORETYPE $(GO) test ./tp -run '^$$' -bench LinearBackward -benchtime 30x -count 3
 	scripts/bench-pipeline.sh 3
+	scripts/bench-zero-bubble.sh 3
+	scripts/plan-vs-measured.sh 2
+	$(GO) test -run '^$$' -bench 'Predict3072|Search1536' -benchtime 1x ./plan
 	scripts/bench-dp.sh 3
 	scripts/bench-cp.sh 3
 	scripts/bench-llama.sh 3
