@@ -243,8 +243,7 @@ func schedules(a Run, p, m int) ([]*pp.Schedule, []int, error) {
 	mp := a.Model.ModelParallelConfig
 	cfg := pp.Config{PP: p, VPP: mp.VirtualPipelineModelParallelSize, Microbatches: m, GroupSize: mp.MicrobatchGroupSizePerVPStage,
 		OverlapP2PComm: mp.OverlapP2PComm, OverlapP2PCommWarmupFlush: mp.OverlapP2PCommWarmupFlush, BatchP2PComm: mp.BatchP2PComm,
-		DeallocatePipelineOutputs: true, Schedule: a.PipelineSchedule,
-		DeferEmbeddingWgrad: mp.DeferEmbeddingWgradCompute && p > 1, WgradDeferralLimit: mp.WgradDeferralLimit}
+		DeallocatePipelineOutputs: true, Schedule: a.PipelineSchedule} // (--defer-embedding-wgrad-compute is refused: plannable)
 	if p < 2 {
 		cfg.VPP = 0
 	}

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -165,7 +166,7 @@ func Search(ctx context.Context, layouts []Layout, world int, hw Hardware, limit
 	slices.SortStableFunc(out, func(a, b Tried) int {
 		switch {
 		case a.Prediction != nil && b.Prediction != nil:
-			return -cmpFloat(a.Prediction.TokensPerSecond, b.Prediction.TokensPerSecond)
+			return cmp.Compare(b.Prediction.TokensPerSecond, a.Prediction.TokensPerSecond)
 		case a.Prediction != nil:
 			return -1
 		case b.Prediction != nil:
@@ -174,16 +175,6 @@ func Search(ctx context.Context, layouts []Layout, world int, hw Hardware, limit
 		return 0
 	})
 	return out, nil
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // try plans one layout of Search.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -265,7 +266,7 @@ func notFit(p *plan.Prediction, hw plan.Hardware) error {
 // planFlagError explains an unknown flag that gotron train takes: a
 // Megatron script's training flags (--lr, --save, --train-iters, …) do
 // not change what a layout costs.
-func planFlagError(_ *cobra.Command, err error) error {
+func planFlagError(cmd *cobra.Command, err error) error {
 	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
 	if !ok {
 		return err
@@ -273,7 +274,7 @@ func planFlagError(_ *cobra.Command, err error) error {
 	if newTrainCmd().Flags().Lookup(name) != nil {
 		return fmt.Errorf("--%s is a training flag: gotron plan takes gotron train's model, layout, batch, precision, recompute, optimizer and schedule flags, not those of the training loop, data or checkpoints; drop --%s", name, name)
 	}
-	return err
+	return errors.New(unknownFlag(cmd.Flags(), "--"+name)) // train's message: a Megatron flag gotron lacks, or the nearest flag
 }
 
 // writeCalibration is gotron plan --calibrate FILE: this machine measured

@@ -77,6 +77,7 @@ func TestPlanCommandErrors(t *testing.T) {
 		{[]string{"plan", "--world-size", "1", "--hardware", "tpu-v9"}, "a100-80gb, h100-80gb"},
 		{[]string{"plan"}, "--world-size is missing"},
 		{[]string{"plan", "--world-size", "1", "--lr", "1e-4"}, "--lr is a training flag"},
+		{[]string{"plan", "--world-size", "1", "--pipline-model-parallel-size", "2"}, "did you mean --pipeline-model-parallel-size?"},
 		{[]string{"plan", "--calibrate", "here.json", "--world-size", "2"}, "--calibrate measures this machine and plans nothing: drop --world-size"},
 		{[]string{"plan", "--world-size", "1", "--attention-backend", "local", "--use-flash-attn"}, "contradict"},
 		{[]string{"plan", "--world-size", "1", "--attention-backend", "cudnn"}, "choose flash, fused, unfused, local or auto"},
