@@ -16,13 +16,15 @@ import (
 // pass over memory more than the kernel's own: about a tenth of a bf16
 // step's CPU time on the benchmark's medium model. Empty skips it.
 //
-// On Linux the pages of an Empty of a megabyte or more are made resident
-// with one madvise(MADV_POPULATE_WRITE) (prefault) rather than a trap on
-// the first write to each page: a step's first iteration writes its
-// activations into fresh memory, and under a hypervisor those traps were
-// 13% of a short benchmark's CPU samples; prefaulting made the first
-// iteration 7–15% faster there (docs/BENCHMARKS.md, § The first
-// iteration).
+// On Linux, when an Empty of a megabyte or more takes pages the heap did
+// not have in use, they are made resident with one
+// madvise(MADV_POPULATE_WRITE) (prefault) rather than a trap on the first
+// write to each page: a step's first iteration writes its activations into
+// fresh memory, and under a hypervisor those traps were 13% of a short
+// benchmark's CPU samples; prefaulting made the first iteration 7–15%
+// faster there. Memory the heap reuses is resident already and is not
+// prefaulted: the call would cost a page-table walk for nothing
+// (docs/BENCHMARKS.md, § The first iteration).
 //
 // Under the build tag gotron_poison every element is set to a quiet NaN
 // instead, so a kernel that leaves an element unwritten turns a test's
@@ -62,8 +64,7 @@ func emptyFloat32(n int) []float32 {
 	if n*4 < minEmpty {
 		return poisonFloat32(make([]float32, n))
 	}
-	q := mallocgc(uintptr(n)*4, nil, false)
-	prefault(q, uintptr(n)*4)
+	q := allocEmpty(uintptr(n) * 4)
 	return poisonFloat32(unsafe.Slice((*float32)(q), n))
 }
 
@@ -73,7 +74,6 @@ func emptyUint16(d DType, n int) []uint16 {
 	if n*2 < minEmpty {
 		return poisonUint16(d, make([]uint16, n))
 	}
-	q := mallocgc(uintptr(n)*2, nil, false)
-	prefault(q, uintptr(n)*2)
+	q := allocEmpty(uintptr(n) * 2)
 	return poisonUint16(d, unsafe.Slice((*uint16)(q), n))
 }

@@ -1,6 +1,8 @@
 package tensor
 
 import (
+	"runtime"
+	"runtime/debug"
 	"testing"
 	"unsafe"
 
@@ -70,4 +72,18 @@ func TestPrefault(t *testing.T) {
 	if n, want := resident(mem), size/int(pageSize); n != want {
 		t.Errorf("%d of %d pages resident after prefault", n, want)
 	}
+}
+
+// TestResidentHeapSeesFreshMemory: memory the heap takes after returning
+// all it can to the kernel counts as fresh, the signal allocEmpty
+// prefaults on.
+func TestResidentHeapSeesFreshMemory(t *testing.T) {
+	const size = 32 << 20
+	debug.FreeOSMemory()
+	before := residentHeap()
+	b := make([]byte, size)
+	if grew := residentHeap() - before; grew < size/2 { // allocEmpty asks for a quarter
+		t.Errorf("a fresh %d-byte allocation grew the resident heap by %d", size, grew)
+	}
+	runtime.KeepAlive(b)
 }
