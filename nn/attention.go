@@ -197,11 +197,11 @@ func (f *attentionFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Te
 		}
 		pg := f.newGEMMScratch(s)
 		qkvBuf, doBuf := f.newOperand(s*3*d), f.newOperand(s*d)
-		dq := make([]float32, s*3*d)
 		lq := 3 * d // the packed rows' stride
 		for k := lo; k < hi; k++ {
 			bi, head := k/st.n, k%st.n
 			off := st.qkvOffset(bi, head)
+			dq := dqkv[off:] // this pair's dQ, dK, dV columns, row stride ldq
 			q := f.at(x, off).packRows(qkvBuf, s, lq, ldq)
 			do := f.at(dO, st.outOffset(bi, head)).packRows(doBuf, s, d, ldo)
 			causalScores(p, q, q.at(d), s, d, lq)
@@ -213,19 +213,16 @@ func (f *attentionFn) Backward(c *autograd.Ctx, dy *tensor.Tensor) ([]*tensor.Te
 				// dV = P'ᵀ·dO with P' = P⊙mask/(1−p); then dP = dP'⊙mask/(1−p).
 				copy(pd, p)
 				f.dropout(pd, mask, k)
-				causalColsTimes(dq[2*d:], lq, pg.lower(f.dtype, pd, s), do, d, s, d)
+				causalColsTimes(dq[2*d:], ldq, pg.lower(f.dtype, pd, s), do, d, s, d)
 				kernels.DropoutBackward(dp, dp, mask, f.p)
 			} else {
-				causalColsTimes(dq[2*d:], lq, pg.lower(f.dtype, p, s), do, d, s, d)
+				causalColsTimes(dq[2*d:], ldq, pg.lower(f.dtype, p, s), do, d, s, d)
 			}
 			kernels.SoftmaxBackwardRows(dp, p, dp, s, s, scale)
 			// dQ = dS·K, dK = dSᵀ·Q.
 			ds := pg.lower(f.dtype, dp, s)
-			causalRowsTimes(dq, lq, ds, q.at(d), lq, s, d)
-			causalColsTimes(dq[d:], lq, ds, q, lq, s, d)
-			for r := range s {
-				copy(dqkv[off+r*ldq:off+r*ldq+lq], dq[r*lq:(r+1)*lq])
-			}
+			causalRowsTimes(dq, ldq, ds, q.at(d), lq, s, d)
+			causalColsTimes(dq[d:], ldq, ds, q, lq, s, d)
 		}
 	})
 	return []*tensor.Tensor{dx}, nil
