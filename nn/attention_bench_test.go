@@ -18,6 +18,31 @@ import (
 // backward (the full s×s square; the causal kernels compute about half,
 // and backward recomputes the scores).
 func BenchmarkCausalAttention(b *testing.B) {
+	benchmarkAttention(b, func(t *autograd.Tape, in *autograd.Var, heads int) *autograd.Var {
+		return nn.CausalAttention(t, in, heads, 0, nil)
+	})
+}
+
+// BenchmarkCausalAttentionBF16 is BenchmarkCausalAttention with the
+// GEMMs in bfloat16, on each path a bfloat16 attention can take: native
+// (oneDNN's bfloat16 GEMM) and widened (the float32 BLAS on widened
+// values); dnnl.Plan picks one for training.
+func BenchmarkCausalAttentionBF16(b *testing.B) {
+	for _, path := range []struct {
+		name  string
+		widen bool
+	}{{"native", false}, {"widened", true}} {
+		b.Run(path.name, func(b *testing.B) {
+			benchmarkAttention(b, func(t *autograd.Tape, in *autograd.Var, heads int) *autograd.Var {
+				return nn.AttentionPath(t, in, heads, nn.AttentionOptions{DType: tensor.BFloat16}, path.widen)
+			})
+		})
+	}
+}
+
+// benchmarkAttention runs attn forward and backward at the benchmark
+// models' shapes.
+func benchmarkAttention(b *testing.B, attn func(*autograd.Tape, *autograd.Var, int) *autograd.Var) {
 	defer blas.SetThreads(blas.Threads())
 	blas.SetThreads(1) // as training runs: the workers are the threads
 	for _, sh := range []struct {
@@ -38,7 +63,7 @@ func BenchmarkCausalAttention(b *testing.B) {
 				tape := autograd.NewTape(context.Background())
 				tape.SetWorkers(2)
 				in := autograd.NewLeaf(x, "qkv", true)
-				y := nn.CausalAttention(tape, in, sh.n, 0, nil)
+				y := attn(tape, in, sh.n)
 				if err := autograd.Backward(tape, y, dy); err != nil {
 					b.Fatal(err)
 				}
