@@ -3,7 +3,10 @@ package plan_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -332,9 +335,7 @@ func TestSearch(t *testing.T) {
 		}
 	}
 	tried, err := plan.Search(context.Background(), layouts, 16, hw, 40*(1<<30), func(l plan.Layout) (plan.Run, error) {
-		a := base
-		a.Model, a.MicroBatchSize = l.Apply(a.Model), l.MicroBatch
-		return train.PlanRun(a, 16)
+		return train.PlanRun(base.WithLayout(l), 16)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -367,6 +368,57 @@ func TestSearch(t *testing.T) {
 	}
 }
 
+// TestLayoutsSchedulesAndExperts: the layouts try the zero-bubble
+// schedules where their pipelines allow them (ZB-H1 and ZB-H2 without
+// virtual stages, ZB-V and DualPipeV at two) and, for a MoE model, every
+// expert-parallel size that divides its experts and a stage's devices over
+// the expert tensor-parallel size; a dense model has EP 1. A layout
+// carries its schedule and EP into the run.
+func TestLayoutsSchedulesAndExperts(t *testing.T) {
+	hw, err := plan.LoadHardware("a100-80gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	schedules := map[string]map[string]bool{}
+	for _, l := range plan.Layouts(gpt7B(1, 1, 64).Model, 16, 64, hw) {
+		key := fmt.Sprintf("PP>1 %v, VPP %d", l.PP > 1, l.VPP)
+		if schedules[key] == nil {
+			schedules[key] = map[string]bool{}
+		}
+		schedules[key][l.Schedule] = true
+		if l.EP != 1 {
+			t.Errorf("dense layout %v: EP %d, want 1", l, l.EP)
+		}
+	}
+	for key, want := range map[string][]string{"PP>1 false, VPP 0": {""}, "PP>1 true, VPP 0": {"", "zb-h1", "zb-h2"},
+		"PP>1 true, VPP 2": {"", "dualpipev", "zb-v"}, "PP>1 true, VPP 4": {""}} {
+		if got := slices.Sorted(maps.Keys(schedules[key])); !slices.Equal(got, want) {
+			t.Errorf("%s: schedules %q, want %q", key, got, want)
+		}
+	}
+	moe := mixtral(1, 1, "alltoall")
+	eps := map[[2]int][]int{}
+	for _, l := range plan.Layouts(moe.Model, 16, 64, hw) {
+		k := [2]int{l.TP, l.PP}
+		if !slices.Contains(eps[k], l.EP) {
+			eps[k] = append(eps[k], l.EP)
+		}
+	}
+	for k, want := range map[[2]int][]int{{1, 1}: {1, 2, 4, 8}, {2, 2}: {1, 2, 4}, {8, 2}: {1}, {4, 4}: {1}} {
+		if got := eps[k]; !slices.Equal(got, want) {
+			t.Errorf("8 experts on 16 devices, TP %d × PP %d: EP %v, want %v", k[0], k[1], got, want)
+		}
+	}
+	l := plan.Layout{TP: 2, CP: 1, PP: 2, VPP: 2, EP: 4, MicroBatch: 1, Schedule: "zb-v"}
+	a := moe.WithLayout(l)
+	if a.Model.ExpertModelParallelSize != 4 || a.PipelineSchedule != "zb-v" || a.MicroBatchSize != 1 {
+		t.Errorf("%v applied: EP %d, schedule %q, micro-batch %d", l, a.Model.ExpertModelParallelSize, a.PipelineSchedule, a.MicroBatchSize)
+	}
+	if p := predict(t, a, 16); p.Schedule != "zb-v" {
+		t.Errorf("%v planned with schedule %q", l, p.Schedule)
+	}
+}
+
 // BenchmarkSearch1536 searches the layouts of 1,536 A100s for the 175B
 // GPT of Narayanan et al. 2021 (global batch 1536).
 func BenchmarkSearch1536(b *testing.B) {
@@ -378,9 +430,7 @@ func BenchmarkSearch1536(b *testing.B) {
 	}
 	for b.Loop() {
 		_, _ = plan.Search(context.Background(), plan.Layouts(a.Model, 1536, 1536, hw), 1536, hw, 80*(1<<30), func(l plan.Layout) (plan.Run, error) {
-			c := a
-			c.Model, c.MicroBatchSize = l.Apply(c.Model), l.MicroBatch
-			return train.PlanRun(c, 1536)
+			return train.PlanRun(a.WithLayout(l), 1536)
 		})
 	}
 }

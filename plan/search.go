@@ -14,11 +14,17 @@ import (
 
 // Layout is one way Search places a run on its devices: the parallel
 // sizes (the data-parallel size is what the world leaves), the
-// micro-batch, and the activation recompute.
+// micro-batch, the activation recompute and the pipeline schedule.
 type Layout struct {
 	TP, CP, PP, VPP, MicroBatch int
+	// EP is the expert-parallel size (1 for a dense model).
+	EP int
 	// Recompute is "", "selective" or "full" (uniform, a layer at a time).
 	Recompute string
+	// Schedule is the pipeline schedule (--pipeline-schedule): "" for
+	// 1F1B, interleaved with VPP, or "zb-h1", "zb-h2", "zb-v",
+	// "dualpipev".
+	Schedule string
 }
 
 func (l Layout) String() string {
@@ -29,9 +35,15 @@ func (l Layout) String() string {
 	if l.CP > 1 {
 		s += fmt.Sprintf(" × CP %d", l.CP)
 	}
+	if l.EP > 1 {
+		s += fmt.Sprintf(" × EP %d", l.EP)
+	}
 	s += fmt.Sprintf(" × PP %d", l.PP)
 	if l.VPP > 1 {
 		s += fmt.Sprintf(" (VPP %d)", l.VPP)
+	}
+	if l.Schedule != "" {
+		s += " " + l.Schedule
 	}
 	s += fmt.Sprintf(", micro-batch %d", l.MicroBatch)
 	if l.Recompute != "" {
@@ -42,12 +54,16 @@ func (l Layout) String() string {
 
 // Apply returns cfg laid out as l: its parallel sizes, sequence
 // parallelism wherever TP > 1, layers placed evenly, and l's recompute
-// (full: uniform, a layer at a time). The micro-batch is the run's.
+// (full: uniform, a layer at a time). The micro-batch and the schedule
+// are the run's, not the model's (train.Args.WithLayout sets all).
 func (l Layout) Apply(cfg config.TransformerConfig) config.TransformerConfig {
 	cfg.TensorModelParallelSize, cfg.ContextParallelSize, cfg.PipelineModelParallelSize = l.TP, l.CP, l.PP
 	cfg.VirtualPipelineModelParallelSize, cfg.NumLayersPerVirtualPipelineStage = l.VPP, 0
 	cfg.PipelineModelParallelLayout, cfg.NumLayersInFirstPipelineStage, cfg.NumLayersInLastPipelineStage = "", 0, 0
 	cfg.SequenceParallel = l.TP > 1
+	if l.EP > 0 {
+		cfg.ExpertModelParallelSize = l.EP
+	}
 	cfg.Recompute = config.Recompute{RecomputeGranularity: l.Recompute}
 	if l.Recompute == "full" {
 		cfg.RecomputeMethod, cfg.RecomputeNumLayers = "uniform", 1
@@ -60,10 +76,14 @@ func (l Layout) Apply(cfg config.TransformerConfig) config.TransformerConfig {
 // node's devices (with sequence parallelism above 1); context-parallel
 // sizes 2, 4 and 8 besides 1 for sequences of 8192 tokens or more; every
 // pipeline size dividing what is left, up to the layers, each with the
-// virtual sizes 2 to 8 that divide its layers evenly; micro-batches of 1,
-// 2, 4 and 8 rows that divide a data-parallel rank's share of the batch;
-// no, selective and full recompute. Which of them gotron can train is
-// for the caller's build to say.
+// virtual sizes 2 to 8 that divide its layers evenly; for a MoE model,
+// every expert-parallel size dividing the experts and the devices of a
+// pipeline stage over the expert tensor-parallel size; each pipeline's
+// schedules (1F1B with ZB-H1 and ZB-H2; interleaved with ZB-V and
+// DualPipeV at two virtual stages); micro-batches of 1, 2, 4 and 8 rows
+// that divide a data-parallel rank's share of the batch; no, selective
+// and full recompute. Which of them gotron can train is for the caller's
+// build to say.
 func Layouts(cfg config.TransformerConfig, world, globalBatch int, hw Hardware) []Layout {
 	var out []Layout
 	cps := []int{1}
@@ -83,13 +103,17 @@ func Layouts(cfg config.TransformerConfig, world, globalBatch int, hw Hardware) 
 					break
 				}
 				dp := world / t / c / p
-				for _, v := range virtualSizes(cfg.NumLayers, p) {
-					for _, mb := range []int{1, 2, 4, 8} {
-						if globalBatch%(mb*dp) != 0 {
-							continue
-						}
-						for _, rc := range []string{"", "selective", "full"} {
-							out = append(out, Layout{TP: t, CP: c, PP: p, VPP: v, MicroBatch: mb, Recompute: rc})
+				for _, e := range expertSizes(cfg, world/p, t) {
+					for _, v := range virtualSizes(cfg.NumLayers, p) {
+						for _, sched := range schedulesFor(p, v) {
+							for _, mb := range []int{1, 2, 4, 8} {
+								if globalBatch%(mb*dp) != 0 {
+									continue
+								}
+								for _, rc := range []string{"", "selective", "full"} {
+									out = append(out, Layout{TP: t, CP: c, PP: p, VPP: v, EP: e, MicroBatch: mb, Recompute: rc, Schedule: sched})
+								}
+							}
 						}
 					}
 				}
@@ -97,6 +121,43 @@ func Layouts(cfg config.TransformerConfig, world, globalBatch int, hw Hardware) 
 		}
 	}
 	return out
+}
+
+// expertSizes is 1 for a dense model, and for a MoE model every
+// expert-parallel size that divides its experts and, times the expert
+// tensor-parallel size (cfg's, else the tensor-parallel size t), the
+// stage devices of a pipeline stage.
+func expertSizes(cfg config.TransformerConfig, stage, t int) []int {
+	if cfg.NumMoEExperts == 0 {
+		return []int{1}
+	}
+	etp := cfg.ExpertTensorParallelSize
+	if etp == 0 {
+		etp = t
+	}
+	var out []int
+	for _, e := range divisorsOf(cfg.NumMoEExperts) {
+		if stage%(etp*e) == 0 {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// schedulesFor is the pipeline schedules of p stages of v virtual stages
+// each: none to choose at p = 1; 1F1B, ZB-H1 and ZB-H2 without virtual
+// stages; interleaved 1F1B, ZB-V and DualPipeV (chunks in a V) at two;
+// interleaved 1F1B at more.
+func schedulesFor(p, v int) []string {
+	switch {
+	case p == 1:
+		return []string{""}
+	case v == 0:
+		return []string{"", "zb-h1", "zb-h2"}
+	case v == 2:
+		return []string{"", "zb-v", "dualpipev"}
+	}
+	return []string{""}
 }
 
 // virtualSizes is 0 (not interleaved) and, with p > 1 stages, every

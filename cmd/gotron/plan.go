@@ -51,13 +51,15 @@ its accuracy against published runs.
 
 --search plans every layout of the devices instead (tensor-parallel sizes up to
 a node, with sequence parallelism; context-parallel sizes for sequences of
-8192 or more; pipeline and virtual-pipeline sizes; micro-batches of 1 to 8;
-no, selective or full recompute), those gotron could train and that fit in
---memory-limit-gib, ranked by tokens/s, with the reasons the others were
-rejected. A layout flag given on the command line (--tensor-model-parallel-size,
---context-parallel-size, --pipeline-model-parallel-size,
---virtual-pipeline-model-parallel-size, --micro-batch-size,
---recompute-granularity) pins that size.
+8192 or more; pipeline and virtual-pipeline sizes; expert-parallel sizes of a
+MoE model; the pipeline schedules, zero-bubble ones included; micro-batches of
+1 to 8; no, selective or full recompute), those gotron could train and that
+fit in --memory-limit-gib, ranked by tokens/s, with the reasons the others
+were rejected. A layout flag given on the command line
+(--tensor-model-parallel-size, --context-parallel-size,
+--pipeline-model-parallel-size, --virtual-pipeline-model-parallel-size,
+--expert-model-parallel-size, --pipeline-schedule, --micro-batch-size,
+--recompute-granularity) pins that choice.
 
 --calibrate FILE measures this machine instead (a device a core: gotron's GEMM
 and element-wise kernels, an in-process all-reduce) and writes it as a

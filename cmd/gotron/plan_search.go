@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gotron/gotron/plan"
+	"github.com/gotron/gotron/pp"
 	"github.com/gotron/gotron/train"
 )
 
@@ -33,6 +34,7 @@ var pinnedLayout = []struct {
 	{"context-parallel-size", func(l plan.Layout) int { return l.CP }, func(a train.Args) int { return a.Model.ContextParallelSize }},
 	{"pipeline-model-parallel-size", func(l plan.Layout) int { return l.PP }, func(a train.Args) int { return a.Model.PipelineModelParallelSize }},
 	{"virtual-pipeline-model-parallel-size", func(l plan.Layout) int { return l.VPP }, func(a train.Args) int { return a.Model.VirtualPipelineModelParallelSize }},
+	{"expert-model-parallel-size", func(l plan.Layout) int { return l.EP }, func(a train.Args) int { return a.Model.ExpertModelParallelSize }},
 	{"micro-batch-size", func(l plan.Layout) int { return l.MicroBatch }, func(a train.Args) int { return a.MicroBatchSize }},
 }
 
@@ -95,18 +97,21 @@ func keep(cmd *cobra.Command, a train.Args, l plan.Layout) bool {
 			return false
 		}
 	}
+	if f.Changed("pipeline-schedule") && l.Schedule != strings.TrimPrefix(a.PipelineSchedule, pp.ScheduleOneFOneB) {
+		return false
+	}
 	if f.Changed("recompute-granularity") || f.Changed("recompute-activations") {
 		return l.Recompute == a.Model.RecomputeGranularity
 	}
 	return true
 }
 
-// withLayout is a laid out as l (plan.Layout.Apply), with l's
-// micro-batch; when the recompute flags are pinned, the method and layers
-// given stay (Apply's uniform, a layer at a time, when not given).
+// withLayout is a laid out as l (train.Args.WithLayout); when the
+// recompute flags are pinned, the method and layers given stay (Apply's
+// uniform, a layer at a time, when not given).
 func withLayout(a train.Args, l plan.Layout, pinned bool) train.Args {
 	rc := a.Model.Recompute
-	a.Model = l.Apply(a.Model)
+	a = a.WithLayout(l)
 	if pinned && rc.RecomputeMethod != "" {
 		a.Model.RecomputeMethod = rc.RecomputeMethod
 	}
@@ -116,7 +121,6 @@ func withLayout(a train.Args, l plan.Layout, pinned bool) train.Args {
 	if pinned {
 		a.Model.DistributeSavedActivations = rc.DistributeSavedActivations
 	}
-	a.MicroBatchSize = l.MicroBatch
 	return a
 }
 

@@ -143,6 +143,61 @@ func TestPlanSearch(t *testing.T) {
 			t.Errorf("layout %q: want TP 8 and full recompute, as given", tr.Layout)
 		}
 	}
+	// Unpinned, the search tries the zero-bubble schedules; pinned, only
+	// the one given.
+	out, err = run(t, append(gpt7B, "--search-top", "100000")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sched := range []string{") zb-v,", ") dualpipev,", "PP 2 zb-h1,", "PP 4 zb-h2,"} {
+		if !strings.Contains(out, sched) {
+			t.Errorf("the unpinned search lacks %q layouts:\n%s", sched, out)
+		}
+	}
+	out, err = run(t, append(gpt7B, "--pipeline-schedule", "zb-h1", "--json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Tried = nil
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Tried) == 0 {
+		t.Fatal("no layout tried with --pipeline-schedule zb-h1")
+	}
+	for _, tr := range res.Tried {
+		if !strings.Contains(tr.Layout, " zb-h1,") {
+			t.Errorf("layout %q with --pipeline-schedule zb-h1 pinned", tr.Layout)
+		}
+	}
+}
+
+// TestPlanSearchExperts: for a MoE model the search tries the
+// expert-parallel sizes, and --expert-model-parallel-size pins one.
+func TestPlanSearchExperts(t *testing.T) {
+	moe := []string{"plan", "--num-layers", "4", "--hidden-size", "256", "--num-attention-heads", "8", "--seq-length", "256", "--vocab-size", "1024",
+		"--num-experts", "4", "--moe-router-topk", "2", "--world-size", "4", "--global-batch-size", "16", "--search", "--search-top", "100000"}
+	out, err := run(t, moe...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range []string{"TP 1 × PP 1,", "TP 1 × EP 2 × PP 1,", "TP 1 × EP 4 × PP 1,", "TP 2+SP × EP 2 × PP 1,"} {
+		if !strings.Contains(out, ep) {
+			t.Errorf("the MoE search lacks %q:\n%s", ep, out)
+		}
+	}
+	out, err = run(t, append(moe, "--expert-model-parallel-size", "2")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(out, "\n")[2:] {
+		if strings.HasPrefix(l, "rejected") {
+			break
+		}
+		if !strings.Contains(l, "EP 2 ×") {
+			t.Errorf("--expert-model-parallel-size 2 was not kept: %s", l)
+		}
+	}
 }
 
 // TestPlanDeepSeekV3Shape: the seed's DeepSeek-V3 example (multi-latent
