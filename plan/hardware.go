@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -120,11 +121,7 @@ func ParseHardware(b []byte, source string) (Hardware, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&h); err != nil {
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) {
-			return Hardware{}, fmt.Errorf("hardware description %s: byte %d: %w", source, syn.Offset, err)
-		}
-		return Hardware{}, fmt.Errorf("hardware description %s: %w", source, err)
+		return Hardware{}, fmt.Errorf("hardware description %s: %w", source, decodeError(err, len(b)))
 	}
 	if rest := bytes.TrimSpace(b[dec.InputOffset():]); len(rest) > 0 {
 		return Hardware{}, fmt.Errorf("hardware description %s: byte %d: text after the description's object", source, dec.InputOffset())
@@ -133,6 +130,24 @@ func ParseHardware(b []byte, source string) (Hardware, error) {
 		return Hardware{}, fmt.Errorf("hardware description %s: %w", source, err)
 	}
 	return h, nil
+}
+
+// decodeError places a decoding error of a description of n bytes: the
+// byte of a syntax or type error, the end of one cut short, an empty one.
+func decodeError(err error, n int) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Errorf("byte %d: %w", syn.Offset, err)
+	case errors.As(err, &typ):
+		return fmt.Errorf("byte %d: %w", typ.Offset, err)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("byte %d: the description ends before its object closes: the file is cut short", n)
+	case errors.Is(err, io.EOF):
+		return errors.New("the file is empty: give a JSON object such as plan/hardware/a100-80gb.json")
+	}
+	return err
 }
 
 // check refuses a description whose numbers cannot give a time: every

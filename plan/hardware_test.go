@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -31,7 +32,8 @@ func TestShippedHardware(t *testing.T) {
 
 // TestLoadHardwareErrors: an unknown name lists the shipped ones; a file
 // with a misspelt field, a zero rate or a fraction above one is refused
-// naming the field.
+// naming the field; a file cut short, an empty one and a mistyped value
+// are placed.
 func TestLoadHardwareErrors(t *testing.T) {
 	if _, err := LoadHardware("v100"); err == nil || !strings.Contains(err.Error(), "a100-80gb") {
 		t.Errorf("unknown name: %v; want the shipped names listed", err)
@@ -54,6 +56,19 @@ func TestLoadHardwareErrors(t *testing.T) {
 		}
 		if _, err := LoadHardware(p); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v; want an error naming %q", c.to, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"cut short", good[:len(good)/2], fmt.Sprintf("byte %d: the description ends before its object closes", len(good)/2)},
+		{"empty", nil, "the file is empty"},
+		{"a string for a number", []byte(strings.Replace(string(good), `"memory_gib": 80`, `"memory_gib": "80"`, 1)), "byte "},
+	} {
+		if _, err := ParseHardware(c.b, "hw.json"); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want an error with %q", c.name, err, c.want)
 		}
 	}
 	if _, err := LoadHardware(filepath.Join(dir, "missing.json")); err == nil {

@@ -127,6 +127,9 @@ description to plan gotron's own runs on.`,
 				if _, err := fmt.Fprintf(out, "%s\n", b); err != nil {
 					return err
 				}
+				if timeline != "" && p.PP < 2 {
+					fmt.Fprintf(cmd.ErrOrStderr(), "no timeline drawn: --timeline draws a pipeline, and --pipeline-model-parallel-size is 1\n")
+				}
 				return notFit(p, hw)
 			}
 			printPlan(out, r, p, hw)
