@@ -168,10 +168,11 @@ func (o *Adam) StateElements() int {
 	return n
 }
 
-// update returns the step of segment s's elements [lo, hi) with h (the
-// segment's weight decay): Adam's, or SGD's.
-func (o *Adam) update(s *Segment, h Hyper) func(lo, hi int) {
-	pd, gd := s.Value(), s.Grad()
+// update returns the step of segment s's elements [lo, hi) of its main
+// parameters pd (s.Value) with h (the segment's weight decay): Adam's, or
+// SGD's.
+func (o *Adam) update(s *Segment, pd []float32, h Hyper) func(lo, hi int) {
+	gd := s.Grad()
 	if o.Config.SGD {
 		sh := kernels.SGDHyper{LR: h.LR, Momentum: o.Config.Momentum, WeightDecay: h.WeightDecay}
 		return func(lo, hi int) {
@@ -221,8 +222,8 @@ func (o *Adam) Step(hp Hyper) error {
 		if NoWeightDecay(p) {
 			wd = 0
 		}
-		update := o.update(s, Hyper{LR: hp.LR, WeightDecay: wd})
 		pd := s.Value()
+		update := o.update(s, pd, Hyper{LR: hp.LR, WeightDecay: wd})
 		var model []uint16
 		if s.Main != nil {
 			model = s.modelBits()
