@@ -101,7 +101,7 @@ func TestAsyncSaveWritesInBackground(t *testing.T) {
 	}
 	var once sync.Once
 	err = local.NewWorld(2, comm.Options{}).Run(ctx, func(ctx context.Context, g comm.Group) error {
-		tr, err := newTrainer(ctx, g, a, ds, 2)
+		tr, err := newTrainer(ctx, g, a, ds, 2, nil)
 		if err != nil {
 			return err
 		}

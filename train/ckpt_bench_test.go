@@ -46,7 +46,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 			}
 			var save, load, blocked, installed time.Duration
 			err = local.NewWorld(c.world, comm.Options{}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
-				t, err := newTrainer(ctx, g, a, ds, c.world)
+				t, err := newTrainer(ctx, g, a, ds, c.world, nil)
 				if err != nil {
 					return err
 				}

@@ -40,6 +40,8 @@ type Prepared struct {
 	lock  *ckpt.Lock
 	// npLock is the lock of a non-persistent directory outside --save.
 	npLock *ckpt.Lock
+	// gc collects once an iteration for the run's ranks in this process.
+	gc *collector
 }
 
 // Prepare does what a run does before its ranks start, in Run, RunRank
@@ -77,7 +79,7 @@ func Prepare(a Args, o Options, pl Placement) (p *Prepared, err error) {
 			return nil, err
 		}
 	}
-	p = &Prepared{a: a, place: pl}
+	p = &Prepared{a: a, place: pl, gc: newCollector(runtimeGC)}
 	if pl.Lock {
 		if p.lock, err = lockSave("--save", a.Save, o); err != nil {
 			return nil, err
@@ -119,7 +121,7 @@ type Rank struct{ t *trainer }
 // NewRank builds the rank of world the caller is, as a prepared run's
 // ranks are built.
 func (p *Prepared) NewRank(ctx context.Context, world comm.Group) (*Rank, error) {
-	t, err := newTrainer(ctx, world, p.a, p.data, p.place.Machine)
+	t, err := newTrainer(ctx, world, p.a, p.data, p.place.Machine, p.gc)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,8 @@ import (
 // TestDriverFollowsRun: a program driving the ranks itself (Prepare,
 // NewRank, Step) runs the iterations Run runs: the same losses and
 // gradient norms bit for bit, on two pipeline stages whose last
-// iteration records its timeline.
+// iteration records its timeline; each step starts with the run's
+// collection.
 func TestDriverFollowsRun(t *testing.T) {
 	a := ppArgs(2, 1, 2)
 	a.TrainIters, a.EvalIters, a.Sample = 3, 0, 0
@@ -49,6 +50,9 @@ func TestDriverFollowsRun(t *testing.T) {
 	}
 	if len(got) != len(want.Losses) {
 		t.Fatalf("%d steps, Run took %d", len(got), len(want.Losses))
+	}
+	if n := p.gc.next.Load(); n != int64(a.TrainIters) {
+		t.Errorf("the run's collector last collected for iteration %d, want each step's (the last: %d)", n-1, a.TrainIters-1)
 	}
 	for i, s := range got {
 		if s.Iteration != i+1 || s.Loss != want.Losses[i] || math.Float64bits(s.GradNorm) != math.Float64bits(want.GradNorms[i]) {

@@ -1,14 +1,16 @@
 package train
 
 import (
-	"os"
+	"math"
 	"runtime"
-	"strings"
+	"runtime/metrics"
 	"sync/atomic"
 )
 
-// collector runs one garbage collection per iteration of the process, at the
-// start of whichever of its ranks reaches the iteration first.
+// collector runs one garbage collection per iteration of a run's ranks in
+// this process, at the start of whichever of them reaches the iteration
+// first. Each run (each attempt of an in-process restart) has its own,
+// made by Prepare and shared by the ranks it builds.
 //
 // Go's collector lets the heap grow to twice what was live at the end of its
 // last cycle (GOGC=100). Left alone, a training step's cycles fall wherever the
@@ -23,29 +25,35 @@ import (
 // iteration's cycles at the same places: the heap reuses the same pages each
 // iteration and peaks lower (docs/BENCHMARKS.md, § The first iteration).
 //
-// With GOGC=off in the environment the user has turned the collector off, and
-// the collector does nothing.
+// When the collector is off (GOGC=off or negative, or
+// debug.SetGCPercent(-1)), the user has turned collection off, and atStep
+// does nothing.
 type collector struct {
 	next atomic.Int64 // the last iteration collected, plus one
 	gc   func()
-	off  bool
 }
 
-// stepCollector is the process's collector: in-process ranks share it.
-var stepCollector = newCollector(runtime.GC, os.Getenv("GOGC"))
-
-// newCollector returns a collector calling gc, off when gogc (the
-// environment's GOGC) is "off".
-func newCollector(gc func(), gogc string) *collector {
-	return &collector{gc: gc, off: strings.EqualFold(strings.TrimSpace(gogc), "off")}
-}
+// newCollector returns a collector calling gc.
+func newCollector(gc func()) *collector { return &collector{gc: gc} }
 
 // atStep collects once for iteration it: the first rank to call it for it
-// collects, the others (and a second call) return at once. Ranks stay within
-// an iteration of each other, as every step ends in collectives.
+// collects, the others (and a second call) return at once. Ranks stay
+// within an iteration of each other, as every step ends in collectives. A
+// nil collector does nothing (a trainer built without a run: tests).
 func (c *collector) atStep(it int) {
-	if c.off || c.next.Swap(int64(it)+1) == int64(it)+1 {
+	if c == nil || c.next.Swap(int64(it)+1) == int64(it)+1 || collectionOff() {
 		return
 	}
 	c.gc()
 }
+
+// collectionOff reports whether Go's collector is off: the runtime reports
+// GOGC as the largest uint64 then.
+func collectionOff() bool {
+	s := [1]metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s[:])
+	return s[0].Value.Kind() == metrics.KindUint64 && s[0].Value.Uint64() == math.MaxUint64
+}
+
+// runtimeGC is the collection a run's collector makes.
+var runtimeGC = runtime.GC

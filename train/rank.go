@@ -96,11 +96,13 @@ type trainer struct {
 	// onSaved, if set, is called with the iteration of each checkpoint
 	// installed.
 	onSaved func(iteration int)
+	gc      *collector // the run's (newTrainer)
 }
 
 // newTrainer builds the rank's model chunks, optimizer and data, loading
-// initial weights or a checkpoint as the arguments say.
-func newTrainer(ctx context.Context, world comm.Group, a Args, ds *source.Sets, localRanks int) (*trainer, error) {
+// initial weights or a checkpoint as the arguments say; gc (nil: none) is
+// the run's collector, which each step calls first.
+func newTrainer(ctx context.Context, world comm.Group, a Args, ds *source.Sets, localRanks int, gc *collector) (*trainer, error) {
 	mp := a.Model.ModelParallelConfig
 	groups, err := mesh.Initialize(ctx, world, mesh.Sizes{
 		TP: mp.TensorModelParallelSize, PP: mp.PipelineModelParallelSize, CP: mp.ContextParallelSize,
@@ -112,7 +114,7 @@ func newTrainer(ctx context.Context, world comm.Group, a Args, ds *source.Sets, 
 		return nil, err
 	}
 	t := &trainer{a: a, groups: groups, dpg: groups.DPCP(), replicas: groups.DP(), data: ds,
-		saver: &ckpt.Saver{World: world, Dir: a.Save, WriteShard: writeShard, Commit: commitCheckpoint}}
+		saver: &ckpt.Saver{World: world, Dir: a.Save, WriteShard: writeShard, Commit: commitCheckpoint}, gc: gc}
 	t.dp, t.dpRank = t.replicas.Size(), t.replicas.Rank()
 	if mp.ContextParallelSize > 1 {
 		if t.cp, err = cp.NewGroups(ctx, groups.CP(), mp.HierarchicalContextParallelSizes); err != nil {

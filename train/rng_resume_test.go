@@ -45,7 +45,7 @@ func TestRNGStreamsFollowCoordinates(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = local.NewWorld(4, comm.Options{}).Run(context.Background(), func(ctx context.Context, g comm.Group) error {
-			tr, err := newTrainer(ctx, g, b, ds, 4)
+			tr, err := newTrainer(ctx, g, b, ds, 4, nil)
 			if err != nil {
 				return err
 			}

@@ -319,7 +319,7 @@ func runRank(ctx context.Context, world comm.Group, p *Prepared, o Options) (_ *
 			}
 		}()
 	}
-	t, err := newTrainer(ctx, world, a, p.data, p.place.Machine)
+	t, err := newTrainer(ctx, world, a, p.data, p.place.Machine, p.gc)
 	if err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ type microLoss struct {
 // finalize_model_grads), clipping and the optimizer update.
 func (t *trainer) step(ctx context.Context) (stepResult, error) {
 	start := time.Now()
-	stepCollector.atStep(t.iteration)
+	t.gc.atStep(t.iteration)
 	a := t.a
 	for _, d := range t.allDDPs() {
 		d.ZeroGradBuffer()

@@ -298,7 +298,7 @@ func trainCheckingReplicas(t *testing.T, a Args) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err = local.NewWorld(a.WorldSize, comm.Options{}).Run(ctx, func(ctx context.Context, g comm.Group) error {
-		tr, err := newTrainer(ctx, g, a, ds, a.WorldSize)
+		tr, err := newTrainer(ctx, g, a, ds, a.WorldSize, nil)
 		if err != nil {
 			return err
 		}
