@@ -20,11 +20,14 @@ const minPrefault = 1 << 20
 // benchmark model's steady CPU time when every large Empty did it).
 //
 // Whether the allocation took fresh memory is read from the runtime's
-// counters (runtime/metrics, a quarter of a microsecond per read): the
-// heap's memory in use by the process (all it has mapped less what it has
-// released) grew by at least a quarter of the allocation. Another
-// goroutine's allocation in between can make it prefault resident pages or
-// skip fresh ones: either way only the cost changes, not the memory.
+// counters (runtime/metrics, well under a microsecond a read): the heap's
+// memory in use by the process (all it has mapped less what it has
+// released) grew by at least a quarter of the allocation. The signal is
+// not exact: another goroutine's allocation in between can make it
+// prefault resident pages, and when the runtime returns other free pages
+// to the kernel in the same allocation (near a memory limit) the growth
+// can hide fresh ones, which then fault page by page as without
+// prefaulting. Either way only the cost changes, not the memory.
 func allocEmpty(size uintptr) unsafe.Pointer {
 	if size < minPrefault || prefaultOff.Load() {
 		return mallocgc(size, nil, false)
@@ -32,10 +35,13 @@ func allocEmpty(size uintptr) unsafe.Pointer {
 	before := residentHeap()
 	p := mallocgc(size, nil, false)
 	if residentHeap() >= before+size/4 {
-		prefault(p, size)
+		prefaultFresh(p, size)
 	}
 	return p
 }
+
+// prefaultFresh is allocEmpty's prefault (a test counts its calls).
+var prefaultFresh = prefault
 
 // residentHeap returns the bytes the Go runtime has mapped and not
 // released to the kernel.

@@ -87,3 +87,29 @@ func TestResidentHeapSeesFreshMemory(t *testing.T) {
 	}
 	runtime.KeepAlive(b)
 }
+
+// TestEmptyPrefaultsOnlyFreshMemory: an Empty taking memory the heap has
+// not used is prefaulted; one reusing the pages a collected Empty left is
+// not (they are resident already).
+func TestEmptyPrefaultsOnlyFreshMemory(t *testing.T) {
+	defer func(f func(unsafe.Pointer, uintptr)) { prefaultFresh = f }(prefaultFresh)
+	calls := 0
+	prefaultFresh = func(p unsafe.Pointer, size uintptr) { calls++; prefault(p, size) }
+	// A high collector target keeps the runtime's scavenger from returning
+	// the collected pages to the kernel before they are reused.
+	defer debug.SetGCPercent(debug.SetGCPercent(10000))
+	const n = 4 << 20 // float32s: 16 MiB
+	debug.FreeOSMemory()
+	e := Empty(n)
+	e.Data()[0] = 1
+	if calls != 1 {
+		t.Fatalf("a fresh 16 MiB Empty: %d prefaults, want 1", calls)
+	}
+	e = nil
+	runtime.GC() // frees its pages to the heap, which keeps them
+	e = Empty(n)
+	e.Data()[0] = 1
+	if calls != 1 {
+		t.Errorf("an Empty reusing a collected one's pages: %d prefaults in all, want still 1", calls)
+	}
+}
