@@ -121,7 +121,7 @@ func ParseHardware(b []byte, source string) (Hardware, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&h); err != nil {
-		return Hardware{}, fmt.Errorf("hardware description %s: %w", source, decodeError(err, len(b)))
+		return Hardware{}, fmt.Errorf("hardware description %s: %w", source, decodeError(err, b))
 	}
 	if rest := bytes.TrimSpace(b[dec.InputOffset():]); len(rest) > 0 {
 		return Hardware{}, fmt.Errorf("hardware description %s: byte %d: text after the description's object", source, dec.InputOffset())
@@ -132,22 +132,33 @@ func ParseHardware(b []byte, source string) (Hardware, error) {
 	return h, nil
 }
 
-// decodeError places a decoding error of a description of n bytes: the
-// byte of a syntax or type error, the end of one cut short, an empty one.
-func decodeError(err error, n int) error {
+// decodeError places a decoding error of the description b: the line and
+// column of a syntax error, or of the end of a value of the wrong type;
+// the end of a description cut short; an empty one.
+func decodeError(err error, b []byte) error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
-	case errors.As(err, &syn):
-		return fmt.Errorf("byte %d: %w", syn.Offset, err)
+	case errors.As(err, &syn): // the offsets are of the byte after the one at fault
+		return fmt.Errorf("%s: %w", place(b, syn.Offset-1), err)
 	case errors.As(err, &typ):
-		return fmt.Errorf("byte %d: %w", typ.Offset, err)
+		return fmt.Errorf("the value ending at %s: %w", place(b, typ.Offset-1), err)
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("byte %d: the description ends before its object closes: the file is cut short", n)
+		return fmt.Errorf("the description ends at %s before its object closes: the file is cut short", place(b, int64(len(b))-1))
 	case errors.Is(err, io.EOF):
-		return errors.New("the file is empty: give a JSON object such as plan/hardware/a100-80gb.json")
+		return errors.New("the file is empty: give a JSON object, as gotron plan --calibrate FILE writes")
 	}
 	return err
+}
+
+// place names the line and column (from 1) of the byte at offset off of
+// b.
+func place(b []byte, off int64) string {
+	off = min(max(off, 0), int64(len(b)))
+	before := b[:off]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := int(off) - (bytes.LastIndexByte(before, '\n') + 1) + 1
+	return fmt.Sprintf("line %d, column %d", line, col)
 }
 
 // check refuses a description whose numbers cannot give a time: every

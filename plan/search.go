@@ -35,15 +35,15 @@ func (l Layout) String() string {
 	if l.CP > 1 {
 		s += fmt.Sprintf(" × CP %d", l.CP)
 	}
-	if l.EP > 1 {
-		s += fmt.Sprintf(" × EP %d", l.EP)
-	}
 	s += fmt.Sprintf(" × PP %d", l.PP)
 	if l.VPP > 1 {
 		s += fmt.Sprintf(" (VPP %d)", l.VPP)
 	}
 	if l.Schedule != "" {
 		s += " " + l.Schedule
+	}
+	if l.EP > 1 { // within the data-parallel ranks' devices, not a factor of the world
+		s += fmt.Sprintf(", EP %d", l.EP)
 	}
 	s += fmt.Sprintf(", micro-batch %d", l.MicroBatch)
 	if l.Recompute != "" {
@@ -103,17 +103,14 @@ func Layouts(cfg config.TransformerConfig, world, globalBatch int, hw Hardware) 
 					break
 				}
 				dp := world / t / c / p
-				for _, e := range expertSizes(cfg, world/p, t) {
-					for _, v := range virtualSizes(cfg.NumLayers, p) {
-						for _, sched := range schedulesFor(p, v) {
-							for _, mb := range []int{1, 2, 4, 8} {
-								if globalBatch%(mb*dp) != 0 {
-									continue
-								}
-								for _, rc := range []string{"", "selective", "full"} {
-									out = append(out, Layout{TP: t, CP: c, PP: p, VPP: v, EP: e, MicroBatch: mb, Recompute: rc, Schedule: sched})
-								}
-							}
+				for _, l := range pipelines(cfg, world, t, c, p) {
+					for _, mb := range []int{1, 2, 4, 8} {
+						if globalBatch%(mb*dp) != 0 {
+							continue
+						}
+						for _, rc := range []string{"", "selective", "full"} {
+							l.MicroBatch, l.Recompute = mb, rc
+							out = append(out, l)
 						}
 					}
 				}
@@ -123,10 +120,26 @@ func Layouts(cfg config.TransformerConfig, world, globalBatch int, hw Hardware) 
 	return out
 }
 
+// pipelines is the layouts of Layouts at t, c and p before the micro-batch
+// and the recompute: each expert-parallel size with each virtual size and
+// its schedules.
+func pipelines(cfg config.TransformerConfig, world, t, c, p int) []Layout {
+	var out []Layout
+	for _, e := range expertSizes(cfg, world/p, t) {
+		for _, v := range virtualSizes(cfg.NumLayers, p) {
+			for _, sched := range schedulesFor(p, v) {
+				out = append(out, Layout{TP: t, CP: c, PP: p, VPP: v, EP: e, Schedule: sched})
+			}
+		}
+	}
+	return out
+}
+
 // expertSizes is 1 for a dense model, and for a MoE model every
-// expert-parallel size that divides its experts and, times the expert
-// tensor-parallel size (cfg's, else the tensor-parallel size t), the
-// stage devices of a pipeline stage.
+// expert-parallel size e that divides its experts and for which e times
+// the expert tensor-parallel size (cfg's, else the tensor-parallel size t)
+// divides a pipeline stage's devices; where none does, cfg's own, which
+// validation then refuses naming why.
 func expertSizes(cfg config.TransformerConfig, stage, t int) []int {
 	if cfg.NumMoEExperts == 0 {
 		return []int{1}
@@ -140,6 +153,9 @@ func expertSizes(cfg config.TransformerConfig, stage, t int) []int {
 		if stage%(etp*e) == 0 {
 			out = append(out, e)
 		}
+	}
+	if len(out) == 0 { // no size fits: the run's own, for validation to refuse with its reason
+		out = append(out, max(cfg.ExpertModelParallelSize, 1))
 	}
 	return out
 }

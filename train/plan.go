@@ -21,8 +21,8 @@ func PlanRun(a Args, world int) (plan.Run, error) {
 }
 
 // WithLayout returns a laid out as l: its model by plan.Layout.Apply, its
-// micro-batch and its pipeline schedule ("" keeps 1F1B, or interleaved
-// with virtual stages).
+// micro-batch and its pipeline schedule (l's, "" being 1F1B, or
+// interleaved with virtual stages).
 func (a Args) WithLayout(l plan.Layout) Args {
 	a.Model, a.MicroBatchSize, a.PipelineSchedule = l.Apply(a.Model), l.MicroBatch, l.Schedule
 	return a

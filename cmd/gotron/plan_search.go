@@ -65,6 +65,9 @@ func runSearch(cmd *cobra.Command, a train.Args, hw plan.Hardware, s searchFlags
 			layouts = append(layouts, l)
 		}
 	}
+	if len(layouts) == 0 {
+		return noLayouts(cmd, a, world)
+	}
 	pinned := f.Changed("recompute-granularity") || f.Changed("recompute-activations")
 	tried, err := plan.Search(cmd.Context(), layouts, world, hw, limit, func(l plan.Layout) (plan.Run, error) {
 		r, err := train.PlanRun(withLayout(a, l, pinned), world)
@@ -87,6 +90,28 @@ func runSearch(cmd *cobra.Command, a train.Args, hw plan.Hardware, s searchFlags
 	}
 	printSearch(cmd.OutOrStdout(), tried, world, hw, limit, s.top)
 	return nil
+}
+
+// noLayouts is the error of a search whose pinned layout flags leave it
+// nothing to try: the run as given (with sequence parallelism wherever
+// TP > 1, as every layout has it) is checked, so a value gotron cannot
+// train is named with its fix; else the flags pinned are listed.
+func noLayouts(cmd *cobra.Command, a train.Args, world int) error {
+	a.Model.SequenceParallel = a.Model.TensorModelParallelSize > 1
+	if _, err := train.PlanRun(a, world); err != nil {
+		return err
+	}
+	var pinned []string
+	for _, p := range pinnedLayout {
+		if cmd.Flags().Changed(p.flag) {
+			pinned = append(pinned, fmt.Sprintf("--%s %d", p.flag, p.want(a)))
+		}
+	}
+	if cmd.Flags().Changed("pipeline-schedule") {
+		pinned = append(pinned, "--pipeline-schedule "+a.PipelineSchedule)
+	}
+	return fmt.Errorf("--search: the layout flags given (%s) leave no layout of %d devices to try (docs/PLAN.md, § Searching every layout, lists what the search tries): drop one, or plan that layout without --search",
+		strings.Join(pinned, ", "), world)
 }
 
 // keep says whether a layout agrees with the layout flags given.

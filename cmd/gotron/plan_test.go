@@ -173,29 +173,56 @@ func TestPlanSearch(t *testing.T) {
 }
 
 // TestPlanSearchExperts: for a MoE model the search tries the
-// expert-parallel sizes, and --expert-model-parallel-size pins one.
+// expert-parallel sizes, --expert-model-parallel-size pins one, and pinned
+// flags that leave nothing to try are an error naming why.
 func TestPlanSearchExperts(t *testing.T) {
 	moe := []string{"plan", "--num-layers", "4", "--hidden-size", "256", "--num-attention-heads", "8", "--seq-length", "256", "--vocab-size", "1024",
-		"--num-experts", "4", "--moe-router-topk", "2", "--world-size", "4", "--global-batch-size", "16", "--search", "--search-top", "100000"}
-	out, err := run(t, moe...)
-	if err != nil {
-		t.Fatal(err)
+		"--num-experts", "4", "--moe-router-topk", "2", "--world-size", "4", "--global-batch-size", "16", "--search", "--json"}
+	layouts := func(args ...string) []string {
+		t.Helper()
+		out, err := run(t, append(moe, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res struct {
+			Tried []struct {
+				Layout string `json:"layout"`
+			} `json:"tried"`
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tr := range res.Tried {
+			names = append(names, tr.Layout)
+		}
+		return names
 	}
-	for _, ep := range []string{"TP 1 × PP 1,", "TP 1 × EP 2 × PP 1,", "TP 1 × EP 4 × PP 1,", "TP 2+SP × EP 2 × PP 1,"} {
-		if !strings.Contains(out, ep) {
-			t.Errorf("the MoE search lacks %q:\n%s", ep, out)
+	all := strings.Join(layouts(), "\n")
+	for _, want := range []string{"TP 1 × PP 1, micro-batch", "TP 1 × PP 1, EP 2, micro-batch", "TP 1 × PP 1, EP 4, micro-batch", "TP 2+SP × PP 1, EP 2, micro-batch"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the MoE search lacks %q:\n%s", want, all)
 		}
 	}
-	out, err = run(t, append(moe, "--expert-model-parallel-size", "2")...)
-	if err != nil {
-		t.Fatal(err)
+	pinned := layouts("--expert-model-parallel-size", "2")
+	if len(pinned) == 0 {
+		t.Fatal("no layout with --expert-model-parallel-size 2")
 	}
-	for _, l := range strings.Split(out, "\n")[2:] {
-		if strings.HasPrefix(l, "rejected") {
-			break
-		}
-		if !strings.Contains(l, "EP 2 ×") {
+	for _, l := range pinned {
+		if !strings.Contains(l, ", EP 2,") {
 			t.Errorf("--expert-model-parallel-size 2 was not kept: %s", l)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--expert-model-parallel-size", "3"}, "not divisible by expert_model_parallel_size 3"},
+		{[]string{"--pipeline-schedule", "zb-h1", "--pipeline-model-parallel-size", "1"}, "has no pipeline bubble to fill"},
+		{[]string{"--micro-batch-size", "16", "--tensor-model-parallel-size", "4"}, "(--tensor-model-parallel-size 4, --micro-batch-size 16) leave no layout of 4 devices to try"},
+	} {
+		if _, err := run(t, append(moe, c.args...)...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--search with %v: %v; want an error with %q", c.args, err, c.want)
 		}
 	}
 }
