@@ -13,6 +13,7 @@ import (
 	"github.com/gotron/gotron/data"
 	"github.com/gotron/gotron/data/source"
 	"github.com/gotron/gotron/data/tokenizer"
+	"github.com/gotron/gotron/models/gpt"
 	"github.com/gotron/gotron/optim"
 	"github.com/gotron/gotron/pp"
 )
@@ -473,6 +474,7 @@ func (a Args) checkModel(world int, v *violations) {
 	if n := a.DDP.NumDistributedOptimizerInstances; n > 1 && a.Model.NumMoEExperts > 0 {
 		v.add("--num-distributed-optimizer-instances %d with --num-experts: the partial distributed optimizer of expert parameters is not built yet; use one instance for a MoE model", n)
 	}
+	v.addErr(gpt.MoEBuilt(a.Model))
 	*v = append(*v, a.precisionErrors()...)
 	a.checkFSDP(v)
 }

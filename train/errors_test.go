@@ -350,3 +350,25 @@ func TestSmallRefusalsAndFixes(t *testing.T) {
 		t.Errorf("a finished run resumed says:\n%s", out.String())
 	}
 }
+
+// TestMoEUnbuiltRefusedUpFront: what gotron's MoE layer does not do yet
+// is refused by validation (so gotron plan refuses it too), with the
+// builder's words.
+func TestMoEUnbuiltRefusedUpFront(t *testing.T) {
+	for _, c := range []struct {
+		set  func(*Args)
+		want string
+	}{
+		{func(a *Args) {
+			a.Model.RecomputeGranularity, a.Model.RecomputeMethod, a.Model.RecomputeNumLayers = "full", "uniform", 1
+		}, "full recompute of MoE layers is not built yet"},
+		{func(a *Args) { a.Model.CalculatePerTokenLoss = true }, "--calculate-per-token-loss are not built yet"},
+	} {
+		a := mockArgs(1)
+		a.Model.NumMoEExperts, a.Model.MoERouterTopK = 4, 2
+		c.set(&a)
+		if err := a.Validate(1); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v; want %q", err, c.want)
+		}
+	}
+}

@@ -69,6 +69,18 @@ func (b *builder) moeSupported() error {
 	case moe.GroupSize(p.EP) != ep || moe.GroupSize(p.ETP) != max(etp, 1) || moe.GroupSize(p.TPEP) != ep*max(etp, 1) || moe.GroupSize(p.TPCP) != tpcp:
 		return fmt.Errorf("gpt: the MoE layers were given groups of ep %d, expt-tp %d, tp-ep %d and tp-cp %d ranks, but the config says expert_model_parallel_size %d, expert_tensor_parallel_size %d and tp·cp %d: build the model with gpt.WithExperts and the expert grid's groups",
 			moe.GroupSize(p.EP), moe.GroupSize(p.ETP), moe.GroupSize(p.TPEP), moe.GroupSize(p.TPCP), ep, etp, tpcp)
+	}
+	return MoEBuilt(cfg)
+}
+
+// MoEBuilt reports what of cfg's MoE settings gotron's MoE layer does
+// not do yet (nil for a dense model): the builder refuses them, and
+// train's validation (and so gotron plan) refuses them up front with the
+// same words.
+func MoEBuilt(cfg config.TransformerConfig) error {
+	switch {
+	case cfg.NumMoEExperts == 0:
+		return nil
 	case cfg.CalculatePerTokenLoss:
 		return fmt.Errorf("gpt: the MoE auxiliary losses under --calculate-per-token-loss are not built yet: drop it for a MoE model")
 	case cfg.RecomputeGranularity == "full":
