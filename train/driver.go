@@ -145,8 +145,12 @@ type StepReport struct {
 }
 
 // Step runs one iteration: forward and backward over the global batch,
-// the gradients' reduction and the optimizer step.
+// the gradients' reduction and the optimizer step. Once ctx is done it
+// returns ctx's error without starting one (gotron bench's Ctrl-C).
 func (r *Rank) Step(ctx context.Context, o StepOptions) (StepReport, error) {
+	if err := ctx.Err(); err != nil {
+		return StepReport{}, err
+	}
 	var s stepResult
 	var tl *pp.Timeline
 	var err error

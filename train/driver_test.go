@@ -2,6 +2,8 @@ package train
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -15,7 +17,7 @@ import (
 // NewRank, Step) runs the iterations Run runs: the same losses and
 // gradient norms bit for bit, on two pipeline stages whose last
 // iteration records its timeline; each step starts with the run's
-// collection.
+// collection, and none starts once its context is done.
 func TestDriverFollowsRun(t *testing.T) {
 	a := ppArgs(2, 1, 2)
 	a.TrainIters, a.EvalIters, a.Sample = 3, 0, 0
@@ -42,6 +44,11 @@ func TestDriverFollowsRun(t *testing.T) {
 			if g.Rank() == 0 {
 				got = append(got, s)
 			}
+		}
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := r.Step(done, StepOptions{}); !errors.Is(err, context.Canceled) || r.Iteration() != a.TrainIters {
+			return fmt.Errorf("a step with its context done: %v, at iteration %d; want context.Canceled, nothing run", err, r.Iteration())
 		}
 		return nil
 	})

@@ -408,6 +408,9 @@ func (r *rankRun) startup(world int, data string) {
 	if w := tensor.GemmWarning(); w != "" {
 		log.printf("gotron: warning: %s\n", w)
 	}
+	if collectionOff() {
+		log.printf("gotron: note: Go's collector is off (GOGC=off): the heap keeps every iteration's garbage until the memory limit, which costs time and memory; unset GOGC to collect once an iteration\n")
+	}
 	if t.iteration > 0 {
 		log.printf("gotron: resumed from %s at iteration %d\n", t.loadedFrom, t.iteration)
 	}
