@@ -81,8 +81,9 @@ func (l Layout) Apply(cfg config.TransformerConfig) config.TransformerConfig {
 // pipeline stage over the expert tensor-parallel size; each pipeline's
 // schedules (1F1B with ZB-H1 and ZB-H2; interleaved with ZB-V and
 // DualPipeV at two virtual stages); micro-batches of 1, 2, 4 and 8 rows
-// that divide a data-parallel rank's share of the batch; no, selective
-// and full recompute. Which of them gotron can train is for the caller's
+// that divide a data-parallel rank's share of the batch (1 where none
+// does, for the run's validation to refuse); no, selective and full
+// recompute. Which of them gotron can train is for the caller's
 // build to say.
 func Layouts(cfg config.TransformerConfig, world, globalBatch int, hw Hardware) []Layout {
 	var out []Layout
@@ -103,11 +104,9 @@ func Layouts(cfg config.TransformerConfig, world, globalBatch int, hw Hardware) 
 					break
 				}
 				dp := world / t / c / p
+				mbs := microBatches(globalBatch, dp)
 				for _, l := range pipelines(cfg, world, t, c, p) {
-					for _, mb := range []int{1, 2, 4, 8} {
-						if globalBatch%(mb*dp) != 0 {
-							continue
-						}
+					for _, mb := range mbs {
 						for _, rc := range []string{"", "selective", "full"} {
 							l.MicroBatch, l.Recompute = mb, rc
 							out = append(out, l)
@@ -116,6 +115,22 @@ func Layouts(cfg config.TransformerConfig, world, globalBatch int, hw Hardware) 
 				}
 			}
 		}
+	}
+	return out
+}
+
+// microBatches is the micro-batch sizes of 1, 2, 4 and 8 rows that divide
+// a data-parallel rank's share of the global batch (dp ranks); where none
+// does, 1, so that the layout is tried and refused naming the batch.
+func microBatches(globalBatch, dp int) []int {
+	var out []int
+	for _, mb := range []int{1, 2, 4, 8} {
+		if globalBatch%(mb*dp) == 0 {
+			out = append(out, mb)
+		}
+	}
+	if len(out) == 0 {
+		out = []int{1}
 	}
 	return out
 }

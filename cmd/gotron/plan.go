@@ -101,6 +101,12 @@ description to plan gotron's own runs on.`,
 			if err != nil {
 				return err
 			}
+			if err := search.check(cmd); err != nil {
+				return err
+			}
+			if search.limitGiB > 0 {
+				hw.MemoryGiB = search.limitGiB
+			}
 			if search.on {
 				return runSearch(cmd, a, hw, search, asJSON, unfused)
 			}
@@ -162,7 +168,7 @@ description to plan gotron's own runs on.`,
 	f.StringVar(&calibrate, "calibrate", "", "measure this machine (a device a core: GEMM rates, memory bandwidth, in-process all-reduce) and write it as a hardware description to this file, instead of planning")
 	f.BoolVar(&search.on, "search", false, "plan every layout of --world-size devices and rank those that fit by tokens/s")
 	f.IntVar(&search.top, "search-top", 10, "with --search, print this many of the fastest layouts")
-	f.Float64Var(&search.limitGiB, "memory-limit-gib", 0, "with --search, the memory a device may use, GiB (0: the device's)")
+	f.Float64Var(&search.limitGiB, "memory-limit-gib", 0, "the memory a device may use, GiB, for the plan's fit and --search's (0: the device's)")
 	f.StringVar(&timeline, "timeline", "", "draw the simulated pipeline iteration, every pipeline rank, as an SVG timeline in this file")
 	return cmd
 }

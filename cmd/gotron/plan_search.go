@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -38,6 +40,20 @@ var pinnedLayout = []struct {
 	{"micro-batch-size", func(l plan.Layout) int { return l.MicroBatch }, func(a train.Args) int { return a.MicroBatchSize }},
 }
 
+// check refuses --search-top without --search, and values that cannot
+// be: fewer than one layout, a memory limit below 0 or not finite.
+func (s searchFlags) check(cmd *cobra.Command) error {
+	switch {
+	case cmd.Flags().Changed("search-top") && !s.on:
+		return fmt.Errorf("--search-top %d without --search: it says how many of the searched layouts to print; add --search or drop it", s.top)
+	case s.top < 1:
+		return fmt.Errorf("--search-top %d: print at least 1 layout", s.top)
+	case !(s.limitGiB >= 0) || math.IsInf(s.limitGiB, 0):
+		return fmt.Errorf("--memory-limit-gib %g: give the memory a device may use, a number ≥ 0 (0: the device's)", s.limitGiB)
+	}
+	return nil
+}
+
 // runSearch is gotron plan --search: every layout of the world planned,
 // those that fit ranked.
 func runSearch(cmd *cobra.Command, a train.Args, hw plan.Hardware, s searchFlags, asJSON, unfused bool) error {
@@ -47,13 +63,7 @@ func runSearch(cmd *cobra.Command, a train.Args, hw plan.Hardware, s searchFlags
 			return fmt.Errorf("--%s with --search: the search chooses the pipeline sizes and places layers evenly; drop --%s, or plan that layout without --search", fl, fl)
 		}
 	}
-	if s.top < 1 || !(s.limitGiB >= 0) || math.IsInf(s.limitGiB, 0) {
-		return fmt.Errorf("--search-top %d, --memory-limit-gib %g: give at least one layout and a memory limit ≥ 0 (0: the device's)", s.top, s.limitGiB)
-	}
-	limit := hw.MemoryGiB * (1 << 30)
-	if s.limitGiB > 0 {
-		limit = s.limitGiB * (1 << 30)
-	}
+	limit := hw.MemoryGiB * (1 << 30) // --memory-limit-gib's, when given
 	world := a.WorldSize
 	gb := a.GlobalBatchSize
 	if gb == 0 {
@@ -85,11 +95,22 @@ func runSearch(cmd *cobra.Command, a train.Args, hw plan.Hardware, s searchFlags
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
-		return err
+		if _, err := fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b); err != nil {
+			return err
+		}
+		return noneFits(tried, world, limit)
 	}
 	printSearch(cmd.OutOrStdout(), tried, world, hw, limit, s.top)
-	return nil
+	return noneFits(tried, world, limit)
+}
+
+// noneFits is the error of a search no layout of which fits, as a plan
+// that does not fit ends in one: the reasons were printed.
+func noneFits(tried []plan.Tried, world int, limit float64) error {
+	if len(tried) > 0 && tried[0].Prediction != nil {
+		return nil
+	}
+	return fmt.Errorf("--search: none of the %d layouts of %d devices can run in %.1f GiB a device; the reasons are above (a larger --world-size or --memory-limit-gib, or another --global-batch-size, gives others)", len(tried), world, limit/(1<<30))
 }
 
 // noLayouts is the error of a search whose pinned layout flags leave it
@@ -170,7 +191,7 @@ func printSearch(out io.Writer, tried []plan.Tried, world int, hw plan.Hardware,
 	if fit == len(tried) {
 		return
 	}
-	fmt.Fprintf(out, "rejected %d, by reason (one example each):\n", len(tried)-fit)
+	fmt.Fprintf(out, "rejected %d, by reason, the most common first (one example each):\n", len(tried)-fit)
 	digits := regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)
 	type group struct {
 		n       int
@@ -192,6 +213,7 @@ func printSearch(out io.Writer, tried []plan.Tried, world int, hw plan.Hardware,
 		}
 		groups[key].n++
 	}
+	slices.SortStableFunc(order, func(a, b string) int { return cmp.Compare(groups[b].n, groups[a].n) })
 	for _, k := range order {
 		g := groups[k]
 		fmt.Fprintf(out, "  %5d  e.g. %s: %s\n", g.n, g.example.Name, g.example.Rejected)

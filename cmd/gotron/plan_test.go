@@ -172,6 +172,41 @@ func TestPlanSearch(t *testing.T) {
 	}
 }
 
+// TestPlanSearchLimits: --memory-limit-gib holds for a single plan too,
+// --search-top needs --search, a search where nothing fits is an error
+// after its reasons, and layouts whose data-parallel size no micro-batch
+// fits are refused naming the batch rather than left out.
+func TestPlanSearchLimits(t *testing.T) {
+	gpt := []string{"plan", "--num-layers", "32", "--hidden-size", "4096", "--num-attention-heads", "32", "--seq-length", "2048",
+		"--vocab-size", "51200", "--bf16", "--global-batch-size", "64"}
+	one := append(gpt, "--world-size", "16", "--tensor-model-parallel-size", "8", "--sequence-parallel", "--pipeline-model-parallel-size", "2")
+	if _, err := run(t, one...); err != nil {
+		t.Fatalf("TP 8 × PP 2 of a 7B model in 80 GiB: %v", err)
+	}
+	if _, err := run(t, append(one, "--memory-limit-gib", "2")...); err == nil || !strings.Contains(err.Error(), "device's 2 GiB") {
+		t.Errorf("the same in --memory-limit-gib 2: %v; want it not to fit", err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--search-top", "3"}, "--search-top 3 without --search"},
+		{[]string{"--memory-limit-gib", "NaN"}, "--memory-limit-gib NaN: give the memory a device may use"},
+		{[]string{"--search", "--memory-limit-gib", "1"}, "none of the"},
+	} {
+		if _, err := run(t, append(append([]string{}, one...), c.args...)...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v; want an error with %q", c.args, err, c.want)
+		}
+	}
+	out, err := run(t, append(gpt, "--world-size", "12", "--search", "--search-top", "1")...)
+	if err == nil || !strings.Contains(err.Error(), "none of the") {
+		t.Errorf("12 devices, a batch of 64 (no layout fits): %v", err)
+	}
+	if !strings.Contains(out, "--global-batch-size") {
+		t.Errorf("12 devices, a batch of 64: no layout refused naming the batch:\n%s", out)
+	}
+}
+
 // TestPlanSearchExperts: for a MoE model the search tries the
 // expert-parallel sizes, --expert-model-parallel-size pins one, and pinned
 // flags that leave nothing to try are an error naming why.
