@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -220,4 +221,26 @@ func simulatedIterations(a Args, samples int64) int {
 		it++
 	}
 	return it
+}
+
+// TestInterleavedAdviceInRunTerms: the interleaved schedule's advice
+// names counts of microbatches, not gotron bench's --num-microbatches,
+// which a run does not have.
+func TestInterleavedAdviceInRunTerms(t *testing.T) {
+	a := mockArgs(1)
+	a.Model.PipelineModelParallelSize, a.Model.VirtualPipelineModelParallelSize = 2, 2
+	a.Model.NumLayers, a.MicroBatchSize, a.GlobalBatchSize = 4, 8, 8
+	err := a.Validate(2)
+	if err == nil || !strings.Contains(err.Error(), "choose 2 or more microbatches") || strings.Contains(err.Error(), "--num-microbatches") {
+		t.Errorf("1 microbatch on 2 stages × 2 virtual: %v; want the advice in microbatches", err)
+	}
+	for in, want := range map[string]string{
+		"choose --num-microbatches 4 or more (4 keeps this group size)": "choose 4 or more microbatches (4 keeps this group size)",
+		"…, or --num-microbatches 10 or 14":                             "…, or 10 or 14 microbatches",
+		"or --num-microbatches 12":                                      "or 12 microbatches",
+	} {
+		if got := inRunTerms(errors.New(in)); got != want {
+			t.Errorf("inRunTerms(%q) = %q, want %q", in, got, want)
+		}
+	}
 }
