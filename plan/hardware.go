@@ -181,6 +181,9 @@ func (h Hardware) check() error {
 			errs = append(errs, fmt.Errorf("%s is %g: it must be in (0, 1]", name, v))
 		}
 	}
+	if strings.TrimSpace(h.Name) == "" {
+		errs = append(errs, errors.New(`name is missing: give the description a name, which the plan prints ("name": "my-cluster")`))
+	}
 	if len(h.PeakTFLOPS) == 0 {
 		errs = append(errs, errors.New(`peak_tflops is empty: give at least "bf16"`))
 	}

@@ -48,6 +48,7 @@ func TestLoadHardwareErrors(t *testing.T) {
 		{`"gemm": 0.8`, `"gemm": 1.5`, "efficiency.gemm is 1.5"},
 		{`"bf16": 312`, `"bf17": 312`, `peak_tflops has "bf17"`},
 		{`"devices_per_node": 8`, `"devices_per_node": -8`, "devices_per_node is -8"},
+		{`"name": "a100-80gb"`, `"name": " "`, "name is missing"},
 	} {
 		p := filepath.Join(dir, "hw.json")
 		if err := os.WriteFile(p, []byte(strings.Replace(string(good), c.from, c.to, 1)), 0o644); err != nil {

@@ -198,8 +198,8 @@ func printPlan(out io.Writer, r plan.Run, p *plan.Prediction, hw plan.Hardware) 
 	if p.Microbatches == 1 {
 		mbs = "micro-batch"
 	}
-	fmt.Fprintf(out, "gotron plan: a GPT of %.3g B parameters on %d × %s (%d a node): TP %d × CP %d × PP %d (VPP %d) × DP %d; %d %s of %d per data-parallel rank, %s, %s",
-		plan.ParameterCount(m)/1e9, p.World, hw.Name, hw.DevicesPerNode, p.TP, p.CP, p.PP, p.VPP, p.DP, p.Microbatches, mbs, r.MicroBatchSize, p.Schedule, prec)
+	fmt.Fprintf(out, "gotron plan: a GPT of %s parameters on %d × %s (%d a node): TP %d × CP %d × PP %d (VPP %d) × DP %d; %d %s of %d per data-parallel rank, %s, %s",
+		parameters(plan.ParameterCount(m)), p.World, hw.Name, hw.DevicesPerNode, p.TP, p.CP, p.PP, p.VPP, p.DP, p.Microbatches, mbs, r.MicroBatchSize, p.Schedule, prec)
 	if r.UnfusedAttention {
 		opts = append(opts, "unfused attention")
 	} else {
@@ -307,4 +307,18 @@ func writeCalibration(cmd *cobra.Command, file string) error {
 	}
 	_, err = fmt.Fprintf(cmd.OutOrStdout(), "%swrote %s: plan on it with --hardware %s\n", b, file, file)
 	return err
+}
+
+// parameters writes a parameter count as a reader says it: 175 B, 7.24 B,
+// 124 M, 166 k.
+func parameters(n float64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.3g B", n/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.3g M", n/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.3g k", n/1e3)
+	}
+	return fmt.Sprintf("%.0f", n)
 }
