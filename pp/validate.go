@@ -24,7 +24,9 @@ const (
 //
 // The reference raises ValueError and RuntimeError; gotron returns an error
 // that shows the arithmetic and proposes the nearest valid group sizes and
-// microbatch counts.
+// microbatch counts. The counts are given as counts, not as a flag: a
+// training run's microbatches come from its global batch, gotron bench's
+// and inspect's from --num-microbatches.
 func ValidateInterleaved(pp, m, groupSize int) error {
 	g := groupSize
 	switch {
@@ -38,7 +40,7 @@ func ValidateInterleaved(pp, m, groupSize int) error {
 	if g < pp || g > m {
 		msg := fmt.Sprintf("microbatch_group_size_per_vp_stage = %d must lie in [pipeline_model_parallel_size, num_microbatches] = [%d, %d] for the interleaved schedule", g, pp, m)
 		if m < pp {
-			msg += fmt.Sprintf(", an empty range since num_microbatches = %d < %d: choose %s %d or more", m, pp, flagMicrobatches, max(pp, g))
+			msg += fmt.Sprintf(", an empty range since num_microbatches = %d < %d: choose %d or more microbatches", m, pp, max(pp, g))
 			if g >= pp {
 				msg += fmt.Sprintf(" (%d keeps this group size)", g)
 			} else {
@@ -50,7 +52,7 @@ func ValidateInterleaved(pp, m, groupSize int) error {
 		msg += fmt.Sprintf(": choose %s %d (valid for num_microbatches = %d and pipeline_model_parallel_size = %d: %s)",
 			flagGroupSize, nearest(valid, g), m, pp, listInts(valid))
 		if g > m {
-			msg += fmt.Sprintf(", or %s %d", flagMicrobatches, g)
+			msg += fmt.Sprintf(", or %d microbatches", g)
 		}
 		return fmt.Errorf("%s", msg)
 	}
@@ -62,9 +64,9 @@ func ValidateInterleaved(pp, m, groupSize int) error {
 		valid := ValidGroupSizes(pp, m)
 		return fmt.Errorf("microbatch_group_size_per_vp_stage = %d with num_microbatches = %d leaves %d mod %d = %d %s in the last group, "+
 			"fewer than pipeline_model_parallel_size = %d, which leaves dependency bubbles in the interleaved schedule: "+
-			"choose %s %d (valid for %d microbatches on %d stages: %s), or %s %s",
+			"choose %s %d (valid for %d microbatches on %d stages: %s), or %s microbatches",
 			g, m, m, g, r, noun, pp, flagGroupSize, nearest(valid, g), m, pp, listInts(valid),
-			flagMicrobatches, orInts(nearestMicrobatches(pp, g, m)))
+			orInts(nearestMicrobatches(pp, g, m)))
 	}
 	return nil
 }

@@ -539,8 +539,8 @@ func (a Args) checkBatch(world int, v *violations) {
 		a.GlobalBatchSize > 0 && a.GlobalBatchSize%(a.MicroBatchSize*dp) == 0 {
 		m := a.NumMicroBatches(dp)
 		if err := pp.ValidateInterleaved(mp.PipelineModelParallelSize, m, mp.EffectiveMicrobatchGroupSize()); err != nil {
-			v.add("--global-batch-size %d / (--micro-batch-size %d × data-parallel size %d) = %d microbatches per iteration: %s (change --global-batch-size for another number of microbatches)",
-				a.GlobalBatchSize, a.MicroBatchSize, dp, m, inRunTerms(err))
+			v.add("--global-batch-size %d / (--micro-batch-size %d × data-parallel size %d) = %d microbatches per iteration: %v (change --global-batch-size for another number of microbatches)",
+				a.GlobalBatchSize, a.MicroBatchSize, dp, m, err)
 		}
 	}
 	a.validateRamp(dp, v.add)

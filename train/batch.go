@@ -2,7 +2,6 @@ package train
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -92,8 +91,8 @@ func (a Args) validateRamp(dp int, add func(format string, args ...any)) {
 	} else if mp := a.Model.ModelParallelConfig; rows > 0 && mp.PipelineModelParallelSize > 1 && mp.VirtualPipelineModelParallelSize > 0 {
 		for b := r.Start; b < a.GlobalBatchSize; b += r.Increment {
 			if err := pp.ValidateInterleaved(mp.PipelineModelParallelSize, b/rows, mp.EffectiveMicrobatchGroupSize()); err != nil {
-				add("%s %d %d %d: the ramp's global batch %d is %d microbatches: %s (choose a start and an increment whose batches the interleaved schedule can run)",
-					flag, r.Start, r.Increment, r.Samples, b, b/rows, inRunTerms(err))
+				add("%s %d %d %d: the ramp's global batch %d is %d microbatches: %v (choose a start and an increment whose batches the interleaved schedule can run)",
+					flag, r.Start, r.Increment, r.Samples, b, b/rows, err)
 				break
 			}
 		}
@@ -189,7 +188,7 @@ func (a Args) validateSteps(dp int, add func(format string, args ...any)) {
 		}
 		if mp.PipelineModelParallelSize > 1 && mp.VirtualPipelineModelParallelSize > 0 && pp.PlacementOf(a.PipelineSchedule) == config.PlacementLoop {
 			if err := pp.ValidateInterleaved(mp.PipelineModelParallelSize, b/rows, mp.EffectiveMicrobatchGroupSize()); err != nil {
-				add("%s: the global batch %d is %d microbatches: %s (choose batches the interleaved schedule can run)", flag, b, b/rows, inRunTerms(err))
+				add("%s: the global batch %d is %d microbatches: %v (choose batches the interleaved schedule can run)", flag, b, b/rows, err)
 				return
 			}
 		}
@@ -209,16 +208,4 @@ func stepsDesc(s data.StepSchedule, seqLength, rows, micro int) string {
 	}
 	return fmt.Sprintf("global batch by --step-batch-size-schedule: %s: %d to %d micro-batches of %d per rank per iteration",
 		strings.Join(parts, ", "), lo/rows, hi/rows, micro)
-}
-
-// numMicrobatches matches pp's advice in gotron bench's and inspect's
-// terms: "--num-microbatches 4", "… 10 or 14", "… 4 or more".
-var numMicrobatches = regexp.MustCompile(`--num-microbatches ([0-9]+(?: or [0-9]+)?(?: or more)?)`)
-
-// inRunTerms is the interleaved schedule's error (pp.ValidateInterleaved)
-// in a run's terms: a run has no --num-microbatches, its microbatches are
-// the global batch over the micro-batch and the data-parallel size, so the
-// advice names counts of microbatches.
-func inRunTerms(err error) string {
-	return numMicrobatches.ReplaceAllString(err.Error(), "$1 microbatches")
 }

@@ -64,7 +64,7 @@ func TestInspectScheduleRefuses(t *testing.T) {
 	}{
 		{[]string{"--pipeline-model-parallel-size", "2", "--virtual-pipeline-model-parallel-size", "2", "--num-microbatches", "7",
 			"--microbatch-group-size-per-virtual-pipeline-stage", "3", "--overlap-p2p-communication"},
-			[]string{"7 mod 3 = 1", "--microbatch-group-size-per-virtual-pipeline-stage 4", "--num-microbatches 6 or 8"}},
+			[]string{"7 mod 3 = 1", "--microbatch-group-size-per-virtual-pipeline-stage 4", "or 6 or 8 microbatches"}},
 		{[]string{"--pipeline-model-parallel-size", "2", "--virtual-pipeline-model-parallel-size", "2", "--num-microbatches", "4", "--no-overlap-p2p-communication"},
 			[]string{"--overlap-p2p-communication", "> 2"}},
 		{[]string{"--pipeline-model-parallel-size", "2", "--num-microbatches", "4", "--overlap-p2p-communication", "--no-overlap-p2p-communication"},
