@@ -20,7 +20,7 @@ const minPrefault = 1 << 20
 // benchmark model's steady CPU time when every large Empty did it).
 //
 // Whether the allocation took fresh memory is read from the runtime's
-// counters (runtime/metrics, well under a microsecond a read): the heap's
+// counters (runtime/metrics, cheap beside filling the allocation): the heap's
 // memory in use by the process (all it has mapped less what it has
 // released) grew by at least a quarter of the allocation. The signal is
 // not exact: another goroutine's allocation in between can make it

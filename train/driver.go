@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/gotron/gotron/ckpt"
@@ -79,7 +80,7 @@ func Prepare(a Args, o Options, pl Placement) (p *Prepared, err error) {
 			return nil, err
 		}
 	}
-	p = &Prepared{a: a, place: pl, gc: newCollector(runtimeGC)}
+	p = &Prepared{a: a, place: pl, gc: newCollector(runtime.GC)}
 	if pl.Lock {
 		if p.lock, err = lockSave("--save", a.Save, o); err != nil {
 			return nil, err

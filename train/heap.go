@@ -2,7 +2,6 @@ package train
 
 import (
 	"math"
-	"runtime"
 	"runtime/metrics"
 	"sync/atomic"
 )
@@ -54,6 +53,3 @@ func collectionOff() bool {
 	metrics.Read(s[:])
 	return s[0].Value.Kind() == metrics.KindUint64 && s[0].Value.Uint64() == math.MaxUint64
 }
-
-// runtimeGC is the collection a run's collector makes.
-var runtimeGC = runtime.GC
